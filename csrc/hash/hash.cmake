@@ -1,0 +1,1 @@
+# placeholder: the hashing unit's sources (owned by the hashing work)

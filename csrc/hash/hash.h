@@ -1,0 +1,37 @@
+/*
+ * Internal hashing interface (not part of the ABI).
+ *
+ * bgi_hash128 is HighwayHash-128 with Redisson's key, dispatched once to the fastest
+ * implementation this CPU supports (AVX2, SSE4.1, portable).
+ */
+#ifndef BG_INTERNAL_HASH_H
+#define BG_INTERNAL_HASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* out[0] = h1 (Redisson's hash1), out[1] = h2. data may be NULL when len is 0. */
+void bgi_hash128(const void *data, size_t len, uint64_t out[2]);
+/* "avx2", "sse41" or "portable": the implementation bgi_hash128 uses. */
+const char *bgi_hash_impl_name(void);
+/* Tests and benchmarks: use the named implementation from now on; -1 if this CPU lacks it. */
+int bgi_hash_force(const char *name);
+
+/* Redisson's index sequence: h = h1; idx[i] = (h & INT64_MAX) % size; h += (i even) ? h2 : h1. */
+static inline void bgi_indexes_from_hash(uint64_t h1, uint64_t h2, uint64_t size, uint32_t k,
+                                         uint64_t *out) {
+  uint64_t h = h1;
+  for (uint32_t i = 0; i < k; i++) {
+    out[i] = (h & INT64_MAX) % size;
+    h += (i % 2 == 0) ? h2 : h1;
+  }
+}
+
+/*
+ * Redisson's optimalNumOfBits / optimalNumOfHashFunctions with tryInit's checks, bit for bit
+ * (Java's saturating double->long cast, Math.round). On rejection returns BG_EBADPARAMS and
+ * writes Redisson's IllegalArgumentException message (or ours for n <= 0) to err.
+ */
+int bgi_params(int64_t n, double p, uint64_t *size, uint32_t *k, char *err, size_t err_size);
+
+#endif

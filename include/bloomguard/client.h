@@ -1,0 +1,48 @@
+/*
+ * bloomguard/client.h - a connection pool to one Redis server.
+ *
+ * Thread safety: a bg_client may be shared by any number of threads; each call takes a pooled
+ * connection for its duration (waiting up to the command timeout when all are busy). A connection
+ * that failed is dropped and replaced by a fresh one on a later call.
+ *
+ * URLs:  redis://[user[:password]@]host[:port][/db]     (user and password may be %-encoded;
+ *        unix:///path/to.sock[?db=N]                      host may be [IPv6])
+ *
+ * Lifetime: filters opened on a client keep it alive; bg_client_close releases the caller's
+ * reference and the pool goes away when the last filter is closed as well.
+ */
+#ifndef BLOOMGUARD_CLIENT_H
+#define BLOOMGUARD_CLIENT_H
+
+#include "common.h"
+#include "options.h"
+
+BG_BEGIN_DECLS
+
+typedef struct bg_client bg_client;
+
+/*
+ * Parses the URL, connects one connection (so a bad address or password fails here, within the
+ * connect timeout) and returns the client in *out. opts may be NULL. On failure *out is NULL and,
+ * because there is no handle to carry it, the message is written to errbuf if that is not NULL:
+ * use bg_client_open_ex for it.
+ */
+BG_API int  bg_client_open(bg_client **out, const char *url, const bg_options *opts);
+BG_API int  bg_client_open_ex(bg_client **out, const char *url, const bg_options *opts,
+                              char *errbuf, size_t errbuf_size);
+BG_API void bg_client_close(bg_client *c);
+
+/* Round trip to the server (PING). */
+BG_API int  bg_client_ping(bg_client *c);
+
+/*
+ * The message of the most recent failure on this client (empty string if none). When threads
+ * share the client the message may be another thread's; bg_client_errmsg_copy copies it without
+ * tearing. Never contains a password.
+ */
+BG_API const char *bg_client_errmsg(const bg_client *c);
+BG_API size_t bg_client_errmsg_copy(const bg_client *c, char *buf, size_t buf_size);
+
+BG_END_DECLS
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * bloomguard/errors.h - status codes.
+ *
+ * The numeric values are part of the ABI: they never change and are never reused.
+ * The detailed message of a failure lives on the handle that failed
+ * (bg_client_errmsg, bg_filter_errmsg); bg_strerror gives the static text of a code.
+ */
+#ifndef BLOOMGUARD_ERRORS_H
+#define BLOOMGUARD_ERRORS_H
+
+#include "common.h"
+
+BG_BEGIN_DECLS
+
+#define BG_OK            0   /* success */
+#define BG_EINVAL       -1   /* invalid argument: NULL handle or pointer, bad option value */
+#define BG_ENOMEM       -2   /* out of memory */
+#define BG_EBADURL      -3   /* malformed or unsupported server URL */
+#define BG_EBADNAME     -4   /* filter name unusable (its keys would not share one cluster slot) */
+#define BG_EBADPARAMS   -5   /* expected insertions / false probability rejected (Redisson's rules) */
+#define BG_ENOTSUP      -6   /* unknown option or unsupported feature */
+#define BG_ECONN        -7   /* cannot connect, or the connection was lost */
+#define BG_ETIMEOUT     -8   /* the server did not answer within the command timeout */
+#define BG_EAUTH        -9   /* authentication or SELECT refused by the server */
+#define BG_ESERVER     -10   /* the server answered an error (OOM, READONLY, LOADING, BUSY, ...) */
+#define BG_EPROTO      -11   /* the server's reply had an unexpected shape */
+#define BG_ENOTINIT    -12   /* the filter has no config hash: it was never initialized, or was deleted */
+#define BG_ECONFIG     -13   /* the filter's config kept changing during the call (retries exhausted) */
+#define BG_ECORRUPT    -14   /* the config hash holds values that cannot be parsed */
+#define BG_EWRONGTYPE  -15   /* a key of the filter holds the wrong Redis type */
+#define BG_ELOCKED     -16   /* the filter is write-locked and the wait was exceeded */
+#define BG_EROTATING   -17   /* another rotation of this filter is in progress */
+#define BG_EABORTED    -18   /* a user callback asked to abort */
+#define BG_ECLOSED     -19   /* the handle was closed or its client is gone */
+
+/* Static description of a status code ("unknown status" for values not listed above). */
+BG_API const char *bg_strerror(int status);
+
+BG_END_DECLS
+
+#endif

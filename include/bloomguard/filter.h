@@ -1,0 +1,75 @@
+/*
+ * bloomguard/filter.h - a Bloom filter stored in Redis exactly as Redisson's RBloomFilter stores it.
+ *
+ * Keys: the bitmap at NAME, the config hash at NAME + ":config" if NAME contains '{', else
+ * "{" + NAME + "}:config" (fields size, hashIterations, expectedInsertions, falseProbability).
+ *
+ * Every add or query is one atomic server-side step that checks the config and touches the bits
+ * together, in one round trip for one item or for a whole batch. When another client changed the
+ * config (a rebuild with other parameters), the step returns the new config and the call is
+ * retried with it, up to BG_OPT_CONFIG_RETRIES times: the caller never sees an error or a silent
+ * "absent" for that. A filter without a config hash answers BG_ENOTINIT.
+ *
+ * Thread safety: a bg_filter may be shared between threads. Its error message is the most recent
+ * failure on the handle (see bg_filter_errmsg_copy when sharing).
+ */
+#ifndef BLOOMGUARD_FILTER_H
+#define BLOOMGUARD_FILTER_H
+
+#include "common.h"
+#include "client.h"
+
+BG_BEGIN_DECLS
+
+typedef struct bg_filter bg_filter;
+
+/*
+ * No I/O: validates the name (BG_EBADNAME if its bitmap and config keys would hash to different
+ * cluster slots, e.g. "a{}b") and takes a reference on the client.
+ */
+BG_API int  bg_filter_open(bg_filter **out, bg_client *c, const char *name);
+BG_API void bg_filter_close(bg_filter *f);
+BG_API const char *bg_filter_name(const bg_filter *f);
+
+/*
+ * Redisson's tryInit: computes size and k (bg_optimal_params; BG_EBADPARAMS with Redisson's
+ * message when rejected) and writes the config hash only if it does not exist. *created (may be
+ * NULL) is 1 if this call wrote it, 0 if a config was already there (the existing one is kept,
+ * and used from now on, even if its parameters differ).
+ */
+BG_API int bg_filter_init(bg_filter *f, int64_t expected_insertions, double fpp, int *created);
+
+/* *added (may be NULL) is 1 if at least one of the item's bits was newly set. */
+BG_API int bg_filter_add(bg_filter *f, const void *item, size_t len, int *added);
+/* items[i] may be NULL when lens[i] is 0. *added (may be NULL): how many items set a new bit. */
+BG_API int bg_filter_add_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n,
+                              size_t *added);
+
+BG_API int bg_filter_contains(bg_filter *f, const void *item, size_t len, int *present);
+/* present[i] is set to 1 or 0 for each item. */
+BG_API int bg_filter_contains_many(bg_filter *f, const void *const *items, const size_t *lens,
+                                   size_t n, uint8_t *present);
+
+/* Redisson's estimate: round(-size / k * ln(1 - bits_set / size)). */
+BG_API int bg_filter_count(bg_filter *f, int64_t *count);
+
+/*
+ * Reads the config hash (one round trip). Each out-parameter may be NULL. expected_insertions and
+ * fpp are 0 when the hash lacks those fields (only size and hashIterations are required).
+ */
+BG_API int bg_filter_info(bg_filter *f, uint64_t *size, uint32_t *hash_iterations,
+                          int64_t *expected_insertions, double *fpp);
+
+/* Deletes the bitmap and the config; *deleted (may be NULL) is 1 if anything existed. */
+BG_API int bg_filter_delete(bg_filter *f, int *deleted);
+/* Sets (PEXPIRE) or clears (PERSIST) a time to live on both keys; *applied: 1 if any key changed. */
+BG_API int bg_filter_expire(bg_filter *f, int64_t ttl_ms, int *applied);
+BG_API int bg_filter_persist(bg_filter *f, int *applied);
+
+/* Message of the most recent failure on this handle ("" if none); never contains a password. */
+BG_API const char *bg_filter_errmsg(const bg_filter *f);
+BG_API size_t bg_filter_errmsg_copy(const bg_filter *f, char *buf, size_t buf_size);
+
+BG_END_DECLS
+
+#endif

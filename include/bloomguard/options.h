@@ -1,0 +1,36 @@
+/*
+ * bloomguard/options.h - connection options, set by enum so the ABI grows without frozen structs.
+ *
+ * A bg_options object is only read by bg_client_open (which copies what it needs), so one object
+ * may be reused for several clients and freed right after opening.
+ */
+#ifndef BLOOMGUARD_OPTIONS_H
+#define BLOOMGUARD_OPTIONS_H
+
+#include "common.h"
+
+BG_BEGIN_DECLS
+
+typedef struct bg_options bg_options;
+
+/* Integer options (bg_options_set_int). Values are pinned like status codes. */
+#define BG_OPT_CONNECT_TIMEOUT_MS   1  /* TCP/unix connect timeout; default 2000; 1..3600000 */
+#define BG_OPT_COMMAND_TIMEOUT_MS   2  /* per command read/write timeout; default 1000; 1..3600000 */
+#define BG_OPT_POOL_SIZE            3  /* connections kept by a client; default 4; 1..1024 */
+#define BG_OPT_DB                   4  /* database to SELECT; overrides the URL's; 0..1000000 */
+#define BG_OPT_CONFIG_RETRIES       5  /* retries when the filter's config changed under a call; default 5; 0..100 */
+/* String options (bg_options_set_str). */
+#define BG_OPT_USERNAME           101  /* ACL user; overrides the URL's */
+#define BG_OPT_PASSWORD           102  /* password; overrides the URL's; never echoed in messages */
+#define BG_OPT_CLIENT_NAME        103  /* CLIENT SETNAME on every connection; default "bloomguard" */
+
+BG_API int  bg_options_new(bg_options **out);
+BG_API void bg_options_free(bg_options *o);
+/* BG_ENOTSUP for an unknown option (or one of the other type), BG_EINVAL for a value out of range. */
+BG_API int  bg_options_set_int(bg_options *o, int option, int64_t value);
+/* value is copied; NULL resets the option to its default. */
+BG_API int  bg_options_set_str(bg_options *o, int option, const char *value);
+
+BG_END_DECLS
+
+#endif

@@ -1,0 +1,54 @@
+#include "harness.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <time.h>
+
+/* bg_strerror is used by CHECK_STATUS; declared here so the harness needs no library header. */
+const char *bg_strerror(int status);
+
+int bgt_failures;
+const char *bgt_current = "";
+
+void bgt_fail(const char *file, int line, const char *fmt, ...) {
+  va_list ap;
+  bgt_failures++;
+  fprintf(stderr, "FAIL [%s] %s:%d: ", bgt_current, file, line);
+  va_start(ap, fmt);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+}
+
+uint64_t bgt_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int bgt_main(int argc, char **argv, const bgt_case *cases, size_t n) {
+  const char *filter = argc > 1 ? argv[1] : NULL;
+  int passed = 0, failed = 0;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  for (size_t i = 0; i < n; i++) {
+    if (filter && !strstr(cases[i].name, filter)) continue;
+    int before = bgt_failures;
+    bgt_current = cases[i].name;
+    uint64_t t0 = bgt_now_ns();
+    cases[i].fn();
+    double ms = (double)(bgt_now_ns() - t0) / 1e6;
+    if (bgt_failures == before) {
+      passed++;
+      printf("ok   %s (%.1f ms)\n", cases[i].name, ms);
+    } else {
+      failed++;
+      printf("FAIL %s (%.1f ms)\n", cases[i].name, ms);
+    }
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  if (passed + failed == 0) {
+    fprintf(stderr, "no test case matched \"%s\"\n", filter ? filter : "");
+    return 1;
+  }
+  return failed ? 1 : 0;
+}
