@@ -1,0 +1,98 @@
+/*
+ * cli.h - the bloomguard command: shared declarations of its small units.
+ *
+ *   main.c      argument parsing, usage texts, dispatch, connecting
+ *   commands.c  one function per subcommand
+ *   items.c     item sources: arguments or stdin lines, delivered in batches
+ *   output.c    JSON string escaping, number formatting, error reporting
+ *
+ * The CLI uses only the public API (bloomguard.h) and the shared library.
+ */
+#ifndef BG_CLI_H
+#define BG_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "bloomguard.h"
+
+/* Documented exit statuses. */
+#define CLI_EXIT_OK      0   /* success (contains: every item present) */
+#define CLI_EXIT_ABSENT  1   /* contains: at least one item absent */
+#define CLI_EXIT_ERROR   2   /* library, connection or server error */
+#define CLI_EXIT_USAGE  64   /* usage error (EX_USAGE) */
+
+#define CLI_DEFAULT_URL   "redis://127.0.0.1:6379"
+#define CLI_DEFAULT_BATCH 1000
+#define CLI_MAX_BATCH     1000000
+/* A stdin batch is also flushed once its items reach this many bytes (long lines). */
+#define CLI_BATCH_BYTES   (8u * 1024u * 1024u)
+
+typedef struct cli_opts {
+  const char *cmd;         /* subcommand name */
+  const char *url;         /* --url, else $BLOOMGUARD_URL, else CLI_DEFAULT_URL */
+  int json;                /* --json */
+  int verbose;             /* -v / --verbose */
+  int64_t timeout_ms;      /* --timeout-ms; 0 = library defaults */
+  size_t batch;            /* --batch */
+  int have_expected;
+  int64_t expected;        /* --expected */
+  int have_fpp;
+  double fpp;              /* --fpp */
+  int have_ttl;
+  int64_t ttl_ms;          /* --ttl-ms */
+  const char *name;        /* filter name (first positional) */
+  char **items;            /* remaining positionals */
+  size_t nitems;
+  int use_stdin;           /* no item arguments, or the single argument "-" */
+} cli_opts;
+
+/* ---- commands.c: each returns an exit status ------------------------------------------ */
+int cli_cmd_version(const cli_opts *o);
+int cli_cmd_info(const cli_opts *o, bg_filter *f);
+int cli_cmd_init(const cli_opts *o, bg_filter *f);
+int cli_cmd_add(const cli_opts *o, bg_filter *f);
+int cli_cmd_contains(const cli_opts *o, bg_filter *f);
+int cli_cmd_count(const cli_opts *o, bg_filter *f);
+int cli_cmd_delete(const cli_opts *o, bg_filter *f);
+int cli_cmd_expire(const cli_opts *o, bg_filter *f);
+int cli_cmd_persist(const cli_opts *o, bg_filter *f);
+
+/* ---- items.c ------------------------------------------------------------------------ */
+/*
+ * Called once per batch; items[i] points at lens[i] bytes (valid only during the call; not
+ * NUL-terminated for stdin items). Returns CLI_EXIT_OK to go on, anything else stops the walk
+ * and is returned by cli_for_each_batch.
+ */
+typedef int (*cli_batch_fn)(const void *const *items, const size_t *lens, size_t n, void *ud);
+
+/*
+ * Delivers the items of o (arguments, or stdin lines when o->use_stdin) in batches of at most
+ * o->batch items (stdin batches also end at CLI_BATCH_BYTES). Buffers are allocated once and
+ * reused for every batch. Returns CLI_EXIT_OK, the callback's stop value, or CLI_EXIT_ERROR
+ * (message printed) when stdin cannot be read or memory runs out.
+ */
+int cli_for_each_batch(const cli_opts *o, cli_batch_fn fn, void *ud);
+
+/* ---- output.c ----------------------------------------------------------------------- */
+/* Writes s (len bytes) as a JSON string literal, quotes included. Control characters are
+ * escaped, bytes that are not valid UTF-8 become U+FFFD. Returns 1 if s was valid UTF-8. */
+int cli_json_string(FILE *out, const void *s, size_t len);
+/* 1 if the bytes are valid UTF-8 (no overlongs, no surrogates, max U+10FFFF). */
+int cli_utf8_valid(const void *s, size_t len);
+/* Writes the bytes as lowercase hex, no quotes. */
+void cli_hex(FILE *out, const void *s, size_t len);
+/* Shortest decimal form of d that reads back to the same double ("%.15g".."%.17g"). */
+void cli_fmt_double(char *buf, size_t size, double d);
+
+/* Symbolic name of a status code, e.g. "BG_ENOTINIT" ("BG_E?" for an unknown code). */
+const char *cli_status_name(int status);
+/* Prints "bloomguard: CMD: BG_ENAME (strerror): detail" on stderr; returns CLI_EXIT_ERROR. */
+int cli_fail(const char *cmd, int status, const char *detail);
+/* Same, taking the detail from the filter's message. */
+int cli_fail_filter(const char *cmd, int status, const bg_filter *f);
+/* Checks stdout for write errors after the command; returns rc or CLI_EXIT_ERROR. */
+int cli_finish_stdout(int rc);
+
+#endif

@@ -1,0 +1,257 @@
+/* commands.c - the subcommands of the bloomguard command. Each returns an exit status. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void json_name(const cli_opts *o) {
+  fputs("{\"name\":", stdout);
+  cli_json_string(stdout, o->name, strlen(o->name));
+}
+
+static const char *jbool(int v) { return v ? "true" : "false"; }
+
+/* ---- version ------------------------------------------------------------------------- */
+
+int cli_cmd_version(const cli_opts *o) {
+  const char *lib = bg_version_string();
+  const char *impl = bg_hash_impl();
+  if (!lib) lib = "?";
+  if (!impl) impl = "?";
+  if (o->json) {
+    printf("{\"cli\":\"%s\",\"library\":", BG_VERSION_STRING);
+    cli_json_string(stdout, lib, strlen(lib));
+    printf(",\"libraryNumber\":%d,\"hashImpl\":", bg_version());
+    cli_json_string(stdout, impl, strlen(impl));
+    fputs("}\n", stdout);
+  } else {
+    printf("bloomguard %s (library %s, hash %s)\n", BG_VERSION_STRING, lib, impl);
+  }
+  return CLI_EXIT_OK;
+}
+
+/* ---- info / init ---------------------------------------------------------------------- */
+
+static void print_config(const cli_opts *o, uint64_t size, uint32_t k, int64_t n, double p,
+                         int created, int with_created) {
+  char pbuf[64];
+  cli_fmt_double(pbuf, sizeof pbuf, p);
+  if (o->json) {
+    json_name(o);
+    if (with_created) printf(",\"created\":%s", jbool(created));
+    printf(",\"size\":%llu,\"hashIterations\":%lu", (unsigned long long)size, (unsigned long)k);
+    if (n > 0) printf(",\"expectedInsertions\":%lld", (long long)n);
+    else fputs(",\"expectedInsertions\":null", stdout);
+    if (p > 0) printf(",\"falseProbability\":%s", pbuf);
+    else fputs(",\"falseProbability\":null", stdout);
+    fputs("}\n", stdout);
+    return;
+  }
+  if (with_created)
+    printf("%s %s\n", created ? "created" : "exists (existing config kept):", o->name);
+  else
+    printf("name: %s\n", o->name);
+  printf("size: %llu\nhashIterations: %lu\n", (unsigned long long)size, (unsigned long)k);
+  if (n > 0) printf("expectedInsertions: %lld\n", (long long)n);
+  else fputs("expectedInsertions: (not set)\n", stdout);
+  if (p > 0) printf("falseProbability: %s\n", pbuf);
+  else fputs("falseProbability: (not set)\n", stdout);
+}
+
+int cli_cmd_info(const cli_opts *o, bg_filter *f) {
+  uint64_t size = 0;
+  uint32_t k = 0;
+  int64_t n = 0;
+  double p = 0;
+  int st = bg_filter_info(f, &size, &k, &n, &p);
+  if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
+  print_config(o, size, k, n, p, 0, 0);
+  return CLI_EXIT_OK;
+}
+
+int cli_cmd_init(const cli_opts *o, bg_filter *f) {
+  int created = 0;
+  int st = bg_filter_init(f, o->expected, o->fpp, &created);
+  if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
+  /* report the config in force: an existing one is kept even if its parameters differ */
+  uint64_t size = 0;
+  uint32_t k = 0;
+  int64_t n = 0;
+  double p = 0;
+  st = bg_filter_info(f, &size, &k, &n, &p);
+  if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
+  print_config(o, size, k, n, p, created, 1);
+  return CLI_EXIT_OK;
+}
+
+/* ---- add ------------------------------------------------------------------------------ */
+
+typedef struct add_state {
+  const cli_opts *o;
+  bg_filter *f;
+  uint64_t items, added;
+} add_state;
+
+static int add_batch(const void *const *items, const size_t *lens, size_t n, void *ud) {
+  add_state *s = ud;
+  size_t added = 0;
+  int st = bg_filter_add_many(s->f, items, lens, n, &added);
+  if (st != BG_OK) {
+    if (s->items > 0)
+      fprintf(stderr, "bloomguard: %s: %llu items were added before the failure\n", s->o->cmd,
+              (unsigned long long)s->items);
+    return cli_fail_filter(s->o->cmd, st, s->f);
+  }
+  s->items += n;
+  s->added += added;
+  return CLI_EXIT_OK;
+}
+
+int cli_cmd_add(const cli_opts *o, bg_filter *f) {
+  add_state s = {o, f, 0, 0};
+  int rc = cli_for_each_batch(o, add_batch, &s);
+  if (rc != CLI_EXIT_OK) return rc;
+  if (o->json) {
+    json_name(o);
+    printf(",\"items\":%llu,\"added\":%llu}\n", (unsigned long long)s.items,
+           (unsigned long long)s.added);
+  } else {
+    printf("%llu items, %llu added (set at least one new bit)\n", (unsigned long long)s.items,
+           (unsigned long long)s.added);
+  }
+  return CLI_EXIT_OK;
+}
+
+/* ---- contains ------------------------------------------------------------------------- */
+
+typedef struct contains_state {
+  const cli_opts *o;
+  bg_filter *f;
+  uint8_t *present;   /* o->batch entries, reused for every batch */
+  int list;           /* print every item (arguments, or --verbose) */
+  int started;        /* JSON: the results array was opened */
+  uint64_t items, npresent, nabsent;
+} contains_state;
+
+static void json_open(contains_state *s) {
+  if (s->started) return;
+  s->started = 1;
+  json_name(s->o);
+  if (s->list) fputs(",\"results\":[", stdout);
+}
+
+static int contains_batch(const void *const *items, const size_t *lens, size_t n, void *ud) {
+  contains_state *s = ud;
+  int st = bg_filter_contains_many(s->f, items, lens, n, s->present);
+  if (st != BG_OK) return cli_fail_filter(s->o->cmd, st, s->f);
+  if (s->o->json) json_open(s);
+  for (size_t i = 0; i < n; i++) {
+    int p = s->present[i] != 0;
+    if (p) s->npresent++;
+    else s->nabsent++;
+    if (!s->list) continue;
+    if (s->o->json) {
+      if (s->items + i > 0) fputc(',', stdout);
+      fputs("{\"item\":", stdout);
+      if (!cli_json_string(stdout, items[i], lens[i])) {
+        fputs(",\"item_hex\":\"", stdout);
+        cli_hex(stdout, items[i], lens[i]);
+        fputc('"', stdout);
+      }
+      printf(",\"present\":%s}", jbool(p));
+    } else {
+      fputs(p ? "present\t" : "absent\t", stdout);
+      fwrite(items[i], 1, lens[i], stdout);
+      fputc('\n', stdout);
+    }
+  }
+  s->items += n;
+  return CLI_EXIT_OK;
+}
+
+int cli_cmd_contains(const cli_opts *o, bg_filter *f) {
+  contains_state s;
+  memset(&s, 0, sizeof s);
+  s.o = o;
+  s.f = f;
+  s.list = !o->use_stdin || o->verbose;
+  s.present = malloc(o->batch);
+  if (!s.present) {
+    fprintf(stderr, "bloomguard: %s: out of memory\n", o->cmd);
+    return CLI_EXIT_ERROR;
+  }
+  int rc = cli_for_each_batch(o, contains_batch, &s);
+  free(s.present);
+  if (rc != CLI_EXIT_OK) {
+    if (o->json && s.started) fputc('\n', stdout);  /* partial output ends its line */
+    return rc;
+  }
+  if (o->json) {
+    json_open(&s);
+    if (s.list) fputc(']', stdout);
+    printf(",\"items\":%llu,\"present\":%llu,\"absent\":%llu}\n", (unsigned long long)s.items,
+           (unsigned long long)s.npresent, (unsigned long long)s.nabsent);
+  } else if (!s.list) {
+    printf("%llu items, %llu present, %llu absent\n", (unsigned long long)s.items,
+           (unsigned long long)s.npresent, (unsigned long long)s.nabsent);
+  }
+  return s.nabsent ? CLI_EXIT_ABSENT : CLI_EXIT_OK;
+}
+
+/* ---- count / delete / expire / persist ------------------------------------------------ */
+
+int cli_cmd_count(const cli_opts *o, bg_filter *f) {
+  int64_t count = 0;
+  int st = bg_filter_count(f, &count);
+  if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
+  if (o->json) {
+    json_name(o);
+    printf(",\"count\":%lld}\n", (long long)count);
+  } else {
+    printf("%lld\n", (long long)count);
+  }
+  return CLI_EXIT_OK;
+}
+
+int cli_cmd_delete(const cli_opts *o, bg_filter *f) {
+  int deleted = 0;
+  int st = bg_filter_delete(f, &deleted);
+  if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
+  if (o->json) {
+    json_name(o);
+    printf(",\"deleted\":%s}\n", jbool(deleted));
+  } else {
+    printf(deleted ? "deleted %s\n" : "%s did not exist\n", o->name);
+  }
+  return CLI_EXIT_OK;
+}
+
+int cli_cmd_expire(const cli_opts *o, bg_filter *f) {
+  int applied = 0;
+  int st = bg_filter_expire(f, o->ttl_ms, &applied);
+  if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
+  if (o->json) {
+    json_name(o);
+    printf(",\"ttlMs\":%lld,\"applied\":%s}\n", (long long)o->ttl_ms, jbool(applied));
+  } else if (applied) {
+    printf("%s expires in %lld ms\n", o->name, (long long)o->ttl_ms);
+  } else {
+    printf("%s does not exist (nothing to expire)\n", o->name);
+  }
+  return CLI_EXIT_OK;
+}
+
+int cli_cmd_persist(const cli_opts *o, bg_filter *f) {
+  int applied = 0;
+  int st = bg_filter_persist(f, &applied);
+  if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
+  if (o->json) {
+    json_name(o);
+    printf(",\"applied\":%s}\n", jbool(applied));
+  } else if (applied) {
+    printf("%s no longer expires\n", o->name);
+  } else {
+    printf("%s had no time to live (or does not exist)\n", o->name);
+  }
+  return CLI_EXIT_OK;
+}

@@ -1,0 +1,142 @@
+/*
+ * items.c - where the items of add / contains come from, in batches.
+ *
+ * Arguments: the argv strings themselves, o->batch at a time (no copy).
+ * Stdin: one item per line. A trailing "\n" or "\r\n" is removed (a lone '\r' elsewhere stays
+ * part of the item), an empty line is the empty item, a last line without '\n' is an item, and
+ * lines may be of any length and contain NUL bytes. Lines are read with getline into one reused
+ * line buffer and appended to one reused arena; a batch ends at o->batch items or when the arena
+ * reaches CLI_BATCH_BYTES. Nothing is allocated per line: the buffers only grow, a few times.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct arena {
+  char *buf;
+  size_t len, cap;
+  size_t *offs;        /* start of each item in buf */
+  size_t *lens;
+  const void **ptrs;   /* filled from offs just before a batch is handed over */
+  size_t n, max;
+} arena;
+
+static int arena_init(arena *a, size_t max_items) {
+  memset(a, 0, sizeof *a);
+  a->max = max_items;
+  a->offs = malloc(max_items * sizeof *a->offs);
+  a->lens = malloc(max_items * sizeof *a->lens);
+  a->ptrs = malloc(max_items * sizeof *a->ptrs);
+  a->cap = 64 * 1024;
+  a->buf = malloc(a->cap);
+  return a->offs && a->lens && a->ptrs && a->buf ? 0 : -1;
+}
+
+static void arena_free(arena *a) {
+  free(a->buf);
+  free(a->offs);
+  free(a->lens);
+  free(a->ptrs);
+}
+
+static int arena_push(arena *a, const char *data, size_t len) {
+  if (a->len + len > a->cap || a->len + len < a->len) {
+    size_t cap = a->cap;
+    while (cap < a->len + len) {
+      if (cap > SIZE_MAX / 2) return -1;
+      cap *= 2;
+    }
+    char *nb = realloc(a->buf, cap);
+    if (!nb) return -1;
+    a->buf = nb;
+    a->cap = cap;
+  }
+  if (len) memcpy(a->buf + a->len, data, len);
+  a->offs[a->n] = a->len;
+  a->lens[a->n] = len;
+  a->len += len;
+  a->n++;
+  return 0;
+}
+
+static int arena_flush(arena *a, cli_batch_fn fn, void *ud) {
+  if (a->n == 0) return CLI_EXIT_OK;
+  for (size_t i = 0; i < a->n; i++) a->ptrs[i] = a->buf + a->offs[i];
+  int rc = fn(a->ptrs, a->lens, a->n, ud);
+  a->n = 0;
+  a->len = 0;
+  return rc;
+}
+
+static int from_stdin(const cli_opts *o, cli_batch_fn fn, void *ud) {
+  arena a;
+  char *line = NULL;
+  size_t line_cap = 0;
+  int rc = CLI_EXIT_OK;
+  if (arena_init(&a, o->batch) != 0) {
+    arena_free(&a);
+    fprintf(stderr, "bloomguard: %s: out of memory\n", o->cmd);
+    return CLI_EXIT_ERROR;
+  }
+  if (isatty(STDIN_FILENO))
+    fprintf(stderr, "bloomguard: %s: reading items from the terminal, one per line; end with "
+                    "Ctrl-D\n", o->cmd);
+  for (;;) {
+    errno = 0;
+    ssize_t got = getline(&line, &line_cap, stdin);
+    if (got < 0) {
+      if (ferror(stdin)) {
+        fprintf(stderr, "bloomguard: %s: error reading standard input: %s\n", o->cmd,
+                strerror(errno ? errno : EIO));
+        rc = CLI_EXIT_ERROR;
+      } else if (errno == ENOMEM || errno == EOVERFLOW) {
+        fprintf(stderr, "bloomguard: %s: input line too long: %s\n", o->cmd, strerror(errno));
+        rc = CLI_EXIT_ERROR;
+      }
+      break;
+    }
+    size_t len = (size_t)got;
+    if (len > 0 && line[len - 1] == '\n') {
+      len--;
+      if (len > 0 && line[len - 1] == '\r') len--;
+    }
+    if (arena_push(&a, line, len) != 0) {
+      fprintf(stderr, "bloomguard: %s: out of memory (line of %zu bytes)\n", o->cmd, len);
+      rc = CLI_EXIT_ERROR;
+      break;
+    }
+    if (a.n == a.max || a.len >= CLI_BATCH_BYTES) {
+      rc = arena_flush(&a, fn, ud);
+      if (rc != CLI_EXIT_OK) break;
+    }
+  }
+  if (rc == CLI_EXIT_OK) rc = arena_flush(&a, fn, ud);
+  free(line);
+  arena_free(&a);
+  return rc;
+}
+
+static int from_args(const cli_opts *o, cli_batch_fn fn, void *ud) {
+  size_t cap = o->nitems < o->batch ? o->nitems : o->batch;
+  if (cap == 0) return CLI_EXIT_OK;
+  size_t *lens = malloc(cap * sizeof *lens);
+  if (!lens) {
+    fprintf(stderr, "bloomguard: %s: out of memory\n", o->cmd);
+    return CLI_EXIT_ERROR;
+  }
+  int rc = CLI_EXIT_OK;
+  for (size_t at = 0; at < o->nitems && rc == CLI_EXIT_OK; at += cap) {
+    size_t n = o->nitems - at < cap ? o->nitems - at : cap;
+    for (size_t i = 0; i < n; i++) lens[i] = strlen(o->items[at + i]);
+    rc = fn((const void *const *)(o->items + at), lens, n, ud);
+  }
+  free(lens);
+  return rc;
+}
+
+int cli_for_each_batch(const cli_opts *o, cli_batch_fn fn, void *ud) {
+  return o->use_stdin ? from_stdin(o, fn, ud) : from_args(o, fn, ud);
+}

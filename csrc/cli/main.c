@@ -1,0 +1,355 @@
+/* main.c - argument parsing, usage texts and dispatch of the bloomguard command. */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Options a command accepts besides the global ones. */
+#define OPT_EXPECTED 0x1
+#define OPT_FPP      0x2
+#define OPT_TTL      0x4
+#define OPT_BATCH    0x8
+
+enum { ARGS_NONE, ARGS_NAME, ARGS_NAME_ITEMS };
+
+typedef struct command {
+  const char *name;
+  int args;        /* ARGS_* */
+  unsigned opts;   /* OPT_* */
+  const char *synopsis;
+  const char *help;
+  int (*run)(const cli_opts *o, bg_filter *f);
+} command;
+
+static const command commands[] = {
+  {"info", ARGS_NAME, 0, "info NAME",
+   "Prints the filter's config hash: size, hashIterations, expectedInsertions,\n"
+   "falseProbability. A filter without a config fails with BG_ENOTINIT (exit 2).\n",
+   cli_cmd_info},
+  {"init", ARGS_NAME, OPT_EXPECTED | OPT_FPP, "init NAME --expected N --fpp P",
+   "Creates the filter like Redisson's tryInit(N, P): writes the config hash only if there is\n"
+   "none (an existing config is kept, even with other parameters, and reported).\n"
+   "  --expected N   expected insertions (Redisson's expectedInsertions)\n"
+   "  --fpp P        false positive probability, 0 < P <= 1 (e.g. 0.01, 1.0E-4)\n",
+   cli_cmd_init},
+  {"add", ARGS_NAME_ITEMS, OPT_BATCH, "add NAME [ITEM...]",
+   "Adds the items. With no ITEM arguments, or the single argument '-', reads one item per\n"
+   "line from standard input and sends them in batches (one round trip per batch).\n"
+   "Prints how many items were sent and how many set at least one new bit.\n"
+   "  --batch N      items per round trip for stdin (default 1000)\n",
+   cli_cmd_add},
+  {"contains", ARGS_NAME_ITEMS, OPT_BATCH, "contains NAME [ITEM...]",
+   "Tests the items; exit 0 if every item is present, 1 if any is absent.\n"
+   "Item arguments: one line per item, 'present<TAB>ITEM' or 'absent<TAB>ITEM'.\n"
+   "Stdin (no ITEM arguments, or '-'): one item per line, in batches; prints only the counts\n"
+   "('T items, N present, M absent') unless --verbose lists every item as above.\n"
+   "  --batch N      items per round trip for stdin (default 1000)\n",
+   cli_cmd_contains},
+  {"count", ARGS_NAME, 0, "count NAME",
+   "Prints Redisson's estimate of the number of items: round(-size/k * ln(1 - bits/size)).\n",
+   cli_cmd_count},
+  {"delete", ARGS_NAME, 0, "delete NAME",
+   "Deletes the bitmap and the config hash (exit 0 also when nothing existed).\n",
+   cli_cmd_delete},
+  {"expire", ARGS_NAME, OPT_TTL, "expire NAME --ttl-ms MS",
+   "Sets a time to live of MS milliseconds (>= 1) on the bitmap and the config hash.\n",
+   cli_cmd_expire},
+  {"persist", ARGS_NAME, 0, "persist NAME",
+   "Removes the time to live from the bitmap and the config hash.\n",
+   cli_cmd_persist},
+  {"version", ARGS_NONE, 0, "version",
+   "Prints the versions of the command and of the library it loaded, and the hash\n"
+   "implementation picked for this CPU. Needs no server.\n",
+   NULL},
+};
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static const char global_help[] =
+  "Global options (before or after the command):\n"
+  "  --url URL         server: redis://[user[:password]@]host[:port][/db] or unix:///path\n"
+  "                    (default: $BLOOMGUARD_URL, else " CLI_DEFAULT_URL ")\n"
+  "  --timeout-ms MS   connect and command timeout in milliseconds (default: the library's)\n"
+  "  --json            print one JSON object on standard output\n"
+  "  -v, --verbose     with items from stdin, list every item (text and JSON)\n"
+  "  -h, --help        this help; 'bloomguard COMMAND --help' for one command\n"
+  "  --                end of options: later arguments are items even if they start with '-'\n";
+
+static const char details_help[] =
+  "Items from stdin: one per line; a trailing \"\\n\" or \"\\r\\n\" is removed, an empty line is\n"
+  "the empty item, a last line without newline counts, lines may be long and hold any bytes\n"
+  "but '\\n'. Item arguments are their bytes as given (an item starting with '-' goes after --).\n"
+  "\n"
+  "JSON: 'contains' prints {\"name\":..,\"results\":[{\"item\":\"a\",\"present\":true},..],\n"
+  "\"items\":T,\"present\":N,\"absent\":M} (\"results\" only for item arguments or --verbose);\n"
+  "the other commands print their fields, e.g. {\"name\":..,\"count\":N}. Strings are UTF-8 with\n"
+  "'\"', '\\\\' and control characters escaped; an item that is not valid UTF-8 has each invalid\n"
+  "byte replaced by \\ufffd in \"item\" and its exact bytes in \"item_hex\" (lowercase hex).\n"
+  "\n"
+  "Exit status:\n"
+  "  0   success (contains: every item present)\n"
+  "  1   contains: at least one item absent\n"
+  "  2   error: bad URL, cannot connect, server error, filter not initialized, ...; the\n"
+  "      message on stderr names the status (e.g. BG_ENOTINIT) and the library's detail;\n"
+  "      what stdout holds then is partial (items of earlier batches were applied)\n"
+  "  64  usage error (unknown command or option, missing or malformed argument)\n";
+
+static void usage_all(FILE *out) {
+  fputs("usage: bloomguard [GLOBAL OPTIONS] COMMAND [OPTIONS] NAME [ITEM...]\n"
+        "\n"
+        "Bloom filters in Redis, read and written exactly like Redisson's RBloomFilter\n"
+        "(same keys, config fields and bit indexes).\n"
+        "\n"
+        "Commands:\n", out);
+  for (size_t i = 0; i < NCOMMANDS; i++) fprintf(out, "  %s\n", commands[i].synopsis);
+  fputc('\n', out);
+  fputs(global_help, out);
+  fputc('\n', out);
+  fputs(details_help, out);
+}
+
+static void usage_cmd(FILE *out, const command *c) {
+  fprintf(out, "usage: bloomguard [GLOBAL OPTIONS] %s\n\n%s\n", c->synopsis, c->help);
+  fputs(global_help, out);
+  if (c->opts & OPT_BATCH) {
+    fputc('\n', out);
+    fputs(details_help, out);
+  } else {
+    fputs("\nExit status: 0 success, 2 error (message on stderr), 64 usage error.\n", out);
+  }
+}
+
+static int usage_error(const command *c, const char *fmt, const char *arg) {
+  fputs("bloomguard: ", stderr);
+  fprintf(stderr, fmt, arg);
+  fputc('\n', stderr);
+  if (c)
+    fprintf(stderr, "usage: bloomguard [GLOBAL OPTIONS] %s  (bloomguard %s --help)\n",
+            c->synopsis, c->name);
+  else
+    fputs("usage: bloomguard [GLOBAL OPTIONS] COMMAND ...  (bloomguard --help)\n", stderr);
+  return CLI_EXIT_USAGE;
+}
+
+static int parse_i64(const char *s, int64_t min, int64_t max, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < min || v > max) return -1;
+  *out = v;
+  return 0;
+}
+
+static const command *find_command(const char *name) {
+  for (size_t i = 0; i < NCOMMANDS; i++)
+    if (strcmp(commands[i].name, name) == 0) return &commands[i];
+  return NULL;
+}
+
+/* Matches "--opt VALUE" or "--opt=VALUE"; *i advances past a separate value. -1: value missing. */
+static int take_value(int argc, char **argv, int *i, const char *opt, const char **val) {
+  const char *a = argv[*i];
+  size_t n = strlen(opt);
+  if (strncmp(a, opt, n) != 0) return 0;
+  if (a[n] == '=') {
+    *val = a + n + 1;
+    return 1;
+  }
+  if (a[n] != '\0') return 0;
+  if (*i + 1 >= argc) return -1;
+  *val = argv[++*i];
+  return 1;
+}
+
+/*
+ * Parses argv into o. Returns -1 on success, else the exit status to return right away (help
+ * printed: 0; usage error: 64).
+ */
+static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
+  const command *cmd = NULL;
+  int help = 0, stdin_dash = 0, end_of_opts = 0;
+  unsigned seen = 0;
+  char **pos = malloc((size_t)argc * sizeof *pos);
+  size_t npos = 0;
+  if (!pos) {
+    fputs("bloomguard: out of memory\n", stderr);
+    return CLI_EXIT_ERROR;
+  }
+  memset(o, 0, sizeof *o);
+  o->batch = CLI_DEFAULT_BATCH;
+  o->url = getenv("BLOOMGUARD_URL");
+  if (!o->url || !*o->url) o->url = CLI_DEFAULT_URL;
+
+#define FAIL(fmt, arg) do { free(pos); return usage_error(cmd, fmt, arg); } while (0)
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *val = NULL;
+    int r;
+    if (end_of_opts || a[0] != '-' || a[1] == '\0') {
+      if (!cmd) {
+        if (strcmp(a, "help") == 0 && !end_of_opts) { help = 1; continue; }
+        cmd = find_command(a);
+        if (!cmd) FAIL("unknown command '%s'", a);
+        o->cmd = cmd->name;
+        continue;
+      }
+      if (!end_of_opts && strcmp(a, "-") == 0) { stdin_dash++; continue; }
+      pos[npos++] = argv[i];
+      continue;
+    }
+    if (strcmp(a, "--") == 0) { end_of_opts = 1; continue; }
+    if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { help = 1; continue; }
+    if (strcmp(a, "--json") == 0) { o->json = 1; continue; }
+    if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) { o->verbose = 1; continue; }
+    if ((r = take_value(argc, argv, &i, "--url", &val)) != 0) {
+      if (r < 0) FAIL("option %s needs a value", a);
+      if (!*val) FAIL("option --url needs a non-empty value%s", "");
+      o->url = val;
+      continue;
+    }
+    if ((r = take_value(argc, argv, &i, "--timeout-ms", &val)) != 0) {
+      if (r < 0) FAIL("option %s needs a value", a);
+      if (parse_i64(val, 1, 3600000, &o->timeout_ms) != 0)
+        FAIL("--timeout-ms: '%s' is not a number of milliseconds in 1..3600000", val);
+      continue;
+    }
+    if ((r = take_value(argc, argv, &i, "--batch", &val)) != 0) {
+      int64_t b;
+      if (r < 0) FAIL("option %s needs a value", a);
+      if (parse_i64(val, 1, CLI_MAX_BATCH, &b) != 0)
+        FAIL("--batch: '%s' is not a number in 1..1000000", val);
+      o->batch = (size_t)b;
+      seen |= OPT_BATCH;
+      continue;
+    }
+    if ((r = take_value(argc, argv, &i, "--expected", &val)) != 0) {
+      if (r < 0) FAIL("option %s needs a value", a);
+      if (parse_i64(val, 0, INT64_MAX, &o->expected) != 0)
+        FAIL("--expected: '%s' is not a non-negative integer", val);
+      o->have_expected = 1;
+      seen |= OPT_EXPECTED;
+      continue;
+    }
+    if ((r = take_value(argc, argv, &i, "--fpp", &val)) != 0) {
+      char *end;
+      if (r < 0) FAIL("option %s needs a value", a);
+      errno = 0;
+      o->fpp = strtod(val, &end);
+      if (end == val || *end || errno == ERANGE)
+        FAIL("--fpp: '%s' is not a number (e.g. 0.01 or 1.0E-4)", val);
+      o->have_fpp = 1;
+      seen |= OPT_FPP;
+      continue;
+    }
+    if ((r = take_value(argc, argv, &i, "--ttl-ms", &val)) != 0) {
+      if (r < 0) FAIL("option %s needs a value", a);
+      if (parse_i64(val, 1, INT64_MAX, &o->ttl_ms) != 0)
+        FAIL("--ttl-ms: '%s' is not a positive number of milliseconds", val);
+      o->have_ttl = 1;
+      seen |= OPT_TTL;
+      continue;
+    }
+    FAIL("unknown option '%s'", a);
+  }
+
+  if (help) {
+    free(pos);
+    if (cmd) usage_cmd(stdout, cmd);
+    else usage_all(stdout);
+    return CLI_EXIT_OK;
+  }
+  if (!cmd) FAIL("no command given%s", "");
+  if (seen & ~cmd->opts) {
+    static const struct { unsigned bit; const char *name; } names[] = {
+      {OPT_EXPECTED, "--expected"}, {OPT_FPP, "--fpp"}, {OPT_TTL, "--ttl-ms"},
+      {OPT_BATCH, "--batch"}};
+    for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+      if (seen & ~cmd->opts & names[k].bit) FAIL("option %s does not apply to this command",
+                                                 names[k].name);
+  }
+  if (cmd->args == ARGS_NONE) {
+    if (npos || stdin_dash) FAIL("'%s' takes no arguments", cmd->name);
+  } else {
+    if (npos == 0) FAIL("missing filter NAME%s", "");
+    o->name = pos[0];
+    if (!*o->name) FAIL("the filter NAME must not be empty%s", "");
+    if (cmd->args == ARGS_NAME) {
+      if (npos > 1 || stdin_dash) FAIL("'%s' takes only the filter NAME", cmd->name);
+    } else {
+      /* items: the remaining arguments, or stdin when there are none or the single '-' */
+      o->nitems = npos - 1;
+      if (stdin_dash > 1) FAIL("'-' (stdin) given more than once%s", "");
+      if (stdin_dash && o->nitems) FAIL("'-' (stdin) cannot be combined with ITEM arguments%s", "");
+      o->use_stdin = o->nitems == 0;
+    }
+  }
+  if (cmd == find_command("init") && (!o->have_expected || !o->have_fpp))
+    FAIL("init needs --expected N and --fpp P%s", "");
+  if (cmd == find_command("expire") && !o->have_ttl) FAIL("expire needs --ttl-ms MS%s", "");
+#undef FAIL
+
+  /* The positionals were collected in order; keep the items in place of argv's head. */
+  if (o->nitems) {
+    for (size_t k = 0; k < o->nitems; k++) argv[k] = pos[k + 1];
+    o->items = argv;
+  } else {
+    o->items = NULL;
+  }
+  free(pos);
+  *cmdp = cmd;
+  return -1;
+}
+
+static int connect_client(const cli_opts *o, bg_client **out) {
+  bg_options *opts = NULL;
+  char err[1024];
+  int st = bg_options_new(&opts);
+  if (st != BG_OK) return cli_fail(o->cmd, st, "cannot allocate options");
+  if (o->timeout_ms > 0) {
+    st = bg_options_set_int(opts, BG_OPT_CONNECT_TIMEOUT_MS, o->timeout_ms);
+    if (st == BG_OK) st = bg_options_set_int(opts, BG_OPT_COMMAND_TIMEOUT_MS, o->timeout_ms);
+    if (st != BG_OK) {
+      bg_options_free(opts);
+      return cli_fail(o->cmd, st, "--timeout-ms rejected by the library");
+    }
+  }
+  bg_options_set_str(opts, BG_OPT_CLIENT_NAME, "bloomguard-cli");
+  err[0] = '\0';
+  st = bg_client_open_ex(out, o->url, opts, err, sizeof err);
+  bg_options_free(opts);
+  err[sizeof err - 1] = '\0';
+  if (st != BG_OK) return cli_fail(o->cmd, st, err);
+  return CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+  cli_opts o;
+  const command *cmd = NULL;
+  int rc = parse(argc, argv, &o, &cmd);
+  if (rc >= 0) return cli_finish_stdout(rc);
+
+  if (strcmp(cmd->name, "version") == 0) return cli_finish_stdout(cli_cmd_version(&o));
+
+  bg_client *client = NULL;
+  rc = connect_client(&o, &client);
+  if (rc != CLI_EXIT_OK) return rc;
+
+  bg_filter *f = NULL;
+  int st = bg_filter_open(&f, client, o.name);
+  if (st != BG_OK) {
+    char err[1024];
+    err[0] = '\0';
+    bg_client_errmsg_copy(client, err, sizeof err);
+    err[sizeof err - 1] = '\0';
+    rc = cli_fail(o.cmd, st, *err ? err : o.name);
+    bg_client_close(client);
+    return rc;
+  }
+
+  rc = cmd->run(&o, f);
+
+  bg_filter_close(f);
+  bg_client_close(client);
+  return cli_finish_stdout(rc);
+}

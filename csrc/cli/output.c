@@ -1,0 +1,156 @@
+/* output.c - JSON strings, numbers and error messages of the bloomguard command. */
+#include "cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/*
+ * Length of the valid UTF-8 sequence at p (at most n bytes left), or 0 if the bytes there are not
+ * one: overlong forms, surrogates (U+D800..U+DFFF) and values above U+10FFFF are invalid.
+ */
+static size_t utf8_seq(const unsigned char *p, size_t n) {
+  unsigned char c = p[0];
+  if (c < 0x80) return 1;
+  size_t len;
+  uint32_t min, cp;
+  if (c >= 0xC2 && c <= 0xDF) { len = 2; min = 0x80; cp = c & 0x1F; }
+  else if (c >= 0xE0 && c <= 0xEF) { len = 3; min = 0x800; cp = c & 0x0F; }
+  else if (c >= 0xF0 && c <= 0xF4) { len = 4; min = 0x10000; cp = c & 0x07; }
+  else return 0;
+  if (n < len) return 0;
+  for (size_t i = 1; i < len; i++) {
+    if ((p[i] & 0xC0) != 0x80) return 0;
+    cp = (cp << 6) | (p[i] & 0x3F);
+  }
+  if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+  return len;
+}
+
+int cli_utf8_valid(const void *s, size_t len) {
+  const unsigned char *p = s;
+  size_t i = 0;
+  while (i < len) {
+    size_t l = utf8_seq(p + i, len - i);
+    if (l == 0) return 0;
+    i += l;
+  }
+  return 1;
+}
+
+int cli_json_string(FILE *out, const void *s, size_t len) {
+  static const char hexd[] = "0123456789abcdef";
+  const unsigned char *p = s;
+  int valid = 1;
+  size_t i = 0, run = 0; /* run: start of the pending stretch written as is */
+  fputc('"', out);
+  while (i < len) {
+    unsigned char c = p[i];
+    const char *esc = NULL;
+    char ubuf[7];
+    size_t l = 1;
+    if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') { i++; continue; }
+    if (c >= 0x80) {
+      l = utf8_seq(p + i, len - i);
+      if (l > 0) { i += l; continue; }  /* valid multi-byte character: copied as is */
+      valid = 0;
+      esc = "\\ufffd";
+      l = 1;
+    } else {
+      switch (c) {
+        case '"': esc = "\\\""; break;
+        case '\\': esc = "\\\\"; break;
+        case '\b': esc = "\\b"; break;
+        case '\f': esc = "\\f"; break;
+        case '\n': esc = "\\n"; break;
+        case '\r': esc = "\\r"; break;
+        case '\t': esc = "\\t"; break;
+        default:  /* other control characters and DEL */
+          memcpy(ubuf, "\\u00", 4);
+          ubuf[4] = hexd[c >> 4];
+          ubuf[5] = hexd[c & 15];
+          ubuf[6] = '\0';
+          esc = ubuf;
+          break;
+      }
+    }
+    if (i > run) fwrite(p + run, 1, i - run, out);
+    fputs(esc, out);
+    i += l;
+    run = i;
+  }
+  if (len > run) fwrite(p + run, 1, len - run, out);
+  fputc('"', out);
+  return valid;
+}
+
+void cli_hex(FILE *out, const void *s, size_t len) {
+  static const char hexd[] = "0123456789abcdef";
+  const unsigned char *p = s;
+  for (size_t i = 0; i < len; i++) {
+    fputc(hexd[p[i] >> 4], out);
+    fputc(hexd[p[i] & 15], out);
+  }
+}
+
+void cli_fmt_double(char *buf, size_t size, double d) {
+  if (!isfinite(d)) {  /* not valid JSON numbers; the CLI never prints them from a valid config */
+    snprintf(buf, size, "%s", isnan(d) ? "null" : (d > 0 ? "1e999" : "-1e999"));
+    return;
+  }
+  for (int prec = 15; prec <= 17; prec++) {
+    snprintf(buf, size, "%.*g", prec, d);
+    if (strtod(buf, NULL) == d) return;
+  }
+}
+
+const char *cli_status_name(int status) {
+  switch (status) {
+    case BG_OK: return "BG_OK";
+    case BG_EINVAL: return "BG_EINVAL";
+    case BG_ENOMEM: return "BG_ENOMEM";
+    case BG_EBADURL: return "BG_EBADURL";
+    case BG_EBADNAME: return "BG_EBADNAME";
+    case BG_EBADPARAMS: return "BG_EBADPARAMS";
+    case BG_ENOTSUP: return "BG_ENOTSUP";
+    case BG_ECONN: return "BG_ECONN";
+    case BG_ETIMEOUT: return "BG_ETIMEOUT";
+    case BG_EAUTH: return "BG_EAUTH";
+    case BG_ESERVER: return "BG_ESERVER";
+    case BG_EPROTO: return "BG_EPROTO";
+    case BG_ENOTINIT: return "BG_ENOTINIT";
+    case BG_ECONFIG: return "BG_ECONFIG";
+    case BG_ECORRUPT: return "BG_ECORRUPT";
+    case BG_EWRONGTYPE: return "BG_EWRONGTYPE";
+    case BG_ELOCKED: return "BG_ELOCKED";
+    case BG_EROTATING: return "BG_EROTATING";
+    case BG_EABORTED: return "BG_EABORTED";
+    case BG_ECLOSED: return "BG_ECLOSED";
+    default: return "BG_E?";
+  }
+}
+
+int cli_fail(const char *cmd, int status, const char *detail) {
+  fflush(stdout);  /* keep what was printed before the error in order */
+  const char *text = bg_strerror(status);
+  fprintf(stderr, "bloomguard: %s: %s (%d, %s)", cmd, cli_status_name(status), status,
+          text ? text : "?");
+  if (detail && *detail) fprintf(stderr, ": %s", detail);
+  fputc('\n', stderr);
+  return CLI_EXIT_ERROR;
+}
+
+int cli_fail_filter(const char *cmd, int status, const bg_filter *f) {
+  char msg[1024];
+  msg[0] = '\0';
+  if (f) bg_filter_errmsg_copy(f, msg, sizeof msg);
+  return cli_fail(cmd, status, msg);
+}
+
+int cli_finish_stdout(int rc) {
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "bloomguard: error writing to standard output\n");
+    return CLI_EXIT_ERROR;
+  }
+  return rc;
+}

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# Interop tests: real Redisson (Java) against the bloomguard CLI on one redis-server.
+#
+#   tests/interop/run.sh
+#
+# Builds no C: the CLI is $BLOOMGUARD_CLI, else build/bloomguard at the top of the repository.
+# Starts its own redis-server ($BG_REDIS_SERVER, else redis-server on PATH) on a free 127.0.0.1
+# port, stops it by its pid on exit, and runs `mvn -B test` in tests/interop/java. Exits with
+# Maven's status.
+#
+# Environment:
+#   BLOOMGUARD_CLI   path of the bloomguard command (default: build/bloomguard)
+#   MVN              the maven command (default: mvn)
+#   MVN_ARGS         extra Maven arguments, e.g. "-o" to stay offline when ~/.m2 holds every
+#                    dependency, or "-Dtest=RedissonInteropTest#hashTagNamesBothWays"
+#   MAVEN_OPTS       honoured by Maven itself
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+TOP=$(cd "$HERE/../.." && pwd)
+
+CLI=${BLOOMGUARD_CLI:-$TOP/build/bloomguard}
+case $CLI in /*) ;; *) CLI=$PWD/$CLI ;; esac
+if [ ! -x "$CLI" ]; then
+  echo "interop: bloomguard CLI not found at $CLI (build it, or set BLOOMGUARD_CLI)" >&2
+  exit 2
+fi
+REDIS_SERVER=${BG_REDIS_SERVER:-redis-server}
+if ! command -v "$REDIS_SERVER" >/dev/null 2>&1; then
+  echo "interop: $REDIS_SERVER not found (install redis-server or set BG_REDIS_SERVER)" >&2
+  exit 2
+fi
+MVN=${MVN:-mvn}
+if ! command -v "$MVN" >/dev/null 2>&1; then
+  echo "interop: $MVN not found" >&2
+  exit 2
+fi
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/bg-interop.XXXXXX")
+REDIS_PID=
+cleanup() {
+  if [ -n "$REDIS_PID" ] && kill -0 "$REDIS_PID" 2>/dev/null; then
+    kill "$REDIS_PID" 2>/dev/null
+    for _ in $(seq 1 50); do
+      kill -0 "$REDIS_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -9 "$REDIS_PID" 2>/dev/null
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+free_port() {
+  python3 -c 'import socket
+s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+ping_port() { # PORT -> 0 when the server answers PONG
+  local reply
+  { exec 3<>"/dev/tcp/127.0.0.1/$1"; } 2>/dev/null || return 1
+  printf 'PING\r\n' >&3
+  IFS= read -r -t 1 reply <&3
+  exec 3<&- 3>&-
+  [ "${reply%$'\r'}" = "+PONG" ]
+}
+
+PORT=
+for attempt in 1 2 3 4 5; do
+  PORT=$(free_port)
+  "$REDIS_SERVER" --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$WORK" --daemonize no >"$WORK/redis.log" 2>&1 &
+  REDIS_PID=$!
+  up=0
+  for _ in $(seq 1 100); do
+    if ! kill -0 "$REDIS_PID" 2>/dev/null; then break; fi
+    if ping_port "$PORT"; then up=1; break; fi
+    sleep 0.1
+  done
+  if [ $up -eq 1 ]; then break; fi
+  kill "$REDIS_PID" 2>/dev/null
+  wait "$REDIS_PID" 2>/dev/null
+  REDIS_PID=
+  echo "interop: redis-server did not come up on port $PORT (attempt $attempt)" >&2
+done
+if [ -z "$REDIS_PID" ]; then
+  echo "interop: cannot start redis-server; its log:" >&2
+  cat "$WORK/redis.log" >&2
+  exit 2
+fi
+
+URL=redis://127.0.0.1:$PORT
+echo "interop: redis-server pid $REDIS_PID at $URL, CLI $CLI ($("$CLI" version 2>&1))"
+
+export BLOOMGUARD_REDIS_URL=$URL
+export BLOOMGUARD_CLI=$CLI
+cd "$HERE/java" || exit 2
+# Not -q: Surefire's "Tests run: ..." summary must show. -ntp keeps download progress out.
+# shellcheck disable=SC2086
+"$MVN" -B -ntp -Dstyle.color=never ${MVN_ARGS:-} test -Dbloomguard.redis.url="$URL" -Dbloomguard.cli="$CLI" \
+  </dev/null
+status=$?
+echo "interop: mvn exited with $status"
+exit $status
