@@ -144,6 +144,7 @@ int cli_fail_filter(const char *cmd, int status, const bg_filter *f) {
   char msg[1024];
   msg[0] = '\0';
   if (f) bg_filter_errmsg_copy(f, msg, sizeof msg);
+  msg[sizeof msg - 1] = '\0';
   return cli_fail(cmd, status, msg);
 }
 

@@ -20,6 +20,7 @@ import org.junit.jupiter.params.provider.CsvSource;
 import org.redisson.Redisson;
 import org.redisson.api.RBloomFilter;
 import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.ByteArrayCodec;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
 
@@ -185,6 +186,23 @@ class RedissonInteropTest {
     assertEquals(bloom(name).count(), bloomguardCount(name));
   }
 
+  // the strongest form: the same items give byte-identical bitmaps -----------------------------
+  @Test
+  void sameItemsGiveIdenticalBitmaps() {
+    String r = fresh("bits-r");
+    String g = fresh("bits-g");
+    List<String> items = items(5_000, i -> "bit-" + i + (i % 7 == 0 ? " ü" : ""));
+    assertTrue(bloom(r).tryInit(8_000, 0.02));
+    bloom(r).add(items);
+    cli.run("init", g, "--expected", "8000", "--fpp", "0.02").expect(0);
+    cli.run(Cli.lines(items), "--batch", "333", "add", g).expect(0);
+    byte[] br = redisson.<byte[]>getBucket(r, ByteArrayCodec.INSTANCE).get();
+    byte[] bgb = redisson.<byte[]>getBucket(g, ByteArrayCodec.INSTANCE).get();
+    assertTrue(br != null && br.length > 0);
+    assertTrue(java.util.Arrays.equals(br, bgb), "bitmaps differ: " + br.length + " vs "
+        + (bgb == null ? -1 : bgb.length) + " bytes");
+  }
+
   // (c) --------------------------------------------------------------------------------------
   @ParameterizedTest(name = "n={0} p={1}")
   @CsvSource({
@@ -321,6 +339,65 @@ class RedissonInteropTest {
     cli.run("init", g, "--expected", "1000", "--fpp", "0.01").expect(0);
     cli.run(Cli.lines(items), "add", g).expect(0);
     assertAllPresentInRedisson(g, items);
+  }
+
+  // Redisson before 3.30 wrote falseProbability as BigDecimal.toPlainString ("0.00010") ----------
+  @Test
+  void plainDecimalFalseProbabilityIsRead() {
+    String name = fresh("plain");
+    List<String> items = items(1_000, i -> "old-" + i);
+    assertTrue(bloom(name).tryInit(1_000, 1.0E-4));
+    bloom(name).add(items);
+    redisson.<String, String>getMap(configKey(name), StringCodec.INSTANCE)
+        .put("falseProbability", "0.00010");
+    JsonNode info = cli.run("--json", "info", name).expect(0).json();
+    assertEquals(1.0E-4, info.get("falseProbability").asDouble());
+    assertEquals(bloom(name).getSize(), info.get("size").asLong());
+    assertAllPresentInBloomguard(name, items);
+    cli.run(Cli.lines(List.of("new-1", "new-2")), "add", name).expect(0);
+    assertAllPresentInRedisson(name, List.of("old-0", "old-999", "new-1", "new-2"));
+  }
+
+  // ByteArrayCodec: raw bytes (not UTF-8, NUL, '\r' inside) as stdin lines ---------------------
+  @Test
+  void binaryItemsWithByteArrayCodec() {
+    String name = fresh("bin");
+    RBloomFilter<byte[]> bf = redisson.getBloomFilter(name, ByteArrayCodec.INSTANCE);
+    assertTrue(bf.tryInit(5_000, 0.001));
+    List<byte[]> items = new ArrayList<>();
+    java.io.ByteArrayOutputStream stdin = new java.io.ByteArrayOutputStream();
+    java.util.Random rnd = new java.util.Random(42);
+    for (int i = 0; i < 1_000; i++) {
+      byte[] b = new byte[1 + rnd.nextInt(40)];
+      rnd.nextBytes(b);
+      for (int j = 0; j < b.length; j++) if (b[j] == '\n') b[j] = (byte) 0xff;
+      if (b[b.length - 1] == '\r') b[b.length - 1] = 0;  // "\r\n" would be one line ending
+      items.add(b);
+      stdin.write(b, 0, b.length);
+      stdin.write('\n');
+    }
+    bf.add(items);
+    byte[] in = stdin.toByteArray();
+    Cli.Result r = cli.run(in, "--json", "--verbose", "contains", name).expect(0);
+    JsonNode res = r.json().get("results");
+    assertEquals(items.size(), res.size());
+    for (int i = 0; i < items.size(); i++) {
+      JsonNode e = res.get(i);
+      assertTrue(e.get("present").asBoolean());
+      String hex = java.util.HexFormat.of().formatHex(items.get(i));
+      if (e.has("item_hex")) {
+        assertEquals(hex, e.get("item_hex").asText());
+      } else {
+        assertEquals(new String(items.get(i), java.nio.charset.StandardCharsets.UTF_8),
+            e.get("item").asText());
+      }
+    }
+    String g = fresh("bin-g");
+    cli.run("init", g, "--expected", "5000", "--fpp", "0.001").expect(0);
+    cli.run(in, "add", g).expect(0);
+    RBloomFilter<byte[]> bg = redisson.getBloomFilter(g, ByteArrayCodec.INSTANCE);
+    assertEquals(items.size(), bg.contains(items));
+    assertEquals(bf.count(), bg.count());
   }
 
   @Test
