@@ -10,12 +10,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {  /* the per-target .cc files include this for the declarations below */
+#endif
+
 /* out[0] = h1 (Redisson's hash1), out[1] = h2. data may be NULL when len is 0. */
 void bgi_hash128(const void *data, size_t len, uint64_t out[2]);
 /* "avx2", "sse41" or "portable": the implementation bgi_hash128 uses. */
 const char *bgi_hash_impl_name(void);
-/* Tests and benchmarks: use the named implementation from now on; -1 if this CPU lacks it. */
+/* Tests and benchmarks: use the named implementation from now on; -1 if this CPU lacks it.
+   "auto" goes back to the choice by CPU. */
 int bgi_hash_force(const char *name);
+
+/* Redisson's HighwayHash key (org.redisson.misc.Hash.KEY). */
+#define BGI_HH_KEY_INIT \
+  { 0x9e3779b97f4a7c15ULL, 0xf39cc0605cedc834ULL, 0x1082276bf3a27251ULL, 0xf86c6a11d0c18e95ULL }
+
+/* One per compiled target (csrc/hash/hh_*.cc); same contract as bgi_hash128. The SIMD ones may
+   only be called when the CPU has the extension (hash.c checks), and exist on x86-64 only. */
+void bgi_hh128_portable(const void *data, size_t len, uint64_t out[2]);
+void bgi_hh128_sse41(const void *data, size_t len, uint64_t out[2]);
+void bgi_hh128_avx2(const void *data, size_t len, uint64_t out[2]);
 
 /* Redisson's index sequence: h = h1; idx[i] = (h & INT64_MAX) % size; h += (i even) ? h2 : h1. */
 static inline void bgi_indexes_from_hash(uint64_t h1, uint64_t h2, uint64_t size, uint32_t k,
@@ -33,5 +48,9 @@ static inline void bgi_indexes_from_hash(uint64_t h1, uint64_t h2, uint64_t size
  * writes Redisson's IllegalArgumentException message (or ours for n <= 0) to err.
  */
 int bgi_params(int64_t n, double p, uint64_t *size, uint32_t *k, char *err, size_t err_size);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
