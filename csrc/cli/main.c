@@ -69,7 +69,8 @@ static const command commands[] = {
 static const char global_help[] =
   "Global options (before or after the command):\n"
   "  --url URL         server: redis://[user[:password]@]host[:port][/db] or unix:///path\n"
-  "                    (default: $BLOOMGUARD_URL, else " CLI_DEFAULT_URL ")\n"
+  "                    (default: $BLOOMGUARD_URL, else " CLI_DEFAULT_URL ");\n"
+  "                    $BLOOMGUARD_PASSWORD, if set, is the password (overrides the URL's)\n"
   "  --timeout-ms MS   connect and command timeout in milliseconds (default: the library's)\n"
   "  --json            print one JSON object on standard output\n"
   "  -v, --verbose     with items from stdin, list every item (text and JSON)\n"
@@ -315,6 +316,12 @@ static int connect_client(const cli_opts *o, bg_client **out) {
     }
   }
   bg_options_set_str(opts, BG_OPT_CLIENT_NAME, "bloomguard-cli");
+  /* a password kept out of the command line (ps) */
+  const char *pw = getenv("BLOOMGUARD_PASSWORD");
+  if (pw && *pw && (st = bg_options_set_str(opts, BG_OPT_PASSWORD, pw)) != BG_OK) {
+    bg_options_free(opts);
+    return cli_fail(o->cmd, st, "BLOOMGUARD_PASSWORD rejected by the library");
+  }
   err[0] = '\0';
   st = bg_client_open_ex(out, o->url, opts, err, sizeof err);
   bg_options_free(opts);

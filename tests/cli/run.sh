@@ -18,7 +18,7 @@ if [ ! -x "$BG" ]; then
   echo "$0: $BG is not an executable" >&2
   exit 2
 fi
-unset BLOOMGUARD_URL
+unset BLOOMGUARD_URL BLOOMGUARD_PASSWORD
 export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bg-cli-test.XXXXXX")
@@ -276,6 +276,16 @@ run -i "$WORK/in5000" --json --verbose contains "$S"
 expect_json "contains --json --verbose from stdin lists 5000" "len(d['results']) == 5000 and all(r['present'] for r in d['results']) and d['results'][4999]['item'] == 'item-4999'"
 run -i "$WORK/in5000" -v contains "$S"
 if [ "$(lines_of)" = 5000 ] && [ "$(grep -c $'^present\titem-' "$OUT")" = 5000 ]; then ok "contains -v from stdin: 5000 lines"; else bad "contains -v from stdin: 5000 lines"; fi
+if [ $have_rediscli -eq 1 ]; then
+  # one round trip per batch, not per line: 5000 lines = 5 batches (+ connection setup)
+  cmds() { rcli info stats | tr -d '\r' | sed -n 's/^total_commands_processed://p'; }
+  before=$(cmds)
+  run -i "$WORK/in5000" contains "$S"
+  after=$(cmds)
+  used=$(( after - before - 1 ))
+  if [ "$used" -le 40 ]; then ok "5000 stdin items took $used server commands (batched)"
+  else bad "5000 stdin items took $used server commands (batched)"; fi
+fi
 run -i "$WORK/in5000" --batch 7 contains "$S"
 expect_rc "--batch 7" 0
 python3 -c 'import sys

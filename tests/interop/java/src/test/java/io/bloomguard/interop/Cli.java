@@ -55,6 +55,7 @@ final class Cli {
     cmd.addAll(List.of(args));
     ProcessBuilder pb = new ProcessBuilder(cmd);
     pb.environment().remove("BLOOMGUARD_URL");
+    pb.environment().remove("BLOOMGUARD_PASSWORD");
     try {
       Process p = pb.start();
       ByteArrayOutputStream out = new ByteArrayOutputStream();
