@@ -11,8 +11,9 @@
 # Environment:
 #   BLOOMGUARD_CLI   path of the bloomguard command (default: build/bloomguard)
 #   MVN              the maven command (default: mvn)
-#   MVN_ARGS         extra Maven arguments, e.g. "-o" to stay offline when ~/.m2 holds every
-#                    dependency, or "-Dtest=RedissonInteropTest#hashTagNamesBothWays"
+#   MVN_ARGS         extra Maven arguments, e.g. "-o", or "-Dtest=RedissonInteropTest#hashTagNamesBothWays"
+#                    (when unset and ~/.m2 holds Redisson, Maven runs offline first and goes
+#                    online only if that fails to resolve; BG_MVN_OFFLINE=0 turns this off)
 #   MAVEN_OPTS       honoured by Maven itself
 set -u
 
@@ -97,9 +98,27 @@ export BLOOMGUARD_REDIS_URL=$URL
 export BLOOMGUARD_CLI=$CLI
 cd "$HERE/java" || exit 2
 # Not -q: Surefire's "Tests run: ..." summary must show. -ntp keeps download progress out.
-# shellcheck disable=SC2086
-"$MVN" -B -ntp -Dstyle.color=never ${MVN_ARGS:-} test -Dbloomguard.redis.url="$URL" -Dbloomguard.cli="$CLI" \
-  </dev/null
-status=$?
+# When ~/.m2 already holds Redisson (a previous run resolved everything) try offline first, and
+# go online only if the offline run failed to resolve something (not for test failures).
+M2=${MAVEN_REPO_LOCAL:-$HOME/.m2/repository}
+run_mvn() {
+  # shellcheck disable=SC2086
+  "$MVN" -B -ntp -Dstyle.color=never "$@" ${MVN_ARGS:-} test \
+    -Dbloomguard.redis.url="$URL" -Dbloomguard.cli="$CLI" </dev/null 2>&1 | tee "$WORK/mvn.log"
+  return "${PIPESTATUS[0]}"
+}
+if [ -z "${MVN_ARGS:-}" ] && [ "${BG_MVN_OFFLINE:-auto}" != 0 ] &&
+   [ -f "$M2/org/redisson/redisson/3.45.1/redisson-3.45.1.jar" ]; then
+  run_mvn -o
+  status=$?
+  if [ $status -ne 0 ] && grep -Eq 'offline mode|Could not resolve|Cannot access|could not be resolved' "$WORK/mvn.log"; then
+    echo "interop: offline run could not resolve every artifact; retrying online"
+    run_mvn
+    status=$?
+  fi
+else
+  run_mvn
+  status=$?
+fi
 echo "interop: mvn exited with $status"
 exit $status
