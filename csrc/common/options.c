@@ -1,1 +1,117 @@
-/* placeholder: being written */
+#include "common/options.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "bloomguard/errors.h"
+
+void bgi_options_defaults(struct bg_options *o) {
+  memset(o, 0, sizeof *o);
+  o->connect_timeout_ms = 2000;
+  o->command_timeout_ms = 1000;
+  o->pool_size = 4;
+  o->db = -1;
+  o->config_retries = 5;
+}
+
+static void free_secret(char *s) {
+  if (s) {
+    /* volatile so the wipe is not optimised away before free */
+    volatile char *p = s;
+    while (*p) *p++ = 0;
+    free(s);
+  }
+}
+
+void bgi_options_clear(struct bg_options *o) {
+  free(o->username);
+  free_secret(o->password);
+  free(o->client_name);
+  o->username = o->password = o->client_name = NULL;
+}
+
+static int dup_opt(char **dst, const char *src) {
+  *dst = NULL;
+  if (src && !(*dst = strdup(src))) return BG_ENOMEM;
+  return BG_OK;
+}
+
+int bgi_options_copy(struct bg_options *dst, const struct bg_options *src) {
+  if (!src) {
+    bgi_options_defaults(dst);
+    return BG_OK;
+  }
+  *dst = *src;
+  dst->username = dst->password = dst->client_name = NULL;
+  if (dup_opt(&dst->username, src->username) || dup_opt(&dst->password, src->password) ||
+      dup_opt(&dst->client_name, src->client_name)) {
+    bgi_options_clear(dst);
+    return BG_ENOMEM;
+  }
+  return BG_OK;
+}
+
+BG_API int bg_options_new(bg_options **out) {
+  if (!out) return BG_EINVAL;
+  *out = malloc(sizeof **out);
+  if (!*out) return BG_ENOMEM;
+  bgi_options_defaults(*out);
+  return BG_OK;
+}
+
+BG_API void bg_options_free(bg_options *o) {
+  if (!o) return;
+  bgi_options_clear(o);
+  free(o);
+}
+
+static int in_range(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
+
+BG_API int bg_options_set_int(bg_options *o, int option, int64_t v) {
+  if (!o) return BG_EINVAL;
+  switch (option) {
+    case BG_OPT_CONNECT_TIMEOUT_MS:
+      if (!in_range(v, 1, 3600000)) return BG_EINVAL;
+      o->connect_timeout_ms = v;
+      return BG_OK;
+    case BG_OPT_COMMAND_TIMEOUT_MS:
+      if (!in_range(v, 1, 3600000)) return BG_EINVAL;
+      o->command_timeout_ms = v;
+      return BG_OK;
+    case BG_OPT_POOL_SIZE:
+      if (!in_range(v, 1, 1024)) return BG_EINVAL;
+      o->pool_size = v;
+      return BG_OK;
+    case BG_OPT_DB:
+      if (!in_range(v, 0, 1000000)) return BG_EINVAL;
+      o->db = v;
+      return BG_OK;
+    case BG_OPT_CONFIG_RETRIES:
+      if (!in_range(v, 0, 100)) return BG_EINVAL;
+      o->config_retries = v;
+      return BG_OK;
+    default:
+      return BG_ENOTSUP;
+  }
+}
+
+BG_API int bg_options_set_str(bg_options *o, int option, const char *v) {
+  char **slot;
+  char *copy = NULL;
+  if (!o) return BG_EINVAL;
+  switch (option) {
+    case BG_OPT_USERNAME: slot = &o->username; break;
+    case BG_OPT_PASSWORD: slot = &o->password; break;
+    case BG_OPT_CLIENT_NAME:
+      /* CLIENT SETNAME refuses spaces and newlines; catch it here with a clear status */
+      if (v && (strpbrk(v, " \r\n") || !*v)) return BG_EINVAL;
+      slot = &o->client_name;
+      break;
+    default: return BG_ENOTSUP;
+  }
+  if (v && !(copy = strdup(v))) return BG_ENOMEM;
+  if (slot == &o->password) free_secret(*slot);
+  else free(*slot);
+  *slot = copy;
+  return BG_OK;
+}

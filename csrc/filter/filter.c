@@ -1,1 +1,84 @@
-/* placeholder: being written */
+#include "filter/filter.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hash/hash.h"
+#include "redis/keyslot.h"
+
+BG_API int bg_filter_open(bg_filter **out, bg_client *c, const char *name) {
+  bg_filter *f;
+  if (!out) return BG_EINVAL;
+  *out = NULL;
+  if (!c) return BG_EINVAL;
+  if (!name) return bgi_errslot_set(&c->err, BG_EINVAL, "bg_filter_open: name must not be NULL");
+  if (!(f = calloc(1, sizeof *f))) return BG_ENOMEM;
+  f->name_len = strlen(name);
+  f->name = strdup(name);
+  f->config_key = f->name ? bgi_suffix_name(name, f->name_len, "config", &f->config_key_len) : NULL;
+  if (!f->name || !f->config_key) {
+    free(f->name);
+    free(f);
+    return BG_ENOMEM;
+  }
+  if (bgi_keyslot(f->name, f->name_len) != bgi_keyslot(f->config_key, f->config_key_len)) {
+    int st = bgi_errslot_set(&c->err, BG_EBADNAME,
+                             "filter name \"%s\": its bitmap key and config key \"%s\" would hash to different "
+                             "cluster slots (an empty {} hash tag); use a name without \"{}\" or with a "
+                             "non-empty tag such as \"users{tag}\"", name, f->config_key);
+    free(f->config_key);
+    free(f->name);
+    free(f);
+    return st;
+  }
+  atomic_init(&f->cfg, 0);
+  bgi_errslot_init(&f->err);
+  bgi_client_ref(c);
+  f->client = c;
+  *out = f;
+  return BG_OK;
+}
+
+BG_API void bg_filter_close(bg_filter *f) {
+  if (!f) return;
+  bgi_client_unref(f->client);
+  bgi_errslot_destroy(&f->err);
+  free(f->config_key);
+  free(f->name);
+  free(f);
+}
+
+BG_API const char *bg_filter_name(const bg_filter *f) { return f ? f->name : NULL; }
+
+BG_API const char *bg_filter_errmsg(const bg_filter *f) { return f ? f->err.msg : "filter handle is NULL"; }
+
+BG_API size_t bg_filter_errmsg_copy(const bg_filter *f, char *buf, size_t cap) {
+  if (!f) return 0;
+  return bgi_errslot_copy((bgi_errslot *)&f->err, buf, cap);
+}
+
+int bgi_compute_indexes(bgi_conn *c, const void *const *items, const size_t *lens, size_t from, size_t to,
+                        uint64_t cfg, bgi_err *err) {
+  uint64_t size = bgi_cfg_size(cfg);
+  uint32_t k = bgi_cfg_k(cfg);
+  if (bgi_conn_idx_reserve(c, (to - from) * k) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  uint64_t *out = c->idx;
+  for (size_t i = from; i < to; i++, out += k) {
+    uint64_t h[2];
+    bgi_hash128(items[i], lens[i], h);
+    bgi_indexes_from_hash(h[0], h[1], size, k, out);
+  }
+  return BG_OK;
+}
+
+int bgi_check_items(bg_filter *f, const char *fn, const void *const *items, const size_t *lens, size_t n,
+                    const void *out) {
+  if (n && (!items || !lens))
+    return bgi_errslot_set(&f->err, BG_EINVAL, "%s: items and lens must not be NULL", fn);
+  if (n && !out) return bgi_errslot_set(&f->err, BG_EINVAL, "%s: the output array must not be NULL", fn);
+  for (size_t i = 0; i < n; i++)
+    if (!items[i] && lens[i])
+      return bgi_errslot_set(&f->err, BG_EINVAL, "%s: item %zu is NULL with length %zu", fn, i, lens[i]);
+  return BG_OK;
+}

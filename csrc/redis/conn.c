@@ -1,1 +1,200 @@
-/* placeholder: being written */
+#include "redis/conn.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+static struct timeval ms_to_tv(int64_t ms) {
+  struct timeval tv;
+  tv.tv_sec = (time_t)(ms / 1000);
+  tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
+  return tv;
+}
+
+static const char *where(const bgi_endpoint *ep, char *buf, size_t cap) {
+  if (ep->url.is_unix) snprintf(buf, cap, "unix:%s", ep->url.path);
+  else snprintf(buf, cap, "%s:%d", ep->url.host, ep->url.port);
+  return buf;
+}
+
+/* Maps the context's transport error to a status, and marks the connection unusable. */
+static int transport_error(bgi_conn *c, int saved_errno, bgi_err *err) {
+  int st;
+  c->broken = 1;
+#ifdef REDIS_ERR_TIMEOUT
+  if (c->ctx->err == REDIS_ERR_TIMEOUT) saved_errno = EAGAIN;
+#endif
+  if (c->ctx->err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK))
+    st = bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within the command timeout");
+  else if (c->ctx->err == REDIS_ERR_EOF)
+    st = bgi_err_set(err, BG_ECONN, "the server closed the connection");
+  else if (c->ctx->err == REDIS_ERR_PROTOCOL)
+    st = bgi_err_set(err, BG_EPROTO, "protocol error: %s", c->ctx->errstr);
+  else if (c->ctx->err == REDIS_ERR_OOM || c->arena.failed)
+    st = bgi_err_set(err, BG_ENOMEM, "out of memory while reading a reply");
+  else
+    st = bgi_err_set(err, BG_ECONN, "connection error: %s", c->ctx->errstr);
+  return st;
+}
+
+static int send_all(bgi_conn *c, bgi_err *err) {
+  const char *p = c->out.data;
+  size_t left = c->out.len;
+  while (left) {
+    ssize_t w = send(c->ctx->fd, p, left, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      c->broken = 1;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return bgi_err_set(err, BG_ETIMEOUT, "the server did not accept the request within the command timeout");
+      return bgi_err_set(err, BG_ECONN, "connection error while sending: %s", strerror(errno));
+    }
+    p += w;
+    left -= (size_t)w;
+  }
+  return BG_OK;
+}
+
+int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, bgi_err *err) {
+  int st;
+  if (!c->ctx || c->broken) return bgi_err_set(err, BG_ECONN, "connection is not open");
+  bgi_arena_reset(&c->arena);
+  if ((st = send_all(c, err)) != BG_OK) return st;
+  for (size_t i = 0; i < n; i++) {
+    void *obj = NULL;
+    errno = 0;
+    if (redisGetReply(c->ctx, &obj) != REDIS_OK || !obj) return transport_error(c, errno, err);
+    rep[i] = obj;
+  }
+  c->calls++;
+  return BG_OK;
+}
+
+int bgi_reply_is_error(const bgi_reply *r, const char *code) {
+  size_t n = strlen(code);
+  return r->type == REDIS_REPLY_ERROR && r->len >= n && memcmp(r->str, code, n) == 0;
+}
+
+int bgi_reply_error(const bgi_reply *r, const char *what, bgi_err *err) {
+  const char *s = r->str ? r->str : "";
+  if (strstr(s, "WRONGTYPE"))
+    return bgi_err_set(err, BG_EWRONGTYPE, "%s: a key of the filter holds the wrong Redis type (%s)", what, s);
+  if (!strncmp(s, "NOAUTH", 6) || !strncmp(s, "WRONGPASS", 9) || !strncmp(s, "NOPERM", 6))
+    return bgi_err_set(err, BG_EAUTH, "%s: refused by the server: %s", what, s);
+  return bgi_err_set(err, BG_ESERVER, "%s: server error: %s", what, s);
+}
+
+static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
+  bgi_reply *rep[3];
+  size_t n = 0;
+  size_t ulen = ep->user ? strlen(ep->user) : 0, plen = ep->password ? strlen(ep->password) : 0;
+  const char *name = ep->client_name ? ep->client_name : "bloomguard";
+  int st;
+
+  bgi_buf_reset(&c->out);
+  if ((st = bgi_buf_reserve(&c->out, bgi_resp_bound(9, ulen + plen + strlen(name) + 64))) != BG_OK)
+    return bgi_err_set(err, st, "out of memory");
+  if (ep->password) {
+    bgi_resp_array(&c->out, ep->user ? 3 : 2);
+    bgi_resp_cstr(&c->out, "AUTH");
+    if (ep->user) bgi_resp_bulk(&c->out, ep->user, ulen);
+    bgi_resp_bulk(&c->out, ep->password, plen);
+    n++;
+  }
+  if (ep->db) {
+    bgi_resp_array(&c->out, 2);
+    bgi_resp_cstr(&c->out, "SELECT");
+    bgi_resp_u64(&c->out, (uint64_t)ep->db);
+    n++;
+  }
+  bgi_resp_array(&c->out, 3);
+  bgi_resp_cstr(&c->out, "CLIENT");
+  bgi_resp_cstr(&c->out, "SETNAME");
+  bgi_resp_cstr(&c->out, name);
+  n++;
+  st = bgi_conn_roundtrip(c, rep, n, err);
+  /* the handshake secret must not linger in the reusable buffer */
+  memset(c->out.data, 0, c->out.len);
+  if (st != BG_OK) return st;
+
+  size_t i = 0;
+  if (ep->password) {
+    bgi_reply *r = rep[i++];
+    if (r->type == REDIS_REPLY_ERROR)
+      return bgi_err_set(err, BG_EAUTH, "authentication failed%s%s: %s (check the user and password)",
+                         ep->user ? " for user " : "", ep->user ? ep->user : "", r->str);
+  }
+  if (ep->db) {
+    bgi_reply *r = rep[i++];
+    if (r->type == REDIS_REPLY_ERROR)
+      return bgi_err_set(err, BG_EAUTH, "SELECT %d refused: %s", ep->db, r->str);
+  }
+  bgi_reply *r = rep[i];
+  if (r->type == REDIS_REPLY_ERROR) {
+    /* without AUTH the first command is refused with NOAUTH: say what to do about it */
+    if (!strncmp(r->str, "NOAUTH", 6))
+      return bgi_err_set(err, BG_EAUTH, "the server requires a password: %s", r->str);
+    /* a server that renamed or disabled CLIENT is still usable: the name is only a courtesy */
+  }
+  return BG_OK;
+}
+
+int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
+  char at[300];
+  struct timeval ctv = ms_to_tv(ep->connect_timeout_ms);
+  bgi_conn_drop(c);
+  c->broken = 0;
+  c->calls = 0;
+  if (ep->url.is_unix) c->ctx = redisConnectUnixWithTimeout(ep->url.path, ctv);
+  else c->ctx = redisConnectWithTimeout(ep->url.host, ep->url.port, ctv);
+  if (!c->ctx) return bgi_err_set(err, BG_ENOMEM, "out of memory creating a connection");
+  if (c->ctx->err) {
+    int st = bgi_err_set(err, BG_ECONN, "cannot connect to %s within %lld ms: %s", where(ep, at, sizeof at),
+                         (long long)ep->connect_timeout_ms, c->ctx->errstr);
+    bgi_conn_drop(c);
+    return st;
+  }
+  if (redisSetTimeout(c->ctx, ms_to_tv(ep->command_timeout_ms)) != REDIS_OK) {
+    int st = bgi_err_set(err, BG_ECONN, "cannot set the command timeout on %s: %s", where(ep, at, sizeof at),
+                         c->ctx->errstr);
+    bgi_conn_drop(c);
+    return st;
+  }
+  if (!ep->url.is_unix) redisEnableKeepAlive(c->ctx);
+  bgi_reply_attach(c->ctx, &c->arena);
+  int st = handshake(c, ep, err);
+  if (st != BG_OK) {
+    if (st == BG_ECONN || st == BG_ETIMEOUT) bgi_err_prefix(err, where(ep, at, sizeof at));
+    bgi_conn_drop(c);
+    return st;
+  }
+  return BG_OK;
+}
+
+void bgi_conn_drop(bgi_conn *c) {
+  if (c->ctx) redisFree(c->ctx);
+  c->ctx = NULL;
+  c->broken = 0;
+}
+
+void bgi_conn_free(bgi_conn *c) {
+  bgi_conn_drop(c);
+  bgi_arena_free(&c->arena);
+  bgi_buf_free(&c->out);
+  free(c->idx);
+  c->idx = NULL;
+  c->idx_cap = 0;
+}
+
+int bgi_conn_idx_reserve(bgi_conn *c, size_t n) {
+  if (n <= c->idx_cap) return BG_OK;
+  size_t cap = c->idx_cap ? c->idx_cap : 1024;
+  while (cap < n) cap *= 2;
+  uint64_t *p = realloc(c->idx, cap * sizeof *p);
+  if (!p) return BG_ENOMEM;
+  c->idx = p;
+  c->idx_cap = cap;
+  return BG_OK;
+}

@@ -1,1 +1,91 @@
-/* placeholder: being written */
+#include "redis/pool.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int bgi_pool_init(bgi_pool *p, size_t size, const bgi_endpoint *ep) {
+  pthread_condattr_t ca;
+  memset(p, 0, sizeof *p);
+  p->conns = calloc(size, sizeof *p->conns);
+  p->busy = calloc(size, 1);
+  if (!p->conns || !p->busy) {
+    free(p->conns);
+    free(p->busy);
+    return BG_ENOMEM;
+  }
+  p->size = size;
+  p->ep = ep;
+  pthread_mutex_init(&p->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&p->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  return BG_OK;
+}
+
+void bgi_pool_destroy(bgi_pool *p) {
+  if (!p->conns) return;
+  for (size_t i = 0; i < p->size; i++) bgi_conn_free(&p->conns[i]);
+  free(p->conns);
+  free(p->busy);
+  pthread_mutex_destroy(&p->mu);
+  pthread_cond_destroy(&p->cv);
+  p->conns = NULL;
+}
+
+/* Index of a free slot, preferring one that is already connected; -1 if all are busy. */
+static long pick_free(bgi_pool *p) {
+  long unconnected = -1;
+  for (size_t i = 0; i < p->size; i++) {
+    if (p->busy[i]) continue;
+    if (p->conns[i].ctx && !p->conns[i].broken) return (long)i;
+    if (unconnected < 0) unconnected = (long)i;
+  }
+  return unconnected;
+}
+
+int bgi_pool_acquire(bgi_pool *p, bgi_conn **out, bgi_err *err) {
+  struct timespec deadline;
+  long i;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  deadline.tv_sec += (time_t)(p->ep->command_timeout_ms / 1000);
+  deadline.tv_nsec += (long)(p->ep->command_timeout_ms % 1000) * 1000000L;
+  if (deadline.tv_nsec >= 1000000000L) {
+    deadline.tv_sec++;
+    deadline.tv_nsec -= 1000000000L;
+  }
+
+  pthread_mutex_lock(&p->mu);
+  while ((i = pick_free(p)) < 0) {
+    if (pthread_cond_timedwait(&p->cv, &p->mu, &deadline) == ETIMEDOUT && (i = pick_free(p)) < 0) {
+      pthread_mutex_unlock(&p->mu);
+      return bgi_err_set(err, BG_ETIMEOUT, "all %zu pooled connections stayed busy for the command timeout "
+                         "(raise BG_OPT_POOL_SIZE)", p->size);
+    }
+  }
+  p->busy[i] = 1;
+  pthread_mutex_unlock(&p->mu);
+
+  bgi_conn *c = &p->conns[i];
+  if (!c->ctx || c->broken) {
+    /* connect outside the lock: other threads keep using the healthy connections meanwhile */
+    int st = bgi_conn_open(c, p->ep, err);
+    if (st != BG_OK) {
+      bgi_pool_release(p, c);
+      return st;
+    }
+  }
+  *out = c;
+  return BG_OK;
+}
+
+void bgi_pool_release(bgi_pool *p, bgi_conn *c) {
+  size_t i = (size_t)(c - p->conns);
+  if (c->broken) bgi_conn_drop(c);
+  pthread_mutex_lock(&p->mu);
+  p->busy[i] = 0;
+  pthread_cond_signal(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+}

@@ -31,7 +31,9 @@ int bgt_main(int argc, char **argv, const bgt_case *cases, size_t n) {
   int passed = 0, failed = 0;
   setvbuf(stdout, NULL, _IOLBF, 0);
   for (size_t i = 0; i < n; i++) {
-    if (filter && !strstr(cases[i].name, filter)) continue;
+    /* setup/teardown run whatever the filter, so one case can be run alone */
+    int fixture = !strcmp(cases[i].name, "setup") || !strcmp(cases[i].name, "teardown");
+    if (filter && !fixture && !strstr(cases[i].name, filter)) continue;
     int before = bgt_failures;
     bgt_current = cases[i].name;
     uint64_t t0 = bgt_now_ns();

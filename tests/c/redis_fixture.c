@@ -9,7 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -37,7 +39,8 @@ static int ping_ok(int port) {
   int ok = 0;
   if (c && !c->err) {
     redisReply *rep = redisCommand(c, "PING");
-    ok = rep && rep->type == REDIS_REPLY_STATUS;
+    /* any answer means it is up; a server with requirepass answers NOAUTH */
+    ok = rep && (rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_ERROR);
     if (rep) freeReplyObject(rep);
   }
   if (c) redisFree(c);
@@ -70,6 +73,13 @@ static int try_start(bgt_redis *r, const char *const *extra) {
   pid_t pid = fork();
   if (pid < 0) { perror("fork"); exit(2); }
   if (pid == 0) {
+    /* the server must not outlive a test that crashed or exited early, nor hold ctest's pipes */
+    int devnull = open("/dev/null", O_RDWR);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (devnull >= 0) {
+      dup2(devnull, STDIN_FILENO);
+      dup2(devnull, STDOUT_FILENO);
+    }
     execvp(bin, (char *const *)argv);
     fprintf(stderr, "cannot run %s: %s (install redis-server or set BG_REDIS_SERVER)\n", bin, strerror(errno));
     _exit(127);

@@ -1,0 +1,26 @@
+/* Internal layout of bg_options (opaque to callers). */
+#ifndef BG_INTERNAL_OPTIONS_H
+#define BG_INTERNAL_OPTIONS_H
+
+#include <stdint.h>
+
+#include "bloomguard/options.h"
+
+struct bg_options {
+  int64_t connect_timeout_ms;
+  int64_t command_timeout_ms;
+  int64_t pool_size;
+  int64_t db;              /* -1: take the URL's */
+  int64_t config_retries;
+  char *username;          /* NULL: take the URL's */
+  char *password;          /* NULL: take the URL's */
+  char *client_name;
+};
+
+void bgi_options_defaults(struct bg_options *o);
+/* Deep copy; src may be NULL (defaults). Returns BG_OK or BG_ENOMEM. */
+int bgi_options_copy(struct bg_options *dst, const struct bg_options *src);
+/* Frees the strings (zeroing the password first). */
+void bgi_options_clear(struct bg_options *o);
+
+#endif

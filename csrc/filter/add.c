@@ -1,0 +1,133 @@
+/* add / add_many: one EVALSHA of the add script per chunk of items, all chunks in one round trip. */
+#include "filter/filter.h"
+
+#include "filter/scripts.h"
+
+typedef struct adder {
+  bg_filter *f;
+  const void *const *items;
+  const size_t *lens;
+  size_t from, to;
+  uint64_t cfg;
+  uint64_t seen_cfg;   /* the server's config when it differed, else 0 */
+  int use_body;        /* the server lost the script: send EVAL with the body */
+  int noscript;
+  size_t added;
+} adder;
+
+static int build_add(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
+  adder *a = ctx;
+  const bg_filter *f = a->f;
+  uint32_t k = bgi_cfg_k(a->cfg);
+  char size_s[24], k_s[24];
+  size_t size_len = bgi_u64_to_dec(bgi_cfg_size(a->cfg), size_s), k_len = bgi_u64_to_dec(k, k_s);
+  int st = bgi_compute_indexes(c, a->items, a->lens, a->from, a->to, a->cfg, err);
+  if (st != BG_OK) return st;
+  size_t n = a->to - a->from, chunks = (n + BGI_CHUNK_ITEMS - 1) / BGI_CHUNK_ITEMS;
+  const uint64_t *idx = c->idx;
+  for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
+    size_t m = n - done < BGI_CHUNK_ITEMS ? n - done : BGI_CHUNK_ITEMS;
+    if (bgi_script_begin(&c->out, &bgi_script_add, a->use_body, 2, 2 + m * k) != BG_OK ||
+        bgi_buf_reserve(&c->out, bgi_resp_bound(4, f->name_len + f->config_key_len + 48) +
+                                     m * k * BGI_RESP_U64_MAX) != BG_OK)
+      return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
+    bgi_resp_bulk(&c->out, f->name, f->name_len);
+    bgi_resp_bulk(&c->out, size_s, size_len);
+    bgi_resp_bulk(&c->out, k_s, k_len);
+    for (size_t j = 0; j < m * k; j++) bgi_resp_u64(&c->out, *idx++);
+  }
+  *nreplies = chunks;
+  return BG_OK;
+}
+
+static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err) {
+  adder *a = ctx;
+  uint64_t cfg;
+  (void)c;
+  a->added = 0;
+  for (size_t r = 0; r < nreplies; r++) {
+    const bgi_reply *x = rep[r];
+    if (bgi_reply_is_error(x, "NOSCRIPT")) {
+      a->noscript = 1;
+      return BG_OK;
+    }
+    if (x->type == REDIS_REPLY_ERROR) return bgi_reply_error(x, "add", err);
+    if (x->type != REDIS_REPLY_ARRAY || x->elements < 1 || x->element[0]->type != REDIS_REPLY_INTEGER)
+      return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
+    switch (x->element[0]->integer) {
+      case 1:
+        if (x->elements != 2) return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
+        a->added += (size_t)x->element[1]->integer;
+        break;
+      case 0:
+        return bgi_err_set(err, BG_ENOTINIT, "Bloom filter \"%s\" is not initialized: its config hash %s has no "
+                           "size/hashIterations (call init first)", a->f->name, a->f->config_key);
+      case 2: {
+        if (x->elements != 3) return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
+        int st = bgi_cfg_from_pair(a->f, x->element[1], x->element[2], &cfg, err);
+        if (st != BG_OK) return st;
+        a->seen_cfg = cfg;
+        return BG_OK;
+      }
+      default:
+        return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
+    }
+  }
+  return BG_OK;
+}
+
+static int add_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n, size_t *added,
+                    bgi_err *err) {
+  adder a = {.f = f, .items = items, .lens = lens};
+  int64_t retries = f->client->opts.config_retries;
+  size_t total = 0;
+  for (size_t from = 0; from < n; from += BGI_WINDOW_ITEMS) {
+    a.from = from;
+    a.to = n - from < BGI_WINDOW_ITEMS ? n : from + BGI_WINDOW_ITEMS;
+    for (int64_t attempt = 0;;) {
+      int st = bgi_filter_config(f, &a.cfg, err);
+      if (st != BG_OK) return st;
+      a.seen_cfg = 0;
+      a.noscript = 0;
+      st = bgi_client_call(f->client, build_add, parse_add, &a, err);
+      if (st != BG_OK) return st;
+      if (a.noscript) {
+        /* the server forgot the script (restart, SCRIPT FLUSH): resend with its body, once */
+        if (a.use_body) return bgi_err_set(err, BG_EPROTO, "add: the server keeps answering NOSCRIPT to EVAL");
+        a.use_body = 1;
+        continue;
+      }
+      a.use_body = 0;
+      if (!a.seen_cfg) break;
+      /* rebuilt with other parameters: nothing was written by the refused chunk; redo the window
+       * with the new config (setting bits twice is harmless) */
+      atomic_store(&f->cfg, a.seen_cfg);
+      if (attempt++ >= retries)
+        return bgi_err_set(err, BG_ECONFIG, "add: the config of \"%s\" changed on each of %lld attempts", f->name,
+                           (long long)attempt);
+    }
+    total += a.added;
+  }
+  if (added) *added = total;
+  return BG_OK;
+}
+
+BG_API int bg_filter_add_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n,
+                              size_t *added) {
+  bgi_err err = {0};
+  if (!f) return BG_EINVAL;
+  int st = bgi_check_items(f, "bg_filter_add_many", items, lens, n, added ? (const void *)added : (const void *)lens);
+  if (st != BG_OK) return st;
+  err.status = add_many(f, items, lens, n, added, &err);
+  return bgi_errslot_store(&f->err, &err);
+}
+
+BG_API int bg_filter_add(bg_filter *f, const void *item, size_t len, int *added) {
+  size_t n = 0;
+  if (!f) return BG_EINVAL;
+  if (!item && len) return bgi_errslot_set(&f->err, BG_EINVAL, "bg_filter_add: item is NULL with length %zu", len);
+  int st = bg_filter_add_many(f, &item, &len, 1, &n);
+  if (added) *added = st == BG_OK && n > 0;
+  return st;
+}

@@ -1,0 +1,310 @@
+/* init, count, info, delete, expire, persist: the whole-filter operations. */
+#include "filter/filter.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "bloomguard/hash.h"
+#include "common/jdouble.h"
+#include "filter/scripts.h"
+#include "hash/hash.h"
+
+#define NOMEM(err) bgi_err_set(err, BG_ENOMEM, "out of memory")
+
+/* ---- init (Redisson's tryInit) ------------------------------------------------------------- */
+
+typedef struct initer {
+  bg_filter *f;
+  uint64_t size;
+  uint32_t k;
+  int64_t n;
+  char fpp[32];
+  int use_body, noscript, created;
+} initer;
+
+static int build_init(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
+  initer *in = ctx;
+  const bg_filter *f = in->f;
+  if (bgi_script_begin(&c->out, &bgi_script_init, in->use_body, 2, 4) != BG_OK ||
+      bgi_buf_reserve(&c->out, bgi_resp_bound(6, f->name_len + f->config_key_len + 128)) != BG_OK)
+    return NOMEM(err);
+  bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
+  bgi_resp_bulk(&c->out, f->name, f->name_len);
+  bgi_resp_u64(&c->out, in->size);
+  bgi_resp_u64(&c->out, in->k);
+  bgi_resp_u64(&c->out, (uint64_t)in->n);
+  bgi_resp_cstr(&c->out, in->fpp);
+  *nreplies = 1;
+  return BG_OK;
+}
+
+static int parse_init(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
+  initer *in = ctx;
+  const bgi_reply *x = rep[0];
+  uint64_t cfg;
+  (void)c, (void)n;
+  if (bgi_reply_is_error(x, "NOSCRIPT")) {
+    in->noscript = 1;
+    return BG_OK;
+  }
+  if (x->type == REDIS_REPLY_ERROR) return bgi_reply_error(x, "init", err);
+  if (x->type != REDIS_REPLY_ARRAY || x->elements < 1 || x->element[0]->type != REDIS_REPLY_INTEGER)
+    return bgi_err_set(err, BG_EPROTO, "init: unexpected reply from the init script");
+  if (x->element[0]->integer == 1) {
+    in->created = 1;
+    atomic_store(&in->f->cfg, bgi_cfg_pack(in->size, in->k));
+    return BG_OK;
+  }
+  in->created = 0;
+  if (x->elements != 3) return bgi_err_set(err, BG_EPROTO, "init: unexpected reply from the init script");
+  int st = bgi_cfg_from_pair(in->f, x->element[1], x->element[2], &cfg, err);
+  if (st == BG_ENOTINIT)
+    return bgi_err_set(err, BG_ECORRUPT, "init: the config hash %s exists but has no size/hashIterations "
+                       "(delete the filter, or repair the hash)", in->f->config_key);
+  if (st == BG_OK) atomic_store(&in->f->cfg, cfg);  /* tryInit semantics: the existing config wins */
+  return st;
+}
+
+BG_API int bg_filter_init(bg_filter *f, int64_t expected_insertions, double fpp, int *created) {
+  bgi_err err = {0};
+  initer in = {.f = f, .n = expected_insertions};
+  if (!f) return BG_EINVAL;
+  if (bgi_params(expected_insertions, fpp, &in.size, &in.k, err.msg, sizeof err.msg) != BG_OK)
+    return bgi_errslot_set(&f->err, BG_EBADPARAMS, "init: %s", err.msg);
+  bgi_format_java_double(fpp, in.fpp, sizeof in.fpp);
+  for (;;) {
+    err.status = bgi_client_call(f->client, build_init, parse_init, &in, &err);
+    if (err.status != BG_OK || !in.noscript || in.use_body) break;
+    in.use_body = 1;
+    in.noscript = 0;
+  }
+  if (err.status == BG_OK && in.noscript)
+    err.status = bgi_err_set(&err, BG_EPROTO, "init: the server keeps answering NOSCRIPT to EVAL");
+  if (err.status == BG_OK && created) *created = in.created;
+  return bgi_errslot_store(&f->err, &err);
+}
+
+/* ---- count: Redisson's estimate from BITCOUNT, with the config of the same instant ---------- */
+
+typedef struct counter {
+  bg_filter *f;
+  int64_t count;
+} counter;
+
+static int build_count(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
+  const bg_filter *f = ((counter *)ctx)->f;
+  if (bgi_buf_reserve(&c->out, 64 + bgi_hmget_config_bound(f) + bgi_resp_bound(2, f->name_len + 8)) != BG_OK)
+    return NOMEM(err);
+  bgi_resp_array(&c->out, 1);
+  bgi_resp_bulk(&c->out, "MULTI", 5);
+  bgi_append_hmget_config(&c->out, f);
+  bgi_resp_array(&c->out, 2);
+  bgi_resp_bulk(&c->out, "BITCOUNT", 8);
+  bgi_resp_bulk(&c->out, f->name, f->name_len);
+  bgi_resp_array(&c->out, 1);
+  bgi_resp_bulk(&c->out, "EXEC", 4);
+  *nreplies = 4;
+  return BG_OK;
+}
+
+/* Java's Math.round(double) -> long: floor(x + 0.5), saturating; NaN -> 0. */
+static int64_t java_round(double x) {
+  if (isnan(x)) return 0;
+  double r = floor(x + 0.5);
+  if (r >= 9223372036854775807.0) return INT64_MAX;
+  if (r <= -9223372036854775808.0) return INT64_MIN;
+  return (int64_t)r;
+}
+
+static int parse_count(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
+  counter *ct = ctx;
+  uint64_t cfg;
+  (void)c, (void)n;
+  for (int i = 0; i < 4; i++)
+    if (rep[i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[i], "count", err);
+  const bgi_reply *ex = rep[3];
+  if (ex->type != REDIS_REPLY_ARRAY || ex->elements != 2) return bgi_err_set(err, BG_EPROTO, "count: unexpected reply");
+  const bgi_reply *pair = ex->element[0], *bits = ex->element[1];
+  if (pair->type == REDIS_REPLY_ERROR) return bgi_reply_error(pair, "count (config)", err);
+  if (bits->type == REDIS_REPLY_ERROR) return bgi_reply_error(bits, "count (bitmap)", err);
+  if (pair->type != REDIS_REPLY_ARRAY || pair->elements != 2 || bits->type != REDIS_REPLY_INTEGER)
+    return bgi_err_set(err, BG_EPROTO, "count: unexpected reply");
+  int st = bgi_cfg_from_pair(ct->f, pair->element[0], pair->element[1], &cfg, err);
+  if (st != BG_OK) return st;
+  atomic_store(&ct->f->cfg, cfg);
+  double size = (double)bgi_cfg_size(cfg), k = bgi_cfg_k(cfg);
+  ct->count = java_round(-size / k * log(1 - (double)bits->integer / size));
+  return BG_OK;
+}
+
+BG_API int bg_filter_count(bg_filter *f, int64_t *count) {
+  bgi_err err = {0};
+  counter ct = {.f = f};
+  if (!f) return BG_EINVAL;
+  if (!count) return bgi_errslot_set(&f->err, BG_EINVAL, "bg_filter_count: count must not be NULL");
+  err.status = bgi_client_call(f->client, build_count, parse_count, &ct, &err);
+  if (err.status == BG_OK) *count = ct.count;
+  return bgi_errslot_store(&f->err, &err);
+}
+
+/* ---- info: the whole config hash ------------------------------------------------------------ */
+
+typedef struct infoer {
+  bg_filter *f;
+  uint64_t cfg;
+  int64_t n;
+  double fpp;
+} infoer;
+
+static int build_info(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
+  const bg_filter *f = ((infoer *)ctx)->f;
+  if (bgi_buf_reserve(&c->out, bgi_resp_bound(2, f->config_key_len + 8)) != BG_OK) return NOMEM(err);
+  bgi_resp_array(&c->out, 2);
+  bgi_resp_bulk(&c->out, "HGETALL", 7);
+  bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
+  *nreplies = 1;
+  return BG_OK;
+}
+
+static const bgi_reply *field(const bgi_reply *h, const char *name) {
+  size_t len = strlen(name);
+  for (size_t i = 0; i + 1 < h->elements; i += 2)
+    if (h->element[i]->len == len && memcmp(h->element[i]->str, name, len) == 0) return h->element[i + 1];
+  return NULL;
+}
+
+static int parse_i64(const char *s, size_t len, int64_t *out) {
+  uint64_t v;
+  int neg = len > 0 && s[0] == '-';
+  if (bgi_parse_u64(s + neg, len - (size_t)neg, &v) != 0 || v > (uint64_t)INT64_MAX) return -1;
+  *out = neg ? -(int64_t)v : (int64_t)v;
+  return 0;
+}
+
+static int parse_info(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
+  infoer *in = ctx;
+  const bgi_reply *h = rep[0], *nil = &(bgi_reply){.type = REDIS_REPLY_NIL};
+  (void)c, (void)n;
+  if (h->type == REDIS_REPLY_ERROR) return bgi_reply_error(h, "info", err);
+  if (h->type != REDIS_REPLY_ARRAY) return bgi_err_set(err, BG_EPROTO, "info: unexpected reply to HGETALL");
+  const bgi_reply *size = field(h, "size"), *k = field(h, "hashIterations");
+  int st = bgi_cfg_from_pair(in->f, size ? size : nil, k ? k : nil, &in->cfg, err);
+  if (st != BG_OK) return st;
+  atomic_store(&in->f->cfg, in->cfg);
+  const bgi_reply *ei = field(h, "expectedInsertions"), *fp = field(h, "falseProbability");
+  in->n = 0;
+  in->fpp = 0;
+  if (ei && parse_i64(ei->str, ei->len, &in->n) != 0)
+    return bgi_err_set(err, BG_ECORRUPT, "config hash %s: expectedInsertions \"%.40s\" is not a decimal integer",
+                       in->f->config_key, ei->str);
+  if (fp && bgi_parse_double(fp->str, fp->len, &in->fpp) != 0)
+    return bgi_err_set(err, BG_ECORRUPT, "config hash %s: falseProbability \"%.40s\" is not a number",
+                       in->f->config_key, fp->str);
+  return BG_OK;
+}
+
+BG_API int bg_filter_info(bg_filter *f, uint64_t *size, uint32_t *hash_iterations, int64_t *expected_insertions,
+                          double *fpp) {
+  bgi_err err = {0};
+  infoer in = {.f = f};
+  if (!f) return BG_EINVAL;
+  err.status = bgi_client_call(f->client, build_info, parse_info, &in, &err);
+  if (err.status == BG_OK) {
+    if (size) *size = bgi_cfg_size(in.cfg);
+    if (hash_iterations) *hash_iterations = bgi_cfg_k(in.cfg);
+    if (expected_insertions) *expected_insertions = in.n;
+    if (fpp) *fpp = in.fpp;
+  }
+  return bgi_errslot_store(&f->err, &err);
+}
+
+/* ---- delete, expire, persist: both keys ----------------------------------------------------- */
+
+typedef struct keyop {
+  bg_filter *f;
+  const char *cmd;     /* DEL, PEXPIRE or PERSIST */
+  int64_t ttl_ms;
+  int result;
+} keyop;
+
+static void append_keyop(bgi_buf *b, const keyop *op, const char *key, size_t len) {
+  bgi_resp_array(b, op->ttl_ms > 0 ? 3 : 2);
+  bgi_resp_cstr(b, op->cmd);
+  bgi_resp_bulk(b, key, len);
+  if (op->ttl_ms > 0) bgi_resp_u64(b, (uint64_t)op->ttl_ms);
+}
+
+static int build_keyop(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
+  const keyop *op = ctx;
+  const bg_filter *f = op->f;
+  if (bgi_buf_reserve(&c->out, 64 + bgi_resp_bound(6, f->name_len + f->config_key_len + 64)) != BG_OK)
+    return NOMEM(err);
+  if (!strcmp(op->cmd, "DEL")) {
+    bgi_resp_array(&c->out, 3);
+    bgi_resp_cstr(&c->out, "DEL");
+    bgi_resp_bulk(&c->out, f->name, f->name_len);
+    bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
+    *nreplies = 1;
+    return BG_OK;
+  }
+  /* one MULTI so the two keys never disagree about their time to live */
+  bgi_resp_array(&c->out, 1);
+  bgi_resp_bulk(&c->out, "MULTI", 5);
+  append_keyop(&c->out, op, f->name, f->name_len);
+  append_keyop(&c->out, op, f->config_key, f->config_key_len);
+  bgi_resp_array(&c->out, 1);
+  bgi_resp_bulk(&c->out, "EXEC", 4);
+  *nreplies = 4;
+  return BG_OK;
+}
+
+static int parse_keyop(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
+  keyop *op = ctx;
+  (void)c;
+  for (size_t i = 0; i < n; i++)
+    if (rep[i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[i], op->cmd, err);
+  const bgi_reply *x = rep[n - 1];
+  if (n == 1) {
+    if (x->type != REDIS_REPLY_INTEGER) return bgi_err_set(err, BG_EPROTO, "DEL: unexpected reply");
+    op->result = x->integer > 0;
+    return BG_OK;
+  }
+  if (x->type != REDIS_REPLY_ARRAY || x->elements != 2) return bgi_err_set(err, BG_EPROTO, "%s: unexpected reply", op->cmd);
+  op->result = 0;
+  for (size_t i = 0; i < 2; i++) {
+    if (x->element[i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(x->element[i], op->cmd, err);
+    op->result |= x->element[i]->type == REDIS_REPLY_INTEGER && x->element[i]->integer == 1;
+  }
+  return BG_OK;
+}
+
+static int run_keyop(bg_filter *f, keyop *op, int *result) {
+  bgi_err err = {0};
+  err.status = bgi_client_call(f->client, build_keyop, parse_keyop, op, &err);
+  if (err.status == BG_OK && result) *result = op->result;
+  return bgi_errslot_store(&f->err, &err);
+}
+
+BG_API int bg_filter_delete(bg_filter *f, int *deleted) {
+  keyop op = {.f = f, .cmd = "DEL"};
+  if (!f) return BG_EINVAL;
+  int st = run_keyop(f, &op, deleted);
+  if (st == BG_OK) atomic_store(&f->cfg, 0);
+  return st;
+}
+
+BG_API int bg_filter_expire(bg_filter *f, int64_t ttl_ms, int *applied) {
+  keyop op = {.f = f, .cmd = "PEXPIRE", .ttl_ms = ttl_ms};
+  if (!f) return BG_EINVAL;
+  if (ttl_ms <= 0)
+    return bgi_errslot_set(&f->err, BG_EINVAL, "bg_filter_expire: ttl_ms must be positive (got %lld); "
+                           "use bg_filter_delete to remove the filter", (long long)ttl_ms);
+  return run_keyop(f, &op, applied);
+}
+
+BG_API int bg_filter_persist(bg_filter *f, int *applied) {
+  keyop op = {.f = f, .cmd = "PERSIST"};
+  if (!f) return BG_EINVAL;
+  return run_keyop(f, &op, applied);
+}

@@ -1,0 +1,64 @@
+/* Internal layout of bg_filter and the helpers its operations share. */
+#ifndef BG_INTERNAL_FILTER_H
+#define BG_INTERNAL_FILTER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bloomguard/filter.h"
+#include "client.h"
+
+/*
+ * The config this handle last saw, packed as size << 32 | k so readers need no lock
+ * (size <= BG_MAX_SIZE < 2^32, k <= BG_MAX_HASH_ITERATIONS). 0 means "not read yet".
+ */
+static inline uint64_t bgi_cfg_pack(uint64_t size, uint32_t k) { return size << 32 | k; }
+static inline uint64_t bgi_cfg_size(uint64_t cfg) { return cfg >> 32; }
+static inline uint32_t bgi_cfg_k(uint64_t cfg) { return (uint32_t)cfg; }
+
+struct bg_filter {
+  bg_client *client;
+  char *name;
+  size_t name_len;
+  char *config_key;
+  size_t config_key_len;
+  atomic_uint_fast64_t cfg;
+  bgi_errslot err;
+};
+
+/* Items hashed and sent per round trip, and per atomic server step within it: bounds client
+ * memory for huge batches and keeps each server-side step short (other clients wait for it). */
+#define BGI_WINDOW_ITEMS 16384
+#define BGI_CHUNK_ITEMS 1024
+
+/* Redisson's suffixName: NAME + ":" + suffix if NAME has '{', else "{" + NAME + "}:" + suffix. */
+char *bgi_suffix_name(const char *name, size_t name_len, const char *suffix, size_t *out_len);
+
+/* Strict parses of config fields (plain decimal, no sign, no leading zeros): 0 ok, -1 bad. */
+int bgi_parse_u64(const char *s, size_t len, uint64_t *out);
+/*
+ * Turns the [size, hashIterations] pair of an HMGET reply into a packed config.
+ * BG_ENOTINIT if either is missing, BG_ECORRUPT if unparsable or out of range.
+ */
+int bgi_cfg_from_pair(const bg_filter *f, const bgi_reply *size, const bgi_reply *k, uint64_t *cfg,
+                      bgi_err *err);
+
+/* Reads the config (HMGET) into f->cfg. */
+int bgi_filter_load_config(bg_filter *f, bgi_err *err);
+/* The cached config, loading it first if needed. */
+int bgi_filter_config(bg_filter *f, uint64_t *cfg, bgi_err *err);
+
+/* Appends "HMGET config size hashIterations". */
+void bgi_append_hmget_config(bgi_buf *b, const bg_filter *f);
+/* Room needed for bgi_append_hmget_config. */
+size_t bgi_hmget_config_bound(const bg_filter *f);
+
+/* Hashes items[from..to) into c->idx (k indexes per item). */
+int bgi_compute_indexes(bgi_conn *c, const void *const *items, const size_t *lens, size_t from, size_t to,
+                        uint64_t cfg, bgi_err *err);
+
+/* Checks the arguments every batch call shares; on failure stores the message on f. */
+int bgi_check_items(bg_filter *f, const char *fn, const void *const *items, const size_t *lens, size_t n,
+                    const void *out);
+
+#endif

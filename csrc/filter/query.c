@@ -1,0 +1,132 @@
+/* contains / contains_many: MULTI { HMGET config; BITFIELD_RO bitmap GET u1 i... } EXEC per chunk. */
+#include "filter/filter.h"
+
+#include <string.h>
+
+typedef struct query {
+  bg_filter *f;
+  const void *const *items;
+  const size_t *lens;
+  size_t from, to;
+  uint64_t cfg;        /* the config the indexes were computed with */
+  uint64_t seen_cfg;   /* the server's config when it differed, else 0 */
+  uint8_t *present;
+} query;
+
+static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
+  query *q = ctx;
+  const bg_filter *f = q->f;
+  uint32_t k = bgi_cfg_k(q->cfg);
+  int st = bgi_compute_indexes(c, q->items, q->lens, q->from, q->to, q->cfg, err);
+  if (st != BG_OK) return st;
+  size_t n = q->to - q->from, chunks = (n + BGI_CHUNK_ITEMS - 1) / BGI_CHUNK_ITEMS;
+  /* per index: "$3\r\nGET\r\n" + "$2\r\nu1\r\n" + the offset */
+  size_t need = chunks * (64 + bgi_hmget_config_bound(f) + bgi_resp_bound(2, f->name_len + 16)) + n * k * (17 + BGI_RESP_U64_MAX);
+  if (bgi_buf_reserve(&c->out, need) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  const uint64_t *idx = c->idx;
+  for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
+    size_t m = n - done < BGI_CHUNK_ITEMS ? n - done : BGI_CHUNK_ITEMS;
+    bgi_resp_array(&c->out, 1);
+    bgi_resp_bulk(&c->out, "MULTI", 5);
+    bgi_append_hmget_config(&c->out, f);
+    bgi_resp_array(&c->out, 2 + m * k * 3);
+    bgi_resp_bulk(&c->out, "BITFIELD_RO", 11);
+    bgi_resp_bulk(&c->out, f->name, f->name_len);
+    for (size_t j = 0; j < m * k; j++) {
+      memcpy(c->out.data + c->out.len, "$3\r\nGET\r\n$2\r\nu1\r\n", 17);
+      c->out.len += 17;
+      bgi_resp_u64(&c->out, *idx++);
+    }
+    bgi_resp_array(&c->out, 1);
+    bgi_resp_bulk(&c->out, "EXEC", 4);
+  }
+  *nreplies = chunks * 4;
+  return BG_OK;
+}
+
+/* The queued replies of a MULTI block: errors there mean EXEC will abort; report the cause. */
+static int check_queued(bgi_reply **rep, const char *what, bgi_err *err) {
+  for (int i = 0; i < 3; i++)
+    if (rep[i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[i], what, err);
+  return BG_OK;
+}
+
+static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err) {
+  query *q = ctx;
+  uint32_t k = bgi_cfg_k(q->cfg);
+  size_t item = q->from;
+  (void)c;
+  for (size_t r = 0; r < nreplies; r += 4) {
+    int st = check_queued(rep + r, "contains", err);
+    if (st != BG_OK) return st;
+    const bgi_reply *ex = rep[r + 3];
+    if (ex->type == REDIS_REPLY_ERROR) return bgi_reply_error(ex, "contains", err);
+    if (ex->type != REDIS_REPLY_ARRAY || ex->elements != 2)
+      return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to EXEC");
+    const bgi_reply *pair = ex->element[0], *bits = ex->element[1];
+    if (pair->type == REDIS_REPLY_ERROR) return bgi_reply_error(pair, "contains (config)", err);
+    if (pair->type != REDIS_REPLY_ARRAY || pair->elements != 2)
+      return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to HMGET");
+    uint64_t cfg;
+    st = bgi_cfg_from_pair(q->f, pair->element[0], pair->element[1], &cfg, err);
+    if (st != BG_OK) return st;
+    if (cfg != q->cfg) {
+      q->seen_cfg = cfg;
+      return BG_OK;
+    }
+    if (bits->type == REDIS_REPLY_ERROR) return bgi_reply_error(bits, "contains (bitmap)", err);
+    size_t m = bits->elements / k;
+    if (bits->type != REDIS_REPLY_ARRAY || bits->elements % k || item + m > q->to)
+      return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to BITFIELD_RO");
+    for (size_t i = 0; i < m; i++, item++) {
+      uint8_t all = 1;
+      for (uint32_t b = 0; b < k; b++) all &= bits->element[i * k + b]->integer == 1;
+      q->present[item] = all;
+    }
+  }
+  return item == q->to ? BG_OK : bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
+}
+
+static int contains_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n, uint8_t *present,
+                         bgi_err *err) {
+  query q = {.f = f, .items = items, .lens = lens, .present = present};
+  int64_t retries = f->client->opts.config_retries;
+  for (size_t from = 0; from < n; from += BGI_WINDOW_ITEMS) {
+    q.from = from;
+    q.to = n - from < BGI_WINDOW_ITEMS ? n : from + BGI_WINDOW_ITEMS;
+    for (int64_t attempt = 0;; attempt++) {
+      int st = bgi_filter_config(f, &q.cfg, err);
+      if (st != BG_OK) return st;
+      q.seen_cfg = 0;
+      st = bgi_client_call(f->client, build_query, parse_query, &q, err);
+      if (st != BG_OK) return st;
+      if (!q.seen_cfg) break;
+      /* the filter was rebuilt with other parameters: recompute with the new config and ask again */
+      atomic_store(&f->cfg, q.seen_cfg);
+      if (attempt >= retries)
+        return bgi_err_set(err, BG_ECONFIG, "contains: the config of \"%s\" changed on each of %lld attempts",
+                           f->name, (long long)attempt + 1);
+    }
+  }
+  return BG_OK;
+}
+
+BG_API int bg_filter_contains_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n,
+                                   uint8_t *present) {
+  bgi_err err = {0};
+  if (!f) return BG_EINVAL;
+  int st = bgi_check_items(f, "bg_filter_contains_many", items, lens, n, present);
+  if (st != BG_OK) return st;
+  err.status = contains_many(f, items, lens, n, present, &err);
+  return bgi_errslot_store(&f->err, &err);
+}
+
+BG_API int bg_filter_contains(bg_filter *f, const void *item, size_t len, int *present) {
+  uint8_t p = 0;
+  if (!f) return BG_EINVAL;
+  if (!present) return bgi_errslot_set(&f->err, BG_EINVAL, "bg_filter_contains: present must not be NULL");
+  if (!item && len) return bgi_errslot_set(&f->err, BG_EINVAL, "bg_filter_contains: item is NULL with length %zu", len);
+  int st = bg_filter_contains_many(f, &item, &len, 1, &p);
+  *present = p;
+  return st;
+}

@@ -1,0 +1,60 @@
+/*
+ * Internal: one blocking connection to Redis, owned by one thread at a time (see pool.h).
+ *
+ * A call builds its commands into `out` (bgi_buf_reset first), then bgi_conn_roundtrip writes
+ * them in one go and reads the replies into the arena. Any transport failure marks the
+ * connection broken; the pool replaces broken connections.
+ */
+#ifndef BG_INTERNAL_CONN_H
+#define BG_INTERNAL_CONN_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+#include "redis/reply.h"
+#include "redis/resp.h"
+#include "redis/url.h"
+
+/* Where and how to connect: the URL plus option overrides, resolved once by the client. */
+typedef struct bgi_endpoint {
+  bgi_url url;
+  const char *user;        /* effective ACL user or NULL */
+  const char *password;    /* effective password or NULL */
+  int db;
+  int64_t connect_timeout_ms;
+  int64_t command_timeout_ms;
+  const char *client_name;
+} bgi_endpoint;
+
+typedef struct bgi_conn {
+  redisContext *ctx;       /* NULL when not connected */
+  bgi_arena arena;         /* replies of the current call */
+  bgi_buf out;             /* commands of the current call */
+  uint64_t *idx;           /* scratch: bit indexes of the current call */
+  size_t idx_cap;
+  uint64_t calls;          /* round trips completed since connecting */
+  int broken;
+} bgi_conn;
+
+/* Connects, authenticates, selects the db and names the connection. */
+int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err);
+/* Closes the socket (buffers are kept for the next connection). */
+void bgi_conn_drop(bgi_conn *c);
+/* Closes and frees everything. */
+void bgi_conn_free(bgi_conn *c);
+
+/* Sends c->out and reads n replies into rep[0..n). Error replies are returned as replies. */
+int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, bgi_err *err);
+
+/* Makes sure the index scratch holds n values. */
+int bgi_conn_idx_reserve(bgi_conn *c, size_t n);
+
+/*
+ * Status for an error reply: WRONGTYPE -> BG_EWRONGTYPE, NOAUTH/WRONGPASS/NOPERM -> BG_EAUTH,
+ * anything else (OOM, READONLY, LOADING, BUSY, ...) -> BG_ESERVER; message "<what>: <server text>".
+ */
+int bgi_reply_error(const bgi_reply *r, const char *what, bgi_err *err);
+/* 1 if r is an error reply starting with the given code ("NOSCRIPT"). */
+int bgi_reply_is_error(const bgi_reply *r, const char *code);
+
+#endif

@@ -1,0 +1,31 @@
+/*
+ * Internal: a fixed-size pool of connections shared by the threads using one client.
+ *
+ * Connections are opened lazily and replaced after a failure: a call that finds a broken slot
+ * reconnects it. Acquire waits (up to the command timeout) when every connection is busy.
+ */
+#ifndef BG_INTERNAL_POOL_H
+#define BG_INTERNAL_POOL_H
+
+#include <pthread.h>
+
+#include "redis/conn.h"
+
+typedef struct bgi_pool {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  bgi_conn *conns;
+  unsigned char *busy;
+  size_t size;
+  const bgi_endpoint *ep;
+} bgi_pool;
+
+int bgi_pool_init(bgi_pool *p, size_t size, const bgi_endpoint *ep);
+void bgi_pool_destroy(bgi_pool *p);
+
+/* A connected connection, for the calling thread alone until released. */
+int bgi_pool_acquire(bgi_pool *p, bgi_conn **out, bgi_err *err);
+/* Returns it; a broken connection is closed here so the next acquire reconnects. */
+void bgi_pool_release(bgi_pool *p, bgi_conn *c);
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * Internal: replies parsed by hiredis' reader into a per-connection arena.
+ *
+ * hiredis allocates one redisReply per element; a batch query answers k bits per item, so the
+ * connection plugs its own object functions into the reader and bump-allocates every node in an
+ * arena that is reset before each call and only grows: no allocation per item once warm.
+ */
+#ifndef BG_INTERNAL_REPLY_H
+#define BG_INTERNAL_REPLY_H
+
+#include <hiredis/hiredis.h>
+#include <stddef.h>
+
+typedef struct bgi_reply {
+  int type;                      /* REDIS_REPLY_*; first, like redisReply, which hiredis may peek at */
+  long long integer;
+  const char *str;               /* strings, status and errors (NUL-terminated copy) */
+  size_t len;
+  size_t elements;
+  struct bgi_reply **element;
+} bgi_reply;
+
+typedef struct bgi_arena_block bgi_arena_block;
+
+typedef struct bgi_arena {
+  bgi_arena_block *head;         /* block being filled; older blocks follow */
+  size_t total;                  /* bytes handed out since the last reset */
+  int failed;                    /* an allocation failed while parsing the current reply */
+} bgi_arena;
+
+/* Installs the arena's object functions on a connected context's reader. */
+void bgi_reply_attach(redisContext *ctx, bgi_arena *a);
+/* Forgets every reply; keeps (only) one block big enough for what the last call needed. */
+void bgi_arena_reset(bgi_arena *a);
+void bgi_arena_free(bgi_arena *a);
+
+#endif

@@ -1,0 +1,350 @@
+/* Filter operations against a real redis-server: Redisson's layout, batches, config changes. */
+#include <bloomguard.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "redis_fixture.h"
+
+static bgt_redis srv;
+static bg_client *cl;
+
+static bg_filter *open_filter(const char *name) {
+  bg_filter *f = NULL;
+  CHECK_OK(bg_filter_open(&f, cl, name));
+  return f;
+}
+
+/* Items "prefix-0" .. "prefix-(n-1)" as pointer/length arrays (test helper, freed by items_free). */
+typedef struct items {
+  char **p;
+  size_t *len;
+  size_t n;
+} items;
+
+static items make_items(const char *prefix, size_t n) {
+  items it = {malloc(n * sizeof(char *)), malloc(n * sizeof(size_t)), n};
+  for (size_t i = 0; i < n; i++) {
+    char buf[64];
+    it.len[i] = (size_t)snprintf(buf, sizeof buf, "%s-%zu", prefix, i);
+    it.p[i] = strdup(buf);
+  }
+  return it;
+}
+
+static void items_free(items *it) {
+  for (size_t i = 0; i < it->n; i++) free(it->p[i]);
+  free(it->p);
+  free(it->len);
+}
+
+static void test_init_writes_redisson_config(void) {
+  bg_filter *f = open_filter("cfg");
+  int created = -1;
+  CHECK_OK(bg_filter_init(f, 1000000, 0.01, &created));
+  CHECK_EQ_INT(created, 1);
+  char *all = bgt_redis_cmd(&srv, "HGETALL {cfg}:config");
+  CHECK_EQ_STR(all, "size 9585058 hashIterations 7 expectedInsertions 1000000 falseProbability 0.01");
+  free(all);
+  /* tryInit semantics: a second init, even with other parameters, keeps the first config */
+  CHECK_OK(bg_filter_init(f, 10, 0.5, &created));
+  CHECK_EQ_INT(created, 0);
+  uint64_t size = 0;
+  uint32_t k = 0;
+  int64_t n = 0;
+  double p = 0;
+  CHECK_OK(bg_filter_info(f, &size, &k, &n, &p));
+  CHECK_EQ_U64(size, 9585058);
+  CHECK_EQ_INT(k, 7);
+  CHECK_EQ_INT(n, 1000000);
+  CHECK(p == 0.01);
+  bg_filter_close(f);
+
+  f = open_filter("cfg-small-p");
+  CHECK_OK(bg_filter_init(f, 1000, 1e-4, NULL));
+  all = bgt_redis_cmd(&srv, "HGET {cfg-small-p}:config falseProbability");
+  CHECK_EQ_STR(all, "1.0E-4");
+  free(all);
+  bg_filter_close(f);
+}
+
+static void test_add_contains_single_and_empty_item(void) {
+  bg_filter *f = open_filter("single");
+  int added = -1, present = -1;
+  CHECK_OK(bg_filter_init(f, 1000, 0.01, NULL));
+  CHECK_OK(bg_filter_contains(f, "apple", 5, &present));
+  CHECK_EQ_INT(present, 0);
+  CHECK_OK(bg_filter_add(f, "apple", 5, &added));
+  CHECK_EQ_INT(added, 1);
+  CHECK_OK(bg_filter_add(f, "apple", 5, &added));
+  CHECK_EQ_INT(added, 0);
+  CHECK_OK(bg_filter_contains(f, "apple", 5, &present));
+  CHECK_EQ_INT(present, 1);
+  /* the empty item is a valid item, distinct from every other */
+  CHECK_OK(bg_filter_contains(f, NULL, 0, &present));
+  CHECK_EQ_INT(present, 0);
+  CHECK_OK(bg_filter_add(f, NULL, 0, &added));
+  CHECK_EQ_INT(added, 1);
+  CHECK_OK(bg_filter_contains(f, "", 0, &present));
+  CHECK_EQ_INT(present, 1);
+  /* binary items with NUL bytes */
+  const char bin[] = {0, 1, 2, 0, (char)0xff};
+  CHECK_OK(bg_filter_add(f, bin, sizeof bin, &added));
+  CHECK_EQ_INT(added, 1);
+  CHECK_OK(bg_filter_contains(f, bin, sizeof bin, &present));
+  CHECK_EQ_INT(present, 1);
+  CHECK_OK(bg_filter_contains(f, bin, 3, &present));
+  CHECK_EQ_INT(present, 0);
+  bg_filter_close(f);
+}
+
+/* Batches crossing the chunk (1024) and window (16384) sizes, with no false negative. */
+static void test_batches(void) {
+  bg_filter *f = open_filter("batch");
+  CHECK_OK(bg_filter_init(f, 100000, 0.001, NULL));
+  size_t sizes[] = {0, 1, 100, 1023, 1024, 1025, 20000};
+  for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "b%zu", sizes[s]);
+    items it = make_items(prefix, sizes[s]);
+    uint8_t *present = calloc(sizes[s] + 1, 1);
+    size_t added = 99999;
+    CHECK_OK(bg_filter_add_many(f, (const void *const *)it.p, it.len, it.n, &added));
+    CHECK_MSG(added + 3 >= it.n && added <= it.n, "batch %zu: added %zu", it.n, added);
+    CHECK_OK(bg_filter_contains_many(f, (const void *const *)it.p, it.len, it.n, present));
+    size_t missing = 0;
+    for (size_t i = 0; i < it.n; i++) missing += !present[i];
+    CHECK_MSG(missing == 0, "batch %zu: %zu false negatives", it.n, missing);
+    CHECK_OK(bg_filter_add_many(f, (const void *const *)it.p, it.len, it.n, &added));
+    CHECK_EQ_U64(added, 0);
+    items_free(&it);
+    free(present);
+  }
+  /* absent items: false positives stay near the configured rate */
+  items other = make_items("absent", 20000);
+  uint8_t *present = calloc(other.n, 1);
+  CHECK_OK(bg_filter_contains_many(f, (const void *const *)other.p, other.len, other.n, present));
+  size_t fp = 0;
+  for (size_t i = 0; i < other.n; i++) fp += present[i];
+  CHECK_MSG(fp < 100, "false positives: %zu of 20000 at p=0.001", fp);
+  items_free(&other);
+  free(present);
+  bg_filter_close(f);
+}
+
+static void test_count_matches_redisson_formula(void) {
+  bg_filter *f = open_filter("count");
+  int64_t c = -1;
+  CHECK_OK(bg_filter_init(f, 10000, 0.01, NULL));
+  CHECK_OK(bg_filter_count(f, &c));
+  CHECK_EQ_INT(c, 0);
+  items it = make_items("c", 5000);
+  CHECK_OK(bg_filter_add_many(f, (const void *const *)it.p, it.len, it.n, NULL));
+  CHECK_OK(bg_filter_count(f, &c));
+  CHECK_MSG(c > 4900 && c < 5100, "count %lld for 5000 items", (long long)c);
+  char *bits = bgt_redis_cmd(&srv, "BITCOUNT count");
+  double size = 95850, k = 7, b = atof(bits);
+  free(bits);
+  /* Redisson: Math.round(-size / k * Math.log(1 - bits / size)) */
+  CHECK_EQ_INT(c, (long long)floor(-size / k * log(1 - b / size) + 0.5));
+  items_free(&it);
+  bg_filter_close(f);
+}
+
+static void test_delete_expire_persist(void) {
+  bg_filter *f = open_filter("life{t}");
+  int r = -1, present = 0;
+  CHECK_OK(bg_filter_init(f, 100, 0.01, NULL));
+  CHECK_OK(bg_filter_add(f, "x", 1, NULL));
+  CHECK_OK(bg_filter_expire(f, 100000, &r));
+  CHECK_EQ_INT(r, 1);
+  char *ttl1 = bgt_redis_cmd(&srv, "PTTL life{t}"), *ttl2 = bgt_redis_cmd(&srv, "PTTL life{t}:config");
+  CHECK_MSG(atol(ttl1) > 90000 && atol(ttl2) > 90000, "ttl %s / %s", ttl1, ttl2);
+  free(ttl1), free(ttl2);
+  CHECK_OK(bg_filter_persist(f, &r));
+  CHECK_EQ_INT(r, 1);
+  ttl1 = bgt_redis_cmd(&srv, "PTTL life{t}:config");
+  CHECK_EQ_STR(ttl1, "-1");
+  free(ttl1);
+  CHECK_OK(bg_filter_persist(f, &r));
+  CHECK_EQ_INT(r, 0);
+  CHECK_OK(bg_filter_delete(f, &r));
+  CHECK_EQ_INT(r, 1);
+  char *ex = bgt_redis_cmd(&srv, "EXISTS life{t} life{t}:config");
+  CHECK_EQ_STR(ex, "0");
+  free(ex);
+  CHECK_OK(bg_filter_delete(f, &r));
+  CHECK_EQ_INT(r, 0);
+  CHECK_STATUS(bg_filter_contains(f, "x", 1, &present), BG_ENOTINIT);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "not initialized");
+  CHECK_STATUS(bg_filter_add(f, "x", 1, NULL), BG_ENOTINIT);
+  int64_t c;
+  CHECK_STATUS(bg_filter_count(f, &c), BG_ENOTINIT);
+  CHECK_STATUS(bg_filter_info(f, NULL, NULL, NULL, NULL), BG_ENOTINIT);
+  bg_filter_close(f);
+}
+
+/* Another client rebuilds the filter with other parameters: this handle follows, no error. */
+static void test_config_change_is_followed(void) {
+  bg_filter *a = open_filter("moving"), *b = open_filter("moving");
+  int present = 0, added = 0;
+  CHECK_OK(bg_filter_init(a, 1000, 0.01, NULL));
+  CHECK_OK(bg_filter_add(a, "k1", 2, NULL));
+  CHECK_OK(bg_filter_contains(a, "k1", 2, &present));
+  CHECK_EQ_INT(present, 1);
+  /* b: delete + tryInit with other (n, p) + add, the way a rebuild does it */
+  CHECK_OK(bg_filter_delete(b, NULL));
+  CHECK_OK(bg_filter_init(b, 50000, 0.001, NULL));
+  CHECK_OK(bg_filter_add(b, "k1", 2, NULL));
+  CHECK_OK(bg_filter_add(b, "k2", 2, NULL));
+  /* a still caches size 9585/k 7; the step returns the new config and a retries transparently */
+  CHECK_OK(bg_filter_contains(a, "k2", 2, &present));
+  CHECK_EQ_INT(present, 1);
+  CHECK_OK(bg_filter_contains(a, "k1", 2, &present));
+  CHECK_EQ_INT(present, 1);
+  /* and adds through a land with the new indexes, visible to b */
+  CHECK_OK(bg_filter_delete(b, NULL));
+  CHECK_OK(bg_filter_init(b, 200, 0.1, NULL));
+  CHECK_OK(bg_filter_add(a, "k3", 2, &added));
+  CHECK_EQ_INT(added, 1);
+  CHECK_OK(bg_filter_contains(b, "k3", 2, &present));
+  CHECK_EQ_INT(present, 1);
+  bg_filter_close(a);
+  bg_filter_close(b);
+}
+
+static void test_filter_outlives_closed_client(void) {
+  bg_client *c2 = NULL;
+  bg_filter *f = NULL;
+  int present = 0;
+  CHECK_OK(bg_client_open(&c2, srv.url, NULL));
+  CHECK_OK(bg_filter_open(&f, c2, "outlive"));
+  bg_client_close(c2); /* the filter keeps the pool alive */
+  CHECK_OK(bg_filter_init(f, 100, 0.01, NULL));
+  CHECK_OK(bg_filter_add(f, "a", 1, NULL));
+  CHECK_OK(bg_filter_contains(f, "a", 1, &present));
+  CHECK_EQ_INT(present, 1);
+  bg_filter_close(f);
+  bg_filter_close(NULL);
+  bg_client_close(NULL);
+}
+
+static void test_unix_socket_and_db(void) {
+  char url[256];
+  bg_client *c2 = NULL;
+  bg_filter *f = NULL;
+  snprintf(url, sizeof url, "unix://%s?db=3", srv.sock);
+  CHECK_OK(bg_client_open(&c2, url, NULL));
+  CHECK_OK(bg_client_ping(c2));
+  CHECK_OK(bg_filter_open(&f, c2, "in-db3"));
+  CHECK_OK(bg_filter_init(f, 100, 0.01, NULL));
+  char *ex = bgt_redis_cmd(&srv, "EXISTS {in-db3}:config");
+  CHECK_EQ_STR(ex, "0"); /* not in db 0 */
+  free(ex);
+  bg_filter_close(f);
+  bg_client_close(c2);
+
+  snprintf(url, sizeof url, "%s/3", srv.url);
+  CHECK_OK(bg_client_open(&c2, url, NULL));
+  CHECK_OK(bg_filter_open(&f, c2, "in-db3"));
+  uint64_t size = 0;
+  CHECK_OK(bg_filter_info(f, &size, NULL, NULL, NULL));
+  CHECK_EQ_U64(size, 958);
+  bg_filter_close(f);
+  bg_client_close(c2);
+}
+
+/* Many threads share one client (pool of 3) and one filter handle. */
+typedef struct worker {
+  bg_filter *f;
+  int id;
+  size_t missing;
+  int errors;
+} worker;
+
+static void *work(void *arg) {
+  worker *w = arg;
+  char prefix[16];
+  snprintf(prefix, sizeof prefix, "t%d", w->id);
+  items it = make_items(prefix, 2000);
+  uint8_t *present = calloc(it.n, 1);
+  for (size_t i = 0; i < it.n; i += 100) {
+    if (bg_filter_add_many(w->f, (const void *const *)it.p + i, it.len + i, 100, NULL) != BG_OK) w->errors++;
+    int p = 0;
+    if (bg_filter_contains(w->f, it.p[i], it.len[i], &p) != BG_OK) w->errors++;
+    w->missing += !p;
+  }
+  if (bg_filter_contains_many(w->f, (const void *const *)it.p, it.len, it.n, present) != BG_OK) w->errors++;
+  for (size_t i = 0; i < it.n; i++) w->missing += !present[i];
+  items_free(&it);
+  free(present);
+  return NULL;
+}
+
+static void test_threads_share_client_and_filter(void) {
+  bg_options *o = NULL;
+  bg_client *c2 = NULL;
+  bg_filter *f = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_POOL_SIZE, 3));
+  CHECK_OK(bg_client_open(&c2, srv.url, o));
+  bg_options_free(o);
+  CHECK_OK(bg_filter_open(&f, c2, "threads"));
+  CHECK_OK(bg_filter_init(f, 100000, 0.01, NULL));
+  pthread_t th[8];
+  worker w[8];
+  for (int i = 0; i < 8; i++) {
+    w[i] = (worker){f, i, 0, 0};
+    pthread_create(&th[i], NULL, work, &w[i]);
+  }
+  for (int i = 0; i < 8; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_EQ_INT(w[i].errors, 0);
+    CHECK_EQ_INT(w[i].missing, 0);
+  }
+  bg_filter_close(f);
+  bg_client_close(c2);
+}
+
+/* A pooled connection killed while idle is replaced without the caller seeing an error. */
+static void test_killed_connection_is_replaced(void) {
+  bg_filter *f = open_filter("reconnect");
+  int present = 0;
+  CHECK_OK(bg_filter_init(f, 100, 0.01, NULL));
+  CHECK_OK(bg_filter_add(f, "a", 1, NULL));
+  free(bgt_redis_cmd(&srv, "CLIENT KILL TYPE normal SKIPME yes"));
+  CHECK_OK(bg_filter_contains(f, "a", 1, &present));
+  CHECK_EQ_INT(present, 1);
+  bg_filter_close(f);
+}
+
+static void test_script_cache_flush(void) {
+  bg_filter *f = open_filter("flushed");
+  int added = 0;
+  CHECK_OK(bg_filter_init(f, 100, 0.01, NULL));
+  free(bgt_redis_cmd(&srv, "SCRIPT FLUSH"));
+  CHECK_OK(bg_filter_add(f, "a", 1, &added));
+  CHECK_EQ_INT(added, 1);
+  free(bgt_redis_cmd(&srv, "SCRIPT FLUSH"));
+  CHECK_OK(bg_filter_init(f, 100, 0.01, NULL));
+  bg_filter_close(f);
+}
+
+static void setup(void) {
+  bgt_redis_start(&srv, NULL);
+  CHECK_OK(bg_client_open(&cl, srv.url, NULL));
+}
+
+static void teardown(void) {
+  bg_client_close(cl);
+  bgt_redis_stop(&srv);
+}
+
+BGT_RUN(BGT_CASE(setup), BGT_CASE(test_init_writes_redisson_config), BGT_CASE(test_add_contains_single_and_empty_item),
+        BGT_CASE(test_batches), BGT_CASE(test_count_matches_redisson_formula), BGT_CASE(test_delete_expire_persist),
+        BGT_CASE(test_config_change_is_followed), BGT_CASE(test_filter_outlives_closed_client),
+        BGT_CASE(test_unix_socket_and_db), BGT_CASE(test_threads_share_client_and_filter),
+        BGT_CASE(test_killed_connection_is_replaced), BGT_CASE(test_script_cache_flush), BGT_CASE(teardown))
