@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what bloomguard's build and tests need, if missing (Debian/Ubuntu, as root or with sudo).
+#   scripts/deps.sh            build + test dependencies
+# BG_NO_INSTALL=1 only reports what is missing.
+set -euo pipefail
+
+pkgs=(cmake ninja-build gcc g++ pkg-config libhiredis-dev libhighwayhash-dev libcjson-dev redis-server
+      python3 maven default-jdk-headless)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# a JDK or Maven from elsewhere (e.g. preinstalled under /usr/local) is as good as Debian's
+if command -v javac >/dev/null 2>&1; then missing=("${missing[@]/default-jdk-headless}"); fi
+if command -v mvn >/dev/null 2>&1; then missing=("${missing[@]/maven}"); fi
+read -r -a missing <<< "${missing[*]:-}"
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "${BG_NO_INSTALL:-0}" = 1 ]; then
+  echo "missing packages: ${missing[*]} (apt-get install ${missing[*]})" >&2
+  exit 1
+fi
+SUDO=
+if [ "$(id -u)" != 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "need root to install: ${missing[*]}" >&2; exit 1; }
+  SUDO=sudo
+fi
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole test suite: C tests (plain, ASan+UBSan, TSan), the CLI, and live interop with Redisson.
+# Every part starts its own redis-server on a free loopback port.
+#   bash scripts/test.sh
+# BG_NO_INSTALL=1: don't install missing packages.  BG_SKIP_INTEROP=1: skip the Java step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TOP=$PWD
+JOBS=$(nproc 2>/dev/null || echo 2)
+
+bash scripts/deps.sh
+
+step() { printf '\n=== %s\n' "$*"; }
+
+build() {  # build DIR [cmake args...]
+  local dir=$1; shift
+  cmake -S "$TOP" -B "$dir" -G Ninja "$@" >/dev/null
+  cmake --build "$dir" -j "$JOBS"
+}
+
+step "C tests (RelWithDebInfo)"
+build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+ctest --test-dir build --output-on-failure -j "$JOBS"
+
+step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer (leak checks on)"
+build build-asan -DCMAKE_BUILD_TYPE=Debug -DBG_SANITIZE=address,undefined -DBG_BUILD_BENCH=OFF
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -LE cli
+
+step "C tests under ThreadSanitizer"
+build build-tsan -DCMAKE_BUILD_TYPE=Debug -DBG_SANITIZE=thread -DBG_BUILD_BENCH=OFF
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -LE cli
+
+if [ "${BG_SKIP_INTEROP:-0}" != 1 ]; then
+  step "Live interop with Redisson (Java)"
+  BLOOMGUARD_CLI=$TOP/build/bloomguard bash tests/interop/run.sh
+fi
+
+step "all test steps passed"
