@@ -31,6 +31,9 @@ step "C tests under ThreadSanitizer"
 build build-tsan -DCMAKE_BUILD_TYPE=Debug -DBG_SANITIZE=thread -DBG_BUILD_BENCH=OFF
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -LE cli
 
+step "C tests against hiredis 1.x (Debian 12 ships 0.14)"
+bash scripts/check-hiredis1.sh build-hiredis1
+
 if [ "${BG_SKIP_INTEROP:-0}" != 1 ]; then
   step "Live interop with Redisson (Java)"
   BLOOMGUARD_CLI=$TOP/build/bloomguard bash tests/interop/run.sh
