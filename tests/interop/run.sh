@@ -4,7 +4,8 @@
 #   tests/interop/run.sh
 #
 # Builds no C: the CLI is $BLOOMGUARD_CLI, else build/bloomguard at the top of the repository.
-# Starts its own redis-server ($BG_REDIS_SERVER, else redis-server on PATH) on a free 127.0.0.1
+# Uses the server at $BLOOMGUARD_TEST_URL when set; otherwise starts its own redis-server
+# ($BG_REDIS_SERVER, else redis-server on PATH) on a free 127.0.0.1
 # port, stops it by its pid on exit, and runs `mvn -B test` in tests/interop/java. Exits with
 # Maven's status.
 #
@@ -67,32 +68,37 @@ ping_port() { # PORT -> 0 when the server answers PONG
   [ "${reply%$'\r'}" = "+PONG" ]
 }
 
-PORT=
-for attempt in 1 2 3 4 5; do
-  PORT=$(free_port)
-  "$REDIS_SERVER" --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$WORK" --daemonize no >"$WORK/redis.log" 2>&1 &
-  REDIS_PID=$!
-  up=0
-  for _ in $(seq 1 100); do
-    if ! kill -0 "$REDIS_PID" 2>/dev/null; then break; fi
-    if ping_port "$PORT"; then up=1; break; fi
-    sleep 0.1
+if [ -n "${BLOOMGUARD_TEST_URL:-}" ]; then
+  # a server the caller started (e.g. .ci/run): use it instead of starting one
+  URL=$BLOOMGUARD_TEST_URL
+else
+  PORT=
+  for attempt in 1 2 3 4 5; do
+    PORT=$(free_port)
+    "$REDIS_SERVER" --port "$PORT" --bind 127.0.0.1 --save "" --appendonly no \
+      --dir "$WORK" --daemonize no >"$WORK/redis.log" 2>&1 &
+    REDIS_PID=$!
+    up=0
+    for _ in $(seq 1 100); do
+      if ! kill -0 "$REDIS_PID" 2>/dev/null; then break; fi
+      if ping_port "$PORT"; then up=1; break; fi
+      sleep 0.1
+    done
+    if [ $up -eq 1 ]; then break; fi
+    kill "$REDIS_PID" 2>/dev/null
+    wait "$REDIS_PID" 2>/dev/null
+    REDIS_PID=
+    echo "interop: redis-server did not come up on port $PORT (attempt $attempt)" >&2
   done
-  if [ $up -eq 1 ]; then break; fi
-  kill "$REDIS_PID" 2>/dev/null
-  wait "$REDIS_PID" 2>/dev/null
-  REDIS_PID=
-  echo "interop: redis-server did not come up on port $PORT (attempt $attempt)" >&2
-done
-if [ -z "$REDIS_PID" ]; then
-  echo "interop: cannot start redis-server; its log:" >&2
-  cat "$WORK/redis.log" >&2
-  exit 2
-fi
+  if [ -z "$REDIS_PID" ]; then
+    echo "interop: cannot start redis-server; its log:" >&2
+    cat "$WORK/redis.log" >&2
+    exit 2
+  fi
 
-URL=redis://127.0.0.1:$PORT
-echo "interop: redis-server pid $REDIS_PID at $URL, CLI $CLI ($("$CLI" version 2>&1))"
+  URL=redis://127.0.0.1:$PORT
+fi
+echo "interop: redis-server ${REDIS_PID:+pid $REDIS_PID }at $URL, CLI $CLI ($("$CLI" version 2>&1))"
 
 export BLOOMGUARD_REDIS_URL=$URL
 export BLOOMGUARD_CLI=$CLI
