@@ -22,6 +22,9 @@ step "C tests (RelWithDebInfo)"
 build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
+step "Install, then build downstream programs with find_package and pkg-config"
+bash scripts/check-install.sh build
+
 step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer (leak checks on)"
 build build-asan -DCMAKE_BUILD_TYPE=Debug -DBG_SANITIZE=address,undefined -DBG_BUILD_BENCH=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs a build into a scratch prefix and builds a downstream program against it, with
+# find_package(bloomguard) (shared and static) and with pkg-config.
+#   bash scripts/check-install.sh BUILD_DIR
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+PREFIX=$(mktemp -d)
+trap 'rm -rf "$PREFIX"' EXIT
+cmake --install "$BUILD" --prefix "$PREFIX" >/dev/null
+cmake -S tests/install -B "$PREFIX/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake --build "$PREFIX/consumer" >/dev/null
+LD_LIBRARY_PATH=$PREFIX/lib "$PREFIX/consumer/consumer_shared"
+"$PREFIX/consumer/consumer_static"
+libdir=$(dirname "$(find "$PREFIX" -name bloomguard.pc)")/..
+cc tests/install/consumer.c -o "$PREFIX/consumer_pc" \
+  $(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --cflags --libs bloomguard)
+LD_LIBRARY_PATH=$libdir "$PREFIX/consumer_pc"
+# the shared library exports only bg_* symbols
+leaked=$(nm -D --defined-only "$libdir"/libbloomguard.so | awk '{print $3}' | grep -v '^bg_' | grep -v '^_' || true)
+if [ -n "$leaked" ]; then echo "symbols exported beyond bg_*: $leaked" >&2; exit 1; fi
+echo "install check passed"
