@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "redis_fixture.h"
@@ -333,6 +334,45 @@ static void test_script_cache_flush(void) {
   bg_filter_close(f);
 }
 
+typedef struct sleeper {
+  const bgt_redis *srv;
+  int ms;
+} sleeper;
+
+static void *server_sleep(void *arg) {
+  sleeper *s = arg;
+  free(bgt_redis_cmd(s->srv, "DEBUG SLEEP %d.%03d", s->ms / 1000, s->ms % 1000));
+  return NULL;
+}
+
+/* A server stuck longer than the command timeout: BG_ETIMEOUT, and the next call works again. */
+static void test_command_timeout(void) {
+  bg_options *o = NULL;
+  bg_client *c2 = NULL;
+  bg_filter *f = NULL;
+  int present = 0;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 200));
+  CHECK_OK(bg_client_open(&c2, srv.url, o));
+  bg_options_free(o);
+  CHECK_OK(bg_filter_open(&f, c2, "slow"));
+  CHECK_OK(bg_filter_init(f, 100, 0.01, NULL));
+  pthread_t th;
+  sleeper s = {&srv, 1000};
+  pthread_create(&th, NULL, server_sleep, &s);
+  usleep(100000);
+  uint64_t t0 = bgt_now_ns();
+  CHECK_STATUS(bg_filter_contains(f, "a", 1, &present), BG_ETIMEOUT);
+  double ms = (double)(bgt_now_ns() - t0) / 1e6;
+  CHECK_CONTAINS(bg_filter_errmsg(f), "command timeout");
+  CHECK_MSG(ms < 200 + 700, "timed out after %.0f ms with a 200 ms timeout", ms);
+  pthread_join(th, NULL);
+  CHECK_OK(bg_filter_contains(f, "a", 1, &present));
+  CHECK_EQ_INT(present, 0);
+  bg_filter_close(f);
+  bg_client_close(c2);
+}
+
 static void setup(void) {
   bgt_redis_start(&srv, NULL);
   CHECK_OK(bg_client_open(&cl, srv.url, NULL));
@@ -347,4 +387,4 @@ BGT_RUN(BGT_CASE(setup), BGT_CASE(test_init_writes_redisson_config), BGT_CASE(te
         BGT_CASE(test_batches), BGT_CASE(test_count_matches_redisson_formula), BGT_CASE(test_delete_expire_persist),
         BGT_CASE(test_config_change_is_followed), BGT_CASE(test_filter_outlives_closed_client),
         BGT_CASE(test_unix_socket_and_db), BGT_CASE(test_threads_share_client_and_filter),
-        BGT_CASE(test_killed_connection_is_replaced), BGT_CASE(test_script_cache_flush), BGT_CASE(teardown))
+        BGT_CASE(test_killed_connection_is_replaced), BGT_CASE(test_script_cache_flush), BGT_CASE(test_command_timeout), BGT_CASE(teardown))
