@@ -11,6 +11,7 @@
 #include "bloomguard/errors.h"
 #include "bloomguard/version.h"
 #include "bloomguard/options.h"
+#include "bloomguard/call.h"
 #include "bloomguard/client.h"
 #include "bloomguard/filter.h"
 #include "bloomguard/hash.h"

@@ -17,6 +17,7 @@
 #define BLOOMGUARD_FILTER_H
 
 #include "common.h"
+#include "call.h"
 #include "client.h"
 
 BG_BEGIN_DECLS
@@ -65,6 +66,23 @@ BG_API int bg_filter_delete(bg_filter *f, int *deleted);
 /* Sets (PEXPIRE) or clears (PERSIST) a time to live on both keys; *applied: 1 if any key changed. */
 BG_API int bg_filter_expire(bg_filter *f, int64_t ttl_ms, int *applied);
 BG_API int bg_filter_persist(bg_filter *f, int *applied);
+
+/*
+ * The same operations with a per-call object (see call.h): a timeout for this call, and this
+ * call's own message and answer source. call may be NULL (then they behave as the forms above).
+ * On failure the message goes to the call if given, else to the filter handle.
+ */
+BG_API int bg_filter_init_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp, int *created);
+BG_API int bg_filter_add_many_ex(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,
+                                 size_t n, size_t *added);
+BG_API int bg_filter_contains_many_ex(bg_filter *f, bg_call *call, const void *const *items,
+                                      const size_t *lens, size_t n, uint8_t *present);
+BG_API int bg_filter_count_ex(bg_filter *f, bg_call *call, int64_t *count);
+BG_API int bg_filter_info_ex(bg_filter *f, bg_call *call, uint64_t *size, uint32_t *hash_iterations,
+                             int64_t *expected_insertions, double *fpp);
+BG_API int bg_filter_delete_ex(bg_filter *f, bg_call *call, int *deleted);
+BG_API int bg_filter_expire_ex(bg_filter *f, bg_call *call, int64_t ttl_ms, int *applied);
+BG_API int bg_filter_persist_ex(bg_filter *f, bg_call *call, int *applied);
 
 /* Message of the most recent failure on this handle ("" if none); never contains a password. */
 BG_API const char *bg_filter_errmsg(const bg_filter *f);
