@@ -56,7 +56,7 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   }
   /* connect one now so a wrong address or password is reported by open, not by the first query */
   bgi_conn *conn;
-  if ((st = bgi_pool_acquire(&c->pool, &conn, err)) != BG_OK) {
+  if ((st = bgi_pool_acquire(&c->pool, 0, &conn, err)) != BG_OK) {
     client_free(c);
     return st;
   }
@@ -104,22 +104,24 @@ static int parse_ping(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
 BG_API int bg_client_ping(bg_client *c) {
   bgi_err err = {0};
   if (!c) return BG_EINVAL;
-  err.status = bgi_client_call(c, build_ping, parse_ping, NULL, &err);
+  err.status = bgi_client_call(c, 0, build_ping, parse_ping, NULL, &err);
   return bgi_errslot_store(&c->err, &err);
 }
 
-int bgi_client_call(bg_client *cl, bgi_build_fn build, bgi_parse_fn parse, void *ctx, bgi_err *err) {
+int bgi_client_call(bg_client *cl, int64_t timeout_ms, bgi_build_fn build, bgi_parse_fn parse, void *ctx,
+                    bgi_err *err) {
+  int64_t wait_ms = timeout_ms > 0 ? timeout_ms : cl->ep.command_timeout_ms;
   bgi_reply *rep[BGI_MAX_REPLIES];
   for (int attempt = 0;; attempt++) {
     bgi_conn *c;
     size_t n = 0;
-    int st = bgi_pool_acquire(&cl->pool, &c, err);
+    int st = bgi_pool_acquire(&cl->pool, timeout_ms, &c, err);
     if (st != BG_OK) return st;
     uint64_t earlier_calls = c->calls;
     bgi_buf_reset(&c->out);
     st = build(c, ctx, &n, err);
     if (st == BG_OK && n > BGI_MAX_REPLIES) st = bgi_err_set(err, BG_EINVAL, "internal: too many replies");
-    if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n, err);
+    if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n, wait_ms, err);
     if (st == BG_OK) st = parse(c, rep, n, ctx, err);
     int stale = st == BG_ECONN && c->broken && earlier_calls > 0;
     bgi_pool_release(&cl->pool, c);

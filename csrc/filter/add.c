@@ -13,6 +13,7 @@ typedef struct adder {
   int use_body;        /* the server lost the script: send EVAL with the body */
   int noscript;
   size_t added;
+  int64_t timeout_ms;
 } adder;
 
 static int build_add(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
@@ -77,20 +78,20 @@ static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
   return BG_OK;
 }
 
-static int add_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n, size_t *added,
-                    bgi_err *err) {
-  adder a = {.f = f, .items = items, .lens = lens};
+static int add_many(bg_filter *f, int64_t timeout_ms, const void *const *items, const size_t *lens, size_t n,
+                    size_t *added, bgi_err *err) {
+  adder a = {.f = f, .items = items, .lens = lens, .timeout_ms = timeout_ms};
   int64_t retries = f->client->opts.config_retries;
   size_t total = 0;
   for (size_t from = 0; from < n; from += BGI_WINDOW_ITEMS) {
     a.from = from;
     a.to = n - from < BGI_WINDOW_ITEMS ? n : from + BGI_WINDOW_ITEMS;
     for (int64_t attempt = 0;;) {
-      int st = bgi_filter_config(f, &a.cfg, err);
+      int st = bgi_filter_config(f, timeout_ms, &a.cfg, err);
       if (st != BG_OK) return st;
       a.seen_cfg = 0;
       a.noscript = 0;
-      st = bgi_client_call(f->client, build_add, parse_add, &a, err);
+      st = bgi_client_call(f->client, timeout_ms, build_add, parse_add, &a, err);
       if (st != BG_OK) return st;
       if (a.noscript) {
         /* the server forgot the script (restart, SCRIPT FLUSH): resend with its body, once */
@@ -113,21 +114,24 @@ static int add_many(bg_filter *f, const void *const *items, const size_t *lens, 
   return BG_OK;
 }
 
-BG_API int bg_filter_add_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n,
-                              size_t *added) {
+BG_API int bg_filter_add_many_ex(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,
+                                 size_t n, size_t *added) {
   bgi_err err = {0};
   if (!f) return BG_EINVAL;
-  int st = bgi_check_items(f, "bg_filter_add_many", items, lens, n, added ? (const void *)added : (const void *)lens);
-  if (st != BG_OK) return st;
-  err.status = add_many(f, items, lens, n, added, &err);
-  return bgi_errslot_store(&f->err, &err);
+  /* added is optional: check the items only */
+  if (bgi_check_items("add", items, lens, n, lens, &err) == BG_OK)
+    err.status = add_many(f, bgi_call_timeout(call), items, lens, n, added, &err);
+  return bgi_filter_finish(f, call, &err);
+}
+
+BG_API int bg_filter_add_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n,
+                              size_t *added) {
+  return bg_filter_add_many_ex(f, NULL, items, lens, n, added);
 }
 
 BG_API int bg_filter_add(bg_filter *f, const void *item, size_t len, int *added) {
   size_t n = 0;
-  if (!f) return BG_EINVAL;
-  if (!item && len) return bgi_errslot_set(&f->err, BG_EINVAL, "bg_filter_add: item is NULL with length %zu", len);
-  int st = bg_filter_add_many(f, &item, &len, 1, &n);
+  int st = bg_filter_add_many_ex(f, NULL, &item, &len, 1, &n);
   if (added) *added = st == BG_OK && n > 0;
   return st;
 }

@@ -66,23 +66,30 @@ static int parse_init(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   return st;
 }
 
-BG_API int bg_filter_init(bg_filter *f, int64_t expected_insertions, double fpp, int *created) {
+BG_API int bg_filter_init_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp, int *created) {
   bgi_err err = {0};
   initer in = {.f = f, .n = expected_insertions};
   if (!f) return BG_EINVAL;
-  if (bgi_params(expected_insertions, fpp, &in.size, &in.k, err.msg, sizeof err.msg) != BG_OK)
-    return bgi_errslot_set(&f->err, BG_EBADPARAMS, "init: %s", err.msg);
+  char why[256];
+  if (bgi_params(expected_insertions, fpp, &in.size, &in.k, why, sizeof why) != BG_OK) {
+    bgi_err_set(&err, BG_EBADPARAMS, "init: %s", why);
+    return bgi_filter_finish(f, call, &err);
+  }
   bgi_format_java_double(fpp, in.fpp, sizeof in.fpp);
   for (;;) {
-    err.status = bgi_client_call(f->client, build_init, parse_init, &in, &err);
+    err.status = bgi_client_call(f->client, bgi_call_timeout(call), build_init, parse_init, &in, &err);
     if (err.status != BG_OK || !in.noscript || in.use_body) break;
     in.use_body = 1;
     in.noscript = 0;
   }
   if (err.status == BG_OK && in.noscript)
-    err.status = bgi_err_set(&err, BG_EPROTO, "init: the server keeps answering NOSCRIPT to EVAL");
+    bgi_err_set(&err, BG_EPROTO, "init: the server keeps answering NOSCRIPT to EVAL");
   if (err.status == BG_OK && created) *created = in.created;
-  return bgi_errslot_store(&f->err, &err);
+  return bgi_filter_finish(f, call, &err);
+}
+
+BG_API int bg_filter_init(bg_filter *f, int64_t expected_insertions, double fpp, int *created) {
+  return bg_filter_init_ex(f, NULL, expected_insertions, fpp, created);
 }
 
 /* ---- count: Redisson's estimate from BITCOUNT, with the config of the same instant ---------- */
@@ -138,15 +145,17 @@ static int parse_count(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
   return BG_OK;
 }
 
-BG_API int bg_filter_count(bg_filter *f, int64_t *count) {
+BG_API int bg_filter_count_ex(bg_filter *f, bg_call *call, int64_t *count) {
   bgi_err err = {0};
   counter ct = {.f = f};
   if (!f) return BG_EINVAL;
-  if (!count) return bgi_errslot_set(&f->err, BG_EINVAL, "bg_filter_count: count must not be NULL");
-  err.status = bgi_client_call(f->client, build_count, parse_count, &ct, &err);
+  if (!count) bgi_err_set(&err, BG_EINVAL, "count: count must not be NULL");
+  else err.status = bgi_client_call(f->client, bgi_call_timeout(call), build_count, parse_count, &ct, &err);
   if (err.status == BG_OK) *count = ct.count;
-  return bgi_errslot_store(&f->err, &err);
+  return bgi_filter_finish(f, call, &err);
 }
+
+BG_API int bg_filter_count(bg_filter *f, int64_t *count) { return bg_filter_count_ex(f, NULL, count); }
 
 /* ---- info: the whole config hash ------------------------------------------------------------ */
 
@@ -204,19 +213,24 @@ static int parse_info(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   return BG_OK;
 }
 
-BG_API int bg_filter_info(bg_filter *f, uint64_t *size, uint32_t *hash_iterations, int64_t *expected_insertions,
-                          double *fpp) {
+BG_API int bg_filter_info_ex(bg_filter *f, bg_call *call, uint64_t *size, uint32_t *hash_iterations,
+                             int64_t *expected_insertions, double *fpp) {
   bgi_err err = {0};
   infoer in = {.f = f};
   if (!f) return BG_EINVAL;
-  err.status = bgi_client_call(f->client, build_info, parse_info, &in, &err);
+  err.status = bgi_client_call(f->client, bgi_call_timeout(call), build_info, parse_info, &in, &err);
   if (err.status == BG_OK) {
     if (size) *size = bgi_cfg_size(in.cfg);
     if (hash_iterations) *hash_iterations = bgi_cfg_k(in.cfg);
     if (expected_insertions) *expected_insertions = in.n;
     if (fpp) *fpp = in.fpp;
   }
-  return bgi_errslot_store(&f->err, &err);
+  return bgi_filter_finish(f, call, &err);
+}
+
+BG_API int bg_filter_info(bg_filter *f, uint64_t *size, uint32_t *hash_iterations, int64_t *expected_insertions,
+                          double *fpp) {
+  return bg_filter_info_ex(f, NULL, size, hash_iterations, expected_insertions, fpp);
 }
 
 /* ---- delete, expire, persist: both keys ----------------------------------------------------- */
@@ -279,32 +293,41 @@ static int parse_keyop(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
   return BG_OK;
 }
 
-static int run_keyop(bg_filter *f, keyop *op, int *result) {
+static int run_keyop(bg_filter *f, bg_call *call, keyop *op, int *result) {
   bgi_err err = {0};
-  err.status = bgi_client_call(f->client, build_keyop, parse_keyop, op, &err);
+  err.status = bgi_client_call(f->client, bgi_call_timeout(call), build_keyop, parse_keyop, op, &err);
   if (err.status == BG_OK && result) *result = op->result;
-  return bgi_errslot_store(&f->err, &err);
+  return bgi_filter_finish(f, call, &err);
 }
 
-BG_API int bg_filter_delete(bg_filter *f, int *deleted) {
+BG_API int bg_filter_delete_ex(bg_filter *f, bg_call *call, int *deleted) {
   keyop op = {.f = f, .cmd = "DEL"};
   if (!f) return BG_EINVAL;
-  int st = run_keyop(f, &op, deleted);
+  int st = run_keyop(f, call, &op, deleted);
   if (st == BG_OK) atomic_store(&f->cfg, 0);
   return st;
 }
 
-BG_API int bg_filter_expire(bg_filter *f, int64_t ttl_ms, int *applied) {
+BG_API int bg_filter_expire_ex(bg_filter *f, bg_call *call, int64_t ttl_ms, int *applied) {
   keyop op = {.f = f, .cmd = "PEXPIRE", .ttl_ms = ttl_ms};
   if (!f) return BG_EINVAL;
-  if (ttl_ms <= 0)
-    return bgi_errslot_set(&f->err, BG_EINVAL, "bg_filter_expire: ttl_ms must be positive (got %lld); "
-                           "use bg_filter_delete to remove the filter", (long long)ttl_ms);
-  return run_keyop(f, &op, applied);
+  if (ttl_ms <= 0) {
+    bgi_err err = {0};
+    bgi_err_set(&err, BG_EINVAL, "expire: ttl_ms must be positive (got %lld); use delete to remove the filter",
+                (long long)ttl_ms);
+    return bgi_filter_finish(f, call, &err);
+  }
+  return run_keyop(f, call, &op, applied);
 }
 
-BG_API int bg_filter_persist(bg_filter *f, int *applied) {
+BG_API int bg_filter_persist_ex(bg_filter *f, bg_call *call, int *applied) {
   keyop op = {.f = f, .cmd = "PERSIST"};
   if (!f) return BG_EINVAL;
-  return run_keyop(f, &op, applied);
+  return run_keyop(f, call, &op, applied);
 }
+
+BG_API int bg_filter_delete(bg_filter *f, int *deleted) { return bg_filter_delete_ex(f, NULL, deleted); }
+BG_API int bg_filter_expire(bg_filter *f, int64_t ttl_ms, int *applied) {
+  return bg_filter_expire_ex(f, NULL, ttl_ms, applied);
+}
+BG_API int bg_filter_persist(bg_filter *f, int *applied) { return bg_filter_persist_ex(f, NULL, applied); }

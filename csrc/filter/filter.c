@@ -72,13 +72,12 @@ int bgi_compute_indexes(bgi_conn *c, const void *const *items, const size_t *len
   return BG_OK;
 }
 
-int bgi_check_items(bg_filter *f, const char *fn, const void *const *items, const size_t *lens, size_t n,
-                    const void *out) {
-  if (n && (!items || !lens))
-    return bgi_errslot_set(&f->err, BG_EINVAL, "%s: items and lens must not be NULL", fn);
-  if (n && !out) return bgi_errslot_set(&f->err, BG_EINVAL, "%s: the output array must not be NULL", fn);
+int bgi_check_items(const char *fn, const void *const *items, const size_t *lens, size_t n, const void *out,
+                    bgi_err *err) {
+  if (n && (!items || !lens)) return bgi_err_set(err, BG_EINVAL, "%s: items and lens must not be NULL", fn);
+  if (n && !out) return bgi_err_set(err, BG_EINVAL, "%s: the output array must not be NULL", fn);
   for (size_t i = 0; i < n; i++)
     if (!items[i] && lens[i])
-      return bgi_errslot_set(&f->err, BG_EINVAL, "%s: item %zu is NULL with length %zu", fn, i, lens[i]);
+      return bgi_err_set(err, BG_EINVAL, "%s: item %zu is NULL with length %zu", fn, i, lens[i]);
   return BG_OK;
 }

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "bloomguard/filter.h"
+#include "call.h"
 #include "client.h"
 
 /*
@@ -44,9 +45,9 @@ int bgi_cfg_from_pair(const bg_filter *f, const bgi_reply *size, const bgi_reply
                       bgi_err *err);
 
 /* Reads the config (HMGET) into f->cfg. */
-int bgi_filter_load_config(bg_filter *f, bgi_err *err);
+int bgi_filter_load_config(bg_filter *f, int64_t timeout_ms, bgi_err *err);
 /* The cached config, loading it first if needed. */
-int bgi_filter_config(bg_filter *f, uint64_t *cfg, bgi_err *err);
+int bgi_filter_config(bg_filter *f, int64_t timeout_ms, uint64_t *cfg, bgi_err *err);
 
 /* Appends "HMGET config size hashIterations". */
 void bgi_append_hmget_config(bgi_buf *b, const bg_filter *f);
@@ -57,8 +58,13 @@ size_t bgi_hmget_config_bound(const bg_filter *f);
 int bgi_compute_indexes(bgi_conn *c, const void *const *items, const size_t *lens, size_t from, size_t to,
                         uint64_t cfg, bgi_err *err);
 
-/* Checks the arguments every batch call shares; on failure stores the message on f. */
-int bgi_check_items(bg_filter *f, const char *fn, const void *const *items, const size_t *lens, size_t n,
-                    const void *out);
+/* Checks the arguments every batch call shares. */
+int bgi_check_items(const char *fn, const void *const *items, const size_t *lens, size_t n, const void *out,
+                    bgi_err *err);
+
+/* Ends a public filter operation (see bgi_call_finish). */
+static inline int bgi_filter_finish(bg_filter *f, bg_call *call, const bgi_err *err) {
+  return bgi_call_finish(call, &f->err, err, BG_SOURCE_REDIS);
+}
 
 #endif

@@ -11,6 +11,7 @@ typedef struct query {
   uint64_t cfg;        /* the config the indexes were computed with */
   uint64_t seen_cfg;   /* the server's config when it differed, else 0 */
   uint8_t *present;
+  int64_t timeout_ms;
 } query;
 
 static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
@@ -87,18 +88,18 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
   return item == q->to ? BG_OK : bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
 }
 
-static int contains_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n, uint8_t *present,
-                         bgi_err *err) {
-  query q = {.f = f, .items = items, .lens = lens, .present = present};
+static int contains_many(bg_filter *f, int64_t timeout_ms, const void *const *items, const size_t *lens, size_t n,
+                         uint8_t *present, bgi_err *err) {
+  query q = {.f = f, .items = items, .lens = lens, .present = present, .timeout_ms = timeout_ms};
   int64_t retries = f->client->opts.config_retries;
   for (size_t from = 0; from < n; from += BGI_WINDOW_ITEMS) {
     q.from = from;
     q.to = n - from < BGI_WINDOW_ITEMS ? n : from + BGI_WINDOW_ITEMS;
     for (int64_t attempt = 0;; attempt++) {
-      int st = bgi_filter_config(f, &q.cfg, err);
+      int st = bgi_filter_config(f, timeout_ms, &q.cfg, err);
       if (st != BG_OK) return st;
       q.seen_cfg = 0;
-      st = bgi_client_call(f->client, build_query, parse_query, &q, err);
+      st = bgi_client_call(f->client, timeout_ms, build_query, parse_query, &q, err);
       if (st != BG_OK) return st;
       if (!q.seen_cfg) break;
       /* the filter was rebuilt with other parameters: recompute with the new config and ask again */
@@ -111,22 +112,25 @@ static int contains_many(bg_filter *f, const void *const *items, const size_t *l
   return BG_OK;
 }
 
-BG_API int bg_filter_contains_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n,
-                                   uint8_t *present) {
+BG_API int bg_filter_contains_many_ex(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,
+                                      size_t n, uint8_t *present) {
   bgi_err err = {0};
   if (!f) return BG_EINVAL;
-  int st = bgi_check_items(f, "bg_filter_contains_many", items, lens, n, present);
-  if (st != BG_OK) return st;
-  err.status = contains_many(f, items, lens, n, present, &err);
-  return bgi_errslot_store(&f->err, &err);
+  if (bgi_check_items("contains", items, lens, n, present, &err) == BG_OK)
+    err.status = contains_many(f, bgi_call_timeout(call), items, lens, n, present, &err);
+  return bgi_filter_finish(f, call, &err);
+}
+
+BG_API int bg_filter_contains_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n,
+                                   uint8_t *present) {
+  return bg_filter_contains_many_ex(f, NULL, items, lens, n, present);
 }
 
 BG_API int bg_filter_contains(bg_filter *f, const void *item, size_t len, int *present) {
   uint8_t p = 0;
   if (!f) return BG_EINVAL;
-  if (!present) return bgi_errslot_set(&f->err, BG_EINVAL, "bg_filter_contains: present must not be NULL");
-  if (!item && len) return bgi_errslot_set(&f->err, BG_EINVAL, "bg_filter_contains: item is NULL with length %zu", len);
-  int st = bg_filter_contains_many(f, &item, &len, 1, &p);
+  if (!present) return bgi_errslot_set(&f->err, BG_EINVAL, "contains: present must not be NULL");
+  int st = bg_filter_contains_many_ex(f, NULL, &item, &len, 1, &p);
   *present = p;
   return st;
 }

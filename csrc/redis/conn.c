@@ -57,9 +57,17 @@ static int send_all(bgi_conn *c, bgi_err *err) {
   return BG_OK;
 }
 
-int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, bgi_err *err) {
+int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, int64_t timeout_ms, bgi_err *err) {
   int st;
   if (!c->ctx || c->broken) return bgi_err_set(err, BG_ECONN, "connection is not open");
+  if (timeout_ms != c->timeout_ms) {
+    /* a call with its own deadline: the socket timeouts bound every send and read of it */
+    if (redisSetTimeout(c->ctx, ms_to_tv(timeout_ms)) != REDIS_OK) {
+      c->broken = 1;
+      return bgi_err_set(err, BG_ECONN, "cannot set the socket timeout: %s", c->ctx->errstr);
+    }
+    c->timeout_ms = timeout_ms;
+  }
   bgi_arena_reset(&c->arena);
   if ((st = send_all(c, err)) != BG_OK) return st;
   for (size_t i = 0; i < n; i++) {
@@ -114,7 +122,7 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
   bgi_resp_cstr(&c->out, "SETNAME");
   bgi_resp_cstr(&c->out, name);
   n++;
-  st = bgi_conn_roundtrip(c, rep, n, err);
+  st = bgi_conn_roundtrip(c, rep, n, c->timeout_ms, err);
   /* the handshake secret must not linger in the reusable buffer */
   memset(c->out.data, 0, c->out.len);
   if (st != BG_OK) return st;
@@ -141,9 +149,11 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
   return BG_OK;
 }
 
-int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
+int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, bgi_err *err) {
   char at[300];
-  struct timeval ctv = ms_to_tv(ep->connect_timeout_ms);
+  int64_t connect_ms = timeout_ms > 0 && timeout_ms < ep->connect_timeout_ms ? timeout_ms : ep->connect_timeout_ms;
+  int64_t command_ms = timeout_ms > 0 ? timeout_ms : ep->command_timeout_ms;
+  struct timeval ctv = ms_to_tv(connect_ms);
   bgi_conn_drop(c);
   c->broken = 0;
   c->calls = 0;
@@ -152,11 +162,12 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
   if (!c->ctx) return bgi_err_set(err, BG_ENOMEM, "out of memory creating a connection");
   if (c->ctx->err) {
     int st = bgi_err_set(err, BG_ECONN, "cannot connect to %s within %lld ms: %s", where(ep, at, sizeof at),
-                         (long long)ep->connect_timeout_ms, c->ctx->errstr);
+                         (long long)connect_ms, c->ctx->errstr);
     bgi_conn_drop(c);
     return st;
   }
-  if (redisSetTimeout(c->ctx, ms_to_tv(ep->command_timeout_ms)) != REDIS_OK) {
+  c->timeout_ms = command_ms;
+  if (redisSetTimeout(c->ctx, ms_to_tv(command_ms)) != REDIS_OK) {
     int st = bgi_err_set(err, BG_ECONN, "cannot set the command timeout on %s: %s", where(ep, at, sizeof at),
                          c->ctx->errstr);
     bgi_conn_drop(c);

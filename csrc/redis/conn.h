@@ -33,18 +33,21 @@ typedef struct bgi_conn {
   uint64_t *idx;           /* scratch: bit indexes of the current call */
   size_t idx_cap;
   uint64_t calls;          /* round trips completed since connecting */
+  int64_t timeout_ms;      /* read/write timeout currently set on the socket */
   int broken;
 } bgi_conn;
 
-/* Connects, authenticates, selects the db and names the connection. */
-int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err);
+/* Connects, authenticates, selects the db and names the connection. timeout_ms > 0 caps the
+ * connect timeout and is used for the handshake (0: the endpoint's settings). */
+int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, bgi_err *err);
 /* Closes the socket (buffers are kept for the next connection). */
 void bgi_conn_drop(bgi_conn *c);
 /* Closes and frees everything. */
 void bgi_conn_free(bgi_conn *c);
 
-/* Sends c->out and reads n replies into rep[0..n). Error replies are returned as replies. */
-int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, bgi_err *err);
+/* Sends c->out and reads n replies into rep[0..n), each wait bounded by timeout_ms (> 0).
+ * Error replies are returned as replies. */
+int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, int64_t timeout_ms, bgi_err *err);
 
 /* Makes sure the index scratch holds n values. */
 int bgi_conn_idx_reserve(bgi_conn *c, size_t n);

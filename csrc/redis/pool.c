@@ -46,12 +46,13 @@ static long pick_free(bgi_pool *p) {
   return unconnected;
 }
 
-int bgi_pool_acquire(bgi_pool *p, bgi_conn **out, bgi_err *err) {
+int bgi_pool_acquire(bgi_pool *p, int64_t timeout_ms, bgi_conn **out, bgi_err *err) {
   struct timespec deadline;
   long i;
+  int64_t wait_ms = timeout_ms > 0 ? timeout_ms : p->ep->command_timeout_ms;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
-  deadline.tv_sec += (time_t)(p->ep->command_timeout_ms / 1000);
-  deadline.tv_nsec += (long)(p->ep->command_timeout_ms % 1000) * 1000000L;
+  deadline.tv_sec += (time_t)(wait_ms / 1000);
+  deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
   if (deadline.tv_nsec >= 1000000000L) {
     deadline.tv_sec++;
     deadline.tv_nsec -= 1000000000L;
@@ -61,8 +62,8 @@ int bgi_pool_acquire(bgi_pool *p, bgi_conn **out, bgi_err *err) {
   while ((i = pick_free(p)) < 0) {
     if (pthread_cond_timedwait(&p->cv, &p->mu, &deadline) == ETIMEDOUT && (i = pick_free(p)) < 0) {
       pthread_mutex_unlock(&p->mu);
-      return bgi_err_set(err, BG_ETIMEOUT, "all %zu pooled connections stayed busy for the command timeout "
-                         "(raise BG_OPT_POOL_SIZE)", p->size);
+      return bgi_err_set(err, BG_ETIMEOUT, "all %zu pooled connections stayed busy for %lld ms "
+                         "(raise BG_OPT_POOL_SIZE)", p->size, (long long)wait_ms);
     }
   }
   p->busy[i] = 1;
@@ -71,7 +72,7 @@ int bgi_pool_acquire(bgi_pool *p, bgi_conn **out, bgi_err *err) {
   bgi_conn *c = &p->conns[i];
   if (!c->ctx || c->broken) {
     /* connect outside the lock: other threads keep using the healthy connections meanwhile */
-    int st = bgi_conn_open(c, p->ep, err);
+    int st = bgi_conn_open(c, p->ep, timeout_ms, err);
     if (st != BG_OK) {
       bgi_pool_release(p, c);
       return st;

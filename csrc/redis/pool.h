@@ -23,8 +23,9 @@ typedef struct bgi_pool {
 int bgi_pool_init(bgi_pool *p, size_t size, const bgi_endpoint *ep);
 void bgi_pool_destroy(bgi_pool *p);
 
-/* A connected connection, for the calling thread alone until released. */
-int bgi_pool_acquire(bgi_pool *p, bgi_conn **out, bgi_err *err);
+/* A connected connection, for the calling thread alone until released; waits at most
+ * timeout_ms (0: the command timeout) for a free one, and uses it to connect. */
+int bgi_pool_acquire(bgi_pool *p, int64_t timeout_ms, bgi_conn **out, bgi_err *err);
 /* Returns it; a broken connection is closed here so the next acquire reconnects. */
 void bgi_pool_release(bgi_pool *p, bgi_conn *c);
 

@@ -51,7 +51,7 @@ static void test_null_handles_and_pointers(void) {
   CHECK_STATUS(bg_filter_contains(f, "a", 1, NULL), BG_EINVAL);
   CHECK_CONTAINS(bg_filter_errmsg(f), "present must not be NULL");
   CHECK_STATUS(bg_filter_contains(f, NULL, 3, &i), BG_EINVAL);
-  CHECK_CONTAINS(bg_filter_errmsg(f), "item is NULL with length 3");
+  CHECK_CONTAINS(bg_filter_errmsg(f), "item 0 is NULL with length 3");
   CHECK_STATUS(bg_filter_add(f, NULL, 3, &i), BG_EINVAL);
   CHECK_STATUS(bg_filter_contains_many(f, NULL, &len, 1, &p), BG_EINVAL);
   CHECK_STATUS(bg_filter_contains_many(f, &item, &len, 1, NULL), BG_EINVAL);

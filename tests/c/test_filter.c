@@ -373,6 +373,57 @@ static void test_command_timeout(void) {
   bg_client_close(c2);
 }
 
+/* A bg_call carries its own timeout, message and answer source. */
+static void test_call_object(void) {
+  bg_call *call = NULL;
+  bg_filter *f = open_filter("percall");
+  uint8_t present = 9;
+  const void *item = "x";
+  size_t len = 1;
+  CHECK_STATUS(bg_call_new(NULL), BG_EINVAL);
+  CHECK_OK(bg_call_new(&call));
+  CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_NONE);
+  CHECK_STATUS(bg_call_set_timeout_ms(call, -1), BG_EINVAL);
+  CHECK_STATUS(bg_call_set_timeout_ms(call, 3600001), BG_EINVAL);
+
+  /* failure: the message is on the call, and the handle's message is left alone */
+  CHECK_STATUS(bg_filter_contains_many_ex(f, call, &item, &len, 1, &present), BG_ENOTINIT);
+  CHECK_EQ_INT(bg_call_status(call), BG_ENOTINIT);
+  CHECK_CONTAINS(bg_call_errmsg(call), "not initialized");
+  CHECK_EQ_STR(bg_filter_errmsg(f), "");
+  CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_NONE);
+
+  CHECK_OK(bg_filter_init_ex(f, call, 100, 0.01, NULL));
+  CHECK_EQ_STR(bg_call_errmsg(call), "");
+  CHECK_OK(bg_filter_add_many_ex(f, call, &item, &len, 1, NULL));
+  CHECK_OK(bg_filter_contains_many_ex(f, call, &item, &len, 1, &present));
+  CHECK_EQ_INT(present, 1);
+  CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_REDIS);
+  int64_t count = 0;
+  CHECK_OK(bg_filter_count_ex(f, call, &count));
+  CHECK_EQ_INT(count, 1);
+  CHECK_STATUS(bg_filter_expire_ex(f, call, -5, NULL), BG_EINVAL);
+  CHECK_CONTAINS(bg_call_errmsg(call), "ttl_ms must be positive");
+
+  /* a per-call timeout shorter than the client's (1 s default) */
+  pthread_t th;
+  sleeper s = {&srv, 800};
+  pthread_create(&th, NULL, server_sleep, &s);
+  usleep(100000);
+  CHECK_OK(bg_call_set_timeout_ms(call, 150));
+  uint64_t t0 = bgt_now_ns();
+  CHECK_STATUS(bg_filter_contains_many_ex(f, call, &item, &len, 1, &present), BG_ETIMEOUT);
+  double ms = (double)(bgt_now_ns() - t0) / 1e6;
+  CHECK_MSG(ms < 150 + 500, "per-call timeout of 150 ms took %.0f ms", ms);
+  pthread_join(th, NULL);
+  CHECK_OK(bg_call_set_timeout_ms(call, 0));
+  CHECK_OK(bg_filter_contains_many_ex(f, call, &item, &len, 1, &present));
+  CHECK_OK(bg_filter_delete_ex(f, call, NULL));
+  bg_call_free(call);
+  bg_call_free(NULL);
+  bg_filter_close(f);
+}
+
 static void setup(void) {
   bgt_redis_start(&srv, NULL);
   CHECK_OK(bg_client_open(&cl, srv.url, NULL));
@@ -387,4 +438,4 @@ BGT_RUN(BGT_CASE(setup), BGT_CASE(test_init_writes_redisson_config), BGT_CASE(te
         BGT_CASE(test_batches), BGT_CASE(test_count_matches_redisson_formula), BGT_CASE(test_delete_expire_persist),
         BGT_CASE(test_config_change_is_followed), BGT_CASE(test_filter_outlives_closed_client),
         BGT_CASE(test_unix_socket_and_db), BGT_CASE(test_threads_share_client_and_filter),
-        BGT_CASE(test_killed_connection_is_replaced), BGT_CASE(test_script_cache_flush), BGT_CASE(test_command_timeout), BGT_CASE(teardown))
+        BGT_CASE(test_killed_connection_is_replaced), BGT_CASE(test_script_cache_flush), BGT_CASE(test_command_timeout), BGT_CASE(test_call_object), BGT_CASE(teardown))

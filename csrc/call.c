@@ -1,0 +1,33 @@
+#include "call.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+BG_API int bg_call_new(bg_call **out) {
+  if (!out) return BG_EINVAL;
+  *out = calloc(1, sizeof **out);
+  return *out ? BG_OK : BG_ENOMEM;
+}
+
+BG_API void bg_call_free(bg_call *call) { free(call); }
+
+BG_API int bg_call_set_timeout_ms(bg_call *call, int64_t timeout_ms) {
+  if (!call || timeout_ms < 0 || timeout_ms > 3600000) return BG_EINVAL;
+  call->timeout_ms = timeout_ms;
+  return BG_OK;
+}
+
+BG_API int bg_call_status(const bg_call *call) { return call ? call->status : BG_EINVAL; }
+BG_API const char *bg_call_errmsg(const bg_call *call) { return call ? call->msg : "call handle is NULL"; }
+BG_API int bg_call_source(const bg_call *call) { return call ? call->source : BG_SOURCE_NONE; }
+
+int bgi_call_finish(bg_call *call, bgi_errslot *slot, const bgi_err *err, int source) {
+  if (call) {
+    call->status = err->status;
+    call->source = err->status == BG_OK ? source : BG_SOURCE_NONE;
+    if (err->status == BG_OK) call->msg[0] = 0;
+    else memcpy(call->msg, err->msg, sizeof call->msg);
+    return err->status;
+  }
+  return bgi_errslot_store(slot, err);
+}
