@@ -1,0 +1,69 @@
+"""bloomguard: Redisson-compatible Bloom filters in Redis, rebuilt live without reader errors.
+
+A thin cffi binding of the bloomguard C library::
+
+    import bloomguard
+
+    with bloomguard.Client("redis://127.0.0.1:6379", command_timeout=0.5) as client:
+        f = client.filter("products")
+        f.init(1_000_000, 0.01)          # Redisson's tryInit
+        f.add("sku-42")
+        "sku-42" in f                    # True
+        f.contains_many(["sku-42", "sku-43"], timeout=0.2)
+
+Modules, one per concept of the C API: ``_client`` (Client), ``_filter`` (Filter), ``_hash``
+(hash128, indexes, optimal_params), ``_errors`` (the exception per status code), ``_options``,
+``_call`` (per-call objects: timeout and message of one call), ``_handle`` (native handle
+ownership). Rotation, locks and degrade policies will come as modules of their own when the C
+library has them.
+"""
+from __future__ import annotations
+
+from ._client import Client
+from ._errors import (
+    Aborted,
+    AuthError,
+    BadName,
+    BadParams,
+    BadURL,
+    BloomGuardError,
+    Closed,
+    ConfigChanged,
+    ConnectionError,
+    Corrupt,
+    InvalidArgument,
+    Locked,
+    NotInitialized,
+    NotSupported,
+    OutOfMemory,
+    ProtocolError,
+    RotationInProgress,
+    ServerError,
+    Timeout,
+    WrongType,
+    error_for,
+    strerror,
+)
+from ._ffi import cstr as _cstr
+from ._ffi import lib as _lib
+from ._filter import Filter, FilterInfo
+from ._hash import MAX_HASH_ITERATIONS, MAX_SIZE, hash128, hash_impl, indexes, optimal_params
+
+#: Version of the C library compiled into this module (bg_version_string()).
+__version__: str = _cstr(_lib.bg_version_string())
+
+
+def version() -> str:
+    """The C library's version string (bg_version_string)."""
+    return _cstr(_lib.bg_version_string())
+
+
+__all__ = [
+    "Client", "Filter", "FilterInfo",
+    "hash128", "indexes", "optimal_params", "hash_impl", "MAX_SIZE", "MAX_HASH_ITERATIONS",
+    "version", "__version__", "error_for", "strerror",
+    "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",
+    "NotSupported", "ConnectionError", "Timeout", "AuthError", "ServerError", "ProtocolError",
+    "NotInitialized", "ConfigChanged", "Corrupt", "WrongType", "Locked", "RotationInProgress",
+    "Aborted", "Closed",
+]

@@ -1,0 +1,91 @@
+"""bloomguard.Client: a pool of connections to one Redis server (bloomguard/client.h)."""
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any, Optional, Type
+
+from ._errors import InvalidArgument, error_for
+from ._ffi import cstr, ffi, lib
+from ._filter import Filter
+from ._handle import Handle
+from ._options import build_options
+
+__all__ = ["Client"]
+
+_ERRBUF_SIZE = 1024
+
+
+class Client:
+    """A connection pool to one Redis server, safe to share between threads.
+
+    ``url`` is ``redis://[user[:password]@]host[:port][/db]`` or ``unix:///path.sock[?db=N]``.
+    Keyword options (durations in seconds): ``connect_timeout``, ``command_timeout``,
+    ``pool_size``, ``db``, ``config_retries``, ``username``, ``password``, ``client_name``.
+    Opening connects once, so a wrong address or password fails here
+    (:class:`~bloomguard.ConnectionError`, :class:`~bloomguard.AuthError`, :class:`~bloomguard.BadURL`).
+
+    Use it as a context manager or call :meth:`close`. Filters opened on the client keep the
+    underlying pool alive: closing the client while filters are open is safe, and those filters
+    keep working until they are closed themselves.
+    """
+
+    __slots__ = ("_handle", "__weakref__")
+
+    def __init__(self, url: str, **options: Any) -> None:
+        if not isinstance(url, str):
+            raise TypeError("url must be a str, not %s" % type(url).__name__)
+        if "\0" in url:
+            raise InvalidArgument("url must not contain NUL characters")
+        opts = build_options(options)
+        out = ffi.new("bg_client **")
+        errbuf = ffi.new("char[]", _ERRBUF_SIZE)
+        try:
+            st = lib.bg_client_open_ex(out, url.encode("utf-8"), opts if opts is not None else ffi.NULL,
+                                       errbuf, _ERRBUF_SIZE)
+        finally:
+            if opts is not None:
+                ffi.release(opts)  # the client copied what it needs
+        if st != lib.BG_OK:
+            raise error_for(st, cstr(errbuf))
+        self._handle = Handle(out[0], lib.bg_client_close, "client")
+
+    def filter(self, name: str, policy: None = None) -> Filter:
+        """The Redisson-compatible Bloom filter ``name`` on this server (no I/O).
+
+        Raises :class:`~bloomguard.BadName` when its keys would land in different cluster slots
+        (e.g. ``"a{}b"``). ``policy`` is reserved for the degrade-policy engine and must be None
+        for now.
+        """
+        return Filter(self, name, policy=policy)
+
+    def ping(self) -> None:
+        """One round trip (PING) on a pooled connection; raises on failure."""
+        ptr = self._handle.enter()
+        try:
+            st = lib.bg_client_ping(ptr)
+            if st != lib.BG_OK:
+                # no per-call form of ping: the client's message (another thread's if it failed too)
+                buf = ffi.new("char[]", _ERRBUF_SIZE)
+                lib.bg_client_errmsg_copy(ptr, buf, _ERRBUF_SIZE)
+                raise error_for(st, cstr(buf))
+        finally:
+            self._handle.leave()
+
+    def close(self) -> None:
+        """Releases this reference to the pool (idempotent). Open filters keep working."""
+        self._handle.close()
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._handle.closed
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "<bloomguard.Client %s>" % ("closed" if self.closed else "open")

@@ -1,0 +1,229 @@
+"""bloomguard.Filter: a Bloom filter stored in Redis exactly as Redisson's RBloomFilter stores it
+(bloomguard/filter.h). Every network method takes an optional ``timeout=`` (seconds) for that
+call alone; None uses the client's ``command_timeout``.
+"""
+from __future__ import annotations
+
+import itertools
+import numbers
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Iterable, List, NamedTuple, Optional, Type, Union
+
+from ._call import TimeoutArg, invoke
+from ._errors import InvalidArgument, error_for
+from ._ffi import cstr, ffi, lib
+from ._handle import Handle
+from ._items import Batch, Item
+from ._options import seconds_to_ms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from datetime import timedelta
+
+    from ._client import Client
+
+__all__ = ["Filter", "FilterInfo"]
+
+# Items per C call in add_many / contains_many: bounds the memory of the joined copy for huge
+# iterables (the library itself sends 16,384 items per round trip and 1,024 per server step).
+_CHUNK = 65536
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+class FilterInfo(NamedTuple):
+    """The filter's config hash as Redisson writes it."""
+
+    size: int
+    hash_iterations: int
+    #: 0 when the config hash lacks the field (only size and hashIterations are required)
+    expected_insertions: int
+    #: 0.0 when the config hash lacks the field
+    false_probability: float
+
+
+def _int64(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
+    value = int(value)
+    if not _INT64[0] <= value <= _INT64[1]:
+        raise InvalidArgument("%s=%d does not fit in a signed 64-bit integer" % (what, value))
+    return value
+
+
+def _chunks(items: Iterable[Item]) -> Iterable[Batch]:
+    if isinstance(items, (list, tuple)) and len(items) <= _CHUNK:
+        yield Batch(items)
+        return
+    if isinstance(items, (str, bytes, bytearray, memoryview)):
+        yield Batch(items)  # raises the TypeError for a single item
+        return
+    try:
+        it = iter(items)
+    except TypeError:
+        raise TypeError("expected an iterable of items, not %s" % type(items).__name__) from None
+    first = True
+    while True:
+        batch = Batch(itertools.islice(it, _CHUNK))
+        if batch.n == 0 and not first:
+            return
+        first = False
+        yield batch
+        if batch.n < _CHUNK:
+            return
+
+
+class Filter:
+    """A Bloom filter named ``name`` on a :class:`Client` (``client.filter(name)``).
+
+    Items are ``bytes``, ``bytearray``, ``memoryview`` (raw bytes, as Redisson's ByteArrayCodec)
+    or ``str`` (UTF-8, as its StringCodec). A filter may be shared between threads; close it with
+    :meth:`close` or a ``with`` block. It keeps its client's connection pool alive.
+    """
+
+    __slots__ = ("_handle", "_name", "_client", "__weakref__")
+
+    def __init__(self, client: "Client", name: Union[str, bytes], policy: None = None) -> None:
+        if policy is not None:
+            raise NotImplementedError("degrade policies are not available yet: policy must be None")
+        if isinstance(name, str):
+            raw = name.encode("utf-8")
+        elif isinstance(name, bytes):
+            raw = name
+        else:
+            raise TypeError("filter name must be a str, not %s" % type(name).__name__)
+        if b"\0" in raw:
+            raise InvalidArgument("filter name must not contain NUL characters")
+        chandle = client._handle
+        cptr = chandle.enter()
+        try:
+            out = ffi.new("bg_filter **")
+            st = lib.bg_filter_open(out, cptr, raw)
+            if st != lib.BG_OK:
+                # bg_filter_open has no per-call form: its message is on the client (BG_EBADNAME)
+                msg = ""
+                if st == lib.BG_EBADNAME:
+                    buf = ffi.new("char[]", 1024)
+                    lib.bg_client_errmsg_copy(cptr, buf, 1024)
+                    msg = cstr(buf)
+                raise error_for(st, msg)
+            self._handle = Handle(out[0], lib.bg_filter_close, "filter")
+        finally:
+            chandle.leave()
+        self._name = name if isinstance(name, str) else raw.decode("utf-8", "replace")
+        self._client = client
+
+    # --- properties ---------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The filter's name: the bitmap key (the config hash is ``{name}:config``)."""
+        return self._name
+
+    @property
+    def client(self) -> "Client":
+        """The client this filter was opened on."""
+        return self._client
+
+    @property
+    def closed(self) -> bool:
+        return self._handle.closed
+
+    # --- operations ---------------------------------------------------------------------------
+
+    def init(self, expected: int, fpp: float, *, timeout: TimeoutArg = None) -> bool:
+        """Redisson's ``tryInit(expected, fpp)``: writes the config if the filter has none.
+
+        Returns True if this call created it, False if a config already existed (that one is kept
+        and used). Rejected parameters raise :class:`~bloomguard.BadParams` with Redisson's message.
+        """
+        n = _int64(expected, "expected")
+        if isinstance(fpp, bool) or not isinstance(fpp, numbers.Real):
+            raise TypeError("fpp must be a float, not %s" % type(fpp).__name__)
+        created = ffi.new("int *")
+        invoke(self._handle, lib.bg_filter_init_ex, timeout, n, float(fpp), created)
+        return bool(created[0])
+
+    def add(self, item: Item, *, timeout: TimeoutArg = None) -> bool:
+        """Adds one item; True if at least one of its bits was newly set (probably new)."""
+        batch = Batch.one(item)
+        added = ffi.new("size_t *")
+        invoke(self._handle, lib.bg_filter_add_many_ex, timeout, batch.ptrs, batch.lens, 1, added)
+        return added[0] > 0
+
+    def add_many(self, items: Iterable[Item], *, timeout: TimeoutArg = None) -> int:
+        """Adds every item (one round trip per 16,384); returns how many set a new bit."""
+        total = 0
+        added = ffi.new("size_t *")
+        for batch in _chunks(items):
+            invoke(self._handle, lib.bg_filter_add_many_ex, timeout, batch.ptrs, batch.lens, batch.n, added)
+            total += added[0]
+        return total
+
+    def contains(self, item: Item, *, timeout: TimeoutArg = None) -> bool:
+        """True if the item may have been added (Bloom: false positives possible, no false negatives)."""
+        batch = Batch.one(item)
+        present = ffi.new("uint8_t[1]")
+        invoke(self._handle, lib.bg_filter_contains_many_ex, timeout, batch.ptrs, batch.lens, 1, present)
+        return bool(present[0])
+
+    def __contains__(self, item: Item) -> bool:
+        return self.contains(item)
+
+    def contains_many(self, items: Iterable[Item], *, timeout: TimeoutArg = None) -> List[bool]:
+        """:meth:`contains` for every item, in order, in one round trip per 16,384 items."""
+        result: List[bool] = []
+        for batch in _chunks(items):
+            present = ffi.new("uint8_t[]", batch.n)
+            invoke(self._handle, lib.bg_filter_contains_many_ex, timeout, batch.ptrs, batch.lens, batch.n,
+                   present)
+            result.extend(map(bool, ffi.unpack(present, batch.n)))
+        return result
+
+    def count(self, *, timeout: TimeoutArg = None) -> int:
+        """Redisson's estimate of the number of items added."""
+        out = ffi.new("int64_t *")
+        invoke(self._handle, lib.bg_filter_count_ex, timeout, out)
+        return int(out[0])
+
+    def info(self, *, timeout: TimeoutArg = None) -> FilterInfo:
+        """The config hash: size, hash_iterations, expected_insertions, false_probability."""
+        size = ffi.new("uint64_t *")
+        k = ffi.new("uint32_t *")
+        n = ffi.new("int64_t *")
+        p = ffi.new("double *")
+        invoke(self._handle, lib.bg_filter_info_ex, timeout, size, k, n, p)
+        return FilterInfo(int(size[0]), int(k[0]), int(n[0]), float(p[0]))
+
+    def delete(self, *, timeout: TimeoutArg = None) -> bool:
+        """Deletes the bitmap and the config; True if anything existed."""
+        out = ffi.new("int *")
+        invoke(self._handle, lib.bg_filter_delete_ex, timeout, out)
+        return bool(out[0])
+
+    def expire(self, seconds: Union[float, "timedelta"], *, timeout: TimeoutArg = None) -> bool:
+        """Sets a time to live (seconds, rounded up to whole ms) on both keys; True if any key changed."""
+        ttl_ms = _int64(seconds_to_ms(seconds, "seconds"), "seconds (in ms)")
+        out = ffi.new("int *")
+        invoke(self._handle, lib.bg_filter_expire_ex, timeout, ttl_ms, out)
+        return bool(out[0])
+
+    def persist(self, *, timeout: TimeoutArg = None) -> bool:
+        """Removes the time to live from both keys; True if any key had one."""
+        out = ffi.new("int *")
+        invoke(self._handle, lib.bg_filter_persist_ex, timeout, out)
+        return bool(out[0])
+
+    # --- lifetime -----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Frees the handle (idempotent); later calls raise :class:`~bloomguard.Closed`."""
+        self._handle.close()
+
+    def __enter__(self) -> "Filter":
+        return self
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "<bloomguard.Filter %r%s>" % (self._name, " closed" if self.closed else "")

@@ -1,0 +1,68 @@
+"""Items: the bytes Redisson hashes.
+
+``bytes``, ``bytearray`` and ``memoryview`` are taken as raw bytes (ByteArrayCodec); ``str`` is
+encoded as UTF-8 (StringCodec). Anything else is a TypeError: an int or None is never silently
+turned into some text.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Union
+
+from ._ffi import ffi, lib
+
+__all__ = ["Item", "as_buffer", "Batch"]
+
+Item = Union[bytes, bytearray, memoryview, str]
+
+
+def as_buffer(item: Any) -> Union[bytes, bytearray, memoryview]:
+    """The item as a contiguous byte buffer (len() == number of bytes)."""
+    t = type(item)
+    if t is bytes or t is bytearray:
+        return item
+    if t is str:
+        return item.encode("utf-8")
+    if isinstance(item, (bytes, bytearray)):
+        return item
+    if isinstance(item, str):
+        return str.encode(item, "utf-8")
+    if isinstance(item, memoryview):
+        if item.c_contiguous:
+            return item.cast("B") if (item.format != "B" or item.ndim != 1) else item
+        return item.tobytes()
+    raise TypeError("a bloomguard item must be bytes, bytearray, memoryview or str, not %s" % t.__name__)
+
+
+class Batch:
+    """A batch of items laid out for the C batch calls: ``ptrs`` (const void *[]), ``lens``
+    (size_t[]) and ``n``. Keeps the joined buffer alive for as long as the object lives."""
+
+    __slots__ = ("n", "ptrs", "lens", "_blob", "_cblob")
+
+    def __init__(self, items: Iterable[Any]) -> None:
+        if isinstance(items, (str, bytes, bytearray, memoryview)):
+            raise TypeError("expected an iterable of items, got a single %s (use add()/contains() for one item, "
+                            "or wrap it in a list)" % type(items).__name__)
+        try:
+            it = iter(items)
+        except TypeError:
+            raise TypeError("expected an iterable of items, not %s" % type(items).__name__) from None
+        bufs: List[Any] = [as_buffer(x) for x in it]
+        self.n = n = len(bufs)
+        self.lens = ffi.new("size_t[]", [len(b) for b in bufs])
+        self._blob = b"".join(bufs)
+        self._cblob = ffi.from_buffer(self._blob)
+        self.ptrs = ffi.new("const void *[]", n)
+        lib.bgpy_item_ptrs(self._cblob, self.lens, n, self.ptrs)
+
+    @classmethod
+    def one(cls, item: Any) -> "Batch":
+        """A batch of one item, without copying it."""
+        self = cls.__new__(cls)
+        buf = as_buffer(item)
+        self.n = 1
+        self.lens = ffi.new("size_t[1]", [len(buf)])
+        self._blob = buf
+        self._cblob = ffi.from_buffer(buf)
+        self.ptrs = ffi.new("const void *[1]", [self._cblob])
+        return self

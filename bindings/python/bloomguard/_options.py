@@ -1,0 +1,91 @@
+"""Client options: Python keyword arguments -> a bg_options object (bloomguard/options.h).
+
+Durations are seconds (int or float) in Python and milliseconds in C. The library validates the
+ranges; this module only maps names and types.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from datetime import timedelta
+from typing import Any, Dict, Optional, Tuple
+
+from ._errors import InvalidArgument, error_for, strerror
+from ._ffi import ffi, lib
+
+__all__ = ["OPTIONS", "build_options", "seconds_to_ms"]
+
+# name -> (BG_OPT_* value, kind): "seconds" (-> ms), "int" or "str".
+OPTIONS: Dict[str, Tuple[int, str]] = {
+    "connect_timeout": (lib.BG_OPT_CONNECT_TIMEOUT_MS, "seconds"),
+    "command_timeout": (lib.BG_OPT_COMMAND_TIMEOUT_MS, "seconds"),
+    "pool_size": (lib.BG_OPT_POOL_SIZE, "int"),
+    "db": (lib.BG_OPT_DB, "int"),
+    "config_retries": (lib.BG_OPT_CONFIG_RETRIES, "int"),
+    "username": (lib.BG_OPT_USERNAME, "str"),
+    "password": (lib.BG_OPT_PASSWORD, "str"),
+    "client_name": (lib.BG_OPT_CLIENT_NAME, "str"),
+}
+
+
+def seconds_to_ms(value: Any, what: str) -> int:
+    """Seconds (int, float or timedelta) to whole milliseconds, rounded up so that a positive
+    duration never becomes 0. Range checks are the library's; this rejects only non-numbers,
+    NaN and infinities."""
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError("%s must be a number of seconds (int or float), not %s" % (what, type(value).__name__))
+    if isinstance(value, numbers.Integral):
+        return int(value) * 1000
+    value = float(value)
+    if not math.isfinite(value):
+        raise InvalidArgument("%s must be a finite number of seconds, got %r" % (what, value))
+    # round(.., 6) first: 0.1 * 1000 is 100.00000000000001 in binary floating point.
+    return int(math.ceil(round(value * 1000.0, 6)))
+
+
+def _set(opts: Any, name: str, value: Any) -> None:
+    option, kind = OPTIONS[name]
+    if kind == "str":
+        if value is None:
+            st = lib.bg_options_set_str(opts, option, ffi.NULL)
+        else:
+            if not isinstance(value, str):
+                raise TypeError("option %s must be a str, not %s" % (name, type(value).__name__))
+            if "\0" in value:
+                raise InvalidArgument("option %s must not contain NUL characters" % name)
+            st = lib.bg_options_set_str(opts, option, value.encode("utf-8"))
+        shown = "***" if name == "password" else repr(value)
+    else:
+        if kind == "seconds":
+            ms = seconds_to_ms(value, name)
+        elif isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError("option %s must be an int, not %s" % (name, type(value).__name__))
+        else:
+            ms = int(value)
+        if not -(2**63) <= ms < 2**63:
+            raise InvalidArgument("option %s=%r is out of range" % (name, value))
+        st = lib.bg_options_set_int(opts, option, ms)
+        shown = repr(value)
+    if st != lib.BG_OK:
+        raise error_for(st, "option %s=%s: %s" % (name, shown, strerror(st)))
+
+
+def build_options(options: Dict[str, Any]) -> Optional[Any]:
+    """A bg_options (freed automatically when garbage) for the given keyword options, or None when
+    there are none. Unknown names raise TypeError, like an unexpected keyword argument."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError("unknown option%s %s (known: %s)" % (
+            "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(sorted(OPTIONS))))
+    if not options:
+        return None
+    out = ffi.new("bg_options **")
+    st = lib.bg_options_new(out)
+    if st != lib.BG_OK:
+        raise error_for(st, "bg_options_new: %s" % strerror(st))
+    opts = ffi.gc(out[0], lib.bg_options_free)
+    for name, value in options.items():
+        _set(opts, name, value)
+    return opts

@@ -1,0 +1,159 @@
+"""Build support for the Python binding: the cffi builder and the native (CMake) build.
+
+``ffibuilder`` compiles ``bloomguard._bloomguard_cffi`` in cffi's out-of-line API mode against
+``include/bloomguard.h``, with the declarations of ``bloomguard/_cdef.h`` (kept in step with the
+headers by ``tests/python/test_cdef.py``).
+
+``build_native`` builds the C library itself with the project's own CMake build (the one source of
+truth for the source list and the per-file flags of the hashing unit): it configures
+``CMakeLists.txt`` with tests, CLI and benchmarks off and builds the ``bloomguard_static`` target
+(position-independent code, hidden visibility). The extension links that archive plus hiredis
+(found with pkg-config, as the C build does) and re-exports none of its symbols.
+
+setup.py at the repository root wires both into setuptools; nothing here imports the package.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from cffi import FFI
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+INCLUDE_DIR = ROOT / "include"
+CDEF_FILE = HERE / "bloomguard" / "_cdef.h"
+MODULE_NAME = "bloomguard._bloomguard_cffi"
+
+# Binding-local helpers (prefix bgpy_, not part of the C ABI; test_cdef.py tells them apart).
+HELPERS_CDEF = """
+void bgpy_item_ptrs(const char *blob, const size_t *lens, size_t n, const void **out);
+"""
+HELPERS_SRC = r"""
+/* Pointers to n items laid end to end in blob (lens[i] bytes each): one pass in C instead of one
+   cffi conversion per item when a batch goes to bg_filter_add_many_ex / contains_many_ex. */
+static void bgpy_item_ptrs(const char *blob, const size_t *lens, size_t n, const void **out) {
+  for (size_t i = 0; i < n; i++) {
+    out[i] = blob;
+    blob += lens[i];
+  }
+}
+"""
+
+
+class BuildError(RuntimeError):
+    """The native part of the build cannot proceed (a tool or a dependency is missing)."""
+
+
+def version() -> str:
+    """BG_VERSION_STRING from include/bloomguard/version.h: the package version."""
+    text = (INCLUDE_DIR / "bloomguard" / "version.h").read_text()
+    m = re.search(r'#define\s+BG_VERSION_STRING\s+"([^"]+)"', text)
+    if not m:
+        raise BuildError("BG_VERSION_STRING not found in include/bloomguard/version.h")
+    return m.group(1)
+
+
+def _fail(msg: str) -> BuildError:
+    sys.stderr.write("\n*** bloomguard: %s\n\n" % msg)
+    return BuildError(msg)
+
+
+def _pkg_config_hiredis() -> list[str]:
+    pkg_config = os.environ.get("PKG_CONFIG") or shutil.which("pkg-config")
+    if not pkg_config:
+        raise _fail("pkg-config not found; it locates hiredis as for the C build "
+                    "(Debian: apt-get install pkg-config libhiredis-dev)")
+    if subprocess.run([pkg_config, "--exists", "hiredis"]).returncode != 0:
+        raise _fail("hiredis not found by pkg-config (Debian: apt-get install libhiredis-dev, or set "
+                    "PKG_CONFIG_PATH to a hiredis install)")
+    out = subprocess.run([pkg_config, "--libs", "hiredis"], check=True, capture_output=True, text=True)
+    return shlex.split(out.stdout)
+
+
+def _run(cmd: list[str], what: str, verbose: bool) -> None:
+    if verbose:
+        print("bloomguard:", " ".join(shlex.quote(c) for c in cmd), flush=True)
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if verbose and proc.stdout:
+        print(proc.stdout, flush=True)
+    if proc.returncode != 0:
+        raise _fail("%s failed (exit %d): %s\n%s" % (what, proc.returncode, " ".join(cmd), proc.stdout[-6000:]))
+
+
+def build_native(build_dir: str | os.PathLike[str], jobs: int | None = None, verbose: bool = False) -> dict:
+    """Builds libbloomguard.a with CMake in build_dir; returns what the extension must link.
+
+    Returns a dict with ``extra_objects`` (the archive), ``libraries`` and ``library_dirs``
+    (hiredis from pkg-config, libm, pthread). Extra CMake arguments may be given in the
+    BLOOMGUARD_CMAKE_ARGS environment variable (e.g. -DCMAKE_BUILD_TYPE=Debug).
+    """
+    cmake = os.environ.get("CMAKE") or shutil.which("cmake")
+    if not cmake:
+        raise _fail("cmake (>= 3.18) not found: it builds the C library "
+                    "(Debian: apt-get install cmake ninja-build, or pip install cmake)")
+    hiredis_flags = _pkg_config_hiredis()
+    build_dir = Path(build_dir).resolve()
+    build_dir.mkdir(parents=True, exist_ok=True)
+
+    configure = [cmake, "-S", str(ROOT), "-B", str(build_dir),
+                 "-DCMAKE_BUILD_TYPE=Release",
+                 "-DBG_BUILD_TESTS=OFF", "-DBG_BUILD_CLI=OFF", "-DBG_BUILD_BENCH=OFF"]
+    if not (build_dir / "CMakeCache.txt").exists() and shutil.which("ninja"):
+        configure += ["-G", "Ninja"]
+    configure += shlex.split(os.environ.get("BLOOMGUARD_CMAKE_ARGS", ""))
+    _run(configure, "CMake configure of the C library (see the messages above for a missing dependency)",
+         verbose)
+    _run([cmake, "--build", str(build_dir), "--target", "bloomguard_static",
+          "-j", str(jobs or os.cpu_count() or 2)], "CMake build of the C library", verbose)
+
+    archive = build_dir / "libbloomguard.a"
+    if not archive.exists():
+        found = sorted(build_dir.rglob("libbloomguard.a"))
+        if not found:
+            raise _fail("CMake built bloomguard_static but libbloomguard.a is not in %s" % build_dir)
+        archive = found[0]
+
+    libraries, library_dirs, extra_link_args = [], [], []
+    for flag in hiredis_flags:
+        if flag.startswith("-l"):
+            libraries.append(flag[2:])
+        elif flag.startswith("-L"):
+            library_dirs.append(flag[2:])
+        else:
+            extra_link_args.append(flag)
+    libraries += ["m", "pthread"]
+    return {"extra_objects": [str(archive)], "libraries": libraries, "library_dirs": library_dirs,
+            "extra_link_args": extra_link_args}
+
+
+def _link_args() -> list[str]:
+    # The archive's symbols (bg_* included) stay inside the extension: only PyInit_* is exported,
+    # so it can share a process with libbloomguard.so or another copy of the library.
+    if sys.platform.startswith("linux"):
+        return ["-Wl,--exclude-libs,ALL"]
+    return []
+
+
+ffibuilder = FFI()
+ffibuilder.cdef(CDEF_FILE.read_text() + HELPERS_CDEF)
+ffibuilder.set_source(
+    MODULE_NAME,
+    '#include "bloomguard.h"\n' + HELPERS_SRC,
+    include_dirs=[str(INCLUDE_DIR)],
+    extra_link_args=_link_args(),
+)
+
+if __name__ == "__main__":
+    # Development shortcut: build the C library and compile the extension next to the package.
+    native = build_native(ROOT / "build-python" / "cmake", verbose=True)
+    ffibuilder.set_source(
+        MODULE_NAME, '#include "bloomguard.h"\n' + HELPERS_SRC, include_dirs=[str(INCLUDE_DIR)],
+        extra_objects=native["extra_objects"], libraries=native["libraries"],
+        library_dirs=native["library_dirs"], extra_link_args=_link_args() + native["extra_link_args"])
+    ffibuilder.compile(tmpdir=str(HERE), verbose=True)

@@ -1,0 +1,167 @@
+"""A real redis-server for the tests, and a tiny RESP client to look at what the binding wrote.
+
+RedisServer starts ``redis-server`` (``$BG_REDIS_SERVER`` or the one on PATH) on a free
+127.0.0.1 port with a unix socket, no persistence and DEBUG allowed from local connections, and
+stops it by its pid. Resp speaks just enough RESP2 for GET / HGETALL / PTTL / CLIENT PAUSE.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from typing import Any, List, Optional
+
+
+class RespError(Exception):
+    """An error reply from the server."""
+
+
+class Resp:
+    """One blocking RESP2 connection."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 6379, timeout: float = 10.0,
+                 unix: Optional[str] = None) -> None:
+        if unix:
+            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.sock.settimeout(timeout)
+            self.sock.connect(unix)
+        else:
+            self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.rfile = self.sock.makefile("rb")
+
+    def close(self) -> None:
+        try:
+            self.rfile.close()
+        finally:
+            self.sock.close()
+
+    def __enter__(self) -> "Resp":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @staticmethod
+    def encode(args: tuple) -> bytes:
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            if isinstance(a, str):
+                a = a.encode("utf-8")
+            elif isinstance(a, int):
+                a = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        return b"".join(out)
+
+    def send(self, *args: Any) -> None:
+        self.sock.sendall(self.encode(args))
+
+    def __call__(self, *args: Any) -> Any:
+        self.send(*args)
+        return self.read()
+
+    def read(self) -> Any:
+        line = self.rfile.readline()
+        if not line.endswith(b"\r\n"):
+            raise ConnectionError("connection closed by the server")
+        kind, body = line[:1], line[1:-2]
+        if kind == b"+":
+            return body.decode()
+        if kind == b"-":
+            raise RespError(body.decode())
+        if kind == b":":
+            return int(body)
+        if kind == b"$":
+            n = int(body)
+            if n < 0:
+                return None
+            data = self.rfile.read(n + 2)
+            return data[:-2]
+        if kind == b"*":
+            n = int(body)
+            if n < 0:
+                return None
+            items: List[Any] = []
+            for _ in range(n):
+                try:
+                    items.append(self.read())
+                except RespError as e:  # an error inside an array (EXEC): keep it as a value
+                    items.append(e)
+            return items
+        raise ConnectionError("unexpected RESP type %r" % kind)
+
+    def hgetall(self, key: str) -> dict:
+        flat = self("HGETALL", key)
+        return {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A redis-server of our own, on 127.0.0.1 only, stopped by pid."""
+
+    def __init__(self) -> None:
+        self.binary = os.environ.get("BG_REDIS_SERVER") or shutil.which("redis-server")
+        if not self.binary:
+            raise RuntimeError("redis-server not found: install it (Debian: apt-get install redis-server) "
+                               "or set BG_REDIS_SERVER")
+        self.dir = tempfile.mkdtemp(prefix="bgpy-redis-")
+        self.host = "127.0.0.1"
+        self.port = 0
+        self.unix = os.path.join(self.dir, "redis.sock")
+        self.proc: Optional[subprocess.Popen] = None
+
+    @property
+    def url(self) -> str:
+        return "redis://%s:%d" % (self.host, self.port)
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self) -> "RedisServer":
+        for _attempt in range(5):  # a port taken between free_port() and bind: try another
+            self.port = free_port()
+            args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                    "--unixsocket", self.unix, "--unixsocketperm", "700",
+                    "--save", "", "--appendonly", "no", "--dir", self.dir,
+                    "--logfile", "redis.log", "--enable-debug-command", "local"]
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    with Resp(self.host, self.port, timeout=1) as r:
+                        if r("PING") == "PONG":
+                            return self
+                except (OSError, RespError):
+                    time.sleep(0.02)
+            self.stop()
+        raise RuntimeError("could not start redis-server (see %s/redis.log)" % self.dir)
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+    def cleanup(self) -> None:
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def resp(self, timeout: float = 10.0) -> Resp:
+        return Resp(self.host, self.port, timeout=timeout)
