@@ -1,0 +1,82 @@
+package bloomguard
+
+// #include <bloomguard.h>
+import "C"
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// maxCallTimeout is the longest per-call timeout bg_call_set_timeout_ms accepts (1 hour).
+const maxCallTimeout = 3600000 * time.Millisecond
+
+// call is one bg_call: the per-call timeout going in, the exact status and message coming out.
+// A bg_call must not be shared by two calls in flight, so each network method takes one from the
+// pool for its duration. Pooled objects dropped by the GC free their C memory through a cleanup.
+type call struct {
+	p           *C.bg_call
+	hasDeadline bool
+}
+
+var callPool = sync.Pool{New: func() any {
+	var p *C.bg_call
+	if C.bg_call_new(&p) != C.BG_OK || p == nil {
+		return nil
+	}
+	c := &call{p: p}
+	runtime.AddCleanup(c, func(p *C.bg_call) { C.bg_call_free(p) }, p)
+	return c
+}}
+
+// beginCall checks ctx and returns a call whose timeout is ctx's deadline (rounded up to a whole
+// millisecond, at most an hour), or the client's command timeout when ctx has no deadline.
+// An already cancelled or expired ctx returns ctx.Err() (or context.DeadlineExceeded) and no call.
+func beginCall(ctx context.Context) (*call, error) {
+	if ctx == nil {
+		return nil, errorf(CodeInvalid, "nil context.Context")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var ms int64
+	dl, hasDeadline := ctx.Deadline()
+	if hasDeadline {
+		d := time.Until(dl)
+		if d <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+		if d > maxCallTimeout {
+			d = maxCallTimeout
+		}
+		ms = int64((d + time.Millisecond - 1) / time.Millisecond)
+	}
+	c, _ := callPool.Get().(*call)
+	if c == nil {
+		return nil, errorf(CodeNoMemory, "bg_call_new: out of memory")
+	}
+	c.hasDeadline = hasDeadline
+	if st := C.bg_call_set_timeout_ms(c.p, C.int64_t(ms)); st != C.BG_OK {
+		callPool.Put(c)
+		return nil, newError(st, "bg_call_set_timeout_ms rejected the timeout")
+	}
+	return c, nil
+}
+
+// end returns the call to the pool and turns st into an error carrying this call's own message.
+func (c *call) end(ctx context.Context, st C.int) error {
+	var err error
+	if st != C.BG_OK {
+		err = newError(st, C.GoString(C.bg_call_errmsg(c.p)))
+		if c.hasDeadline {
+			err = withDeadline(ctx, err)
+		}
+	}
+	callPool.Put(c)
+	return err
+}
+
+// release returns an unused call to the pool.
+func (c *call) release() { callPool.Put(c) }

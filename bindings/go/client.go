@@ -1,0 +1,150 @@
+package bloomguard
+
+// #include <stdlib.h>
+// #include <bloomguard.h>
+import "C"
+
+import (
+	"context"
+	"runtime"
+	"strings"
+	"sync"
+	"unsafe"
+)
+
+// errbufSize is the room for a message from the C library (its messages are at most 512 bytes).
+const errbufSize = 512
+
+// Client is a pool of connections to one Redis server (bg_client). It is safe for concurrent use
+// by any number of goroutines; each call takes a pooled connection for its duration.
+//
+// Filters opened from a Client keep the underlying pool alive: closing the Client while filters
+// are open is safe, and the connections go away when the last of them is closed.
+type Client struct {
+	h       *clientHandle
+	cleanup runtime.Cleanup
+}
+
+type clientHandle struct {
+	mu sync.RWMutex // held for reading by every call, for writing by close
+	p  *C.bg_client // nil once closed
+}
+
+func (h *clientHandle) close() {
+	h.mu.Lock()
+	p := h.p
+	h.p = nil
+	h.mu.Unlock()
+	if p != nil {
+		C.bg_client_close(p)
+	}
+}
+
+// Open parses the URL, connects one connection (so a bad address or password fails here, within
+// the connect timeout) and returns the client.
+//
+// URLs: redis://[user[:password]@]host[:port][/db] (user and password may be %-encoded, host may
+// be [IPv6]) and unix:///path/to.sock[?db=N].
+func Open(url string, opts ...Option) (*Client, error) {
+	if strings.IndexByte(url, 0) >= 0 {
+		return nil, errorf(CodeBadURL, "the URL contains a NUL byte")
+	}
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	curl := C.CString(url)
+	var errbuf [errbufSize]C.char
+	var p *C.bg_client
+	st := C.bg_client_open_ex(&p, curl, o, &errbuf[0], C.size_t(len(errbuf)))
+	C.free(unsafe.Pointer(curl))
+	C.bg_options_free(o)
+	if st != C.BG_OK {
+		return nil, newError(st, C.GoString(&errbuf[0]))
+	}
+	h := &clientHandle{p: p}
+	c := &Client{h: h}
+	c.cleanup = runtime.AddCleanup(c, (*clientHandle).close, h)
+	return c, nil
+}
+
+// Close releases the client. It is idempotent and safe to call concurrently with other calls
+// (it waits for calls in flight). Filters opened from the client keep working until they are
+// closed themselves. Close always returns nil.
+func (c *Client) Close() error {
+	if c == nil || c.h == nil {
+		return nil
+	}
+	c.cleanup.Stop()
+	c.h.close()
+	return nil
+}
+
+// Ping makes a round trip to the server (PING).
+//
+// ctx is checked before the call, but the wait is bounded by the client's command timeout, not by
+// ctx's deadline: the C API has no per-call form of bg_client_ping. The message of a failure is
+// the client's most recent one, which another goroutine's failure may have replaced.
+func (c *Client) Ping(ctx context.Context) error {
+	if ctx == nil {
+		return errorf(CodeInvalid, "nil context.Context")
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.h.mu.RLock()
+	defer c.h.mu.RUnlock()
+	if c.h.p == nil {
+		return errClientClosed()
+	}
+	st := C.bg_client_ping(c.h.p)
+	if st != C.BG_OK {
+		return newError(st, clientErrmsg(c.h.p))
+	}
+	return nil
+}
+
+func errClientClosed() error { return errorf(CodeClosed, "the client is closed") }
+func errFilterClosed() error { return errorf(CodeClosed, "the filter is closed") }
+
+func clientErrmsg(p *C.bg_client) string {
+	var buf [errbufSize]C.char
+	C.bg_client_errmsg_copy(p, &buf[0], C.size_t(len(buf)))
+	return C.GoString(&buf[0])
+}
+
+// FilterOption configures a Filter handle when it is opened. None exist yet: the lock and policy
+// settings of the C library will arrive here (for example a degrade policy with a Go fallback).
+type FilterOption func(*filterSettings)
+
+type filterSettings struct{}
+
+// Filter opens a handle on the Bloom filter stored under name (no I/O). It fails with ErrBadName
+// when the filter's bitmap and config keys would hash to different cluster slots (e.g. "a{}b").
+// The Filter may be shared by any number of goroutines.
+func (c *Client) Filter(name string, opts ...FilterOption) (*Filter, error) {
+	var s filterSettings
+	for _, o := range opts {
+		if o != nil {
+			o(&s)
+		}
+	}
+	if strings.IndexByte(name, 0) >= 0 {
+		return nil, errorf(CodeInvalid, "the filter name contains a NUL byte")
+	}
+	c.h.mu.RLock()
+	defer c.h.mu.RUnlock()
+	if c.h.p == nil {
+		return nil, errClientClosed()
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var p *C.bg_filter
+	if st := C.bg_filter_open(&p, c.h.p, cname); st != C.BG_OK {
+		return nil, newError(st, clientErrmsg(c.h.p))
+	}
+	h := &filterHandle{p: p}
+	f := &Filter{h: h, name: name}
+	f.cleanup = runtime.AddCleanup(f, (*filterHandle).close, h)
+	return f, nil
+}

@@ -1,0 +1,152 @@
+package bloomguard
+
+// #include <bloomguard.h>
+import "C"
+
+import (
+	"context"
+	"strconv"
+)
+
+// Code is a status code of the C library (bloomguard/errors.h). The values are part of the ABI:
+// they never change and are never reused.
+type Code int
+
+// The status codes, one per BG_E* macro.
+const (
+	CodeOK                 Code = C.BG_OK
+	CodeInvalid            Code = C.BG_EINVAL
+	CodeNoMemory           Code = C.BG_ENOMEM
+	CodeBadURL             Code = C.BG_EBADURL
+	CodeBadName            Code = C.BG_EBADNAME
+	CodeBadParams          Code = C.BG_EBADPARAMS
+	CodeNotSupported       Code = C.BG_ENOTSUP
+	CodeConn               Code = C.BG_ECONN
+	CodeTimeout            Code = C.BG_ETIMEOUT
+	CodeAuth               Code = C.BG_EAUTH
+	CodeServer             Code = C.BG_ESERVER
+	CodeProto              Code = C.BG_EPROTO
+	CodeNotInitialized     Code = C.BG_ENOTINIT
+	CodeConfigChanged      Code = C.BG_ECONFIG
+	CodeCorrupt            Code = C.BG_ECORRUPT
+	CodeWrongType          Code = C.BG_EWRONGTYPE
+	CodeLocked             Code = C.BG_ELOCKED
+	CodeRotationInProgress Code = C.BG_EROTATING
+	CodeAborted            Code = C.BG_EABORTED
+	CodeClosed             Code = C.BG_ECLOSED
+)
+
+var codeNames = map[Code]string{
+	CodeOK:                 "BG_OK",
+	CodeInvalid:            "BG_EINVAL",
+	CodeNoMemory:           "BG_ENOMEM",
+	CodeBadURL:             "BG_EBADURL",
+	CodeBadName:            "BG_EBADNAME",
+	CodeBadParams:          "BG_EBADPARAMS",
+	CodeNotSupported:       "BG_ENOTSUP",
+	CodeConn:               "BG_ECONN",
+	CodeTimeout:            "BG_ETIMEOUT",
+	CodeAuth:               "BG_EAUTH",
+	CodeServer:             "BG_ESERVER",
+	CodeProto:              "BG_EPROTO",
+	CodeNotInitialized:     "BG_ENOTINIT",
+	CodeConfigChanged:      "BG_ECONFIG",
+	CodeCorrupt:            "BG_ECORRUPT",
+	CodeWrongType:          "BG_EWRONGTYPE",
+	CodeLocked:             "BG_ELOCKED",
+	CodeRotationInProgress: "BG_EROTATING",
+	CodeAborted:            "BG_EABORTED",
+	CodeClosed:             "BG_ECLOSED",
+}
+
+// String is the C macro name of the code ("BG_ETIMEOUT"), or "BG_STATUS(n)" for a code this
+// package does not know (one added by a newer library).
+func (c Code) String() string {
+	if s, ok := codeNames[c]; ok {
+		return s
+	}
+	return "BG_STATUS(" + strconv.Itoa(int(c)) + ")"
+}
+
+// Description is the library's static text for the code (bg_strerror).
+func (c Code) Description() string {
+	return C.GoString(C.bg_strerror(C.int(c)))
+}
+
+// Error is a failure reported by the C library, or detected by the binding before calling it.
+//
+// Compare with errors.Is against the sentinels (ErrTimeout, ErrNotInitialized, ...): an *Error
+// matches the sentinel of its Code. Use errors.As to get the Code and the exact Message.
+type Error struct {
+	// Code is the status the C function returned.
+	Code Code
+	// Message is the C library's message for this very call (bg_call_errmsg), or the binding's
+	// own when it rejected the call before C; empty for the sentinels.
+	Message string
+
+	cause error // context.DeadlineExceeded when the context's deadline was the timeout
+}
+
+// Error returns "bloomguard: " and the message (or the code's description when there is none).
+func (e *Error) Error() string {
+	msg := e.Message
+	if msg == "" {
+		msg = e.Code.Description()
+	}
+	return "bloomguard: " + msg
+}
+
+// Is reports whether target is an *Error with the same Code: errors.Is(err, ErrTimeout).
+func (e *Error) Is(target error) bool {
+	t, ok := target.(*Error)
+	return ok && t.Code == e.Code
+}
+
+// Unwrap returns context.DeadlineExceeded when the call timed out because of its context's
+// deadline, so errors.Is(err, context.DeadlineExceeded) holds as well as errors.Is(err, ErrTimeout).
+func (e *Error) Unwrap() error { return e.cause }
+
+// The sentinels, one per status code: errors.Is(err, ErrNotInitialized).
+var (
+	ErrInvalid            = sentinel(CodeInvalid)
+	ErrNoMemory           = sentinel(CodeNoMemory)
+	ErrBadURL             = sentinel(CodeBadURL)
+	ErrBadName            = sentinel(CodeBadName)
+	ErrBadParams          = sentinel(CodeBadParams)
+	ErrNotSupported       = sentinel(CodeNotSupported)
+	ErrConn               = sentinel(CodeConn)
+	ErrTimeout            = sentinel(CodeTimeout)
+	ErrAuth               = sentinel(CodeAuth)
+	ErrServer             = sentinel(CodeServer)
+	ErrProto              = sentinel(CodeProto)
+	ErrNotInitialized     = sentinel(CodeNotInitialized)
+	ErrConfigChanged      = sentinel(CodeConfigChanged)
+	ErrCorrupt            = sentinel(CodeCorrupt)
+	ErrWrongType          = sentinel(CodeWrongType)
+	ErrLocked             = sentinel(CodeLocked)
+	ErrRotationInProgress = sentinel(CodeRotationInProgress)
+	ErrAborted            = sentinel(CodeAborted)
+	ErrClosed             = sentinel(CodeClosed)
+)
+
+func sentinel(c Code) error { return &Error{Code: c} }
+
+// newError builds the error of a failed status. msg may be empty (then Error() uses the code's
+// description).
+func newError(st C.int, msg string) error {
+	return &Error{Code: Code(st), Message: msg}
+}
+
+// errorf builds an error detected by the binding itself.
+func errorf(c Code, msg string) error { return &Error{Code: c, Message: msg} }
+
+// withDeadline marks the failure of a call whose timeout came from ctx's deadline: a timeout,
+// or a connection failure once the deadline has passed, wraps context.DeadlineExceeded.
+func withDeadline(ctx context.Context, err error) error {
+	if e, ok := err.(*Error); ok && e.cause == nil {
+		if e.Code == CodeTimeout || (e.Code == CodeConn && ctx.Err() == context.DeadlineExceeded) {
+			e.cause = context.DeadlineExceeded
+		}
+	}
+	return err
+}

@@ -1,0 +1,291 @@
+package bloomguard
+
+/*
+#include <bloomguard.h>
+
+// The library keeps no pointer it is given beyond the call, and (until callbacks exist) calls no
+// Go code: the pointer arguments of these calls need not escape to the Go heap.
+// Functions that will run user callbacks (rotation, policy fallback) must not be listed here.
+#cgo noescape bg_filter_init_ex
+#cgo noescape bg_filter_add_many_ex
+#cgo noescape bg_filter_contains_many_ex
+#cgo noescape bg_filter_count_ex
+#cgo noescape bg_filter_info_ex
+#cgo noescape bg_filter_delete_ex
+#cgo noescape bg_filter_expire_ex
+#cgo noescape bg_filter_persist_ex
+#cgo noescape bgo_add1
+#cgo noescape bgo_contains1
+
+// One item through the batch forms (the header has no _ex form for a single item): the
+// one-element arrays live on the C stack, so the Go side passes only the item's own bytes.
+static int bgo_add1(bg_filter *f, bg_call *call, const void *item, size_t len, size_t *added) {
+	return bg_filter_add_many_ex(f, call, &item, &len, 1, added);
+}
+static int bgo_contains1(bg_filter *f, bg_call *call, const void *item, size_t len, uint8_t *present) {
+	return bg_filter_contains_many_ex(f, call, &item, &len, 1, present);
+}
+*/
+import "C"
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// Filter is a handle on one Bloom filter stored in Redis exactly as Redisson's RBloomFilter
+// stores it: the bitmap at Name() and the config hash at Name()+":config" when the name contains
+// '{', else "{"+Name()+"}:config".
+//
+// Every network method takes a context first: an already cancelled or expired context returns
+// ctx.Err() without touching the network; otherwise the context's deadline becomes the call's
+// timeout (bounding each network wait of the call: the pool, connecting, sending, each reply),
+// and a call without a deadline uses the client's command timeout. Cancellation without a
+// deadline cannot interrupt a call that has started.
+//
+// A Filter is safe for concurrent use. Close it when done; a finalizer-like cleanup closes a
+// forgotten one, but only when the garbage collector gets to it.
+type Filter struct {
+	h       *filterHandle
+	name    string
+	cleanup runtime.Cleanup
+}
+
+type filterHandle struct {
+	mu sync.RWMutex // held for reading by every call, for writing by close
+	p  *C.bg_filter // nil once closed
+}
+
+func (h *filterHandle) close() {
+	h.mu.Lock()
+	p := h.p
+	h.p = nil
+	h.mu.Unlock()
+	if p != nil {
+		C.bg_filter_close(p)
+	}
+}
+
+// Info is the filter's config hash.
+type Info struct {
+	Size               uint64  // bits in the bitmap
+	HashIterations     uint32  // k, the number of bit indexes per item
+	ExpectedInsertions int64   // 0 when the config hash lacks the field
+	FalseProbability   float64 // 0 when the config hash lacks the field
+}
+
+// Name is the filter's name (the key of its bitmap).
+func (f *Filter) Name() string { return f.name }
+
+// Close releases the handle. It is idempotent, safe to call concurrently with other calls (it
+// waits for calls in flight), and later calls fail with ErrClosed. Close always returns nil.
+func (f *Filter) Close() error {
+	if f == nil || f.h == nil {
+		return nil
+	}
+	f.cleanup.Stop()
+	f.h.close()
+	return nil
+}
+
+// begin checks ctx, takes a bg_call and holds the handle open for the call.
+func (f *Filter) begin(ctx context.Context) (*C.bg_filter, *call, error) {
+	c, err := beginCall(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	f.h.mu.RLock()
+	if f.h.p == nil {
+		f.h.mu.RUnlock()
+		c.release()
+		return nil, nil, errFilterClosed()
+	}
+	return f.h.p, c, nil
+}
+
+func (f *Filter) end(ctx context.Context, c *call, st C.int) error {
+	f.h.mu.RUnlock()
+	return c.end(ctx, st)
+}
+
+// Init is Redisson's tryInit: it computes the bitmap size and hash count for expectedInsertions
+// items at false probability fpp (see OptimalParams) and writes the config hash only if it does
+// not exist. created is true if this call wrote it; when a config was already there it is kept
+// and used from then on, even if its parameters differ. Rejected parameters give ErrBadParams
+// with Redisson's message.
+func (f *Filter) Init(ctx context.Context, expectedInsertions int64, fpp float64) (created bool, err error) {
+	p, c, err := f.begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	var cr C.int
+	st := C.bg_filter_init_ex(p, c.p, C.int64_t(expectedInsertions), C.double(fpp), &cr)
+	return cr != 0, f.end(ctx, c, st)
+}
+
+// Add adds one item (nil and empty are the same, valid, item). added is true if at least one of
+// the item's bits was newly set.
+func (f *Filter) Add(ctx context.Context, item []byte) (added bool, err error) {
+	return f.add1(ctx, unsafe.Pointer(unsafe.SliceData(item)), len(item))
+}
+
+// AddString adds the UTF-8 bytes of s (what Redisson's StringCodec stores), without copying them.
+func (f *Filter) AddString(ctx context.Context, s string) (added bool, err error) {
+	return f.add1(ctx, unsafe.Pointer(unsafe.StringData(s)), len(s))
+}
+
+func (f *Filter) add1(ctx context.Context, data unsafe.Pointer, n int) (bool, error) {
+	p, c, err := f.begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	if n == 0 {
+		data = nil
+	}
+	var added C.size_t
+	st := C.bgo_add1(p, c.p, data, C.size_t(n), &added)
+	return added != 0, f.end(ctx, c, st)
+}
+
+// AddMany adds items in one round trip (the library splits a huge batch into windows). added is
+// how many items set at least one new bit. Items are copied into one C buffer for the call.
+func (f *Filter) AddMany(ctx context.Context, items [][]byte) (added int, err error) {
+	p, c, err := f.begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if len(items) == 0 {
+		return 0, f.end(ctx, c, C.BG_OK)
+	}
+	b, err := marshalItems(items)
+	if err != nil {
+		f.end(ctx, c, C.BG_OK)
+		return 0, err
+	}
+	var n C.size_t
+	st := C.bg_filter_add_many_ex(p, c.p, b.ptrs, b.lens, C.size_t(len(items)), &n)
+	b.free()
+	return int(n), f.end(ctx, c, st)
+}
+
+// Contains reports whether item may be in the filter (false: certainly not). A filter that does
+// not exist gives ErrNotInitialized, never a silent false.
+func (f *Filter) Contains(ctx context.Context, item []byte) (bool, error) {
+	return f.contains1(ctx, unsafe.Pointer(unsafe.SliceData(item)), len(item))
+}
+
+// ContainsString is Contains for the UTF-8 bytes of s, without copying them.
+func (f *Filter) ContainsString(ctx context.Context, s string) (bool, error) {
+	return f.contains1(ctx, unsafe.Pointer(unsafe.StringData(s)), len(s))
+}
+
+func (f *Filter) contains1(ctx context.Context, data unsafe.Pointer, n int) (bool, error) {
+	p, c, err := f.begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	if n == 0 {
+		data = nil
+	}
+	var present C.uint8_t
+	st := C.bgo_contains1(p, c.p, data, C.size_t(n), &present)
+	return present != 0, f.end(ctx, c, st)
+}
+
+// ContainsMany asks for every item in one round trip; present[i] answers items[i].
+func (f *Filter) ContainsMany(ctx context.Context, items [][]byte) (present []bool, err error) {
+	p, c, err := f.begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(items) == 0 {
+		return []bool{}, f.end(ctx, c, C.BG_OK)
+	}
+	b, err := marshalItems(items)
+	if err != nil {
+		f.end(ctx, c, C.BG_OK)
+		return nil, err
+	}
+	// A Go bool is one byte holding 0 or 1, which is exactly what the library writes.
+	present = make([]bool, len(items))
+	st := C.bg_filter_contains_many_ex(p, c.p, b.ptrs, b.lens, C.size_t(len(items)),
+		(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(present))))
+	b.free()
+	if err := f.end(ctx, c, st); err != nil {
+		return nil, err
+	}
+	return present, nil
+}
+
+// Count is Redisson's estimate of the number of items added:
+// round(-size / k * ln(1 - bitsSet / size)).
+func (f *Filter) Count(ctx context.Context) (int64, error) {
+	p, c, err := f.begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n C.int64_t
+	st := C.bg_filter_count_ex(p, c.p, &n)
+	return int64(n), f.end(ctx, c, st)
+}
+
+// Info reads the filter's config hash in one round trip.
+func (f *Filter) Info(ctx context.Context) (Info, error) {
+	p, c, err := f.begin(ctx)
+	if err != nil {
+		return Info{}, err
+	}
+	var (
+		size C.uint64_t
+		k    C.uint32_t
+		n    C.int64_t
+		fpp  C.double
+	)
+	st := C.bg_filter_info_ex(p, c.p, &size, &k, &n, &fpp)
+	if err := f.end(ctx, c, st); err != nil {
+		return Info{}, err
+	}
+	return Info{Size: uint64(size), HashIterations: uint32(k), ExpectedInsertions: int64(n),
+		FalseProbability: float64(fpp)}, nil
+}
+
+// Delete removes the bitmap and the config hash; deleted is true if anything existed.
+func (f *Filter) Delete(ctx context.Context) (deleted bool, err error) {
+	p, c, err := f.begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	var d C.int
+	st := C.bg_filter_delete_ex(p, c.p, &d)
+	return d != 0, f.end(ctx, c, st)
+}
+
+// Expire sets a time to live on both keys (PEXPIRE; a positive ttl, rounded up to a whole
+// millisecond). applied is true if any key changed.
+func (f *Filter) Expire(ctx context.Context, ttl time.Duration) (applied bool, err error) {
+	ms := int64(ttl / time.Millisecond)
+	if ttl > 0 && ttl%time.Millisecond != 0 {
+		ms++
+	}
+	p, c, err := f.begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	var a C.int
+	st := C.bg_filter_expire_ex(p, c.p, C.int64_t(ms), &a)
+	return a != 0, f.end(ctx, c, st)
+}
+
+// Persist clears the time to live of both keys (PERSIST); applied is true if any key changed.
+func (f *Filter) Persist(ctx context.Context) (applied bool, err error) {
+	p, c, err := f.begin(ctx)
+	if err != nil {
+		return false, err
+	}
+	var a C.int
+	st := C.bg_filter_persist_ex(p, c.p, &a)
+	return a != 0, f.end(ctx, c, st)
+}

@@ -1,0 +1,878 @@
+package bloomguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+var nameSeq atomic.Int64
+
+// uniqueName is a filter name no other test uses.
+func uniqueName(t testing.TB) string {
+	return fmt.Sprintf("go:%s:%d", t.Name(), nameSeq.Add(1))
+}
+
+func openClient(t testing.TB, opts ...Option) *Client {
+	t.Helper()
+	c, err := Open(testServer.url, opts...)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", testServer.url, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func openFilter(t testing.TB, c *Client, name string) *Filter {
+	t.Helper()
+	f, err := c.Filter(name)
+	if err != nil {
+		t.Fatalf("Filter(%q): %v", name, err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// initFilter opens a fresh filter initialized for n items at p.
+func initFilter(t testing.TB, c *Client, n int64, p float64) *Filter {
+	t.Helper()
+	f := openFilter(t, c, uniqueName(t))
+	if created, err := f.Init(context.Background(), n, p); err != nil || !created {
+		t.Fatalf("Init: %v %v", created, err)
+	}
+	return f
+}
+
+func wantCode(t testing.TB, err error, code Code, sentinel error) *Error {
+	t.Helper()
+	var e *Error
+	if !errors.As(err, &e) || e.Code != code {
+		t.Fatalf("error %v (%T), want code %v", err, err, code)
+	}
+	if !errors.Is(err, sentinel) {
+		t.Fatalf("errors.Is(%v, %v) is false", err, sentinel)
+	}
+	return e
+}
+
+func TestFilterOperations(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	name := uniqueName(t)
+	f := openFilter(t, c, name)
+	if f.Name() != name {
+		t.Fatalf("Name %q", f.Name())
+	}
+	r := raw(t)
+	cfgKey := "{" + name + "}:config"
+
+	// a filter that does not exist: a distinct error, never a silent false
+	if ok, err := f.Contains(ctx, []byte("x")); ok || err == nil {
+		t.Fatalf("Contains on a missing filter: %v %v", ok, err)
+	} else if e := wantCode(t, err, CodeNotInitialized, ErrNotInitialized); !strings.Contains(e.Message, "not initialized") ||
+		!strings.Contains(e.Message, name) {
+		t.Fatalf("message %q", e.Message)
+	}
+	for what, err := range map[string]error{
+		"Add":   second(f.Add(ctx, []byte("x"))),
+		"Count": second(f.Count(ctx)),
+		"Info":  second(f.Info(ctx)),
+	} {
+		if !errors.Is(err, ErrNotInitialized) {
+			t.Errorf("%s on a missing filter: %v", what, err)
+		}
+	}
+
+	created, err := f.Init(ctx, 1000, 0.01)
+	if err != nil || !created {
+		t.Fatalf("Init: %v %v", created, err)
+	}
+	// tryInit semantics: a second init keeps the first config
+	if created, err := f.Init(ctx, 5000, 0.001); err != nil || created {
+		t.Fatalf("second Init: %v %v", created, err)
+	}
+	info, err := f.Info(ctx)
+	if err != nil || info != (Info{Size: 9585, HashIterations: 7, ExpectedInsertions: 1000, FalseProbability: 0.01}) {
+		t.Fatalf("Info: %+v %v", info, err)
+	}
+	if v := r.must(t, "HGET", cfgKey, "size"); v != "9585" {
+		t.Fatalf("config hash size %v", v)
+	}
+
+	if added, err := f.Add(ctx, []byte("alpha")); err != nil || !added {
+		t.Fatalf("Add: %v %v", added, err)
+	}
+	if added, err := f.Add(ctx, []byte("alpha")); err != nil || added {
+		t.Fatalf("Add again: %v %v", added, err)
+	}
+	if added, err := f.AddString(ctx, "beta"); err != nil || !added {
+		t.Fatalf("AddString: %v %v", added, err)
+	}
+	for _, s := range []string{"alpha", "beta"} {
+		if ok, err := f.Contains(ctx, []byte(s)); err != nil || !ok {
+			t.Fatalf("Contains(%s): %v %v", s, ok, err)
+		}
+		if ok, err := f.ContainsString(ctx, s); err != nil || !ok {
+			t.Fatalf("ContainsString(%s): %v %v", s, ok, err)
+		}
+	}
+	// a substring of a longer string is its own item (no copy, but the right bytes)
+	long := "alphabet"
+	if ok, err := f.ContainsString(ctx, long[:5]); err != nil || !ok {
+		t.Fatalf("ContainsString(substring): %v %v", ok, err)
+	}
+	if ok, err := f.ContainsString(ctx, long); err != nil || ok {
+		t.Fatalf("ContainsString(%s): %v %v (false positive at 1%%?)", long, ok, err)
+	}
+
+	// nil and empty are the same item
+	if ok, err := f.Contains(ctx, nil); err != nil || ok {
+		t.Fatalf("Contains(nil) before adding it: %v %v", ok, err)
+	}
+	if added, err := f.Add(ctx, nil); err != nil || !added {
+		t.Fatalf("Add(nil): %v %v", added, err)
+	}
+	if ok, err := f.Contains(ctx, []byte{}); err != nil || !ok {
+		t.Fatalf("Contains([]byte{}): %v %v", ok, err)
+	}
+	if ok, err := f.ContainsString(ctx, ""); err != nil || !ok {
+		t.Fatalf(`ContainsString(""): %v %v`, ok, err)
+	}
+
+	// batches
+	var batch, absent [][]byte
+	for i := 0; i < 300; i++ {
+		batch = append(batch, []byte(fmt.Sprintf("item-%d", i)))
+		absent = append(absent, []byte(fmt.Sprintf("absent-%d", i)))
+	}
+	batch = append(batch, nil, []byte{}) // the empty item again: no new bit
+	n, err := f.AddMany(ctx, batch)
+	if err != nil || n != 300 {
+		t.Fatalf("AddMany: %d %v", n, err)
+	}
+	if n, err := f.AddMany(ctx, batch); err != nil || n != 0 {
+		t.Fatalf("AddMany again: %d %v", n, err)
+	}
+	if n, err := f.AddMany(ctx, nil); err != nil || n != 0 {
+		t.Fatalf("AddMany(nil): %d %v", n, err)
+	}
+	present, err := f.ContainsMany(ctx, append(append([][]byte{}, batch...), absent...))
+	if err != nil || len(present) != len(batch)+len(absent) {
+		t.Fatalf("ContainsMany: %d %v", len(present), err)
+	}
+	falsePositives := 0
+	for i, p := range present {
+		if i < len(batch) && !p {
+			t.Fatalf("item %d (%q) absent", i, batch[i])
+		}
+		if i >= len(batch) && p {
+			falsePositives++
+		}
+	}
+	if falsePositives > 30 {
+		t.Errorf("%d false positives among %d absent items", falsePositives, len(absent))
+	}
+	if p, err := f.ContainsMany(ctx, [][]byte{}); err != nil || len(p) != 0 {
+		t.Fatalf("ContainsMany(empty): %v %v", p, err)
+	}
+
+	count, err := f.Count(ctx)
+	if err != nil || count < 295 || count > 310 {
+		t.Fatalf("Count: %d %v (303 added)", count, err)
+	}
+
+	// time to live on both keys
+	if applied, err := f.Expire(ctx, 30*time.Second); err != nil || !applied {
+		t.Fatalf("Expire: %v %v", applied, err)
+	}
+	for _, key := range []string{name, cfgKey} {
+		if ttl, _ := r.must(t, "PTTL", key).(int64); ttl <= 0 || ttl > 30000 {
+			t.Fatalf("PTTL %s = %d", key, ttl)
+		}
+	}
+	if applied, err := f.Persist(ctx); err != nil || !applied {
+		t.Fatalf("Persist: %v %v", applied, err)
+	}
+	for _, key := range []string{name, cfgKey} {
+		if ttl := r.must(t, "PTTL", key); ttl != int64(-1) {
+			t.Fatalf("PTTL %s after Persist = %v", key, ttl)
+		}
+	}
+	if applied, err := f.Persist(ctx); err != nil || applied {
+		t.Fatalf("Persist again: %v %v", applied, err)
+	}
+	// a sub-millisecond ttl rounds up to 1ms rather than becoming 0 (rejected)
+	if applied, err := f.Expire(ctx, 1500*time.Microsecond+time.Hour); err != nil || !applied {
+		t.Fatalf("Expire(1h0.0015s): %v %v", applied, err)
+	}
+	if ttl, _ := r.must(t, "PTTL", name).(int64); ttl <= 3599000 || ttl > 3600002 {
+		t.Fatalf("PTTL %d", ttl)
+	}
+
+	if deleted, err := f.Delete(ctx); err != nil || !deleted {
+		t.Fatalf("Delete: %v %v", deleted, err)
+	}
+	if deleted, err := f.Delete(ctx); err != nil || deleted {
+		t.Fatalf("Delete again: %v %v", deleted, err)
+	}
+	if v := r.must(t, "EXISTS", name, cfgKey); v != int64(0) {
+		t.Fatalf("EXISTS after Delete: %v", v)
+	}
+	if _, err := f.Contains(ctx, []byte("alpha")); !errors.Is(err, ErrNotInitialized) {
+		t.Fatalf("Contains after Delete: %v", err)
+	}
+	if applied, err := f.Expire(ctx, time.Second); err != nil || applied {
+		t.Fatalf("Expire on a deleted filter: %v %v", applied, err)
+	}
+}
+
+func second[T any](_ T, err error) error { return err }
+
+// A name with a hash tag keeps its config key beside it: NAME + ":config".
+func TestHashTagName(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	name := uniqueName(t) + "{tag}"
+	f := openFilter(t, c, name)
+	if _, err := f.Init(ctx, 100, 0.01); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.AddString(ctx, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if v := raw(t).must(t, "EXISTS", name, name+":config"); v != int64(2) {
+		t.Fatalf("EXISTS: %v", v)
+	}
+	f.Delete(ctx)
+}
+
+// A larger batch than the library's window (16384 items per round trip) and chunk (1024 per step).
+func TestLargeBatch(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	f := initFilter(t, c, 100000, 0.001)
+	items := make([][]byte, 40000)
+	for i := range items {
+		items[i] = []byte(fmt.Sprintf("large-%d-%s", i, strings.Repeat("x", i%50)))
+	}
+	n, err := f.AddMany(ctx, items)
+	if err != nil || n < len(items)-5 {
+		t.Fatalf("AddMany: %d %v", n, err)
+	}
+	present, err := f.ContainsMany(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range present {
+		if !p {
+			t.Fatalf("item %d absent", i)
+		}
+	}
+	if count, err := f.Count(ctx); err != nil || count < 39000 || count > 41000 {
+		t.Fatalf("Count %d %v", count, err)
+	}
+	f.Delete(ctx)
+}
+
+func TestBadInput(t *testing.T) {
+	ctx := context.Background()
+
+	for _, url := range []string{"", "http://127.0.0.1:6379", "redis://", "redis://127.0.0.1:notaport", "redis://a\x00b"} {
+		if c, err := Open(url); err == nil {
+			c.Close()
+			t.Errorf("Open(%q) succeeded", url)
+		} else if !errors.Is(err, ErrBadURL) {
+			t.Errorf("Open(%q): %v, want ErrBadURL", url, err)
+		}
+	}
+
+	// nothing listens on a free port: ErrConn, within the connect timeout
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = Open(fmt.Sprintf("redis://127.0.0.1:%d", port), WithConnectTimeout(500*time.Millisecond))
+	if e := wantCode(t, err, CodeConn, ErrConn); e.Message == "" {
+		t.Fatal("no message")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Open to a closed port took %v", d)
+	}
+
+	for _, tc := range []struct {
+		opt  Option
+		code Code
+		name string
+	}{
+		{WithPoolSize(0), CodeInvalid, "WithPoolSize(0)"},
+		{WithPoolSize(1025), CodeInvalid, "WithPoolSize(1025)"},
+		{WithCommandTimeout(0), CodeInvalid, "WithCommandTimeout(0s)"},
+		{WithCommandTimeout(-time.Second), CodeInvalid, "WithCommandTimeout(-1s)"},
+		{WithConnectTimeout(2 * time.Hour), CodeInvalid, "WithConnectTimeout(2h0m0s)"},
+		{WithDB(-1), CodeInvalid, "WithDB(-1)"},
+		{WithConfigRetries(101), CodeInvalid, "WithConfigRetries(101)"},
+		{WithUsername("a\x00b"), CodeInvalid, `WithUsername("a\x00b")`},
+		{WithPassword("p\x00w"), CodeInvalid, "WithPassword(...)"},
+	} {
+		_, err := Open(testServer.url, tc.opt)
+		var e *Error
+		if !errors.As(err, &e) || e.Code != tc.code || !strings.HasPrefix(e.Message, tc.name) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+		if strings.Contains(fmt.Sprint(err), "p\x00w") {
+			t.Errorf("the password is in the message: %v", err)
+		}
+	}
+	// the shortest valid timeouts, and a nil option, are accepted
+	c := openClient(t, WithCommandTimeout(time.Microsecond), WithConnectTimeout(time.Second), nil)
+	c.Close()
+
+	c = openClient(t)
+	_, err = c.Filter("a{}b")
+	if e := wantCode(t, err, CodeBadName, ErrBadName); !strings.Contains(e.Message, "different cluster slots") {
+		t.Fatalf("message %q", e.Message)
+	}
+	if _, err := c.Filter("a\x00b"); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Filter with NUL: %v", err)
+	}
+	// an empty name would put its config at "{}:config", another slot than ""
+	if _, err := c.Filter(""); !errors.Is(err, ErrBadName) {
+		t.Fatalf(`Filter(""): %v`, err)
+	}
+
+	f := initFilter(t, c, 100, 0.01)
+	for _, ttl := range []time.Duration{0, -time.Second} {
+		_, err := f.Expire(ctx, ttl)
+		if e := wantCode(t, err, CodeInvalid, ErrInvalid); !strings.Contains(e.Message, "ttl_ms must be positive") {
+			t.Fatalf("Expire(%v): %q", ttl, e.Message)
+		}
+	}
+	//lint:ignore SA1012 a nil context is bad input on purpose
+	if _, err := f.Contains(nil, []byte("x")); !errors.Is(err, ErrInvalid) { //nolint:staticcheck
+		t.Fatalf("nil context: %v", err)
+	}
+
+	for _, tc := range []struct {
+		size uint64
+		k    uint32
+	}{{0, 7}, {MaxSize + 1, 7}, {100, 0}, {100, MaxHashIterations + 1}} {
+		if idx, err := Indexes([]byte("x"), tc.size, tc.k); !errors.Is(err, ErrInvalid) || idx != nil {
+			t.Errorf("Indexes(size %d, k %d): %v %v", tc.size, tc.k, idx, err)
+		}
+	}
+	if idx, err := Indexes(nil, MaxSize, MaxHashIterations); err != nil || len(idx) != int(MaxHashIterations) {
+		t.Errorf("Indexes at the limits: %d %v", len(idx), err)
+	}
+}
+
+// Keys of the wrong type and unparsable config hashes give their own errors.
+func TestBadServerState(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	r := raw(t)
+
+	name := uniqueName(t)
+	r.must(t, "HSET", "{"+name+"}:config", "size", "100", "hashIterations", "3")
+	r.must(t, "LPUSH", name, "x")
+	f := openFilter(t, c, name)
+	_, err := f.Contains(ctx, []byte("a"))
+	if e := wantCode(t, err, CodeWrongType, ErrWrongType); !strings.Contains(e.Message, "wrong Redis type") {
+		t.Fatalf("message %q", e.Message)
+	}
+	_, err = f.AddMany(ctx, [][]byte{[]byte("a"), []byte("b")})
+	wantCode(t, err, CodeWrongType, ErrWrongType)
+	r.must(t, "DEL", name, "{"+name+"}:config")
+
+	name = uniqueName(t)
+	r.must(t, "SET", "{"+name+"}:config", "not a hash")
+	f = openFilter(t, c, name)
+	_, err = f.Info(ctx)
+	wantCode(t, err, CodeWrongType, ErrWrongType)
+	r.must(t, "DEL", "{"+name+"}:config")
+
+	name = uniqueName(t)
+	r.must(t, "HSET", "{"+name+"}:config", "size", "abc", "hashIterations", "3")
+	f = openFilter(t, c, name)
+	_, err = f.ContainsString(ctx, "a")
+	wantCode(t, err, CodeCorrupt, ErrCorrupt)
+	_, err = f.Count(ctx)
+	wantCode(t, err, CodeCorrupt, ErrCorrupt)
+	r.must(t, "DEL", "{"+name+"}:config")
+}
+
+// An expired or cancelled context returns ctx.Err() without calling C: the server sees nothing.
+func TestContextAlreadyDone(t *testing.T) {
+	c := openClient(t)
+	f := initFilter(t, c, 100, 0.01)
+	r := raw(t)
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	cause := errors.New("my cause")
+	withCause, cancel3 := context.WithCancelCause(context.Background())
+	cancel3(cause)
+
+	commandsBefore := serverCommands(t, r)
+	for _, tc := range []struct {
+		ctx  context.Context
+		want error
+	}{{cancelled, context.Canceled}, {expired, context.DeadlineExceeded}, {withCause, context.Canceled}} {
+		ctx := tc.ctx
+		errs := map[string]error{
+			"Init":           second(f.Init(ctx, 100, 0.01)),
+			"Add":            second(f.Add(ctx, []byte("a"))),
+			"AddString":      second(f.AddString(ctx, "a")),
+			"AddMany":        second(f.AddMany(ctx, [][]byte{[]byte("a")})),
+			"Contains":       second(f.Contains(ctx, []byte("a"))),
+			"ContainsString": second(f.ContainsString(ctx, "a")),
+			"ContainsMany":   second(f.ContainsMany(ctx, [][]byte{[]byte("a")})),
+			"Count":          second(f.Count(ctx)),
+			"Info":           second(f.Info(ctx)),
+			"Delete":         second(f.Delete(ctx)),
+			"Expire":         second(f.Expire(ctx, time.Second)),
+			"Persist":        second(f.Persist(ctx)),
+			"Ping":           c.Ping(ctx),
+		}
+		for what, err := range errs {
+			if err != tc.want {
+				t.Errorf("%s: %v, want exactly %v", what, err, tc.want)
+			}
+		}
+	}
+	// one more: the first INFO itself
+	if after := serverCommands(t, r); after != commandsBefore+1 {
+		t.Fatalf("the server processed %d commands, want 1 (INFO)", after-commandsBefore)
+	}
+	if ok, err := f.ContainsString(context.Background(), "a"); err != nil || ok {
+		t.Fatalf("the filter changed: %v %v", ok, err)
+	}
+}
+
+func serverCommands(t *testing.T, r *respConn) int64 {
+	t.Helper()
+	info, _ := r.must(t, "INFO", "stats").(string)
+	for _, line := range strings.Split(info, "\r\n") {
+		if v, ok := strings.CutPrefix(line, "total_commands_processed:"); ok {
+			var n int64
+			fmt.Sscan(v, &n)
+			return n
+		}
+	}
+	t.Fatal("no total_commands_processed in INFO")
+	return 0
+}
+
+// The context's deadline is the call's timeout: a paused server answers a 200ms context with a
+// timeout after ~200ms, which is both ErrTimeout and context.DeadlineExceeded; a longer command
+// timeout on the client does not matter. Without a deadline the client's command timeout applies,
+// and that timeout is not context.DeadlineExceeded. The client recovers when the server does.
+func TestContextDeadline(t *testing.T) {
+	c := openClient(t, WithCommandTimeout(10*time.Second), WithPoolSize(2))
+	f := initFilter(t, c, 1000, 0.01)
+	bg := context.Background()
+	if _, err := f.AddString(bg, "present"); err != nil {
+		t.Fatal(err)
+	}
+	r := raw(t)
+	const timeout = 200 * time.Millisecond
+	const margin = 400 * time.Millisecond
+
+	r.must(t, "CLIENT", "PAUSE", "1500")
+	pausedAt := time.Now()
+	calls := []struct {
+		name string
+		run  func(ctx context.Context) error
+	}{
+		{"Contains", func(ctx context.Context) error { return second(f.ContainsString(ctx, "present")) }},
+		{"AddMany", func(ctx context.Context) error { return second(f.AddMany(ctx, [][]byte{[]byte("a"), []byte("b")})) }},
+		{"Count", func(ctx context.Context) error { return second(f.Count(ctx)) }},
+	}
+	for _, call := range calls {
+		ctx, cancel := context.WithTimeout(bg, timeout)
+		start := time.Now()
+		err := call.run(ctx)
+		elapsed := time.Since(start)
+		cancel()
+		if time.Since(pausedAt) > 1400*time.Millisecond {
+			t.Fatalf("%s: the pause ran out before the check (%v)", call.name, time.Since(pausedAt))
+		}
+		e := wantCode(t, err, CodeTimeout, ErrTimeout)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s: errors.Is(err, context.DeadlineExceeded) is false: %v", call.name, err)
+		}
+		if e.Message == "" {
+			t.Errorf("%s: no message", call.name)
+		}
+		if elapsed < timeout-20*time.Millisecond || elapsed > timeout+margin {
+			t.Errorf("%s: returned after %v, want ~%v", call.name, elapsed, timeout)
+		}
+		t.Logf("%s: %v after %v", call.name, err, elapsed)
+	}
+	// PING waits for the end of the pause, then the client works again
+	r.must(t, "PING")
+	if ok, err := f.ContainsString(bg, "present"); err != nil || !ok {
+		t.Fatalf("after the pause: %v %v", ok, err)
+	}
+
+	// the client's command timeout, without a deadline: ErrTimeout but not DeadlineExceeded
+	c2 := openClient(t, WithCommandTimeout(timeout))
+	f2 := openFilter(t, c2, f.Name())
+	if _, err := f2.Info(bg); err != nil {
+		t.Fatal(err)
+	}
+	r.must(t, "CLIENT", "PAUSE", "800")
+	start := time.Now()
+	_, err := f2.ContainsString(bg, "present")
+	elapsed := time.Since(start)
+	wantCode(t, err, CodeTimeout, ErrTimeout)
+	if errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a command timeout without a context deadline is context.DeadlineExceeded: %v", err)
+	}
+	if elapsed > timeout+margin {
+		t.Errorf("returned after %v", elapsed)
+	}
+	r.must(t, "PING")
+	if ok, err := f2.ContainsString(bg, "present"); err != nil || !ok {
+		t.Fatalf("after the pause: %v %v", ok, err)
+	}
+}
+
+// Many goroutines share one client (and filter handles); each sees its own results and messages.
+func TestConcurrentSharedClient(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t, WithPoolSize(4))
+	shared := initFilter(t, c, 100000, 0.01)
+	missing := openFilter(t, c, uniqueName(t))
+	const workers = 32
+	const rounds = 40
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*rounds)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			// a handle of its own on the same filter, closed while the others keep going
+			own, err := c.Filter(shared.Name())
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer own.Close()
+			for i := 0; i < rounds; i++ {
+				item := fmt.Sprintf("w%d-i%d", w, i)
+				f := shared
+				if i%2 == 1 {
+					f = own
+				}
+				if _, err := f.AddString(ctx, item); err != nil {
+					errs <- fmt.Errorf("add %s: %w", item, err)
+					return
+				}
+				if ok, err := f.Contains(ctx, []byte(item)); err != nil || !ok {
+					errs <- fmt.Errorf("contains %s: %v %w", item, ok, err)
+					return
+				}
+				if i%10 == 0 {
+					batch := make([][]byte, 20)
+					for j := range batch {
+						batch[j] = []byte(fmt.Sprintf("%s-b%d", item, j))
+					}
+					if _, err := f.AddMany(ctx, batch); err != nil {
+						errs <- err
+						return
+					}
+					present, err := f.ContainsMany(ctx, batch)
+					if err != nil {
+						errs <- err
+						return
+					}
+					for j, p := range present {
+						if !p {
+							errs <- fmt.Errorf("batch item %s-b%d absent", item, j)
+						}
+					}
+				}
+				// errors of other goroutines never leak into this call's message
+				switch i % 5 {
+				case 3:
+					_, err := missing.ContainsString(ctx, item)
+					var e *Error
+					if !errors.As(err, &e) || e.Code != CodeNotInitialized || !strings.Contains(e.Message, missing.Name()) {
+						errs <- fmt.Errorf("missing filter: %v", err)
+					}
+				case 4:
+					_, err := own.Init(ctx, -int64(w)-1, 0.01)
+					want := fmt.Sprintf("init: Bloom filter expected insertions must be positive, got %d", -w-1)
+					var e *Error
+					if !errors.As(err, &e) || e.Message != want {
+						errs <- fmt.Errorf("bad init: %v, want %q", err, want)
+					}
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	n, err := shared.Count(ctx)
+	want := int64(workers * (rounds + rounds/10*20))
+	if err != nil || n < want*95/100 || n > want*105/100 {
+		t.Fatalf("Count %d %v, want ~%d", n, err, want)
+	}
+	shared.Delete(ctx)
+}
+
+func TestCloseIdempotent(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	f := initFilter(t, c, 100, 0.01)
+	name := f.Name()
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for what, err := range map[string]error{
+		"Init":           second(f.Init(ctx, 100, 0.01)),
+		"Add":            second(f.Add(ctx, []byte("a"))),
+		"AddString":      second(f.AddString(ctx, "a")),
+		"AddMany":        second(f.AddMany(ctx, [][]byte{[]byte("a")})),
+		"Contains":       second(f.Contains(ctx, []byte("a"))),
+		"ContainsString": second(f.ContainsString(ctx, "a")),
+		"ContainsMany":   second(f.ContainsMany(ctx, [][]byte{[]byte("a")})),
+		"Count":          second(f.Count(ctx)),
+		"Info":           second(f.Info(ctx)),
+		"Delete":         second(f.Delete(ctx)),
+		"Expire":         second(f.Expire(ctx, time.Second)),
+		"Persist":        second(f.Persist(ctx)),
+	} {
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("%s on a closed filter: %v", what, err)
+		}
+	}
+	if f.Name() != name {
+		t.Errorf("Name after Close: %q", f.Name())
+	}
+
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Filter("x"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Filter on a closed client: %v", err)
+	}
+	if err := c.Ping(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Ping on a closed client: %v", err)
+	}
+	var nilClient *Client
+	var nilFilter *Filter
+	if nilClient.Close() != nil || nilFilter.Close() != nil {
+		t.Fatal("Close on nil")
+	}
+
+	// concurrent Close calls, while calls are in flight
+	c = openClient(t)
+	f = initFilter(t, c, 100, 0.01)
+	var wg sync.WaitGroup
+	var ok, closed atomic.Int64
+	for i := 0; i < 16; i++ {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 50; j++ {
+				_, err := f.ContainsString(ctx, "a")
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, ErrClosed):
+					closed.Add(1)
+				default:
+					t.Errorf("Contains during Close: %v", err)
+					return
+				}
+			}
+		}()
+		go func(i int) {
+			defer wg.Done()
+			time.Sleep(time.Duration(i) * time.Millisecond)
+			f.Close()
+			c.Close()
+		}(i)
+	}
+	wg.Wait()
+	t.Logf("%d calls answered, %d saw ErrClosed", ok.Load(), closed.Load())
+	if closed.Load() == 0 {
+		t.Error("no call saw the filter closed")
+	}
+}
+
+// Closing the Client while filters are open is safe: the filters keep the pool alive, and the
+// connections go away with the last filter.
+func TestClientClosedBeforeFilters(t *testing.T) {
+	ctx := context.Background()
+	clientName := fmt.Sprintf("bg-go-close-%d", nameSeq.Add(1))
+	c := openClient(t, WithClientName(clientName), WithPoolSize(2))
+	f1 := initFilter(t, c, 100, 0.01)
+	f2 := openFilter(t, c, f1.Name())
+	r := raw(t)
+	if n := connectionsNamed(t, r, clientName); n == 0 {
+		t.Fatalf("no connection named %s", clientName)
+	}
+	c.Close()
+	if _, err := f1.AddString(ctx, "after client close"); err != nil {
+		t.Fatalf("Add after the client was closed: %v", err)
+	}
+	f1.Close()
+	if ok, err := f2.ContainsString(ctx, "after client close"); err != nil || !ok {
+		t.Fatalf("Contains on the last filter: %v %v", ok, err)
+	}
+	if _, err := f2.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f2.Close()
+	waitConnections(t, r, clientName, 0)
+}
+
+func connectionsNamed(t *testing.T, r *respConn, name string) int {
+	t.Helper()
+	list, _ := r.must(t, "CLIENT", "LIST").(string)
+	n := 0
+	for _, line := range strings.Split(list, "\n") {
+		if strings.Contains(line, " name="+name+" ") {
+			n++
+		}
+	}
+	return n
+}
+
+func waitConnections(t *testing.T, r *respConn, name string, want int) {
+	t.Helper()
+	var n int
+	for i := 0; i < 100; i++ {
+		if n = connectionsNamed(t, r, name); n == want {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%d connections named %s, want %d", n, name, want)
+}
+
+// The cleanup is a safety net: a Client and Filter nobody closed are closed by the GC.
+func TestCleanupSafetyNet(t *testing.T) {
+	clientName := fmt.Sprintf("bg-go-gc-%d", nameSeq.Add(1))
+	r := raw(t)
+	func() {
+		c, err := Open(testServer.url, WithClientName(clientName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := c.Filter(uniqueName(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = f.Info(context.Background())
+	}()
+	if connectionsNamed(t, r, clientName) == 0 {
+		t.Fatal("no connection")
+	}
+	var n int
+	for i := 0; i < 100; i++ {
+		runtime.GC()
+		if n = connectionsNamed(t, r, clientName); n == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%d connections left after GC", n)
+}
+
+func TestOptions(t *testing.T) {
+	ctx := context.Background()
+	r := raw(t)
+
+	c := openClient(t, WithClientName("bg-go-options"), WithDB(3), WithConfigRetries(0))
+	if connectionsNamed(t, r, "bg-go-options") == 0 {
+		t.Fatal("WithClientName: no connection with that name")
+	}
+	f := initFilter(t, c, 100, 0.01)
+	r3 := raw(t)
+	r3.must(t, "SELECT", "3")
+	if v := r3.must(t, "EXISTS", "{"+f.Name()+"}:config"); v != int64(1) {
+		t.Fatalf("WithDB(3): EXISTS in db 3 = %v", v)
+	}
+	if v := r.must(t, "EXISTS", "{"+f.Name()+"}:config"); v != int64(0) {
+		t.Fatalf("WithDB(3): EXISTS in db 0 = %v", v)
+	}
+	f.Delete(ctx)
+
+	// the database from the URL, and a unix socket
+	for _, url := range []string{testServer.url + "/4", "unix://" + testServer.sock + "?db=4"} {
+		c, err := Open(url)
+		if err != nil {
+			t.Fatalf("Open(%s): %v", url, err)
+		}
+		f := initFilter(t, c, 100, 0.01)
+		r4 := raw(t)
+		r4.must(t, "SELECT", "4")
+		if v := r4.must(t, "EXISTS", "{"+f.Name()+"}:config"); v != int64(1) {
+			t.Fatalf("%s: EXISTS in db 4 = %v", url, v)
+		}
+		if err := c.Ping(ctx); err != nil {
+			t.Fatalf("%s: Ping: %v", url, err)
+		}
+		f.Delete(ctx)
+		f.Close()
+		c.Close()
+	}
+
+	// one connection shared by many goroutines: they wait for it
+	c1 := openClient(t, WithPoolSize(1))
+	f1 := initFilter(t, c1, 1000, 0.01)
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for j := 0; j < 20; j++ {
+				if _, err := f1.AddString(ctx, fmt.Sprint(i, "-", j)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+
+	// ACL user and password; a wrong password is ErrAuth and never shown
+	user := fmt.Sprintf("bg-go-user-%d", nameSeq.Add(1))
+	r.must(t, "ACL", "SETUSER", user, "on", ">right-pw-123", "~*", "&*", "+@all")
+	t.Cleanup(func() { r.do("ACL", "DELUSER", user) })
+	ca := openClient(t, WithUsername(user), WithPassword("right-pw-123"))
+	if err := ca.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(testServer.url, WithUsername(user), WithPassword("wrong-pw-456"))
+	wantCode(t, err, CodeAuth, ErrAuth)
+	if strings.Contains(err.Error(), "wrong-pw-456") {
+		t.Fatalf("the password is in the message: %v", err)
+	}
+	_, err = Open(fmt.Sprintf("redis://%s:wrong-pw-789@%s", user, testServer.addr))
+	wantCode(t, err, CodeAuth, ErrAuth)
+	if strings.Contains(err.Error(), "wrong-pw-789") {
+		t.Fatalf("the password is in the message: %v", err)
+	}
+}

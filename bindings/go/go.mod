@@ -1,0 +1,3 @@
+module github.com/bloomguard/bloomguard/bindings/go
+
+go 1.24

@@ -1,0 +1,137 @@
+package bloomguard
+
+// #include <stdlib.h>
+// #include <bloomguard.h>
+import "C"
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unsafe"
+)
+
+// Option configures a Client at Open (bloomguard/options.h). Values out of range make Open fail
+// with ErrInvalid and a message naming the option.
+type Option func(*openSettings)
+
+type openSettings struct {
+	sets []setting
+}
+
+type setting struct {
+	name  string // for messages: "WithPoolSize(0)"
+	id    C.int
+	isStr bool
+	i     int64
+	s     string
+	err   error // rejected before C (e.g. a NUL byte in a string)
+}
+
+func intOption(name string, id C.int, v int64) Option {
+	return func(o *openSettings) {
+		o.sets = append(o.sets, setting{name: fmt.Sprintf("%s(%d)", name, v), id: id, i: v})
+	}
+}
+
+func durationOption(name string, id C.int, d time.Duration) Option {
+	ms := int64(d / time.Millisecond)
+	if d > 0 && d%time.Millisecond != 0 {
+		ms++ // round up: a positive duration never becomes 0 ms
+	}
+	return func(o *openSettings) {
+		o.sets = append(o.sets, setting{name: fmt.Sprintf("%s(%v)", name, d), id: id, i: ms})
+	}
+}
+
+func stringOption(name string, id C.int, v string, secret bool) Option {
+	shown := fmt.Sprintf("%s(%q)", name, v)
+	if secret {
+		shown = name + "(...)"
+	}
+	var err error
+	if strings.IndexByte(v, 0) >= 0 {
+		err = errorf(CodeInvalid, shown+": the value contains a NUL byte")
+	}
+	return func(o *openSettings) {
+		o.sets = append(o.sets, setting{name: shown, id: id, isStr: true, s: v, err: err})
+	}
+}
+
+// WithConnectTimeout bounds each TCP/unix connect (BG_OPT_CONNECT_TIMEOUT_MS; default 2s,
+// 1ms..1h, rounded up to a whole millisecond).
+func WithConnectTimeout(d time.Duration) Option {
+	return durationOption("WithConnectTimeout", C.BG_OPT_CONNECT_TIMEOUT_MS, d)
+}
+
+// WithCommandTimeout is the timeout of a call whose context has no deadline
+// (BG_OPT_COMMAND_TIMEOUT_MS; default 1s, 1ms..1h). A context deadline replaces it for that call.
+func WithCommandTimeout(d time.Duration) Option {
+	return durationOption("WithCommandTimeout", C.BG_OPT_COMMAND_TIMEOUT_MS, d)
+}
+
+// WithPoolSize sets how many connections the client keeps (BG_OPT_POOL_SIZE; default 4, 1..1024).
+// A call waits for a free connection when all are busy.
+func WithPoolSize(n int) Option { return intOption("WithPoolSize", C.BG_OPT_POOL_SIZE, int64(n)) }
+
+// WithDB selects the database, overriding the URL's (BG_OPT_DB; 0..1000000).
+func WithDB(db int) Option { return intOption("WithDB", C.BG_OPT_DB, int64(db)) }
+
+// WithConfigRetries bounds the transparent retries when another client changed the filter's
+// config under a call (BG_OPT_CONFIG_RETRIES; default 5, 0..100).
+func WithConfigRetries(n int) Option {
+	return intOption("WithConfigRetries", C.BG_OPT_CONFIG_RETRIES, int64(n))
+}
+
+// WithUsername sets the ACL user, overriding the URL's (BG_OPT_USERNAME).
+func WithUsername(user string) Option {
+	return stringOption("WithUsername", C.BG_OPT_USERNAME, user, false)
+}
+
+// WithPassword sets the password, overriding the URL's (BG_OPT_PASSWORD). It never appears in
+// error messages.
+func WithPassword(password string) Option {
+	return stringOption("WithPassword", C.BG_OPT_PASSWORD, password, true)
+}
+
+// WithClientName sets the CLIENT SETNAME of every connection (BG_OPT_CLIENT_NAME; default
+// "bloomguard").
+func WithClientName(name string) Option {
+	return stringOption("WithClientName", C.BG_OPT_CLIENT_NAME, name, false)
+}
+
+// buildOptions turns opts into a bg_options object (nil when there are none). The caller frees it.
+func buildOptions(opts []Option) (*C.bg_options, error) {
+	var s openSettings
+	for _, o := range opts {
+		if o != nil {
+			o(&s)
+		}
+	}
+	if len(s.sets) == 0 {
+		return nil, nil
+	}
+	var p *C.bg_options
+	if st := C.bg_options_new(&p); st != C.BG_OK {
+		return nil, newError(st, "bg_options_new failed")
+	}
+	for _, set := range s.sets {
+		if set.err != nil {
+			C.bg_options_free(p)
+			return nil, set.err
+		}
+		var st C.int
+		if set.isStr {
+			cs := C.CString(set.s)
+			st = C.bg_options_set_str(p, set.id, cs)
+			C.free(unsafe.Pointer(cs))
+		} else {
+			st = C.bg_options_set_int(p, set.id, C.int64_t(set.i))
+		}
+		if st != C.BG_OK {
+			C.bg_options_free(p)
+			return nil, newError(st, set.name+": "+Code(st).Description())
+		}
+	}
+	return p, nil
+}
