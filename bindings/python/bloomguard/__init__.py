@@ -67,3 +67,10 @@ __all__ = [
     "NotInitialized", "ConfigChanged", "Corrupt", "WrongType", "Locked", "RotationInProgress",
     "Aborted", "Closed",
 ]
+
+# Public classes present themselves (and pickle) as bloomguard.X, not bloomguard._module.X.
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = __name__
+del _name, _obj

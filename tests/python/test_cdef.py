@@ -1,0 +1,253 @@
+"""The cffi cdef must not drift from the C headers.
+
+Mechanism: the public headers (include/bloomguard.h and every header it includes) and the cdef
+the binding was compiled with (bloomguard/_cdef.h, shipped in the installed package) are each
+reduced the same way - comments removed, preprocessor lines taken out (their integer #defines
+kept aside), BG_API / BG_BEGIN_DECLS / BG_END_DECLS removed - then parsed with pycparser, and
+every declaration is printed back in one canonical form. The test then requires:
+
+* every function and typedef of the cdef to be declared identically in the headers (same return
+  type, parameter types, qualifiers and names), and every #define of the cdef to exist there;
+* every function, typedef and integer #define of the headers to be in the cdef, unless listed in
+  NOT_BOUND below with a reason;
+* the compiled module to hold exactly the cdef's names, with the headers' macro values (a stale
+  build fails too).
+
+test_drift_is_detected feeds mutated copies of the cdef through the same comparison, so the
+comparison itself is shown to fail on drift.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+import pytest
+from pycparser import c_ast, c_generator, c_parser
+
+import bloomguard
+from bloomguard._ffi import lib
+
+ROOT = Path(__file__).resolve().parents[2]
+INCLUDE = ROOT / "include"
+REPO_CDEF = ROOT / "bindings" / "python" / "bloomguard" / "_cdef.h"
+
+# Declared in the headers but deliberately absent from the cdef: name or fnmatch pattern -> reason.
+# A concept whose C API lands before its Python binding goes here (e.g. "bg_rotation_*"), and
+# comes out when bound.
+NOT_BOUND: Dict[str, str] = {
+    "BG_VERSION_STRING": "string macro (cffi cdefs take integer macros): bloomguard.__version__ "
+                         "uses bg_version_string()",
+    # rotation (include/bloomguard/rotation.h): its Python binding (Filter.rotate) is a later issue
+    "bg_rotation*": "rotation: bound by the rotation binding issue",
+    "bg_progress_fn": "rotation: bound by the rotation binding issue",
+    "BG_ROTATE_*": "rotation: bound by the rotation binding issue",
+    "BG_PHASE_*": "rotation: bound by the rotation binding issue",
+    "BG_OPT_ROTATE_*": "rotation options: bound by the rotation binding issue",
+}
+
+# Infrastructure macros of common.h and include guards: never part of the cdef.
+_INFRA_MACROS = {"BG_API", "BG_BEGIN_DECLS", "BG_END_DECLS"}
+_GUARD = re.compile(r"^BLOOMGUARD(_\w+)?_H$")
+
+# Fixed-width and size types for pycparser (the cdef and the headers get the same prelude).
+_PRELUDE = """
+typedef unsigned long size_t;
+typedef signed char int8_t; typedef unsigned char uint8_t;
+typedef short int16_t; typedef unsigned short uint16_t;
+typedef int int32_t; typedef unsigned int uint32_t;
+typedef long int64_t; typedef unsigned long uint64_t;
+"""
+_PRELUDE_TYPES = {"size_t", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t",
+                  "int64_t", "uint64_t"}
+
+
+class Decls:
+    """Canonical declarations of one text: functions and typedefs by name, macros by name."""
+
+    def __init__(self, functions: Dict[str, str], typedefs: Dict[str, str], macros: Dict[str, str]):
+        self.functions = functions
+        self.typedefs = typedefs
+        self.macros = macros
+
+
+def _strip_comments(text: str) -> str:
+    text = re.sub(r"/\*.*?\*/", lambda m: "\n" * m.group(0).count("\n"), text, flags=re.S)
+    return re.sub(r"//[^\n]*", "", text)
+
+
+def reduce_c(text: str) -> Tuple[str, Dict[str, str]]:
+    """(declarations without preprocessor lines and export macros, {macro: value})."""
+    text = _strip_comments(text).replace("\\\n", " ")
+    macros: Dict[str, str] = {}
+    kept: List[str] = []
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("#"):
+            m = re.match(r"#\s*define\s+([A-Za-z_]\w*)(\([^)]*\))?\s*(.*)$", s)
+            if m and not m.group(2):
+                name = m.group(1)
+                if name not in _INFRA_MACROS and not _GUARD.match(name):
+                    macros[name] = m.group(3).strip()
+            continue
+        kept.append(line)
+    body = "\n".join(kept)
+    body = re.sub(r"\b(BG_API|BG_BEGIN_DECLS|BG_END_DECLS)\b", " ", body)
+    return body, macros
+
+
+def parse_decls(text: str, what: str) -> Decls:
+    body, macros = reduce_c(text)
+    try:
+        ast = c_parser.CParser().parse(_PRELUDE + body, filename=what)
+    except Exception as exc:  # pragma: no cover - shows which file did not parse
+        raise AssertionError("%s does not parse as C declarations: %s" % (what, exc)) from exc
+    gen = c_generator.CGenerator()
+    functions: Dict[str, str] = {}
+    typedefs: Dict[str, str] = {}
+    for node in ast.ext:
+        if isinstance(node, c_ast.Typedef):
+            if node.name in _PRELUDE_TYPES:
+                continue
+            canon = " ".join(gen.visit(node).split())
+            assert typedefs.setdefault(node.name, canon) == canon, "%s: typedef %s twice" % (what, node.name)
+        elif isinstance(node, c_ast.Decl) and isinstance(node.type, c_ast.FuncDecl):
+            canon = " ".join(gen.visit(node).split())
+            assert node.name not in functions, "%s: %s declared twice" % (what, node.name)
+            functions[node.name] = canon
+        else:
+            raise AssertionError("%s: unexpected top-level declaration %s" % (what, gen.visit(node)))
+    return Decls(functions, typedefs, macros)
+
+
+def header_files() -> List[Path]:
+    """include/bloomguard.h and the headers it includes, in order."""
+    umbrella = INCLUDE / "bloomguard.h"
+    names = re.findall(r'#\s*include\s+"([^"]+)"', umbrella.read_text())
+    return [umbrella] + [INCLUDE / n for n in names]
+
+
+def header_decls() -> Decls:
+    return parse_decls("\n".join(p.read_text() for p in header_files()), "include/bloomguard.h")
+
+
+def installed_cdef() -> str:
+    return resources.files("bloomguard").joinpath("_cdef.h").read_text()
+
+
+def _not_bound(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pat) for pat in NOT_BOUND)
+
+
+def compare(headers: Decls, cdef: Decls) -> List[str]:
+    """Every difference between the headers and the cdef, one line each (empty: in step)."""
+    problems: List[str] = []
+    for kind in ("functions", "typedefs"):
+        h, c = getattr(headers, kind), getattr(cdef, kind)
+        for name, decl in sorted(c.items()):
+            if name not in h:
+                problems.append("cdef %s %s is not in the headers: %s" % (kind[:-1], name, decl))
+            elif h[name] != decl:
+                problems.append("cdef %s %s differs:\n   header: %s\n   cdef:   %s" % (kind[:-1], name, h[name], decl))
+        for name, decl in sorted(h.items()):
+            if name not in c and not _not_bound(name):
+                problems.append("header %s %s is missing from the cdef: %s" % (kind[:-1], name, decl))
+    for name, value in sorted(cdef.macros.items()):
+        if name not in headers.macros:
+            problems.append("cdef #define %s is not in the headers" % name)
+        elif value != "...":
+            problems.append("cdef #define %s should be '...' (the value comes from the header), not %r"
+                            % (name, value))
+    for name in sorted(set(headers.macros) - set(cdef.macros)):
+        if not _not_bound(name):
+            problems.append("header #define %s %s is missing from the cdef" % (name, headers.macros[name]))
+    for name in sorted(NOT_BOUND):
+        if "*" not in name and (name in cdef.functions or name in cdef.macros or name in cdef.typedefs):
+            problems.append("%s is in the cdef and in NOT_BOUND: remove it from NOT_BOUND" % name)
+    return problems
+
+
+def _c_int(value: str) -> int:
+    return int(re.sub(r"[uUlL]+$", "", value.strip()), 0)
+
+
+# --- the tests --------------------------------------------------------------------------------
+
+def test_every_public_header_is_included_by_the_umbrella():
+    included = {p.name for p in header_files()[1:]}
+    on_disk = {p.name for p in (INCLUDE / "bloomguard").glob("*.h")}
+    assert on_disk <= included, "headers not included by bloomguard.h: %s" % sorted(on_disk - included)
+
+
+def test_installed_cdef_is_the_repository_one():
+    assert installed_cdef() == REPO_CDEF.read_text(), (
+        "the installed bloomguard was built from another _cdef.h: reinstall (pip install .)")
+
+
+def test_cdef_matches_headers():
+    problems = compare(header_decls(), parse_decls(installed_cdef(), "bloomguard/_cdef.h"))
+    assert not problems, "the cdef drifted from the headers (fix bloomguard/_cdef.h):\n" + "\n".join(problems)
+
+
+def test_compiled_module_matches_cdef_and_headers():
+    cdef = parse_decls(installed_cdef(), "bloomguard/_cdef.h")
+    headers = header_decls()
+    names = set(dir(lib))
+    helpers = {n for n in names if n.startswith("bgpy_")}
+    assert helpers == {"bgpy_item_ptrs"}
+    assert names - helpers == set(cdef.functions) | set(cdef.macros)
+    for name in cdef.macros:
+        value = headers.macros[name]
+        assert getattr(lib, name) == _c_int(value), "%s: module %r, header %s (stale build?)" % (
+            name, getattr(lib, name), value)
+    assert lib.bg_version() == lib.BG_VERSION_NUMBER
+    assert bloomguard.__version__ == headers.macros["BG_VERSION_STRING"].strip('"')
+
+
+def test_not_bound_entries_are_used():
+    """Every exact NOT_BOUND name is in the headers (a stale entry goes). Patterns stand for a
+    concept whose binding comes later and may match nothing in an older checkout."""
+    headers = header_decls()
+    names = set(headers.functions) | set(headers.typedefs) | set(headers.macros)
+    for name in NOT_BOUND:
+        if "*" not in name:
+            assert name in names, "NOT_BOUND entry %r is not in the headers any more" % name
+
+
+MUTATIONS = [
+    # (description, old, new, expected fragment of a problem)
+    ("parameter type", "int bg_filter_expire(bg_filter *f, int64_t ttl_ms, int *applied);",
+     "int bg_filter_expire(bg_filter *f, int ttl_ms, int *applied);", "bg_filter_expire differs"),
+    ("return type", "size_t bg_client_errmsg_copy(", "int bg_client_errmsg_copy(", "bg_client_errmsg_copy differs"),
+    ("const dropped", "const char *bg_strerror(int status);", "char *bg_strerror(int status);",
+     "bg_strerror differs"),
+    ("parameter order", "int bg_hash128(const void *data, size_t len, uint64_t *h1, uint64_t *h2);",
+     "int bg_hash128(size_t len, const void *data, uint64_t *h1, uint64_t *h2);", "bg_hash128 differs"),
+    ("missing function", "int bg_client_ping(bg_client *c);\n", "", "bg_client_ping is missing"),
+    ("invented function", "int bg_client_ping(bg_client *c);",
+     "int bg_client_ping(bg_client *c);\nint bg_client_reset(bg_client *c);", "bg_client_reset is not in the headers"),
+    ("missing macro", "#define BG_ECLOSED ...\n", "", "header #define BG_ECLOSED"),
+    ("invented macro", "#define BG_ECLOSED ...", "#define BG_ECLOSED ...\n#define BG_EGONE ...",
+     "BG_EGONE is not in the headers"),
+    ("hard-coded value", "#define BG_ETIMEOUT ...", "#define BG_ETIMEOUT -8", "should be '...'"),
+    ("typedef", "typedef struct bg_call bg_call;", "typedef struct bg_call_s bg_call;", "typedef bg_call differs"),
+]
+
+
+@pytest.mark.parametrize("desc,old,new,fragment", MUTATIONS, ids=[m[0] for m in MUTATIONS])
+def test_drift_is_detected(desc, old, new, fragment):
+    text = installed_cdef()
+    assert old in text, "mutation %r no longer applies to _cdef.h" % desc
+    problems = compare(header_decls(), parse_decls(text.replace(old, new, 1), "mutated _cdef.h"))
+    assert any(fragment in p for p in problems), problems
+
+
+def test_header_drift_is_detected():
+    """The other direction: a header change the cdef does not follow."""
+    text = "\n".join(p.read_text() for p in header_files())
+    text = text.replace("BG_API int  bg_client_ping(bg_client *c);",
+                        "BG_API int  bg_client_ping(bg_client *c, int64_t timeout_ms);")
+    problems = compare(parse_decls(text, "mutated headers"), parse_decls(installed_cdef(), "_cdef.h"))
+    assert any("bg_client_ping differs" in p for p in problems), problems

@@ -1,0 +1,142 @@
+"""Client: URLs, options, errors of open, ping, close and the life of filters beyond their client."""
+from __future__ import annotations
+
+import pytest
+
+import bloomguard
+from redis_helpers import free_port
+
+
+def test_open_ping_close(url):
+    c = bloomguard.Client(url)
+    assert repr(c) == "<bloomguard.Client open>" and not c.closed
+    c.ping()
+    c.close()
+    c.close()  # idempotent
+    assert c.closed and repr(c) == "<bloomguard.Client closed>"
+
+
+def test_context_manager(url):
+    with bloomguard.Client(url) as c:
+        c.ping()
+    assert c.closed
+
+
+def test_unix_socket(redis_server, fname):
+    with bloomguard.Client("unix://" + redis_server.unix) as c:
+        with c.filter(fname) as f:
+            assert f.init(10, 0.1) is True
+            f.delete()
+
+
+def test_options(url, raw, fname):
+    with bloomguard.Client(url, connect_timeout=2, command_timeout=0.5, pool_size=2, db=3, config_retries=2,
+                           client_name="pytest-bloomguard", username=None, password=None) as c:
+        c.ping()
+        names = raw("CLIENT", "LIST").decode()
+        assert "name=pytest-bloomguard" in names
+        with c.filter(fname) as f:
+            f.init(10, 0.1)
+            raw("SELECT", 3)
+            assert raw("EXISTS", "{%s}:config" % fname) == 1
+            raw("SELECT", 0)
+            assert raw("EXISTS", "{%s}:config" % fname) == 0
+            f.delete()
+
+
+def test_db_in_url(url, raw, fname):
+    with bloomguard.Client(url + "/5") as c, c.filter(fname) as f:
+        f.init(10, 0.1)
+        raw("SELECT", 5)
+        assert raw("EXISTS", "{%s}:config" % fname) == 1
+        f.delete()
+
+
+def test_unknown_option():
+    with pytest.raises(TypeError, match="unknown option bogus"):
+        bloomguard.Client("redis://127.0.0.1:1", bogus=1)
+
+
+@pytest.mark.parametrize("opts", [dict(pool_size="4"), dict(pool_size=4.0), dict(db=True), dict(client_name=5),
+                                  dict(command_timeout="1"), dict(password=b"x")])
+def test_option_types(opts):
+    with pytest.raises(TypeError):
+        bloomguard.Client("redis://127.0.0.1:1", **opts)
+
+
+@pytest.mark.parametrize("opts", [dict(pool_size=0), dict(pool_size=100000), dict(db=-1), dict(command_timeout=0),
+                                  dict(connect_timeout=-1), dict(config_retries=1000),
+                                  dict(command_timeout=float("nan")), dict(pool_size=2**70)])
+def test_option_ranges(opts):
+    with pytest.raises(bloomguard.InvalidArgument) as ei:
+        bloomguard.Client("redis://127.0.0.1:1", **opts)
+    assert list(opts)[0] in str(ei.value)
+
+
+def test_bad_urls():
+    for bad in ("foo://x", "redis://", "redis://host:notaport", "redis://h:99999"):
+        with pytest.raises(bloomguard.BadURL) as ei:
+            bloomguard.Client(bad)
+        assert ei.value.message and isinstance(ei.value, ValueError)
+    with pytest.raises(TypeError):
+        bloomguard.Client(b"redis://127.0.0.1")
+    with pytest.raises(TypeError):
+        bloomguard.Client(None)
+    with pytest.raises(bloomguard.InvalidArgument):
+        bloomguard.Client("redis://127.0.0.1\0:6379")
+
+
+def test_connection_refused():
+    port = free_port()  # nothing listens there
+    with pytest.raises(bloomguard.ConnectionError) as ei:
+        bloomguard.Client("redis://127.0.0.1:%d" % port, connect_timeout=1)
+    assert isinstance(ei.value, ConnectionError) and isinstance(ei.value, OSError)
+    assert str(port) in ei.value.message and ei.value.code == bloomguard.ConnectionError.status
+
+
+def test_auth_refused_message_hides_password(url):
+    secret = "s3cr3t-pa55"
+    with pytest.raises(bloomguard.AuthError) as ei:
+        bloomguard.Client(url, password=secret)
+    assert secret not in str(ei.value) and secret not in repr(ei.value)
+    with pytest.raises(bloomguard.AuthError) as ei:
+        bloomguard.Client(url.replace("redis://", "redis://user:%s@" % secret))
+    assert secret not in str(ei.value)
+
+
+def test_closed_client(url, fname):
+    c = bloomguard.Client(url)
+    c.close()
+    with pytest.raises(bloomguard.Closed, match="closed"):
+        c.filter(fname)
+    with pytest.raises(bloomguard.Closed):
+        c.ping()
+
+
+def test_filters_outlive_their_client(url, fname):
+    """The C client is refcounted by its filters: closing it first is safe."""
+    c = bloomguard.Client(url)
+    f = c.filter(fname)
+    g = c.filter(fname)
+    c.close()
+    assert f.init(100, 0.01) is True
+    f.add("x")
+    assert "x" in g
+    f.close()
+    assert "x" in g  # the pool lives until the last filter goes
+    g.delete()
+    g.close()
+
+
+def test_dropping_a_client_with_open_filters(url, fname):
+    f = bloomguard.Client(url).filter(fname)  # the Client object is garbage at once
+    import gc
+    gc.collect()
+    assert f.init(10, 0.1) is True
+    f.delete()
+    f.close()
+
+
+def test_version():
+    assert bloomguard.version() == bloomguard.__version__
+    assert bloomguard.__version__.count(".") == 2

@@ -1,0 +1,115 @@
+"""The package itself: public API, typing marker and docstrings, the compiled module, and the
+build's messages when a dependency is missing."""
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import shutil
+import subprocess
+import sys
+from importlib import resources
+
+import pytest
+
+import bloomguard
+from bloomguard._ffi import ffi, lib
+from conftest import ROOT
+
+NETWORK_METHODS = ["init", "add", "add_many", "contains", "contains_many", "count", "info", "delete", "expire",
+                   "persist"]
+
+
+def test_public_api():
+    for name in ["Client", "Filter", "FilterInfo", "hash128", "indexes", "optimal_params", "BloomGuardError",
+                 "NotInitialized", "ConnectionError", "Timeout", "RotationInProgress", "Corrupt",
+                 "InvalidArgument", "BadParams", "Closed"]:
+        assert hasattr(bloomguard, name), name
+    assert set(bloomguard.__all__) <= set(dir(bloomguard))
+    for cls in (bloomguard.Client, bloomguard.Filter, bloomguard.FilterInfo, bloomguard.NotInitialized):
+        assert cls.__module__ == "bloomguard"
+
+
+def test_py_typed_is_installed():
+    assert resources.files("bloomguard").joinpath("py.typed").is_file()
+
+
+def _public_callables():
+    for name in bloomguard.__all__:
+        obj = getattr(bloomguard, name)
+        if inspect.isfunction(obj):
+            yield name, obj
+    for cls in (bloomguard.Client, bloomguard.Filter):
+        for name, member in vars(cls).items():
+            if inspect.isfunction(member) and (not name.startswith("_") or name in ("__init__", "__contains__")):
+                yield "%s.%s" % (cls.__name__, name), member
+
+
+def test_docstrings_and_annotations():
+    missing_doc, missing_hints = [], []
+    for name, fn in _public_callables():
+        if not (fn.__doc__ or "").strip() and not name.endswith(("__init__", "__contains__")):
+            missing_doc.append(name)
+        sig = inspect.signature(fn)
+        if sig.return_annotation is inspect.Signature.empty:
+            missing_hints.append(name + " -> ?")
+        for p in sig.parameters.values():
+            if p.name != "self" and p.annotation is inspect.Parameter.empty and p.kind is not p.VAR_KEYWORD:
+                missing_hints.append("%s(%s)" % (name, p.name))
+    assert not missing_doc, missing_doc
+    assert not missing_hints, missing_hints
+    for cls in (bloomguard.Client, bloomguard.Filter, bloomguard.FilterInfo):
+        assert cls.__doc__
+
+
+@pytest.mark.parametrize("method", NETWORK_METHODS)
+def test_network_methods_take_a_keyword_timeout(method):
+    p = inspect.signature(getattr(bloomguard.Filter, method)).parameters["timeout"]
+    assert p.kind is p.KEYWORD_ONLY and p.default is None
+
+
+def test_policy_parameter_is_reserved():
+    p = inspect.signature(bloomguard.Client.filter).parameters["policy"]
+    assert p.default is None
+
+
+def test_compiled_in_api_mode():
+    spec = importlib.util.find_spec("bloomguard._bloomguard_cffi")
+    assert spec is not None and spec.origin.endswith(".so")
+    assert type(lib).__name__ == "Lib"  # out-of-line API mode (ABI mode would be a dlopen'ed library)
+    assert lib.bg_hash_impl() != ffi.NULL
+
+
+@pytest.mark.skipif(not shutil.which("nm"), reason="nm not installed")
+def test_extension_exports_only_its_init():
+    so = importlib.util.find_spec("bloomguard._bloomguard_cffi").origin
+    out = subprocess.run(["nm", "-D", "--defined-only", so], capture_output=True, text=True, check=True).stdout
+    exported = {line.split()[-1] for line in out.splitlines() if line.strip()}
+    assert exported == {"PyInit__bloomguard_cffi"}, sorted(exported)[:20]
+
+
+def _build_ffi(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "bindings" / "python"))
+    sys.modules.pop("build_ffi", None)
+    import build_ffi
+    return build_ffi
+
+
+def test_build_says_when_cmake_is_missing(monkeypatch, tmp_path):
+    build_ffi = _build_ffi(monkeypatch)
+    monkeypatch.delenv("CMAKE", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))  # no cmake there
+    with pytest.raises(build_ffi.BuildError, match="cmake"):
+        build_ffi.build_native(tmp_path / "b")
+
+
+@pytest.mark.skipif(not shutil.which("pkg-config") or not shutil.which("cmake"), reason="needs pkg-config")
+def test_build_says_when_hiredis_is_missing(monkeypatch, tmp_path):
+    build_ffi = _build_ffi(monkeypatch)
+    monkeypatch.setenv("PKG_CONFIG_LIBDIR", str(tmp_path))
+    monkeypatch.setenv("PKG_CONFIG_PATH", str(tmp_path))
+    with pytest.raises(build_ffi.BuildError, match="hiredis.*libhiredis-dev"):
+        build_ffi.build_native(tmp_path / "b")
+
+
+def test_build_version_is_the_headers(monkeypatch):
+    assert _build_ffi(monkeypatch).version() == bloomguard.__version__
