@@ -1,0 +1,14 @@
+# bench_contains: contains throughput on one connection (batches 1/100/1000) vs a raw hiredis
+# pipeline of hand-built BITFIELD_RO commands, measured in the same run (see bench_contains.c).
+# bench_roundtrip: the cost of one single-item round trip by command shape (PING, BITFIELD_RO,
+# hand-built MULTI/HMGET/BITFIELD_RO/EXEC, EVALSHA, bg_filter_contains).
+# Both use the public API plus hiredis and start their own redis-server unless --url is given.
+add_library(bg_bench_util STATIC ${CMAKE_CURRENT_LIST_DIR}/bench_util.c)
+target_compile_options(bg_bench_util PRIVATE -Wall -Wextra)
+target_link_libraries(bg_bench_util PUBLIC PkgConfig::HIREDIS)
+
+foreach(_b bench_contains bench_roundtrip)
+  add_executable(${_b} ${CMAKE_CURRENT_LIST_DIR}/${_b}.c)
+  target_compile_options(${_b} PRIVATE -Wall -Wextra)
+  target_link_libraries(${_b} PRIVATE bg_bench_util bloomguard_static PkgConfig::HIREDIS Threads::Threads m)
+endforeach()
