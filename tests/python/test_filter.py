@@ -401,3 +401,53 @@ def test_context_manager_closes(client, fname):
     assert f.closed
     with pytest.raises(bloomguard.Closed):
         f.count()
+
+
+def test_config_change_is_retried_transparently(client, fname, raw):
+    """Another client rebuilt the filter with other parameters: the call follows the new config."""
+    f = client.filter(fname)
+    try:
+        f.init(1000, 0.01)
+        f.add("x")  # the handle now caches size 9585 / k 7
+        with bloomguard.Client(client_url(raw)) as other, other.filter(fname) as g:
+            g.delete()
+            g.init(50, 0.1)
+            g.add("y")
+        assert "y" in f and f.info()[:2] == (239, 3)
+        assert f.add("z") is True and "z" in f
+    finally:
+        f.delete()
+        f.close()
+
+
+def test_config_changed_when_retries_are_exhausted(url, fname):
+    with bloomguard.Client(url, config_retries=0) as c, c.filter(fname) as f, \
+            bloomguard.Client(url) as other, other.filter(fname) as g:
+        try:
+            f.init(1000, 0.01)
+            assert "x" not in f  # caches the config
+            g.delete()
+            g.init(50, 0.1)
+            with pytest.raises(bloomguard.ConfigChanged) as ei:
+                f.contains("x")
+            assert ei.value.code == bloomguard.ConfigChanged.status and f.name in ei.value.message
+            assert "x" not in f  # the next call starts from the new config
+        finally:
+            g.delete()
+
+
+def test_server_error(f, raw):
+    f.init(1000, 0.01)
+    raw("CONFIG", "SET", "maxmemory", "1")
+    try:
+        with pytest.raises(bloomguard.ServerError) as ei:
+            f.add("x")
+        assert "OOM" in ei.value.message
+    finally:
+        raw("CONFIG", "SET", "maxmemory", "0")
+    assert f.add("x") is True
+
+
+def client_url(raw) -> str:
+    host, port = raw.sock.getpeername()[:2]
+    return "redis://%s:%d" % (host, port)
