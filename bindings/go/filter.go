@@ -3,19 +3,30 @@ package bloomguard
 /*
 #include <bloomguard.h>
 
-// The library keeps no pointer it is given beyond the call, and (until callbacks exist) calls no
-// Go code: the pointer arguments of these calls need not escape to the Go heap.
-// Functions that will run user callbacks (rotation, policy fallback) must not be listed here.
+// The library keeps no pointer it is given beyond the call (noescape), and these functions never
+// call Go (nocallback): together they let the out-parameters stay on the Go stack (cgo only
+// drops the forced escape when both are declared). A function that will run a Go callback (a
+// policy fallback, a rotation step) must NOT be marked nocallback: the runtime would panic.
 #cgo noescape bg_filter_init_ex
+#cgo nocallback bg_filter_init_ex
 #cgo noescape bg_filter_add_many_ex
+#cgo nocallback bg_filter_add_many_ex
 #cgo noescape bg_filter_contains_many_ex
+#cgo nocallback bg_filter_contains_many_ex
 #cgo noescape bg_filter_count_ex
+#cgo nocallback bg_filter_count_ex
 #cgo noescape bg_filter_info_ex
+#cgo nocallback bg_filter_info_ex
 #cgo noescape bg_filter_delete_ex
+#cgo nocallback bg_filter_delete_ex
 #cgo noescape bg_filter_expire_ex
+#cgo nocallback bg_filter_expire_ex
 #cgo noescape bg_filter_persist_ex
+#cgo nocallback bg_filter_persist_ex
 #cgo noescape bgo_add1
+#cgo nocallback bgo_add1
 #cgo noescape bgo_contains1
+#cgo nocallback bgo_contains1
 
 // One item through the batch forms (the header has no _ex form for a single item): the
 // one-element arrays live on the C stack, so the Go side passes only the item's own bytes.

@@ -876,3 +876,47 @@ func TestOptions(t *testing.T) {
 		t.Fatalf("the password is in the message: %v", err)
 	}
 }
+
+// Another client rebuilding the filter with other parameters is retried transparently; with no
+// retries allowed the same situation is ErrConfigChanged, never a silent false.
+func TestConfigChanged(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	strict := openClient(t, WithConfigRetries(0))
+	f := initFilter(t, c, 1000, 0.01)
+	fs := openFilter(t, strict, f.Name())
+	if _, err := f.AddString(ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	// both handles have now seen the config (size 9585, k 7)
+	if ok, err := fs.ContainsString(ctx, "old"); err != nil || !ok {
+		t.Fatalf("Contains: %v %v", ok, err)
+	}
+	if ok, err := f.ContainsString(ctx, "old"); err != nil || !ok {
+		t.Fatalf("Contains: %v %v", ok, err)
+	}
+
+	// a rebuild by someone else: delete, init with other parameters, add
+	other := openFilter(t, openClient(t), f.Name())
+	if _, err := other.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Init(ctx, 50000, 0.001); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.AddString(ctx, "new"); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err := fs.ContainsString(ctx, "new")
+	if e := wantCode(t, err, CodeConfigChanged, ErrConfigChanged); e.Message == "" {
+		t.Fatal("no message")
+	}
+	if ok, err := f.ContainsString(ctx, "new"); err != nil || !ok {
+		t.Fatalf("Contains after the rebuild: %v %v", ok, err)
+	}
+	if info, err := f.Info(ctx); err != nil || info.ExpectedInsertions != 50000 {
+		t.Fatalf("Info: %+v %v", info, err)
+	}
+	f.Delete(ctx)
+}

@@ -10,11 +10,12 @@
 #   BG_PREFIX     install prefix            default: <repo>/build-go/prefix (static: prefix-static)
 #   BG_BUILD_DIR  CMake build directory     default: <repo>/build-go/cmake
 #   BG_LINK       shared | static           default: shared
-#   BG_CMAKE_ARGS extra arguments for the CMake configure step (e.g. -DBG_SANITIZE=address)
+#   BG_CMAKE_ARGS extra arguments for the CMake configure step (e.g. -DCMAKE_BUILD_TYPE=Debug)
 #
-# With BG_LINK=static the prefix holds only libbloomguard.a (the shared library files are left
-# out), so `pkg-config --static bloomguard`, which the package uses under the bloomguard_static
-# build tag, links the archive plus hiredis; the output also sets GOFLAGS=-tags=bloomguard_static.
+# With BG_LINK=static the prefix holds only libbloomguard.a (the shared library files are deleted
+# from it after the install: give it a prefix of its own), so `pkg-config --static bloomguard`,
+# which the package uses under the bloomguard_static build tag, links the archive plus hiredis;
+# the output then sets GOFLAGS=-tags=bloomguard_static instead of LD_LIBRARY_PATH.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -44,7 +45,6 @@ if [ ! -f "$BUILD/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then ge
 cmake -S "$ROOT" -B "$BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DBG_BUILD_TESTS=OFF -DBG_BUILD_CLI=OFF -DBG_BUILD_BENCH=OFF ${BG_CMAKE_ARGS:-} >&2
 cmake --build "$BUILD" --parallel >&2
-rm -rf "$PREFIX"
 cmake --install "$BUILD" --prefix "$PREFIX" >&2
 
 pc=$(find "$PREFIX" -name bloomguard.pc -print -quit)
@@ -52,7 +52,8 @@ pc=$(find "$PREFIX" -name bloomguard.pc -print -quit)
 pcdir=$(dirname "$pc")
 libdir=$(cd "$pcdir/.." && pwd)
 if [ "$LINK" = static ]; then
-  rm -f "$libdir"/libbloomguard.so*
+  # only the archive may stay, or the linker would pick the shared library for -lbloomguard
+  rm -f "$libdir"/libbloomguard.so "$libdir"/libbloomguard.so.*
 fi
 
 q() { printf '%q' "$1"; }

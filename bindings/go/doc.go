@@ -1,0 +1,60 @@
+// Package bloomguard is the Go binding (cgo) of bloomguard: Bloom filters stored in Redis exactly
+// as Redisson's RBloomFilter stores them, so Java services using Redisson and Go services using
+// this package share the same filters.
+//
+//	client, err := bloomguard.Open("redis://127.0.0.1:6379")
+//	...
+//	products, err := client.Filter("products")
+//	created, err := products.Init(ctx, 1_000_000, 0.01) // Redisson's tryInit
+//	added, err := products.AddString(ctx, "sku-42")
+//	present, err := products.ContainsString(ctx, "sku-42")
+//
+// # Contexts
+//
+// Every method that talks to Redis takes a context.Context first. A context that is already
+// cancelled or past its deadline returns ctx.Err() without calling the library. Otherwise the
+// deadline becomes the timeout of that call (a per-call bg_call): it bounds each network wait of
+// the call — getting a pooled connection, connecting, sending, each reply. When the deadline is
+// what made the call time out, the error satisfies both errors.Is(err, ErrTimeout) and
+// errors.Is(err, context.DeadlineExceeded). Without a deadline the client's command timeout
+// (WithCommandTimeout) applies. Cancelling a context cannot interrupt a call already in C.
+//
+// # Errors
+//
+// Failures are *Error values carrying the library's status Code and the exact message of that
+// call. Each status code has a sentinel (ErrNotInitialized, ErrTimeout, ErrRotationInProgress,
+// ...) for errors.Is; errors.As gives the *Error.
+//
+// # Items
+//
+// Items are bytes: Add and Contains take a []byte (nil and empty are the same, valid, item);
+// AddString and ContainsString pass a string's bytes without copying (the library keeps no
+// pointer after the call). Batches (AddMany, ContainsMany) are copied into one C allocation
+// per call, so the cgo pointer rules hold with no pinning and no Go allocation per item.
+//
+// # Concurrency and lifetime
+//
+// A Client (a pool of connections) and a Filter may be shared by any number of goroutines. Close
+// is idempotent on both and waits for calls in flight; later calls fail with ErrClosed. Filters
+// keep their client's pool alive, so closing the Client before its filters is safe. A cleanup
+// (runtime.AddCleanup) closes handles that were never closed, as a safety net only.
+//
+// # Layout of the package
+//
+//	link_shared.go, link_static.go  how cgo finds the library (pkg-config; build tag bloomguard_static)
+//	errors.go    Code, *Error and the sentinels (one per BG_E* status)
+//	options.go   Option values for Open (bg_options)
+//	call.go      the per-call bg_call: context deadline in, status and message out
+//	client.go    Client, Open, Filter, FilterOption
+//	filter.go    Filter operations (the _ex functions)
+//	items.go     batches laid out in C memory
+//	hash.go      Hash128, Indexes, OptimalParams (no server)
+//	version.go   library and header versions
+//
+// Still to come, when the C library has them: rotation.go (Filter.Rotate), lock.go
+// (Filter.Lock), policy.go (Policy, passed to Client.Filter as a FilterOption), and
+// callbacks.go, which will hold the //export trampolines that let C call Go functions through
+// runtime/cgo.Handle (a file with //export may only declare, not define, C functions in its
+// preamble, hence its own file). Functions that can call back must not carry the
+// "#cgo nocallback" marking that filter.go gives today's functions.
+package bloomguard

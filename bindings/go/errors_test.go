@@ -1,0 +1,166 @@
+package bloomguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// sentinels maps every code to its sentinel.
+var sentinels = map[Code]error{
+	CodeInvalid:            ErrInvalid,
+	CodeNoMemory:           ErrNoMemory,
+	CodeBadURL:             ErrBadURL,
+	CodeBadName:            ErrBadName,
+	CodeBadParams:          ErrBadParams,
+	CodeNotSupported:       ErrNotSupported,
+	CodeConn:               ErrConn,
+	CodeTimeout:            ErrTimeout,
+	CodeAuth:               ErrAuth,
+	CodeServer:             ErrServer,
+	CodeProto:              ErrProto,
+	CodeNotInitialized:     ErrNotInitialized,
+	CodeConfigChanged:      ErrConfigChanged,
+	CodeCorrupt:            ErrCorrupt,
+	CodeWrongType:          ErrWrongType,
+	CodeLocked:             ErrLocked,
+	CodeRotationInProgress: ErrRotationInProgress,
+	CodeAborted:            ErrAborted,
+	CodeClosed:             ErrClosed,
+}
+
+// The Go side knows every status code of include/bloomguard/errors.h, with the same value and
+// a sentinel: a code added to the header without a Go counterpart fails here.
+func TestErrorCodesMatchHeader(t *testing.T) {
+	b, err := os.ReadFile("../../include/bloomguard/errors.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := regexp.MustCompile(`(?m)^#define (BG_(?:OK|E[A-Z]+))\s+(-?\d+)`).FindAllStringSubmatch(string(b), -1)
+	if len(defs) < 20 {
+		t.Fatalf("found only %d status codes in errors.h", len(defs))
+	}
+	for _, d := range defs {
+		v, _ := strconv.Atoi(d[2])
+		code := Code(v)
+		if code.String() != d[1] {
+			t.Errorf("%s = %d: Code(%d).String() = %s", d[1], v, v, code)
+		}
+		if code == CodeOK {
+			continue
+		}
+		s, ok := sentinels[code]
+		if !ok {
+			t.Errorf("%s has no sentinel", d[1])
+			continue
+		}
+		if code.Description() == "unknown status" {
+			t.Errorf("%s: bg_strerror does not know it", d[1])
+		}
+		e := &Error{Code: code, Message: "some message"}
+		if !errors.Is(e, s) {
+			t.Errorf("errors.Is(%s error, its sentinel) is false", d[1])
+		}
+		for other, otherSentinel := range sentinels {
+			if other != code && errors.Is(e, otherSentinel) {
+				t.Errorf("a %s error matches the sentinel of %s", d[1], other)
+			}
+		}
+		if errors.Is(e, context.DeadlineExceeded) {
+			t.Errorf("%s: a plain error is context.DeadlineExceeded", d[1])
+		}
+	}
+	if len(sentinels) != len(defs)-1 {
+		t.Errorf("%d sentinels for %d error codes in the header", len(sentinels), len(defs)-1)
+	}
+}
+
+func TestErrorValues(t *testing.T) {
+	e := &Error{Code: CodeNotInitialized, Message: `contains: Bloom filter "x" is not initialized`}
+	if e.Error() != `bloomguard: contains: Bloom filter "x" is not initialized` {
+		t.Errorf("Error() = %q", e.Error())
+	}
+	if got := ErrTimeout.Error(); got != "bloomguard: timed out" {
+		t.Errorf("sentinel text %q", got)
+	}
+	if Code(-99).String() != "BG_STATUS(-99)" || Code(-99).Description() != "unknown status" {
+		t.Errorf("unknown code: %s %q", Code(-99), Code(-99).Description())
+	}
+	// wrapped by the caller, still matched
+	wrapped := fmt.Errorf("loading users: %w", e)
+	if !errors.Is(wrapped, ErrNotInitialized) {
+		t.Error("errors.Is through %w")
+	}
+	var got *Error
+	if !errors.As(wrapped, &got) || got.Code != CodeNotInitialized || got != e {
+		t.Error("errors.As through %w")
+	}
+	// a non-*Error target never matches
+	if errors.Is(e, errors.New("bloomguard: Bloom filter is not initialized")) {
+		t.Error("matched a foreign error")
+	}
+
+	// a timeout caused by the context's deadline is both
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-ctx.Done()
+	err := withDeadline(ctx, newError(-8, "the server did not answer"))
+	if !errors.Is(err, ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("deadline timeout: %v", err)
+	}
+	// a connection failure once the deadline passed is DeadlineExceeded too; other errors are not
+	if err := withDeadline(ctx, newError(-7, "lost")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("deadline conn: %v", err)
+	}
+	if err := withDeadline(ctx, newError(-12, "not init")); errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("not initialized at the deadline became DeadlineExceeded: %v", err)
+	}
+	if err := withDeadline(context.Background(), newError(-7, "lost")); errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("a connection failure before the deadline became DeadlineExceeded: %v", err)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	if VersionNumber() != HeaderVersionNumber {
+		t.Fatalf("library %d (%s), headers %d", VersionNumber(), Version(), HeaderVersionNumber)
+	}
+	want := fmt.Sprintf("%d.%d.%d", HeaderVersionNumber/10000, HeaderVersionNumber/100%100, HeaderVersionNumber%100)
+	if Version() != want {
+		t.Fatalf("Version %q, want %q", Version(), want)
+	}
+	switch HashImpl() {
+	case "avx2", "sse41", "portable":
+	default:
+		t.Fatalf("HashImpl %q", HashImpl())
+	}
+}
+
+func TestBeginCallTimeouts(t *testing.T) {
+	// sub-millisecond deadlines round up (never 0, which would mean "the client's timeout"), and
+	// far deadlines are capped at the C maximum: both are accepted by bg_call_set_timeout_ms
+	for _, d := range []time.Duration{50 * time.Microsecond, time.Millisecond, 2 * time.Hour} {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		c, err := beginCall(ctx)
+		cancel()
+		if err != nil {
+			if d < time.Millisecond && err == context.DeadlineExceeded {
+				continue // the microseconds may already be over
+			}
+			t.Fatalf("deadline in %v: %v", d, err)
+		}
+		if !c.hasDeadline {
+			t.Fatalf("deadline in %v: not marked", d)
+		}
+		c.release()
+	}
+	c, err := beginCall(context.Background())
+	if err != nil || c.hasDeadline {
+		t.Fatalf("no deadline: %v", err)
+	}
+	c.release()
+}

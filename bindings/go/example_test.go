@@ -1,0 +1,235 @@
+package bloomguard_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"time"
+
+	bloomguard "github.com/bloomguard/bloomguard/bindings/go"
+)
+
+// The examples with an Output comment need no server and run with the tests; the others need a
+// Redis server at redis://127.0.0.1:6379 and are only compiled.
+
+func ExampleHash128() {
+	h1, h2 := bloomguard.Hash128([]byte("apple"))
+	fmt.Printf("%016x %016x\n", h1, h2)
+	// Output: 39b73f0e523f1f74 8f9d978d8a2abf00
+}
+
+func ExampleOptimalParams() {
+	size, k, err := bloomguard.OptimalParams(1000000, 0.01)
+	fmt.Println(size, k, err)
+
+	_, _, err = bloomguard.OptimalParams(1000, 1.5)
+	fmt.Println(errors.Is(err, bloomguard.ErrBadParams))
+	// Output:
+	// 9585058 7 <nil>
+	// true
+}
+
+func ExampleIndexes() {
+	// the bits Redisson sets for "apple" in a filter made by tryInit(100, 0.01)
+	size, k, _ := bloomguard.OptimalParams(100, 0.01)
+	idx, err := bloomguard.Indexes([]byte("apple"), size, k)
+	fmt.Println(size, k, idx, err)
+	// Output: 958 7 [640 786 506 652 334 480 200] <nil>
+}
+
+func ExampleOpen() {
+	client, err := bloomguard.Open("redis://127.0.0.1:6379/0",
+		bloomguard.WithCommandTimeout(500*time.Millisecond),
+		bloomguard.WithPoolSize(8))
+	if err != nil {
+		log.Fatal(err) // e.g. ErrConn, ErrAuth, ErrBadURL
+	}
+	defer client.Close()
+
+	products, err := client.Filter("products")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer products.Close()
+}
+
+func ExampleClient_Filter() {
+	client, err := bloomguard.Open("redis://127.0.0.1:6379")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	// keys: "users{eu}" and "users{eu}:config" (with a hash tag the config key keeps it)
+	users, err := client.Filter("users{eu}")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer users.Close()
+}
+
+// openProducts is what the examples below start from.
+func openProducts() (*bloomguard.Client, *bloomguard.Filter) {
+	client, err := bloomguard.Open("redis://127.0.0.1:6379")
+	if err != nil {
+		log.Fatal(err)
+	}
+	products, err := client.Filter("products")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return client, products
+}
+
+func ExampleFilter_Init() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	// Redisson's tryInit: writes the config only if the filter does not exist yet
+	created, err := products.Init(context.Background(), 1000000, 0.01)
+	if err != nil {
+		log.Fatal(err) // ErrBadParams carries Redisson's message
+	}
+	fmt.Println("created:", created)
+}
+
+func ExampleFilter_Add() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	added, err := products.Add(context.Background(), []byte("sku-42"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("new bits:", added)
+}
+
+func ExampleFilter_AddMany() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	n, err := products.AddMany(ctx, [][]byte{[]byte("sku-1"), []byte("sku-2"), []byte("sku-3")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("items that set a new bit:", n)
+}
+
+func ExampleFilter_Contains() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	// the context's deadline is the call's timeout
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	present, err := products.Contains(ctx, []byte("sku-42"))
+	switch {
+	case errors.Is(err, bloomguard.ErrNotInitialized):
+		fmt.Println("no such filter")
+	case errors.Is(err, context.DeadlineExceeded): // also errors.Is(err, bloomguard.ErrTimeout)
+		fmt.Println("Redis too slow: fall back to the database")
+	case err != nil:
+		log.Fatal(err)
+	default:
+		fmt.Println("maybe present:", present)
+	}
+}
+
+func ExampleFilter_ContainsString() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	present, err := products.ContainsString(context.Background(), "sku-42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(present)
+}
+
+func ExampleFilter_ContainsMany() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	skus := [][]byte{[]byte("sku-1"), []byte("sku-99")}
+	present, err := products.ContainsMany(context.Background(), skus)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for i, p := range present {
+		fmt.Printf("%s: %v\n", skus[i], p)
+	}
+}
+
+func ExampleFilter_Count() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	n, err := products.Count(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("about", n, "items")
+}
+
+func ExampleFilter_Info() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	info, err := products.Info(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%d bits, k=%d, n=%d, p=%v\n", info.Size, info.HashIterations, info.ExpectedInsertions,
+		info.FalseProbability)
+}
+
+func ExampleFilter_Delete() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	deleted, err := products.Delete(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("existed:", deleted)
+}
+
+func ExampleFilter_Expire() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	if _, err := products.Expire(context.Background(), 24*time.Hour); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleFilter_Persist() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	if _, err := products.Persist(context.Background()); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleError() {
+	_, _, err := bloomguard.OptimalParams(-1, 0.01)
+	var e *bloomguard.Error
+	if errors.As(err, &e) {
+		fmt.Println(e.Code, errors.Is(err, bloomguard.ErrBadParams))
+	}
+	// Output: BG_EBADPARAMS true
+}
