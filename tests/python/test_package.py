@@ -113,3 +113,36 @@ def test_build_says_when_hiredis_is_missing(monkeypatch, tmp_path):
 
 def test_build_version_is_the_headers(monkeypatch):
     assert _build_ffi(monkeypatch).version() == bloomguard.__version__
+
+
+TYPED_USER = '''
+from typing import List, Tuple
+import bloomguard
+
+def use(url: str) -> Tuple[bool, int, List[bool], bloomguard.FilterInfo]:
+    with bloomguard.Client(url, command_timeout=0.5) as c, c.filter("n") as f:
+        created: bool = f.init(100, 0.01, timeout=1.0)
+        n: int = f.add_many([b"a", "b", bytearray(b"c"), memoryview(b"d")])
+        found: List[bool] = f.contains_many(["a"])
+        h: Tuple[int, int] = bloomguard.hash128("a")
+        idx: List[int] = bloomguard.indexes(b"a", 958, 7)
+        size, k = bloomguard.optimal_params(100, 0.01)
+        return created and "a" in f, n + size + k + h[0] + idx[0], found, f.info()
+
+def bad(f: bloomguard.Filter) -> None:
+    f.add(42)  # E: not an item
+'''
+
+
+def test_type_hints_are_usable(tmp_path):
+    """With py.typed, a type checker sees the annotations of the installed package."""
+    mypy_api = pytest.importorskip("mypy.api")
+    user = tmp_path / "user.py"
+    user.write_text(TYPED_USER)
+    out, err, status = mypy_api.run(["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "c"),
+                                     str(user)])
+    lines = [ln for ln in out.splitlines() if ": error:" in ln]
+    assert len(lines) == 1 and '"add" of "Filter"' in lines[0], out + err
+    out, err, status = mypy_api.run(["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "c2"),
+                                     "-p", "bloomguard"])
+    assert status == 0, out + err

@@ -31,9 +31,16 @@ def test_python_runs_while_a_call_waits(ready, raw):
     """While one thread is inside a C call (server paused), another runs Python code."""
     raw("CLIENT", "PAUSE", PAUSE_MS)
     result = {}
-    t = threading.Thread(target=lambda: result.setdefault("present", ready.contains("x")))
+    calling = threading.Event()
+
+    def query():
+        calling.set()
+        result["present"] = ready.contains("x")
+
+    t = threading.Thread(target=query)
     t.start()
-    time.sleep(0.1)
+    assert calling.wait(5)
+    time.sleep(0.1)  # now inside the C call, waiting for the server
     assert t.is_alive()
     spins, deadline = 0, time.monotonic() + 0.2
     while time.monotonic() < deadline:  # pure Python: needs the GIL

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import builtins
-from typing import Dict, Optional, Type
+from typing import Dict, Optional, Tuple, Type
 
 from ._ffi import cstr, lib
 
@@ -58,7 +58,7 @@ class BloomGuardError(Exception):
         """The BG_E* name of :attr:`code`."""
         return status_name(self.code) if self.code is not None else "unknown"
 
-    def __reduce__(self):  # picklable despite the multiple inheritance below
+    def __reduce__(self) -> Tuple[type, Tuple[str, Optional[int]]]:  # picklable despite the multiple inheritance below
         return (type(self), (self.message, self.code))
 
     def __repr__(self) -> str:

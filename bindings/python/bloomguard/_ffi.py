@@ -22,4 +22,5 @@ def cstr(p: object) -> str:
     """A C string from the library as str ("" for NULL); invalid UTF-8 is replaced, never raised."""
     if p == ffi.NULL:
         return ""
-    return ffi.string(p).decode("utf-8", "replace")  # type: ignore[union-attr]
+    text: str = ffi.string(p).decode("utf-8", "replace")
+    return text

@@ -43,10 +43,10 @@ class FilterInfo(NamedTuple):
 def _int64(value: Any, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
-    value = int(value)
-    if not _INT64[0] <= value <= _INT64[1]:
-        raise InvalidArgument("%s=%d does not fit in a signed 64-bit integer" % (what, value))
-    return value
+    number = int(value)
+    if not _INT64[0] <= number <= _INT64[1]:
+        raise InvalidArgument("%s=%d does not fit in a signed 64-bit integer" % (what, number))
+    return number
 
 
 def _chunks(items: Iterable[Item]) -> Iterable[Batch]:
@@ -147,7 +147,7 @@ class Filter:
         batch = Batch.one(item)
         added = ffi.new("size_t *")
         invoke(self._handle, lib.bg_filter_add_many_ex, timeout, batch.ptrs, batch.lens, 1, added)
-        return added[0] > 0
+        return bool(added[0] > 0)
 
     def add_many(self, items: Iterable[Item], *, timeout: TimeoutArg = None) -> int:
         """Adds every item (one round trip per 16,384); returns how many set a new bit."""

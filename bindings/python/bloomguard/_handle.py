@@ -13,7 +13,7 @@ open/close frees every handle once.
 from __future__ import annotations
 
 import threading
-from collections import Counter
+import collections
 from typing import Any, Callable
 
 from ._errors import Closed
@@ -22,7 +22,7 @@ from ._ffi import ffi
 __all__ = ["Handle", "stats"]
 
 #: "<kind>.opened" / "<kind>.freed" counters, for tests and debugging.
-stats: Counter = Counter()
+stats: "collections.Counter[str]" = collections.Counter()
 _stats_lock = threading.Lock()
 
 

@@ -19,10 +19,10 @@ MAX_HASH_ITERATIONS: int = int(lib.BG_MAX_HASH_ITERATIONS)
 def _uint(value: Any, what: str, bits: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError("%s must be an int, not %s" % (what, type(value).__name__))
-    value = int(value)
-    if not 0 <= value < 2**bits:
-        raise InvalidArgument("%s=%d is out of range (unsigned %d-bit)" % (what, value, bits))
-    return value
+    number = int(value)
+    if not 0 <= number < 2**bits:
+        raise InvalidArgument("%s=%d is out of range (unsigned %d-bit)" % (what, number, bits))
+    return number
 
 
 def hash128(data: Item) -> Tuple[int, int]:

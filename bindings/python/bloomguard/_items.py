@@ -6,7 +6,7 @@ turned into some text.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, List, Union
+from typing import Any, Iterable, List, Union, cast
 
 from ._ffi import ffi, lib
 
@@ -15,15 +15,18 @@ __all__ = ["Item", "as_buffer", "Batch"]
 Item = Union[bytes, bytearray, memoryview, str]
 
 
-def as_buffer(item: Any) -> Union[bytes, bytearray, memoryview]:
+Buffer = Union[bytes, bytearray, memoryview]
+
+
+def as_buffer(item: Any) -> Buffer:
     """The item as a contiguous byte buffer (len() == number of bytes)."""
     t = type(item)
     if t is bytes or t is bytearray:
-        return item
+        return cast(Buffer, item)
     if t is str:
-        return item.encode("utf-8")
+        return cast(str, item).encode("utf-8")
     if isinstance(item, (bytes, bytearray)):
-        return item
+        return cast(Buffer, item)
     if isinstance(item, str):
         return str.encode(item, "utf-8")
     if isinstance(item, memoryview):
@@ -38,6 +41,11 @@ class Batch:
     (size_t[]) and ``n``. Keeps the joined buffer alive for as long as the object lives."""
 
     __slots__ = ("n", "ptrs", "lens", "_blob", "_cblob")
+    n: int
+    ptrs: Any
+    lens: Any
+    _blob: Buffer
+    _cblob: Any
 
     def __init__(self, items: Iterable[Any]) -> None:
         if isinstance(items, (str, bytes, bytearray, memoryview)):
