@@ -223,6 +223,13 @@ def test_name_and_repr(client, fname):
         assert g.name == fname
 
 
+def test_filter_constructor(client, fname):
+    with bloomguard.Filter(client, fname) as f:
+        assert f.name == fname and f.client is client
+    with pytest.raises(TypeError, match="bloomguard.Client"):
+        bloomguard.Filter("redis://127.0.0.1", fname)
+
+
 def test_policy_is_reserved(client, fname):
     with pytest.raises(NotImplementedError):
         client.filter(fname, policy=object())

@@ -161,3 +161,27 @@ def test_bitmap_example(client, raw):
     finally:
         f.delete()
         f.close()
+
+
+FORMATS = BITMAP["config_hash"]["falseProbability_formatting"]
+
+
+@pytest.mark.parametrize("row", FORMATS, ids=[r["p"] for r in FORMATS])
+def test_false_probability_text(client, fname, raw, row):
+    """falseProbability is written as Java's Double.toString, and both that and Redisson < 3.30's
+    plain decimal (BigDecimal.toPlainString) read back as the same number."""
+    p = float(row["p"])
+    key = "{%s}:config" % fname
+    with client.filter(fname) as f:
+        try:
+            if p < 1.0:  # p == 1 gives size 0: tryInit rejects it
+                assert f.init(1000, p) is True
+                assert raw("HGET", key, "falseProbability").decode() == row["Double_toString_redisson_ge_3_30_0"]
+            else:
+                raw("HSET", key, "size", "10", "hashIterations", "1", "expectedInsertions", "1000")
+            for text in (row["Double_toString_redisson_ge_3_30_0"],
+                         row["BigDecimal_valueOf_toPlainString_redisson_lt_3_30_0"]):
+                raw("HSET", key, "falseProbability", text)
+                assert f.info().false_probability == p
+        finally:
+            f.delete()

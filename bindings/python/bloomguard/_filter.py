@@ -92,7 +92,9 @@ class Filter:
             raise TypeError("filter name must be a str, not %s" % type(name).__name__)
         if b"\0" in raw:
             raise InvalidArgument("filter name must not contain NUL characters")
-        chandle = client._handle
+        chandle = getattr(client, "_handle", None)
+        if not isinstance(chandle, Handle) or chandle.kind != "client":
+            raise TypeError("client must be a bloomguard.Client, not %s" % type(client).__name__)
         cptr = chandle.enter()
         try:
             out = ffi.new("bg_filter **")
