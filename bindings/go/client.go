@@ -58,7 +58,7 @@ func Open(url string, opts ...Option) (*Client, error) {
 	var p *C.bg_client
 	st := C.bg_client_open_ex(&p, curl, o, &errbuf[0], C.size_t(len(errbuf)))
 	C.free(unsafe.Pointer(curl))
-	C.bg_options_free(o)
+	freeOptions(o)
 	if st != C.BG_OK {
 		return nil, newError(st, C.GoString(&errbuf[0]))
 	}

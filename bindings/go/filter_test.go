@@ -549,7 +549,9 @@ func TestContextDeadline(t *testing.T) {
 // Many goroutines share one client (and filter handles); each sees its own results and messages.
 func TestConcurrentSharedClient(t *testing.T) {
 	ctx := context.Background()
-	c := openClient(t, WithPoolSize(4))
+	// 4 connections for 32 goroutines: they queue for them, so give the queue time on a loaded
+	// machine (the point here is sharing, not timing)
+	c := openClient(t, WithPoolSize(4), WithCommandTimeout(30*time.Second))
 	shared := initFilter(t, c, 100000, 0.01)
 	missing := openFilter(t, c, uniqueName(t))
 	const workers = 32

@@ -135,3 +135,6 @@ func buildOptions(opts []Option) (*C.bg_options, error) {
 	}
 	return p, nil
 }
+
+// freeOptions frees what buildOptions returned (nil is fine).
+func freeOptions(o *C.bg_options) { C.bg_options_free(o) }
