@@ -20,4 +20,8 @@ target_sources(bloomguard_objects PRIVATE
   csrc/filter/add.c
   csrc/filter/admin.c
   csrc/filter/scripts.c
+  csrc/rotation/bitmap.c
+  csrc/rotation/lease.c
+  csrc/rotation/steps.c
+  csrc/rotation/rotation.c
 )

@@ -15,5 +15,6 @@
 #include "bloomguard/client.h"
 #include "bloomguard/filter.h"
 #include "bloomguard/hash.h"
+#include "bloomguard/rotation.h"
 
 #endif

@@ -12,6 +12,12 @@ void bgi_options_defaults(struct bg_options *o) {
   o->pool_size = 4;
   o->db = -1;
   o->config_retries = 5;
+  o->rotate_lease_ms = 30000;
+  o->rotate_wait_ms = 0;
+  o->rotate_staging_ttl_ms = 300000;
+  o->rotate_threads = 0;
+  o->rotate_chunk_bytes = 1 << 20;
+  o->rotate_batch = 1000;
 }
 
 static void free_secret(char *s) {
@@ -67,29 +73,26 @@ BG_API void bg_options_free(bg_options *o) {
 
 static int in_range(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
 
+static int set_ranged(int64_t *slot, int64_t v, int64_t lo, int64_t hi) {
+  if (!in_range(v, lo, hi)) return BG_EINVAL;
+  *slot = v;
+  return BG_OK;
+}
+
 BG_API int bg_options_set_int(bg_options *o, int option, int64_t v) {
   if (!o) return BG_EINVAL;
   switch (option) {
-    case BG_OPT_CONNECT_TIMEOUT_MS:
-      if (!in_range(v, 1, 3600000)) return BG_EINVAL;
-      o->connect_timeout_ms = v;
-      return BG_OK;
-    case BG_OPT_COMMAND_TIMEOUT_MS:
-      if (!in_range(v, 1, 3600000)) return BG_EINVAL;
-      o->command_timeout_ms = v;
-      return BG_OK;
-    case BG_OPT_POOL_SIZE:
-      if (!in_range(v, 1, 1024)) return BG_EINVAL;
-      o->pool_size = v;
-      return BG_OK;
-    case BG_OPT_DB:
-      if (!in_range(v, 0, 1000000)) return BG_EINVAL;
-      o->db = v;
-      return BG_OK;
-    case BG_OPT_CONFIG_RETRIES:
-      if (!in_range(v, 0, 100)) return BG_EINVAL;
-      o->config_retries = v;
-      return BG_OK;
+    case BG_OPT_CONNECT_TIMEOUT_MS: return set_ranged(&o->connect_timeout_ms, v, 1, 3600000);
+    case BG_OPT_COMMAND_TIMEOUT_MS: return set_ranged(&o->command_timeout_ms, v, 1, 3600000);
+    case BG_OPT_POOL_SIZE: return set_ranged(&o->pool_size, v, 1, 1024);
+    case BG_OPT_DB: return set_ranged(&o->db, v, 0, 1000000);
+    case BG_OPT_CONFIG_RETRIES: return set_ranged(&o->config_retries, v, 0, 100);
+    case BG_OPT_ROTATE_LEASE_MS: return set_ranged(&o->rotate_lease_ms, v, 100, 3600000);
+    case BG_OPT_ROTATE_WAIT_MS: return set_ranged(&o->rotate_wait_ms, v, 0, 3600000);
+    case BG_OPT_ROTATE_STAGING_TTL_MS: return set_ranged(&o->rotate_staging_ttl_ms, v, 1000, 86400000);
+    case BG_OPT_ROTATE_THREADS: return set_ranged(&o->rotate_threads, v, 1, 256);
+    case BG_OPT_ROTATE_CHUNK_BYTES: return set_ranged(&o->rotate_chunk_bytes, v, 4096, 67108864);
+    case BG_OPT_ROTATE_BATCH: return set_ranged(&o->rotate_batch, v, 1, 1000000);
     default:
       return BG_ENOTSUP;
   }

@@ -12,6 +12,12 @@ struct bg_options {
   int64_t pool_size;
   int64_t db;              /* -1: take the URL's */
   int64_t config_retries;
+  int64_t rotate_lease_ms;
+  int64_t rotate_wait_ms;
+  int64_t rotate_staging_ttl_ms;
+  int64_t rotate_threads;        /* 0: the online CPUs */
+  int64_t rotate_chunk_bytes;
+  int64_t rotate_batch;
   char *username;          /* NULL: take the URL's */
   char *password;          /* NULL: take the URL's */
   char *client_name;

@@ -9,7 +9,10 @@ typedef struct adder {
   const size_t *lens;
   size_t from, to;
   uint64_t cfg;
+  uint64_t next_cfg;   /* a rotation's next config (0: none known) */
   uint64_t seen_cfg;   /* the server's config when it differed, else 0 */
+  uint64_t seen_next;  /* the rotation's next config when it differed, else 0 */
+  int rotation_seen;   /* some step found a rotation running */
   int use_body;        /* the server lost the script: send EVAL with the body */
   int noscript;
   size_t added;
@@ -19,24 +22,27 @@ typedef struct adder {
 static int build_add(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   adder *a = ctx;
   const bg_filter *f = a->f;
-  uint32_t k = bgi_cfg_k(a->cfg);
-  char size_s[24], k_s[24];
-  size_t size_len = bgi_u64_to_dec(bgi_cfg_size(a->cfg), size_s), k_len = bgi_u64_to_dec(k, k_s);
-  int st = bgi_compute_indexes(c, a->items, a->lens, a->from, a->to, a->cfg, err);
+  uint32_t k = bgi_cfg_k(a->cfg), nk = bgi_cfg_k(a->next_cfg);
+  int st = bgi_compute_indexes(c, a->items, a->lens, a->from, a->to, a->cfg, a->next_cfg, err);
   if (st != BG_OK) return st;
   size_t n = a->to - a->from, chunks = (n + BGI_CHUNK_ITEMS - 1) / BGI_CHUNK_ITEMS;
-  const uint64_t *idx = c->idx;
+  const uint64_t *idx = c->idx, *next_idx = c->idx + n * k;
   for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
     size_t m = n - done < BGI_CHUNK_ITEMS ? n - done : BGI_CHUNK_ITEMS;
-    if (bgi_script_begin(&c->out, &bgi_script_add, a->use_body, 2, 2 + m * k) != BG_OK ||
-        bgi_buf_reserve(&c->out, bgi_resp_bound(4, f->name_len + f->config_key_len + 48) +
-                                     m * k * BGI_RESP_U64_MAX) != BG_OK)
+    size_t keys_len = f->name_len + f->config_key_len + f->rotation_key_len + f->delta_key_len;
+    if (bgi_script_begin(&c->out, &bgi_script_add, a->use_body, 4, 4 + m * (k + nk)) != BG_OK ||
+        bgi_buf_reserve(&c->out, bgi_resp_bound(8, keys_len) + (4 + m * (k + nk)) * BGI_RESP_U64_MAX) != BG_OK)
       return bgi_err_set(err, BG_ENOMEM, "out of memory");
     bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
     bgi_resp_bulk(&c->out, f->name, f->name_len);
-    bgi_resp_bulk(&c->out, size_s, size_len);
-    bgi_resp_bulk(&c->out, k_s, k_len);
+    bgi_resp_bulk(&c->out, f->rotation_key, f->rotation_key_len);
+    bgi_resp_bulk(&c->out, f->delta_key, f->delta_key_len);
+    bgi_resp_u64(&c->out, bgi_cfg_size(a->cfg));
+    bgi_resp_u64(&c->out, k);
+    bgi_resp_u64(&c->out, bgi_cfg_size(a->next_cfg));
+    bgi_resp_u64(&c->out, nk);
     for (size_t j = 0; j < m * k; j++) bgi_resp_u64(&c->out, *idx++);
+    for (size_t j = 0; j < m * nk; j++) bgi_resp_u64(&c->out, *next_idx++);
   }
   *nreplies = chunks;
   return BG_OK;
@@ -58,8 +64,9 @@ static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
       return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
     switch (x->element[0]->integer) {
       case 1:
-        if (x->elements != 2) return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
+        if (x->elements != 3) return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
         a->added += (size_t)x->element[1]->integer;
+        a->rotation_seen |= x->element[2]->integer == 1;
         break;
       case 0:
         return bgi_err_set(err, BG_ENOTINIT, "Bloom filter \"%s\" is not initialized: its config hash %s has no "
@@ -69,6 +76,15 @@ static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
         int st = bgi_cfg_from_pair(a->f, x->element[1], x->element[2], &cfg, err);
         if (st != BG_OK) return st;
         a->seen_cfg = cfg;
+        return BG_OK;
+      }
+      case 3: {
+        /* a rotation runs to another config than we hashed for: its delta needs those indexes */
+        if (x->elements != 3) return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
+        int st = bgi_cfg_from_pair(a->f, x->element[1], x->element[2], &cfg, err);
+        if (st != BG_OK) return bgi_err_set(err, BG_ECORRUPT, "add: the rotation lease %s holds a bad next config",
+                                            a->f->rotation_key);
+        a->seen_next = cfg;
         return BG_OK;
       }
       default:
@@ -89,8 +105,9 @@ static int add_many(bg_filter *f, int64_t timeout_ms, const void *const *items, 
     for (int64_t attempt = 0;;) {
       int st = bgi_filter_config(f, timeout_ms, &a.cfg, err);
       if (st != BG_OK) return st;
-      a.seen_cfg = 0;
-      a.noscript = 0;
+      a.next_cfg = atomic_load(&f->next_cfg);
+      a.seen_cfg = a.seen_next = 0;
+      a.rotation_seen = a.noscript = 0;
       st = bgi_client_call(f->client, timeout_ms, build_add, parse_add, &a, err);
       if (st != BG_OK) return st;
       if (a.noscript) {
@@ -100,7 +117,19 @@ static int add_many(bg_filter *f, int64_t timeout_ms, const void *const *items, 
         continue;
       }
       a.use_body = 0;
-      if (!a.seen_cfg) break;
+      if (a.seen_next) {
+        atomic_store(&f->next_cfg, a.seen_next);
+        if (attempt++ >= retries)
+          return bgi_err_set(err, BG_ECONFIG, "add: the rotation of \"%s\" changed on each of %lld attempts",
+                             f->name, (long long)attempt);
+        continue;
+      }
+      if (!a.seen_cfg) {
+        /* no rotation runs any more: stop hashing for one (unless another thread learnt of a new one) */
+        uint64_t known = a.next_cfg;
+        if (known && !a.rotation_seen) atomic_compare_exchange_strong(&f->next_cfg, &known, 0);
+        break;
+      }
       /* rebuilt with other parameters: nothing was written by the refused chunk; redo the window
        * with the new config (setting bits twice is harmless) */
       atomic_store(&f->cfg, a.seen_cfg);

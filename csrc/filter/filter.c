@@ -7,6 +7,14 @@
 #include "hash/hash.h"
 #include "redis/keyslot.h"
 
+static void free_names(bg_filter *f) {
+  free(f->delta_key);
+  free(f->next_key);
+  free(f->rotation_key);
+  free(f->config_key);
+  free(f->name);
+}
+
 BG_API int bg_filter_open(bg_filter **out, bg_client *c, const char *name) {
   bg_filter *f;
   if (!out) return BG_EINVAL;
@@ -17,8 +25,11 @@ BG_API int bg_filter_open(bg_filter **out, bg_client *c, const char *name) {
   f->name_len = strlen(name);
   f->name = strdup(name);
   f->config_key = f->name ? bgi_suffix_name(name, f->name_len, "config", &f->config_key_len) : NULL;
-  if (!f->name || !f->config_key) {
-    free(f->name);
+  f->rotation_key = f->name ? bgi_suffix_name(name, f->name_len, "rotation", &f->rotation_key_len) : NULL;
+  f->next_key = f->name ? bgi_suffix_name(name, f->name_len, "next", &f->next_key_len) : NULL;
+  f->delta_key = f->name ? bgi_suffix_name(name, f->name_len, "delta", &f->delta_key_len) : NULL;
+  if (!f->name || !f->config_key || !f->rotation_key || !f->next_key || !f->delta_key) {
+    free_names(f);
     free(f);
     return BG_ENOMEM;
   }
@@ -27,12 +38,12 @@ BG_API int bg_filter_open(bg_filter **out, bg_client *c, const char *name) {
                              "filter name \"%s\": its bitmap key and config key \"%s\" would hash to different "
                              "cluster slots (an empty {} hash tag); use a name without \"{}\" or with a "
                              "non-empty tag such as \"users{tag}\"", name, f->config_key);
-    free(f->config_key);
-    free(f->name);
+    free_names(f);
     free(f);
     return st;
   }
   atomic_init(&f->cfg, 0);
+  atomic_init(&f->next_cfg, 0);
   bgi_errslot_init(&f->err);
   bgi_client_ref(c);
   f->client = c;
@@ -44,8 +55,7 @@ BG_API void bg_filter_close(bg_filter *f) {
   if (!f) return;
   bgi_client_unref(f->client);
   bgi_errslot_destroy(&f->err);
-  free(f->config_key);
-  free(f->name);
+  free_names(f);
   free(f);
 }
 
@@ -59,15 +69,17 @@ BG_API size_t bg_filter_errmsg_copy(const bg_filter *f, char *buf, size_t cap) {
 }
 
 int bgi_compute_indexes(bgi_conn *c, const void *const *items, const size_t *lens, size_t from, size_t to,
-                        uint64_t cfg, bgi_err *err) {
-  uint64_t size = bgi_cfg_size(cfg);
-  uint32_t k = bgi_cfg_k(cfg);
-  if (bgi_conn_idx_reserve(c, (to - from) * k) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
-  uint64_t *out = c->idx;
-  for (size_t i = from; i < to; i++, out += k) {
+                        uint64_t cfg, uint64_t next_cfg, bgi_err *err) {
+  uint64_t size = bgi_cfg_size(cfg), next_size = bgi_cfg_size(next_cfg);
+  uint32_t k = bgi_cfg_k(cfg), next_k = bgi_cfg_k(next_cfg);
+  size_t n = to - from;
+  if (bgi_conn_idx_reserve(c, n * (k + next_k)) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  uint64_t *out = c->idx, *next_out = c->idx + n * k;
+  for (size_t i = from; i < to; i++, out += k, next_out += next_k) {
     uint64_t h[2];
     bgi_hash128(items[i], lens[i], h);
     bgi_indexes_from_hash(h[0], h[1], size, k, out);
+    if (next_k) bgi_indexes_from_hash(h[0], h[1], next_size, next_k, next_out);
   }
   return BG_OK;
 }

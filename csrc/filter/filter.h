@@ -23,7 +23,12 @@ struct bg_filter {
   size_t name_len;
   char *config_key;
   size_t config_key_len;
+  /* keys of a rotation in progress (see rotation.h): lease hash, staging bitmap, delta bitmap */
+  char *rotation_key, *next_key, *delta_key;
+  size_t rotation_key_len, next_key_len, delta_key_len;
   atomic_uint_fast64_t cfg;
+  /* the next generation's config while a SWAP rotation runs (adds record into its delta), else 0 */
+  atomic_uint_fast64_t next_cfg;
   bgi_errslot err;
 };
 
@@ -54,9 +59,12 @@ void bgi_append_hmget_config(bgi_buf *b, const bg_filter *f);
 /* Room needed for bgi_append_hmget_config. */
 size_t bgi_hmget_config_bound(const bg_filter *f);
 
-/* Hashes items[from..to) into c->idx (k indexes per item). */
+/*
+ * Hashes items[from..to) into c->idx: k indexes per item for cfg, then (when next_cfg is not 0)
+ * next_k indexes per item for next_cfg - each item hashed once for both.
+ */
 int bgi_compute_indexes(bgi_conn *c, const void *const *items, const size_t *lens, size_t from, size_t to,
-                        uint64_t cfg, bgi_err *err);
+                        uint64_t cfg, uint64_t next_cfg, bgi_err *err);
 
 /* Checks the arguments every batch call shares. */
 int bgi_check_items(const char *fn, const void *const *items, const size_t *lens, size_t n, const void *out,

@@ -18,7 +18,7 @@ static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   query *q = ctx;
   const bg_filter *f = q->f;
   uint32_t k = bgi_cfg_k(q->cfg);
-  int st = bgi_compute_indexes(c, q->items, q->lens, q->from, q->to, q->cfg, err);
+  int st = bgi_compute_indexes(c, q->items, q->lens, q->from, q->to, q->cfg, 0, err);
   if (st != BG_OK) return st;
   size_t n = q->to - q->from, chunks = (n + BGI_CHUNK_ITEMS - 1) / BGI_CHUNK_ITEMS;
   /* per index: "$3\r\nGET\r\n" + "$2\r\nu1\r\n" + the offset */

@@ -4,6 +4,8 @@
  * Compared as strings, like Redisson's own scripts do: size and hashIterations are always
  * written as plain decimals, so equal numbers are equal strings. Bits are set with BITFIELD in
  * slices (one command per ~1024 bits, not one SETBIT per bit) small enough for Lua's unpack.
+ * While a SWAP rotation runs (its lease hash exists), the item's bits for the next generation go
+ * to the delta bitmap too, in the same step: the rotation merges it inside its atomic swap.
  */
 bgi_script bgi_script_add = {
   .name = "add",
@@ -11,26 +13,39 @@ bgi_script bgi_script_add = {
     "local cfg = redis.call('HMGET', KEYS[1], 'size', 'hashIterations')\n"
     "if not cfg[1] or not cfg[2] then return {0} end\n"
     "if cfg[1] ~= ARGV[1] or cfg[2] ~= ARGV[2] then return {2, cfg[1], cfg[2]} end\n"
+    "local rot = redis.call('HMGET', KEYS[3], 'next_size', 'next_k', 'ttl')\n"
+    "local active = rot[1] and 1 or 0\n"
+    "if active == 1 and (rot[1] ~= ARGV[3] or rot[2] ~= ARGV[4]) then return {3, rot[1], rot[2]} end\n"
     "local k = tonumber(ARGV[2])\n"
-    "local per = math.max(1, math.floor(1024 / k)) * k\n"
-    "local added = 0\n"
-    "local i = 3\n"
-    "while i <= #ARGV do\n"
-    "  local last = math.min(i + per - 1, #ARGV)\n"
-    "  local ops = {}\n"
-    "  for j = i, last do\n"
-    "    local o = (j - i) * 4\n"
-    "    ops[o + 1] = 'SET'; ops[o + 2] = 'u1'; ops[o + 3] = ARGV[j]; ops[o + 4] = '1'\n"
-    "  end\n"
-    "  local old = redis.call('BITFIELD', KEYS[2], unpack(ops))\n"
-    "  for j = 1, #old, k do\n"
-    "    for b = j, j + k - 1 do\n"
-    "      if old[b] == 0 then added = added + 1; break end\n"
+    "local nk = tonumber(ARGV[4])\n"
+    "local n = (#ARGV - 4) / (k + nk)\n"
+    "local function setbits(key, first, last, width)\n"
+    "  local added = 0\n"
+    "  local per = math.max(1, math.floor(1024 / width)) * width\n"
+    "  local i = first\n"
+    "  while i <= last do\n"
+    "    local stop = math.min(i + per - 1, last)\n"
+    "    local ops = {}\n"
+    "    for j = i, stop do\n"
+    "      local o = (j - i) * 4\n"
+    "      ops[o + 1] = 'SET'; ops[o + 2] = 'u1'; ops[o + 3] = ARGV[j]; ops[o + 4] = '1'\n"
     "    end\n"
+    "    local old = redis.call('BITFIELD', key, unpack(ops))\n"
+    "    for j = 1, #old, width do\n"
+    "      for b = j, j + width - 1 do\n"
+    "        if old[b] == 0 then added = added + 1; break end\n"
+    "      end\n"
+    "    end\n"
+    "    i = stop + 1\n"
     "  end\n"
-    "  i = last + 1\n"
+    "  return added\n"
     "end\n"
-    "return {1, added}\n",
+    "local added = setbits(KEYS[2], 5, 4 + n * k, k)\n"
+    "if active == 1 and n > 0 then\n"
+    "  setbits(KEYS[4], 5 + n * k, 4 + n * (k + nk), nk)\n"
+    "  redis.call('PEXPIRE', KEYS[4], rot[3])\n"
+    "end\n"
+    "return {1, added, active}\n",
 };
 
 bgi_script bgi_script_init = {

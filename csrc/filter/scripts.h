@@ -5,9 +5,11 @@
 #include "redis/script.h"
 
 /*
- * add: KEYS = config, bitmap; ARGV = size, hashIterations, then k indexes per item.
- * Returns {1, items_with_a_new_bit}, {0} when not initialized, or {2, size, hashIterations}
- * when the config differs from ARGV (nothing is written then).
+ * add: KEYS = config, bitmap, rotation lease, delta; ARGV = size, hashIterations, next_size,
+ * next_k (both "0" when no rotation is known), then k live indexes per item, then next_k next
+ * indexes per item. Returns {1, items_with_a_new_bit, rotation_active}, {0} when not initialized,
+ * {2, size, hashIterations} when the config differs from ARGV, or {3, next_size, next_k} when a
+ * rotation runs to another config than ARGV's (nothing is written in those cases).
  */
 extern bgi_script bgi_script_add;
 /*

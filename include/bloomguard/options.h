@@ -19,6 +19,13 @@ typedef struct bg_options bg_options;
 #define BG_OPT_POOL_SIZE            3  /* connections kept by a client; default 4; 1..1024 */
 #define BG_OPT_DB                   4  /* database to SELECT; overrides the URL's; 0..1000000 */
 #define BG_OPT_CONFIG_RETRIES       5  /* retries when the filter's config changed under a call; default 5; 0..100 */
+/* Rotation options (bg_rotation_begin; see rotation.h). */
+#define BG_OPT_ROTATE_LEASE_MS       20  /* lease of the rotator, renewed every third of it; 100..3600000 */
+#define BG_OPT_ROTATE_WAIT_MS        21  /* wait for another rotation to end; 0..3600000 */
+#define BG_OPT_ROTATE_STAGING_TTL_MS 22  /* TTL of the staging keys, renewed with the lease; 1000..86400000 */
+#define BG_OPT_ROTATE_THREADS        23  /* hashing threads; 1..256 */
+#define BG_OPT_ROTATE_CHUNK_BYTES    24  /* upload chunk; 4096..67108864 */
+#define BG_OPT_ROTATE_BATCH          25  /* NAIVE: items per add round trip; 1..1000000 */
 /* String options (bg_options_set_str). */
 #define BG_OPT_USERNAME           101  /* ACL user; overrides the URL's */
 #define BG_OPT_PASSWORD           102  /* password; overrides the URL's; never echoed in messages */

@@ -1,0 +1,90 @@
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bloomguard/hash.h"
+#include "hash/hash.h"
+#include "rotation/rotation.h"
+
+/* Below this many items per thread, starting threads costs more than it saves. */
+#define BGI_ITEMS_PER_THREAD_MIN 8192
+
+uint64_t bgi_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int bgi_bitmap_init(bgi_bitmap *b, uint64_t size, uint32_t k) {
+  b->size = size;
+  b->k = k;
+  b->len = (size_t)((size + 7) / 8);
+  /* calloc: the kernel hands out zero pages lazily, so a 512 MB bitmap costs only what is touched */
+  b->bytes = calloc(b->len ? b->len : 1, 1);
+  return b->bytes ? BG_OK : BG_ENOMEM;
+}
+
+void bgi_bitmap_free(bgi_bitmap *b) {
+  free(b->bytes);
+  b->bytes = NULL;
+}
+
+typedef struct slice {
+  bgi_bitmap *b;
+  const void *const *items;
+  const size_t *lens;
+  size_t from, to;
+} slice;
+
+static void *add_slice(void *arg) {
+  slice *s = arg;
+  uint64_t idx[BG_MAX_HASH_ITERATIONS];
+  uint8_t *bytes = s->b->bytes;
+  for (size_t i = s->from; i < s->to; i++) {
+    uint64_t h[2];
+    bgi_hash128(s->items[i], s->lens[i], h);
+    bgi_indexes_from_hash(h[0], h[1], s->b->size, s->b->k, idx);
+    for (uint32_t j = 0; j < s->b->k; j++)
+      /* threads share bytes: an atomic OR keeps every bit (relaxed: nothing else is ordered by it) */
+      __atomic_fetch_or(&bytes[idx[j] >> 3], (uint8_t)(0x80u >> (idx[j] & 7)), __ATOMIC_RELAXED);
+  }
+  return NULL;
+}
+
+void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens, size_t n, int threads) {
+  enum { MAX_THREADS = 256 };
+  pthread_t th[MAX_THREADS];
+  slice sl[MAX_THREADS];
+  size_t t = n / BGI_ITEMS_PER_THREAD_MIN;
+  if (t > (size_t)threads) t = (size_t)threads;
+  if (t > MAX_THREADS) t = MAX_THREADS;
+  if (t <= 1) {
+    slice one = {b, items, lens, 0, n};
+    add_slice(&one);
+    return;
+  }
+  for (size_t i = 1; i < t; i++) {
+    sl[i] = (slice){b, items, lens, n * i / t, n * (i + 1) / t};
+    if (pthread_create(&th[i], NULL, add_slice, &sl[i]) != 0) {
+      add_slice(&sl[i]);  /* no thread to be had: do this slice here */
+      sl[i].b = NULL;
+    }
+  }
+  sl[0] = (slice){b, items, lens, 0, n / t};
+  add_slice(&sl[0]);
+  for (size_t i = 1; i < t; i++)
+    if (sl[i].b) pthread_join(th[i], NULL);
+}
+
+size_t bgi_bitmap_used_len(const bgi_bitmap *b) {
+  size_t n = b->len;
+  /* word steps first: the tail of a sparse bitmap is long runs of zeros */
+  while (n >= 8) {
+    uint64_t w;
+    memcpy(&w, b->bytes + n - 8, 8);
+    if (w) break;
+    n -= 8;
+  }
+  while (n && !b->bytes[n - 1]) n--;
+  return n;
+}

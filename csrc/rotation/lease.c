@@ -1,0 +1,70 @@
+/*
+ * The lease keeper: one thread per SWAP rotation renews the lease every third of its length, so
+ * a rotator that is alive keeps it however long the build takes, and one that died loses it
+ * within a lease. Renewal also pushes back the staging keys' TTL.
+ */
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "rotation/rotation.h"
+
+static void *keeper(void *arg) {
+  bg_rotation *r = arg;
+  bgi_lease *l = &r->lease;
+  int64_t period_ms = r->opts.rotate_lease_ms / 3;
+  pthread_mutex_lock(&l->mu);
+  while (!l->stop) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += (time_t)(period_ms / 1000);
+    until.tv_nsec += (long)(period_ms % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
+    while (!l->stop && pthread_cond_timedwait(&l->cv, &l->mu, &until) != ETIMEDOUT) {}
+    if (l->stop) break;
+    pthread_mutex_unlock(&l->mu);
+    bgi_err err = {0};
+    int st = bgi_rot_step_renew(r, &err);
+    pthread_mutex_lock(&l->mu);
+    if (st == BG_EROTATING) {
+      memcpy(l->lost_why, err.msg, sizeof l->lost_why - 1);
+      atomic_store(&l->lost, 1);
+      break;
+    }
+    /* a failed round trip is retried at the next period: the lease outlives two of them */
+  }
+  pthread_mutex_unlock(&l->mu);
+  return NULL;
+}
+
+int bgi_lease_start(bg_rotation *r) {
+  bgi_lease *l = &r->lease;
+  pthread_condattr_t ca;
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&l->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  l->stop = 0;
+  atomic_init(&l->lost, 0);
+  if (pthread_create(&l->thread, NULL, keeper, r) != 0) {
+    pthread_mutex_destroy(&l->mu);
+    pthread_cond_destroy(&l->cv);
+    return BG_ENOMEM;
+  }
+  l->running = 1;
+  return BG_OK;
+}
+
+void bgi_lease_stop(bg_rotation *r) {
+  bgi_lease *l = &r->lease;
+  if (!l->running) return;
+  pthread_mutex_lock(&l->mu);
+  l->stop = 1;
+  pthread_cond_signal(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+  pthread_join(l->thread, NULL);
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->cv);
+  l->running = 0;
+}

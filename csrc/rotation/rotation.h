@@ -1,0 +1,75 @@
+/* Internal layout of bg_rotation. */
+#ifndef BG_INTERNAL_ROTATION_H
+#define BG_INTERNAL_ROTATION_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "bloomguard/rotation.h"
+#include "common/options.h"
+#include "filter/filter.h"
+
+/* The next generation, built in memory: bits in SETBIT order (bit o: byte o/8, mask 0x80 >> o%8). */
+typedef struct bgi_bitmap {
+  uint8_t *bytes;
+  size_t len;           /* ceil(size / 8) */
+  uint64_t size;
+  uint32_t k;
+} bgi_bitmap;
+
+int bgi_bitmap_init(bgi_bitmap *b, uint64_t size, uint32_t k);
+void bgi_bitmap_free(bgi_bitmap *b);
+/* Hashes the items into the bitmap on up to `threads` threads; no allocation per item. */
+void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens, size_t n, int threads);
+/* Length Redis would give the string after SETBITs of the same bits: last non-zero byte + 1. */
+size_t bgi_bitmap_used_len(const bgi_bitmap *b);
+
+/* The lease keeper: renews the lease (and the staging TTLs) every third of the lease. */
+typedef struct bgi_lease {
+  pthread_t thread;
+  int running;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int stop;
+  atomic_int lost;      /* the server no longer holds our token */
+  char lost_why[256];
+} bgi_lease;
+
+enum { BGI_ROT_ACTIVE = 0, BGI_ROT_COMMITTED, BGI_ROT_ABORTED, BGI_ROT_FAILED };
+
+struct bg_rotation {
+  bg_filter *f;
+  int strategy;
+  int state;
+  struct bg_options opts;
+  char token[33];       /* random: proves this rotator holds the lease */
+  char owner[128];      /* host:pid, for the "rotation in progress" message */
+  uint64_t size;
+  uint32_t k;
+  int64_t n;
+  double fpp_value;
+  char fpp[32];         /* Java's Double.toString, as the config hash stores it */
+  bgi_bitmap next;      /* SWAP */
+  bgi_lease lease;      /* SWAP */
+  uint64_t items;
+  uint64_t bytes_uploaded;
+  uint64_t started_ns;
+  uint64_t last_progress_ns;
+  bg_progress_fn progress;
+  void *progress_data;
+  bgi_errslot err;
+};
+
+/* Server-side steps (csrc/rotation/steps.c); each returns a status with the message in err. */
+int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, size_t owner_cap, bgi_err *err);
+int bgi_rot_step_upload(bg_rotation *r, size_t offset, const uint8_t *data, size_t len, bgi_err *err);
+int bgi_rot_step_renew(bg_rotation *r, bgi_err *err);
+int bgi_rot_step_commit(bg_rotation *r, bgi_err *err);
+int bgi_rot_step_abort(bg_rotation *r, bgi_err *err);
+
+int bgi_lease_start(bg_rotation *r);
+void bgi_lease_stop(bg_rotation *r);
+
+uint64_t bgi_now_ns(void);
+
+#endif

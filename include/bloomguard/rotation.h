@@ -1,0 +1,93 @@
+/*
+ * bloomguard/rotation.h - rebuilding a live filter while queries and adds keep running.
+ *
+ *   bg_rotation *r;
+ *   bg_rotation_begin(&r, filter, expected, fpp, BG_ROTATE_SWAP, opts);   // takes the lease
+ *   ... read the source of truth (after begin!) and bg_rotation_add_many(r, ...) ...
+ *   bg_rotation_commit(r);                                                // one atomic swap
+ *   bg_rotation_free(r);
+ *
+ * BG_ROTATE_SWAP (the default) builds the next generation in memory on this client (hashing on
+ * all cores), uploads it in bounded chunks to staging keys that carry a TTL, and swaps bitmap and
+ * config in one atomic server-side step. Until then the live keys are never touched:
+ *  - readers see the old generation, then the new one; never a missing or half-built filter;
+ *  - items added through bloomguard (any process) after begin() are recorded for the next
+ *    generation too, and merged inside the atomic swap: none is lost;
+ *  - a second rotation of the same filter gets BG_EROTATING (or waits, BG_OPT_ROTATE_WAIT_MS);
+ *  - the rotator holds a lease renewed by a background thread; if it dies, the lease expires and
+ *    the staging keys expire on their own TTL, the live filter serving throughout.
+ * Readers must read the source of truth after begin() returns, so that every item added before
+ * that point is in what they feed to the rotation.
+ *
+ * BG_ROTATE_NAIVE is the rebuild that fails in production, kept on purpose to reproduce the
+ * failure in tests and demos: delete, tryInit, then add in batches straight into the live keys.
+ *
+ * Staging keys (same cluster slot as the filter): NAME's "rotation" (lease hash), "next"
+ * (bitmap) and "delta" (bits of items added during the rotation), named like the config key.
+ *
+ * Thread safety: a bg_rotation is driven by one thread at a time (add_many hashes on several
+ * threads internally); its filter and client stay usable by other threads meanwhile.
+ */
+#ifndef BLOOMGUARD_ROTATION_H
+#define BLOOMGUARD_ROTATION_H
+
+#include "common.h"
+#include "filter.h"
+#include "options.h"
+
+BG_BEGIN_DECLS
+
+typedef struct bg_rotation bg_rotation;
+
+/* Strategies. Values are pinned. */
+#define BG_ROTATE_SWAP    1
+#define BG_ROTATE_NAIVE   2
+#define BG_ROTATE_LOCKED  3   /* in place under the filter's write lock: comes with the lock engine */
+
+/* Phases reported to the progress callback. */
+#define BG_PHASE_BUILDING    1  /* items are being hashed into the next generation */
+#define BG_PHASE_UPLOADING   2  /* the next generation is being uploaded to the staging keys */
+#define BG_PHASE_COMMITTING  3  /* the atomic swap */
+#define BG_PHASE_DONE        4
+
+/*
+ * Progress: called on the thread that called bg_rotation_add_many / bg_rotation_commit: while
+ * building at most every 50 ms, after every uploaded chunk, and at each phase change. items: items
+ * added so far; bytes_done / bytes_total: upload progress. Return non-zero to abort the rotation
+ * (the call then fails with
+ * BG_EABORTED and the rotation is aborted). Never called after bg_rotation_free.
+ */
+typedef int (*bg_progress_fn)(void *userdata, int phase, uint64_t items, uint64_t bytes_done,
+                              uint64_t bytes_total);
+
+/*
+ * Starts a rotation of f to (expected_insertions, fpp) - the same or other parameters.
+ * opts may be NULL; these options apply (others are ignored):
+ *   BG_OPT_ROTATE_LEASE_MS (default 30000), BG_OPT_ROTATE_WAIT_MS (default 0: fail at once with
+ *   BG_EROTATING), BG_OPT_ROTATE_STAGING_TTL_MS (default 300000), BG_OPT_ROTATE_THREADS (default:
+ *   the online CPUs), BG_OPT_ROTATE_CHUNK_BYTES (default 1 MiB), BG_OPT_ROTATE_BATCH (NAIVE's
+ *   items per round trip, default 1000).
+ * On failure *out is NULL and the message is on the filter handle.
+ */
+BG_API int  bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp,
+                              int strategy, const bg_options *opts);
+BG_API int  bg_rotation_set_progress(bg_rotation *r, bg_progress_fn fn, void *userdata);
+
+BG_API int  bg_rotation_add(bg_rotation *r, const void *item, size_t len);
+BG_API int  bg_rotation_add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n);
+
+/* Uploads and swaps (SWAP) or finishes (NAIVE). After it (success or not) the rotation is over. */
+BG_API int  bg_rotation_commit(bg_rotation *r);
+/* Gives up: the staging keys are removed at once and the lease released. Idempotent. */
+BG_API int  bg_rotation_abort(bg_rotation *r);
+/* Aborts a rotation neither committed nor aborted, then frees. Accepts NULL. */
+BG_API void bg_rotation_free(bg_rotation *r);
+
+BG_API const char *bg_rotation_errmsg(const bg_rotation *r);
+/* Figures of the rotation so far; each out-parameter may be NULL. */
+BG_API int  bg_rotation_stats(const bg_rotation *r, uint64_t *items, uint64_t *bytes_uploaded,
+                              uint64_t *elapsed_us);
+
+BG_END_DECLS
+
+#endif

@@ -1,0 +1,363 @@
+/* Rotation (SWAP and NAIVE) against a real redis-server: the guarantees of rotation.h, one by one. */
+#include <bloomguard.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "redis_fixture.h"
+
+static bgt_redis srv;
+static bg_client *cl;
+
+typedef struct items {
+  char **p;
+  size_t *len;
+  size_t n;
+} items;
+
+static items make_items(const char *prefix, size_t n) {
+  items it = {malloc(n * sizeof(char *)), malloc(n * sizeof(size_t)), n};
+  for (size_t i = 0; i < n; i++) {
+    char buf[64];
+    it.len[i] = (size_t)snprintf(buf, sizeof buf, "%s-%zu", prefix, i);
+    it.p[i] = strdup(buf);
+  }
+  return it;
+}
+
+static void items_free(items *it) {
+  for (size_t i = 0; i < it->n; i++) free(it->p[i]);
+  free(it->p);
+  free(it->len);
+}
+
+#define PTRS(it) ((const void *const *)(it).p)
+
+static size_t count_present(bg_filter *f, const items *it) {
+  uint8_t *present = calloc(it->n, 1);
+  size_t c = 0;
+  CHECK_OK(bg_filter_contains_many(f, PTRS(*it), it->len, it->n, present));
+  for (size_t i = 0; i < it->n; i++) c += present[i];
+  free(present);
+  return c;
+}
+
+static char *cmd(const char *fmt, const char *arg) { return bgt_redis_cmd(&srv, fmt, arg); }
+
+static void expect_reply(const char *fmt, const char *arg, const char *want) {
+  char *got = cmd(fmt, arg);
+  CHECK_MSG(!strcmp(got, want), "%s %s: got \"%s\", want \"%s\"", fmt, arg, got, want);
+  free(got);
+}
+
+static bg_filter *fresh(const char *name, int64_t n, double p, const items *it) {
+  bg_filter *f = NULL;
+  CHECK_OK(bg_filter_open(&f, cl, name));
+  CHECK_OK(bg_filter_delete(f, NULL));
+  CHECK_OK(bg_filter_init(f, n, p, NULL));
+  if (it) CHECK_OK(bg_filter_add_many(f, PTRS(*it), it->len, it->n, NULL));
+  return f;
+}
+
+static void test_swap_to_new_params_matches_a_fresh_build(void) {
+  items old_items = make_items("old", 3000), new_items = make_items("new", 5000);
+  bg_filter *f = fresh("swap1", 3000, 0.01, &old_items);
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 20000, 0.001, BG_ROTATE_SWAP, NULL));
+  expect_reply("EXISTS %s", "{swap1}:rotation", "1");
+  /* the live filter serves the old generation until the commit */
+  CHECK_EQ_U64(count_present(f, &old_items), old_items.n);
+  CHECK_OK(bg_rotation_add_many(r, PTRS(new_items), new_items.len, new_items.n));
+  CHECK_EQ_U64(count_present(f, &old_items), old_items.n);
+  CHECK_OK(bg_rotation_commit(r));
+  uint64_t n_items = 0, bytes = 0;
+  CHECK_OK(bg_rotation_stats(r, &n_items, &bytes, NULL));
+  CHECK_EQ_U64(n_items, 5000);
+  CHECK(bytes > 0);
+  bg_rotation_free(r);
+
+  CHECK_EQ_U64(count_present(f, &new_items), new_items.n);
+  CHECK_MSG(count_present(f, &old_items) < 30, "old items still answer present after the swap");
+  expect_reply("HGETALL %s", "{swap1}:config",
+               "size 287551 hashIterations 10 expectedInsertions 20000 falseProbability 0.001");
+  expect_reply("EXISTS %s", "{swap1}:rotation", "0");
+  expect_reply("EXISTS %s", "{swap1}:next", "0");
+  expect_reply("EXISTS %s", "{swap1}:delta", "0");
+  expect_reply("PTTL %s", "swap1", "-1");
+
+  /* byte for byte what adding the same items to a fresh filter gives (what Redisson would build) */
+  bg_filter *ref = fresh("swap1-ref", 20000, 0.001, &new_items);
+  size_t a_len, b_len;
+  unsigned char *a = bgt_redis_get(&srv, "swap1", &a_len), *b = bgt_redis_get(&srv, "swap1-ref", &b_len);
+  CHECK_EQ_U64(a_len, b_len);
+  CHECK_MSG(a && b && a_len == b_len && !memcmp(a, b, a_len), "rotated bitmap differs from a fresh build");
+  free(a), free(b);
+  bg_filter_close(ref);
+  bg_filter_close(f);
+  items_free(&old_items), items_free(&new_items);
+}
+
+/* Adds made while the rotation runs - by this handle and by another client - survive the swap. */
+static void test_adds_during_rotation_are_kept(void) {
+  items base = make_items("base", 2000), during = make_items("during", 600);
+  bg_filter *f = fresh("adds", 2000, 0.01, &base), *other = NULL;
+  bg_client *c2 = NULL;
+  CHECK_OK(bg_client_open(&c2, srv.url, NULL));
+  CHECK_OK(bg_filter_open(&other, c2, "adds"));
+  int present = 0;
+  CHECK_OK(bg_filter_contains(other, "base-1", 6, &present)); /* caches the old config */
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 8000, 0.01, BG_ROTATE_SWAP, NULL));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(base), base.len, base.n));
+  /* the rotator's source did not contain these: only the delta can carry them across */
+  CHECK_OK(bg_filter_add_many(f, PTRS(during), during.len, 300, NULL));
+  CHECK_OK(bg_filter_add_many(other, PTRS(during) + 300, during.len + 300, 300, NULL));
+  expect_reply("EXISTS %s", "{adds}:delta", "1");
+  CHECK_OK(bg_rotation_commit(r));
+  bg_rotation_free(r);
+  CHECK_EQ_U64(count_present(f, &base), base.n);
+  CHECK_EQ_U64(count_present(f, &during), during.n);
+  CHECK_EQ_U64(count_present(other, &during), during.n);
+  /* after the commit, adds go straight to the new generation and no longer hash twice */
+  int added = 0;
+  CHECK_OK(bg_filter_add(other, "after", 5, &added));
+  CHECK_EQ_INT(added, 1);
+  expect_reply("EXISTS %s", "{adds}:delta", "0");
+  bg_filter_close(other);
+  bg_client_close(c2);
+  bg_filter_close(f);
+  items_free(&base), items_free(&during);
+}
+
+static void *abort_later(void *r) {
+  usleep(300000);
+  bg_rotation_abort(r);
+  return NULL;
+}
+
+static void test_second_rotation_is_refused_or_waits(void) {
+  bg_filter *f = fresh("busy", 1000, 0.01, NULL);
+  bg_rotation *r1 = NULL, *r2 = NULL;
+  CHECK_OK(bg_rotation_begin(&r1, f, 1000, 0.01, BG_ROTATE_SWAP, NULL));
+  CHECK_STATUS(bg_rotation_begin(&r2, f, 1000, 0.01, BG_ROTATE_SWAP, NULL), BG_EROTATING);
+  CHECK(r2 == NULL);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "in progress");
+  CHECK_CONTAINS(bg_filter_errmsg(f), "lease expires in");
+  /* waiting: r1 aborts (from another thread) while r2 waits for it */
+  pthread_t th;
+  pthread_create(&th, NULL, abort_later, r1);
+  bg_options *o = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_WAIT_MS, 5000));
+  uint64_t t0 = bgt_now_ns();
+  CHECK_OK(bg_rotation_begin(&r2, f, 1000, 0.01, BG_ROTATE_SWAP, o));
+  CHECK_MSG(bgt_now_ns() - t0 > 200000000u, "did not wait for the first rotation");
+  pthread_join(th, NULL);
+  CHECK_OK(bg_rotation_commit(r2));
+  bg_rotation_free(r2);
+  CHECK_STATUS(bg_rotation_commit(r1), BG_EINVAL);
+  CHECK_CONTAINS(bg_rotation_errmsg(r1), "already aborted");
+  bg_rotation_free(r1);
+  bg_options_free(o);
+  bg_filter_close(f);
+}
+
+static void test_abort_removes_staging_at_once(void) {
+  items base = make_items("ab", 500);
+  bg_filter *f = fresh("abort", 1000, 0.01, &base);
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 1000, 0.01, BG_ROTATE_SWAP, NULL));
+  CHECK_OK(bg_filter_add(f, "x", 1, NULL)); /* creates the delta */
+  expect_reply("EXISTS %s", "{abort}:delta", "1");
+  CHECK_OK(bg_rotation_abort(r));
+  CHECK_OK(bg_rotation_abort(r));
+  expect_reply("EXISTS %s", "{abort}:rotation", "0");
+  expect_reply("EXISTS %s", "{abort}:delta", "0");
+  CHECK_EQ_U64(count_present(f, &base), base.n);
+  CHECK_STATUS(bg_rotation_add(r, "y", 1), BG_EINVAL);
+  CHECK_CONTAINS(bg_rotation_errmsg(r), "already aborted");
+  bg_rotation_free(r);
+  /* free without commit aborts too */
+  CHECK_OK(bg_rotation_begin(&r, f, 1000, 0.01, BG_ROTATE_SWAP, NULL));
+  bg_rotation_free(r);
+  expect_reply("EXISTS %s", "{abort}:rotation", "0");
+  bg_filter_close(f);
+  items_free(&base);
+}
+
+static int stop_at_upload(void *data, int phase, uint64_t items, uint64_t done, uint64_t total) {
+  (void)data, (void)items, (void)total;
+  return phase == BG_PHASE_UPLOADING && done > 0;
+}
+
+static void test_progress_and_callback_abort(void) {
+  items it = make_items("pg", 20000);
+  bg_filter *f = fresh("progress", 20000, 0.01, NULL);
+  bg_options *o = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_CHUNK_BYTES, 4096));
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 20000, 0.01, BG_ROTATE_SWAP, o));
+  CHECK_OK(bg_rotation_set_progress(r, stop_at_upload, NULL));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(it), it.len, it.n));
+  CHECK_STATUS(bg_rotation_commit(r), BG_EABORTED);
+  CHECK_CONTAINS(bg_rotation_errmsg(r), "progress callback");
+  expect_reply("EXISTS %s", "{progress}:next", "0");
+  expect_reply("EXISTS %s", "{progress}:rotation", "0");
+  expect_reply("HGET %s size", "{progress}:config", "191701");
+  bg_rotation_free(r);
+  bg_options_free(o);
+  bg_filter_close(f);
+  items_free(&it);
+}
+
+static void test_ttl_carries_over(void) {
+  bg_filter *f = fresh("ttl", 100, 0.01, NULL);
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_filter_expire(f, 600000, NULL));
+  CHECK_OK(bg_rotation_begin(&r, f, 100, 0.01, BG_ROTATE_SWAP, NULL));
+  CHECK_OK(bg_rotation_add(r, "a", 1));
+  CHECK_OK(bg_rotation_commit(r));
+  bg_rotation_free(r);
+  char *a = cmd("PTTL %s", "ttl"), *b = cmd("PTTL %s", "{ttl}:config");
+  CHECK_MSG(atol(a) > 500000 && atol(b) > 500000, "TTL lost: %s / %s", a, b);
+  free(a), free(b);
+  bg_filter_close(f);
+}
+
+static void test_naive_strategy_is_the_redisson_rebuild(void) {
+  items it = make_items("nv", 1500);
+  bg_filter *f = fresh("naive", 1000, 0.01, NULL);
+  bg_options *o = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_BATCH, 100));
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 3000, 0.01, BG_ROTATE_NAIVE, o));
+  /* straight after begin the live filter is empty: the failure mode this product exists for */
+  CHECK_EQ_U64(count_present(f, &it), 0);
+  CHECK_OK(bg_rotation_add_many(r, PTRS(it), it.len, it.n));
+  CHECK_OK(bg_rotation_commit(r));
+  CHECK_EQ_U64(count_present(f, &it), it.n);
+  bg_rotation_free(r);
+  bg_options_free(o);
+  bg_filter_close(f);
+  items_free(&it);
+}
+
+static void test_bad_input(void) {
+  bg_filter *f = fresh("rbad", 100, 0.01, NULL);
+  bg_rotation *r = NULL;
+  CHECK_STATUS(bg_rotation_begin(NULL, f, 100, 0.01, BG_ROTATE_SWAP, NULL), BG_EINVAL);
+  CHECK_STATUS(bg_rotation_begin(&r, NULL, 100, 0.01, BG_ROTATE_SWAP, NULL), BG_EINVAL);
+  CHECK_STATUS(bg_rotation_begin(&r, f, 100, 0.01, BG_ROTATE_LOCKED, NULL), BG_ENOTSUP);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "BG_ROTATE_SWAP");
+  CHECK_STATUS(bg_rotation_begin(&r, f, 100, 0.01, 42, NULL), BG_EINVAL);
+  CHECK_STATUS(bg_rotation_begin(&r, f, 100, 1.5, BG_ROTATE_SWAP, NULL), BG_EBADPARAMS);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "can't be greater than 1");
+  CHECK(r == NULL);
+  CHECK_STATUS(bg_rotation_add(NULL, "a", 1), BG_EINVAL);
+  CHECK_STATUS(bg_rotation_commit(NULL), BG_EINVAL);
+  CHECK_STATUS(bg_rotation_abort(NULL), BG_EINVAL);
+  CHECK_STATUS(bg_rotation_set_progress(NULL, NULL, NULL), BG_EINVAL);
+  CHECK_STATUS(bg_rotation_stats(NULL, NULL, NULL, NULL), BG_EINVAL);
+  bg_rotation_free(NULL);
+  CHECK_OK(bg_rotation_begin(&r, f, 100, 0.01, BG_ROTATE_SWAP, NULL));
+  CHECK_STATUS(bg_rotation_add(r, NULL, 5), BG_EINVAL);
+  CHECK_OK(bg_rotation_commit(r));
+  CHECK_STATUS(bg_rotation_commit(r), BG_EINVAL);
+  CHECK_CONTAINS(bg_rotation_errmsg(r), "already committed");
+  bg_rotation_free(r);
+  bg_filter_close(f);
+}
+
+/*
+ * A rotator killed with SIGKILL at a given phase: the live filter keeps serving unchanged, the
+ * lease expires, the staging keys expire, and the next rotation succeeds.
+ */
+static int kill_phase;
+static int die_at(void *data, int phase, uint64_t items, uint64_t done, uint64_t total) {
+  (void)data, (void)items, (void)total;
+  if (phase == kill_phase && (phase != BG_PHASE_UPLOADING || done > 0)) raise(SIGKILL);
+  return 0;
+}
+
+static void crash_at(int phase, const char *name) {
+  items base = make_items("live", 1000), next = make_items("next", 20000);
+  bg_filter *f = fresh(name, 1000, 0.01, &base);
+  pid_t pid = fork();
+  if (pid == 0) {
+    bg_client *c = NULL;
+    bg_filter *cf = NULL;
+    bg_rotation *r = NULL;
+    bg_options *o = NULL;
+    bg_options_new(&o);
+    bg_options_set_int(o, BG_OPT_ROTATE_LEASE_MS, 1000);
+    bg_options_set_int(o, BG_OPT_ROTATE_STAGING_TTL_MS, 2500);
+    bg_options_set_int(o, BG_OPT_ROTATE_CHUNK_BYTES, 4096);
+    if (bg_client_open(&c, srv.url, NULL) || bg_filter_open(&cf, c, name) ||
+        bg_rotation_begin(&r, cf, 20000, 0.01, BG_ROTATE_SWAP, o))
+      _exit(3);
+    kill_phase = phase;
+    bg_rotation_set_progress(r, die_at, NULL);
+    bg_rotation_add_many(r, PTRS(next), next.len, next.n / 2);
+    usleep(60000); /* the next add reports progress again */
+    bg_rotation_add_many(r, PTRS(next) + next.n / 2, next.len + next.n / 2, next.n / 2);
+    bg_rotation_commit(r);
+    _exit(4); /* not reached: the callback killed us */
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "%s: rotator exited with status %d", name, st);
+  /* the live filter is untouched and serving */
+  CHECK_EQ_U64(count_present(f, &base), base.n);
+  uint64_t size = 0;
+  CHECK_OK(bg_filter_info(f, &size, NULL, NULL, NULL));
+  CHECK_EQ_U64(size, 9585);
+  /* another rotation is refused while the dead rotator's lease lasts, then goes through */
+  bg_rotation *r = NULL;
+  CHECK_STATUS(bg_rotation_begin(&r, f, 1000, 0.01, BG_ROTATE_SWAP, NULL), BG_EROTATING);
+  bg_rotation_free(r); /* only if the check above failed: do not let it hold the lease */
+  r = NULL;
+  char key[64];
+  snprintf(key, sizeof key, "{%s}:next", name);
+  if (phase != BG_PHASE_BUILDING) {
+    char *ttl = cmd("PTTL %s", key);
+    CHECK_MSG(atol(ttl) > 0 && atol(ttl) <= 2500, "%s: staging key TTL %s", name, ttl);
+    free(ttl);
+  }
+  usleep(2700000); /* past the lease (1 s) and the staging TTL (2.5 s) */
+  expect_reply("EXISTS %s", key, "0");
+  CHECK_OK(bg_rotation_begin(&r, f, 1000, 0.01, BG_ROTATE_SWAP, NULL));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(base), base.len, base.n));
+  CHECK_OK(bg_rotation_commit(r));
+  bg_rotation_free(r);
+  CHECK_EQ_U64(count_present(f, &base), base.n);
+  bg_filter_close(f);
+  items_free(&base), items_free(&next);
+}
+
+static void test_kill9_while_hashing(void) { crash_at(BG_PHASE_BUILDING, "crash-hash"); }
+static void test_kill9_mid_upload(void) { crash_at(BG_PHASE_UPLOADING, "crash-upload"); }
+static void test_kill9_before_commit(void) { crash_at(BG_PHASE_COMMITTING, "crash-commit"); }
+
+static void setup(void) {
+  bgt_redis_start(&srv, NULL);
+  CHECK_OK(bg_client_open(&cl, srv.url, NULL));
+}
+
+static void teardown(void) {
+  bg_client_close(cl);
+  bgt_redis_stop(&srv);
+}
+
+BGT_RUN(BGT_CASE(setup), BGT_CASE(test_swap_to_new_params_matches_a_fresh_build),
+        BGT_CASE(test_adds_during_rotation_are_kept), BGT_CASE(test_second_rotation_is_refused_or_waits),
+        BGT_CASE(test_abort_removes_staging_at_once), BGT_CASE(test_progress_and_callback_abort),
+        BGT_CASE(test_ttl_carries_over), BGT_CASE(test_naive_strategy_is_the_redisson_rebuild),
+        BGT_CASE(test_bad_input), BGT_CASE(test_kill9_while_hashing), BGT_CASE(test_kill9_mid_upload),
+        BGT_CASE(test_kill9_before_commit), BGT_CASE(teardown))
