@@ -43,6 +43,7 @@
 //
 //	link_shared.go, link_static.go  how cgo finds the library (pkg-config; build tag bloomguard_static)
 //	errors.go    Code, *Error and the sentinels (one per BG_E* status)
+//	abi.go       compile-time checks that constants written out in Go equal the header's
 //	options.go   Option values for Open (bg_options)
 //	call.go      the per-call bg_call: context deadline in, status and message out
 //	client.go    Client, Open, Filter, FilterOption

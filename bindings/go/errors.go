@@ -12,28 +12,28 @@ import (
 // they never change and are never reused.
 type Code int
 
-// The status codes, one per BG_E* macro.
+// The status codes, one per BG_E* macro (abi.go checks at compile time that they equal the header's).
 const (
-	CodeOK                 Code = C.BG_OK
-	CodeInvalid            Code = C.BG_EINVAL
-	CodeNoMemory           Code = C.BG_ENOMEM
-	CodeBadURL             Code = C.BG_EBADURL
-	CodeBadName            Code = C.BG_EBADNAME
-	CodeBadParams          Code = C.BG_EBADPARAMS
-	CodeNotSupported       Code = C.BG_ENOTSUP
-	CodeConn               Code = C.BG_ECONN
-	CodeTimeout            Code = C.BG_ETIMEOUT
-	CodeAuth               Code = C.BG_EAUTH
-	CodeServer             Code = C.BG_ESERVER
-	CodeProto              Code = C.BG_EPROTO
-	CodeNotInitialized     Code = C.BG_ENOTINIT
-	CodeConfigChanged      Code = C.BG_ECONFIG
-	CodeCorrupt            Code = C.BG_ECORRUPT
-	CodeWrongType          Code = C.BG_EWRONGTYPE
-	CodeLocked             Code = C.BG_ELOCKED
-	CodeRotationInProgress Code = C.BG_EROTATING
-	CodeAborted            Code = C.BG_EABORTED
-	CodeClosed             Code = C.BG_ECLOSED
+	CodeOK                 Code = 0   // BG_OK
+	CodeInvalid            Code = -1  // BG_EINVAL
+	CodeNoMemory           Code = -2  // BG_ENOMEM
+	CodeBadURL             Code = -3  // BG_EBADURL
+	CodeBadName            Code = -4  // BG_EBADNAME
+	CodeBadParams          Code = -5  // BG_EBADPARAMS
+	CodeNotSupported       Code = -6  // BG_ENOTSUP
+	CodeConn               Code = -7  // BG_ECONN
+	CodeTimeout            Code = -8  // BG_ETIMEOUT
+	CodeAuth               Code = -9  // BG_EAUTH
+	CodeServer             Code = -10 // BG_ESERVER
+	CodeProto              Code = -11 // BG_EPROTO
+	CodeNotInitialized     Code = -12 // BG_ENOTINIT
+	CodeConfigChanged      Code = -13 // BG_ECONFIG
+	CodeCorrupt            Code = -14 // BG_ECORRUPT
+	CodeWrongType          Code = -15 // BG_EWRONGTYPE
+	CodeLocked             Code = -16 // BG_ELOCKED
+	CodeRotationInProgress Code = -17 // BG_EROTATING
+	CodeAborted            Code = -18 // BG_EABORTED
+	CodeClosed             Code = -19 // BG_ECLOSED
 )
 
 var codeNames = map[Code]string{

@@ -20,10 +20,10 @@ import (
 // Limits of Redisson's Bloom filters (bloomguard/hash.h).
 const (
 	// MaxSize is the largest bitmap Redisson accepts, in bits (Integer.MAX_VALUE * 2).
-	MaxSize uint64 = C.BG_MAX_SIZE
+	MaxSize uint64 = 4294967294
 	// MaxHashIterations is the largest k accepted from a config hash (Redisson's optimum never
 	// exceeds 1075). Indexes rejects a larger k.
-	MaxHashIterations uint32 = C.BG_MAX_HASH_ITERATIONS
+	MaxHashIterations uint32 = 4096
 )
 
 // Hash128 is HighwayHash-128 with Redisson's key over item: the two 64-bit words Redisson derives
