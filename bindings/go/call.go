@@ -5,6 +5,7 @@ import "C"
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync"
 	"time"
@@ -31,14 +32,19 @@ var callPool = sync.Pool{New: func() any {
 	return c
 }}
 
+// checkContext rejects a nil context and returns the error of one already done.
+func checkContext(ctx context.Context) error {
+	if ctx == nil {
+		return errorf(CodeInvalid, "nil context.Context")
+	}
+	return ctx.Err()
+}
+
 // beginCall checks ctx and returns a call whose timeout is ctx's deadline (rounded up to a whole
 // millisecond, at most an hour), or the client's command timeout when ctx has no deadline.
 // An already cancelled or expired ctx returns ctx.Err() (or context.DeadlineExceeded) and no call.
 func beginCall(ctx context.Context) (*call, error) {
-	if ctx == nil {
-		return nil, errorf(CodeInvalid, "nil context.Context")
-	}
-	if err := ctx.Err(); err != nil {
+	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}
 	var ms int64
@@ -80,3 +86,42 @@ func (c *call) end(ctx context.Context, st C.int) error {
 
 // release returns an unused call to the pool.
 func (c *call) release() { callPool.Put(c) }
+
+// gate bounds how many calls of one client (with its filters) are inside C at once. A call
+// blocked in C holds an OS thread: without the gate, thousands of goroutines queueing for a
+// pool of 4 connections would each hold a thread (and Go aborts the program at 10,000 threads).
+// Waiting here costs a goroutine only. The bound is well above the pool size, so the library's
+// own pool wait (and its "all connections busy" error) still works as documented.
+type gate chan struct{}
+
+const minInFlight = 256
+
+func newGate(poolSize int64) gate {
+	n := int64(minInFlight)
+	if 2*poolSize > n {
+		n = 2 * poolSize
+	}
+	return make(gate, n)
+}
+
+// enter waits for a slot; ctx ends the wait. A deadline reached here is a timeout like one
+// reached in C (ErrTimeout and context.DeadlineExceeded).
+func (g gate) enter(ctx context.Context) error {
+	select {
+	case g <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case g <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		if ctx.Err() == context.DeadlineExceeded {
+			return &Error{Code: CodeTimeout, cause: context.DeadlineExceeded, Message: fmt.Sprintf(
+				"the deadline passed while %d calls of this client were in progress", cap(g))}
+		}
+		return ctx.Err()
+	}
+}
+
+func (g gate) leave() { <-g }

@@ -22,6 +22,7 @@ const errbufSize = 512
 // are open is safe, and the connections go away when the last of them is closed.
 type Client struct {
 	h       *clientHandle
+	g       gate // bounds the calls in C at once, shared with the filters
 	cleanup runtime.Cleanup
 }
 
@@ -49,7 +50,7 @@ func Open(url string, opts ...Option) (*Client, error) {
 	if strings.IndexByte(url, 0) >= 0 {
 		return nil, errorf(CodeBadURL, "the URL contains a NUL byte")
 	}
-	o, err := buildOptions(opts)
+	o, poolSize, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +64,7 @@ func Open(url string, opts ...Option) (*Client, error) {
 		return nil, newError(st, C.GoString(&errbuf[0]))
 	}
 	h := &clientHandle{p: p}
-	c := &Client{h: h}
+	c := &Client{h: h, g: newGate(poolSize)}
 	c.cleanup = runtime.AddCleanup(c, (*clientHandle).close, h)
 	return c, nil
 }
@@ -86,12 +87,13 @@ func (c *Client) Close() error {
 // ctx's deadline: the C API has no per-call form of bg_client_ping. The message of a failure is
 // the client's most recent one, which another goroutine's failure may have replaced.
 func (c *Client) Ping(ctx context.Context) error {
-	if ctx == nil {
-		return errorf(CodeInvalid, "nil context.Context")
-	}
-	if err := ctx.Err(); err != nil {
+	if err := checkContext(ctx); err != nil {
 		return err
 	}
+	if err := c.g.enter(ctx); err != nil {
+		return err
+	}
+	defer c.g.leave()
 	c.h.mu.RLock()
 	defer c.h.mu.RUnlock()
 	if c.h.p == nil {
@@ -144,7 +146,7 @@ func (c *Client) Filter(name string, opts ...FilterOption) (*Filter, error) {
 		return nil, newError(st, clientErrmsg(c.h.p))
 	}
 	h := &filterHandle{p: p}
-	f := &Filter{h: h, name: name}
+	f := &Filter{h: h, g: c.g, name: name}
 	f.cleanup = runtime.AddCleanup(f, (*filterHandle).close, h)
 	return f, nil
 }

@@ -37,7 +37,9 @@
 // A Client (a pool of connections) and a Filter may be shared by any number of goroutines. Close
 // is idempotent on both and waits for calls in flight; later calls fail with ErrClosed. Filters
 // keep their client's pool alive, so closing the Client before its filters is safe. A cleanup
-// (runtime.AddCleanup) closes handles that were never closed, as a safety net only.
+// (runtime.AddCleanup) closes handles that were never closed, as a safety net only. Each client
+// lets at most max(256, 2*pool size) calls into C at once (a call blocked in C holds an OS
+// thread); the others wait as goroutines, and their context ends that wait too.
 //
 // # Layout of the package
 //
@@ -45,7 +47,7 @@
 //	errors.go    Code, *Error and the sentinels (one per BG_E* status)
 //	abi.go       compile-time checks that constants written out in Go equal the header's
 //	options.go   Option values for Open (bg_options)
-//	call.go      the per-call bg_call: context deadline in, status and message out
+//	call.go      the per-call bg_call (context deadline in, status and message out), the gate
 //	client.go    Client, Open, Filter, FilterOption
 //	filter.go    Filter operations (the _ex functions)
 //	items.go     batches laid out in C memory

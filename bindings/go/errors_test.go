@@ -206,7 +206,7 @@ func TestOptionsMatchHeader(t *testing.T) {
 			t.Errorf("%s = %s: the Option sets %+v", d[1], d[2], s.sets)
 		}
 		// each one is accepted by bg_options_set_*
-		o, err := buildOptions([]Option{opt})
+		o, _, err := buildOptions([]Option{opt})
 		if err != nil {
 			t.Errorf("%s: %v", d[1], err)
 		}

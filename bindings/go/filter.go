@@ -61,6 +61,7 @@ import (
 // forgotten one, but only when the garbage collector gets to it.
 type Filter struct {
 	h       *filterHandle
+	g       gate // shared with the client
 	name    string
 	cleanup runtime.Cleanup
 }
@@ -102,16 +103,25 @@ func (f *Filter) Close() error {
 	return nil
 }
 
-// begin checks ctx, takes a bg_call and holds the handle open for the call.
+// begin checks ctx, waits for a slot of the client's gate, takes a bg_call (its timeout computed
+// after that wait) and holds the handle open for the call.
 func (f *Filter) begin(ctx context.Context) (*C.bg_filter, *call, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, nil, err
+	}
+	if err := f.g.enter(ctx); err != nil {
+		return nil, nil, err
+	}
 	c, err := beginCall(ctx)
 	if err != nil {
+		f.g.leave()
 		return nil, nil, err
 	}
 	f.h.mu.RLock()
 	if f.h.p == nil {
 		f.h.mu.RUnlock()
 		c.release()
+		f.g.leave()
 		return nil, nil, errFilterClosed()
 	}
 	return f.h.p, c, nil
@@ -119,6 +129,7 @@ func (f *Filter) begin(ctx context.Context) (*C.bg_filter, *call, error) {
 
 func (f *Filter) end(ctx context.Context, c *call, st C.int) error {
 	f.h.mu.RUnlock()
+	f.g.leave()
 	return c.end(ctx, st)
 }
 

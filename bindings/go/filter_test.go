@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -921,4 +923,87 @@ func TestConfigChanged(t *testing.T) {
 		t.Fatalf("Info: %+v %v", info, err)
 	}
 	f.Delete(ctx)
+}
+
+// Thousands of goroutines on one client do not become thousands of OS threads blocked in C: the
+// client's gate lets a bounded number into C and the rest wait as goroutines.
+func TestManyGoroutinesBoundedThreads(t *testing.T) {
+	threads := func() int {
+		b, err := os.ReadFile("/proc/self/status")
+		if err != nil {
+			t.Skipf("no /proc/self/status: %v", err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				return n
+			}
+		}
+		t.Skip("no Threads: line")
+		return 0
+	}
+	ctx := context.Background()
+	c := openClient(t, WithCommandTimeout(30*time.Second))
+	f := initFilter(t, c, 1000, 0.01)
+	before := threads()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := 0; i < 3000; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 3; j++ {
+				if _, err := f.ContainsString(ctx, "x"); err != nil {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	after := threads()
+	t.Logf("OS threads: %d before, %d after 3000 goroutines x 3 calls (gate %d)", before, after, cap(c.g))
+	if failed.Load() != 0 {
+		t.Errorf("%d calls failed", failed.Load())
+	}
+	// Go keeps idle threads, so "after" is about the peak
+	if after > before+cap(c.g)+100 {
+		t.Errorf("%d OS threads for a gate of %d", after, cap(c.g))
+	}
+}
+
+// A context ends the wait for the gate like it ends a wait in C.
+func TestGateWaitHonoursContext(t *testing.T) {
+	c := openClient(t, WithPoolSize(1000))
+	if cap(c.g) != 2000 {
+		t.Fatalf("gate %d for a pool of 1000", cap(c.g))
+	}
+	f := initFilter(t, c, 100, 0.01)
+	for len(c.g) < cap(c.g) {
+		c.g <- struct{}{} // every slot taken
+	}
+	defer func() {
+		for len(c.g) > 0 {
+			<-c.g
+		}
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := f.ContainsString(ctx, "x")
+	if d := time.Since(start); d < 90*time.Millisecond || d > time.Second {
+		t.Errorf("returned after %v", d)
+	}
+	wantCode(t, err, CodeTimeout, ErrTimeout)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("not DeadlineExceeded: %v", err)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel2)
+	if err := c.Ping(ctx2); err != context.Canceled {
+		t.Errorf("Ping cancelled while waiting: %v", err)
+	}
+	<-c.g // one slot free again: calls go through
+	if ok, err := f.ContainsString(context.Background(), "x"); err != nil || ok {
+		t.Errorf("after a slot was freed: %v %v", ok, err)
+	}
 }

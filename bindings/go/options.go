@@ -100,8 +100,9 @@ func WithClientName(name string) Option {
 	return stringOption("WithClientName", C.BG_OPT_CLIENT_NAME, name, false)
 }
 
-// buildOptions turns opts into a bg_options object (nil when there are none). The caller frees it.
-func buildOptions(opts []Option) (*C.bg_options, error) {
+// buildOptions turns opts into a bg_options object (nil when there are none; the caller frees it)
+// and returns the pool size asked for (0: the library's default).
+func buildOptions(opts []Option) (*C.bg_options, int64, error) {
 	var s openSettings
 	for _, o := range opts {
 		if o != nil {
@@ -109,16 +110,20 @@ func buildOptions(opts []Option) (*C.bg_options, error) {
 		}
 	}
 	if len(s.sets) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	var p *C.bg_options
 	if st := C.bg_options_new(&p); st != C.BG_OK {
-		return nil, newError(st, "bg_options_new failed")
+		return nil, 0, newError(st, "bg_options_new failed")
 	}
+	var poolSize int64
 	for _, set := range s.sets {
 		if set.err != nil {
 			C.bg_options_free(p)
-			return nil, set.err
+			return nil, 0, set.err
+		}
+		if set.id == C.BG_OPT_POOL_SIZE {
+			poolSize = set.i
 		}
 		var st C.int
 		if set.isStr {
@@ -130,10 +135,10 @@ func buildOptions(opts []Option) (*C.bg_options, error) {
 		}
 		if st != C.BG_OK {
 			C.bg_options_free(p)
-			return nil, newError(st, set.name+": "+Code(st).Description())
+			return nil, 0, newError(st, set.name+": "+Code(st).Description())
 		}
 	}
-	return p, nil
+	return p, poolSize, nil
 }
 
 // freeOptions frees what buildOptions returned (nil is fine).
