@@ -4,6 +4,7 @@
  *   main.c      argument parsing, usage texts, dispatch, connecting
  *   commands.c  one function per subcommand
  *   items.c     item sources: arguments or stdin lines, delivered in batches
+ *   rotate.c    the rotate subcommand: rotation, signals, progress bar
  *   output.c    JSON string escaping, number formatting, error reporting
  *
  * The CLI uses only the public API (bloomguard.h) and the shared library.
@@ -22,17 +23,22 @@
 #define CLI_EXIT_ABSENT  1   /* contains: at least one item absent */
 #define CLI_EXIT_ERROR   2   /* library, connection or server error */
 #define CLI_EXIT_USAGE  64   /* usage error (EX_USAGE) */
+#define CLI_EXIT_INTERRUPTED 130  /* rotate: stopped by SIGINT / SIGTERM, the rotation aborted */
 
 #define CLI_DEFAULT_URL   "redis://127.0.0.1:6379"
 #define CLI_DEFAULT_BATCH 1000
 #define CLI_MAX_BATCH     1000000
 /* A stdin batch is also flushed once its items reach this many bytes (long lines). */
 #define CLI_BATCH_BYTES   (8u * 1024u * 1024u)
+/* rotate reads larger batches: the library hashes a batch on several threads only from 8192
+ * items per thread on. */
+#define CLI_ROTATE_BATCH  262144
 
 typedef struct cli_opts {
   const char *cmd;         /* subcommand name */
   const char *url;         /* --url, else $BLOOMGUARD_URL, else CLI_DEFAULT_URL */
   int json;                /* --json */
+  int have_batch;          /* --batch given */
   int verbose;             /* -v / --verbose */
   int64_t timeout_ms;      /* --timeout-ms; 0 = library defaults */
   size_t batch;            /* --batch */
@@ -42,6 +48,15 @@ typedef struct cli_opts {
   double fpp;              /* --fpp */
   int have_ttl;
   int64_t ttl_ms;          /* --ttl-ms */
+  /* rotate */
+  int strategy;            /* --strategy: BG_ROTATE_SWAP (default) or BG_ROTATE_NAIVE */
+  const char *from;        /* --from FILE; NULL or "-": standard input */
+  int64_t lease_ms;        /* --lease-ms; 0 = library default */
+  int have_wait;
+  int64_t wait_ms;         /* --wait-ms */
+  int64_t threads;         /* --threads; 0 = library default (online CPUs) */
+  int64_t chunk_bytes;     /* --chunk-bytes; 0 = library default */
+  int64_t staging_ttl_ms;  /* --staging-ttl-ms; 0 = library default */
   const char *name;        /* filter name (first positional) */
   char **items;            /* remaining positionals */
   size_t nitems;
@@ -58,6 +73,7 @@ int cli_cmd_count(const cli_opts *o, bg_filter *f);
 int cli_cmd_delete(const cli_opts *o, bg_filter *f);
 int cli_cmd_expire(const cli_opts *o, bg_filter *f);
 int cli_cmd_persist(const cli_opts *o, bg_filter *f);
+int cli_cmd_rotate(const cli_opts *o, bg_filter *f);   /* rotate.c */
 
 /* ---- items.c ------------------------------------------------------------------------ */
 /*
@@ -74,6 +90,19 @@ typedef int (*cli_batch_fn)(const void *const *items, const size_t *lens, size_t
  * (message printed) when stdin cannot be read or memory runs out.
  */
 int cli_for_each_batch(const cli_opts *o, cli_batch_fn fn, void *ud);
+
+/* Called by cli_for_each_line_fd after every read and whenever no input came for 200 ms.
+ * Returns CLI_EXIT_OK to go on, anything else stops the walk and is returned. */
+typedef int (*cli_tick_fn)(void *ud);
+
+/*
+ * The same line rules as stdin above, read from fd with read(2): a batch ends at `batch` items or
+ * CLI_BATCH_BYTES. The wait for input is a poll(2) of at most 200 ms, so `tick` (may be NULL)
+ * runs even while the source is idle: a stop request is noticed without input arriving. `what`
+ * names the source in messages ("standard input", a file name).
+ */
+int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t batch,
+                         cli_batch_fn fn, cli_tick_fn tick, void *ud);
 
 /* ---- output.c ----------------------------------------------------------------------- */
 /* Writes s (len bytes) as a JSON string literal, quotes included. Control characters are

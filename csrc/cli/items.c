@@ -7,10 +7,15 @@
  * lines may be of any length and contain NUL bytes. Lines are read with getline into one reused
  * line buffer and appended to one reused arena; a batch ends at o->batch items or when the arena
  * reaches CLI_BATCH_BYTES. Nothing is allocated per line: the buffers only grow, a few times.
+ *
+ * A file descriptor (rotate: --from FILE or stdin): the same rules, read with read(2) in 64 KiB
+ * blocks straight into the arena (a line may span blocks), after a poll(2) of at most 200 ms so
+ * that the caller's tick runs while the source is idle (an interrupt is noticed at once).
  */
 #include "cli.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -42,7 +47,8 @@ static void arena_free(arena *a) {
   free(a->ptrs);
 }
 
-static int arena_push(arena *a, const char *data, size_t len) {
+/* Makes room for len more bytes after a->len. */
+static int arena_reserve(arena *a, size_t len) {
   if (a->len + len > a->cap || a->len + len < a->len) {
     size_t cap = a->cap;
     while (cap < a->len + len) {
@@ -54,6 +60,11 @@ static int arena_push(arena *a, const char *data, size_t len) {
     a->buf = nb;
     a->cap = cap;
   }
+  return 0;
+}
+
+static int arena_push(arena *a, const char *data, size_t len) {
+  if (arena_reserve(a, len) != 0) return -1;
   if (len) memcpy(a->buf + a->len, data, len);
   a->offs[a->n] = a->len;
   a->lens[a->n] = len;
@@ -134,6 +145,87 @@ static int from_args(const cli_opts *o, cli_batch_fn fn, void *ud) {
     rc = fn((const void *const *)(o->items + at), lens, n, ud);
   }
   free(lens);
+  return rc;
+}
+
+int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t batch,
+                         cli_batch_fn fn, cli_tick_fn tick, void *ud) {
+  enum { BLOCK = 64 * 1024 };
+  arena a;
+  int rc = CLI_EXIT_OK;
+  size_t start = 0;   /* offset in a.buf where the item being read began */
+  if (arena_init(&a, batch) != 0) {
+    arena_free(&a);
+    fprintf(stderr, "bloomguard: %s: out of memory\n", o->cmd);
+    return CLI_EXIT_ERROR;
+  }
+  if (isatty(fd))
+    fprintf(stderr, "bloomguard: %s: reading items from the terminal, one per line; end with "
+                    "Ctrl-D\n", o->cmd);
+  for (;;) {
+    if (tick && (rc = tick(ud)) != CLI_EXIT_OK) break;
+    struct pollfd pfd = {fd, POLLIN, 0};
+    int pr = poll(&pfd, 1, 200);
+    if (pr < 0 && errno != EINTR) {
+      fprintf(stderr, "bloomguard: %s: cannot wait for %s: %s\n", o->cmd, what, strerror(errno));
+      rc = CLI_EXIT_ERROR;
+      break;
+    }
+    if (pr <= 0) continue;  /* idle or interrupted: tick again */
+    if (arena_reserve(&a, BLOCK) != 0) {
+      fprintf(stderr, "bloomguard: %s: out of memory (line of %zu bytes)\n", o->cmd, a.len - start);
+      rc = CLI_EXIT_ERROR;
+      break;
+    }
+    ssize_t got = read(fd, a.buf + a.len, BLOCK);
+    if (got < 0) {
+      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+      fprintf(stderr, "bloomguard: %s: error reading %s: %s\n", o->cmd, what, strerror(errno));
+      rc = CLI_EXIT_ERROR;
+      break;
+    }
+    if (got == 0) break;  /* end of input */
+    /* split what arrived into items; the arena holds the bytes in place, nothing is copied */
+    size_t end = a.len + (size_t)got;
+    size_t at = a.len;
+    a.len = end;
+    while (at < end) {
+      char *nl = memchr(a.buf + at, '\n', end - at);
+      if (!nl) break;
+      size_t stop = (size_t)(nl - a.buf);
+      size_t len = stop - start;
+      if (len > 0 && a.buf[stop - 1] == '\r') len--;
+      a.offs[a.n] = start;
+      a.lens[a.n] = len;
+      a.n++;
+      at = stop + 1;
+      start = at;
+      if (a.n == a.max || start >= CLI_BATCH_BYTES) {
+        /* hand over the complete items; the bytes of the next, unfinished one move to the front */
+        size_t rest = end - start;
+        a.len = start;
+        for (size_t i = 0; i < a.n; i++) a.ptrs[i] = a.buf + a.offs[i];
+        rc = fn(a.ptrs, a.lens, a.n, ud);
+        a.n = 0;
+        if (rest) memmove(a.buf, a.buf + start, rest);
+        a.len = rest;
+        end = rest;
+        at = 0;
+        start = 0;
+        if (rc != CLI_EXIT_OK) break;
+      }
+    }
+    if (rc != CLI_EXIT_OK) break;
+  }
+  if (rc == CLI_EXIT_OK) {
+    if (a.len > start) {  /* a last line without '\n' is an item (its '\r' stays) */
+      a.offs[a.n] = start;
+      a.lens[a.n] = a.len - start;
+      a.n++;
+    }
+    rc = arena_flush(&a, fn, ud);
+  }
+  arena_free(&a);
   return rc;
 }
 

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +12,15 @@
 #define OPT_FPP      0x2
 #define OPT_TTL      0x4
 #define OPT_BATCH    0x8
+#define OPT_STRATEGY 0x10
+#define OPT_FROM     0x20
+#define OPT_LEASE    0x40
+#define OPT_WAIT     0x80
+#define OPT_THREADS  0x100
+#define OPT_CHUNK    0x200
+#define OPT_STAGING  0x400
+#define OPT_ROTATE   (OPT_EXPECTED | OPT_FPP | OPT_BATCH | OPT_STRATEGY | OPT_FROM | OPT_LEASE | \
+                      OPT_WAIT | OPT_THREADS | OPT_CHUNK | OPT_STAGING)
 
 enum { ARGS_NONE, ARGS_NAME, ARGS_NAME_ITEMS };
 
@@ -59,6 +69,40 @@ static const command commands[] = {
   {"persist", ARGS_NAME, 0, "persist NAME",
    "Removes the time to live from the bitmap and the config hash.\n",
    cli_cmd_persist},
+  {"rotate", ARGS_NAME, OPT_ROTATE,
+   "rotate NAME --expected N --fpp P [--strategy swap|naive] [--from FILE|-]",
+   "Rebuilds the filter from a full list of its items, with the same or other parameters,\n"
+   "while readers and writers keep using it. Items: one per line from FILE (--from) or from\n"
+   "standard input (no --from, or '--from -'), read only after the rotation has begun (read\n"
+   "the source of truth then, so nothing added before that point is missed).\n"
+   "  swap (default): builds the next generation in memory (hashing on all cores), uploads it\n"
+   "      to staging keys, then swaps bitmap and config in one atomic step. Readers see the\n"
+   "      old filter, then the new one; items added meanwhile (through bloomguard) are kept;\n"
+   "      until the swap the live keys are untouched. A second rotation of the same filter\n"
+   "      fails with BG_EROTATING (\"rotation in progress\", exit 2) unless --wait-ms.\n"
+   "  naive: delete, init, add in batches into the live keys - the rebuild that makes\n"
+   "      readers fail or miss items meanwhile; kept to reproduce that in tests and demos.\n"
+   "  --expected N       expected insertions of the new generation\n"
+   "  --fpp P            its false positive probability, 0 < P <= 1\n"
+   "  --strategy S       swap (default) or naive\n"
+   "  --from FILE        read the items from FILE ('-': standard input, the default)\n"
+   "  --wait-ms MS       wait up to MS for another rotation of NAME to end (default 0: fail)\n"
+   "  --lease-ms MS      the rotator's lease, renewed every third of it (default 30000);\n"
+   "                     if this process dies, another rotation can start after it\n"
+   "  --staging-ttl-ms MS  time to live of the staging keys (default 300000)\n"
+   "  --threads N        hashing threads (default: the online CPUs)\n"
+   "  --chunk-bytes N    upload chunk in bytes, 4096..67108864 (default 1048576)\n"
+   "  --batch N          items read per batch (default 262144); naive: items per round trip\n"
+   "                     (default 1000)\n"
+   "On a terminal, a progress bar on stderr shows the phase, items, items/s, bytes uploaded\n"
+   "of the total and the upload's ETA; otherwise nothing is printed while it runs. At the end\n"
+   "one line on stdout: strategy, items, bytes uploaded, seconds, items/s. With --json:\n"
+   "{\"name\",\"strategy\",\"expected\",\"fpp\",\"items\",\"bytesUploaded\",\"seconds\",\n"
+   "\"itemsPerSecond\",\"size\",\"hashIterations\"} (size and hashIterations read back after the\n"
+   "swap). Ctrl-C (SIGINT) or SIGTERM aborts the rotation cleanly: staging keys removed,\n"
+   "lease released, the live filter untouched (swap); exit 130. A second Ctrl-C exits at\n"
+   "once (the lease and the staging keys then expire on their own).\n",
+   cli_cmd_rotate},
   {"version", ARGS_NONE, 0, "version",
    "Prints the versions of the command and of the library it loaded, and the hash\n"
    "implementation picked for this CPU. Needs no server.\n",
@@ -94,7 +138,8 @@ static const char details_help[] =
   "  2   error: bad URL, cannot connect, server error, filter not initialized, ...; the\n"
   "      message on stderr names the status (e.g. BG_ENOTINIT) and the library's detail;\n"
   "      what stdout holds then is partial (items of earlier batches were applied)\n"
-  "  64  usage error (unknown command or option, missing or malformed argument)\n";
+  "  64  usage error (unknown command or option, missing or malformed argument)\n"
+  "  130 rotate: interrupted (SIGINT or SIGTERM); the rotation was aborted\n";
 
 static void usage_all(FILE *out) {
   fputs("usage: bloomguard [GLOBAL OPTIONS] COMMAND [OPTIONS] NAME [ITEM...]\n"
@@ -113,7 +158,7 @@ static void usage_all(FILE *out) {
 static void usage_cmd(FILE *out, const command *c) {
   fprintf(out, "usage: bloomguard [GLOBAL OPTIONS] %s\n\n%s\n", c->synopsis, c->help);
   fputs(global_help, out);
-  if (c->opts & OPT_BATCH) {
+  if (c->opts & (OPT_BATCH | OPT_FROM)) {
     fputc('\n', out);
     fputs(details_help, out);
   } else {
@@ -179,6 +224,7 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
   }
   memset(o, 0, sizeof *o);
   o->batch = CLI_DEFAULT_BATCH;
+  o->strategy = BG_ROTATE_SWAP;
   o->url = getenv("BLOOMGUARD_URL");
   if (!o->url || !*o->url) o->url = CLI_DEFAULT_URL;
 
@@ -221,8 +267,55 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       if (parse_i64(val, 1, CLI_MAX_BATCH, &b) != 0)
         FAIL("--batch: '%s' is not a number in 1..1000000", val);
       o->batch = (size_t)b;
+      o->have_batch = 1;
       seen |= OPT_BATCH;
       continue;
+    }
+    if ((r = take_value(argc, argv, &i, "--strategy", &val)) != 0) {
+      if (r < 0) FAIL("option %s needs a value", a);
+      if (strcmp(val, "swap") == 0) o->strategy = BG_ROTATE_SWAP;
+      else if (strcmp(val, "naive") == 0) o->strategy = BG_ROTATE_NAIVE;
+      else FAIL("--strategy: '%s' is not swap or naive", val);
+      seen |= OPT_STRATEGY;
+      continue;
+    }
+    if ((r = take_value(argc, argv, &i, "--from", &val)) != 0) {
+      if (r < 0) FAIL("option %s needs a value", a);
+      if (!*val) FAIL("option --from needs a file name (or '-')%s", "");
+      o->from = val;
+      seen |= OPT_FROM;
+      continue;
+    }
+    {
+      /* the rotation's integer options, checked against the library's ranges */
+      static const struct {
+        const char *opt;
+        unsigned bit;
+        int64_t min, max;
+        size_t off;
+        const char *what;
+      } ints[] = {
+        {"--lease-ms", OPT_LEASE, 100, 3600000, offsetof(cli_opts, lease_ms), "milliseconds in 100..3600000"},
+        {"--wait-ms", OPT_WAIT, 0, 3600000, offsetof(cli_opts, wait_ms), "milliseconds in 0..3600000"},
+        {"--threads", OPT_THREADS, 1, 256, offsetof(cli_opts, threads), "number in 1..256"},
+        {"--chunk-bytes", OPT_CHUNK, 4096, 67108864, offsetof(cli_opts, chunk_bytes), "number in 4096..67108864"},
+        {"--staging-ttl-ms", OPT_STAGING, 1000, 86400000, offsetof(cli_opts, staging_ttl_ms),
+         "milliseconds in 1000..86400000"},
+      };
+      size_t k;
+      for (k = 0; k < sizeof ints / sizeof ints[0]; k++)
+        if ((r = take_value(argc, argv, &i, ints[k].opt, &val)) != 0) break;
+      if (k < sizeof ints / sizeof ints[0]) {
+        char msg[256];
+        if (r < 0) FAIL("option %s needs a value", a);
+        if (parse_i64(val, ints[k].min, ints[k].max, (int64_t *)((char *)o + ints[k].off)) != 0) {
+          snprintf(msg, sizeof msg, "%s: '%.100s' is not a %s", ints[k].opt, val, ints[k].what);
+          FAIL("%s", msg);
+        }
+        if (ints[k].bit == OPT_WAIT) o->have_wait = 1;
+        seen |= ints[k].bit;
+        continue;
+      }
     }
     if ((r = take_value(argc, argv, &i, "--expected", &val)) != 0) {
       if (r < 0) FAIL("option %s needs a value", a);
@@ -264,7 +357,9 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
   if (seen & ~cmd->opts) {
     static const struct { unsigned bit; const char *name; } names[] = {
       {OPT_EXPECTED, "--expected"}, {OPT_FPP, "--fpp"}, {OPT_TTL, "--ttl-ms"},
-      {OPT_BATCH, "--batch"}};
+      {OPT_BATCH, "--batch"}, {OPT_STRATEGY, "--strategy"}, {OPT_FROM, "--from"},
+      {OPT_LEASE, "--lease-ms"}, {OPT_WAIT, "--wait-ms"}, {OPT_THREADS, "--threads"},
+      {OPT_CHUNK, "--chunk-bytes"}, {OPT_STAGING, "--staging-ttl-ms"}};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
       if (seen & ~cmd->opts & names[k].bit) FAIL("option %s does not apply to this command",
                                                  names[k].name);
@@ -287,6 +382,8 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
   }
   if (cmd == find_command("init") && (!o->have_expected || !o->have_fpp))
     FAIL("init needs --expected N and --fpp P%s", "");
+  if (cmd == find_command("rotate") && (!o->have_expected || !o->have_fpp))
+    FAIL("rotate needs --expected N and --fpp P%s", "");
   if (cmd == find_command("expire") && !o->have_ttl) FAIL("expire needs --ttl-ms MS%s", "");
 #undef FAIL
 

@@ -23,12 +23,16 @@ export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bg-cli-test.XXXXXX")
 P="clitest:$$:$RANDOM:"
-NAMES=()
+BGPIDS=()
 cleanup() {
-  local n
-  for n in "${NAMES[@]}"; do
-    timeout 10 "$BG" --url "$URL" delete "$n" >/dev/null 2>&1
-  done
+  local n p
+  for p in "${BGPIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+  # names are recorded in a file: name() runs in $(...) subshells, whose variables are lost
+  if [ -f "$WORK/names" ]; then
+    while IFS= read -r n; do
+      timeout 10 "$BG" --url "$URL" delete "$n" >/dev/null 2>&1
+    done <"$WORK/names"
+  fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -59,7 +63,7 @@ run_raw() {
   timeout 120 "$BG" "$@" </dev/null >"$OUT" 2>"$ERR"
   RC=$?
 }
-name() { local n="$P$1"; NAMES+=("$n"); echo "$n"; }
+name() { local n="$P$1"; echo "$n" >>"$WORK/names"; echo "$n"; }
 
 expect_rc() { # DESC RC
   if [ "$RC" -eq "$2" ]; then ok "$1 (exit $2)"; else bad "$1" "expected exit $2"; fi
@@ -114,7 +118,7 @@ expect_out "--help lists exit codes" '^  64  usage error'
 expect_out "--help lists the commands" 'contains NAME \[ITEM\.\.\.\]'
 run_raw -h
 expect_rc "-h" 0
-for c in info init add contains count delete expire persist version; do
+for c in info init add contains count delete expire persist rotate version; do
   run_raw "$c" --help
   if [ "$RC" -eq 0 ] && grep -q "usage: bloomguard .*$c" "$OUT"; then ok "$c --help"; else bad "$c --help"; fi
 done
@@ -365,6 +369,251 @@ if [ $have_rediscli -eq 1 ]; then
   if [ "$ms" -lt 2400 ]; then ok "gave up before the pause ended (${ms} ms)"; else RC=0; bad "gave up before the pause ended (${ms} ms)"; fi
   rcli client unpause >/dev/null
 fi
+
+# ---- rotate ---------------------------------------------------------------------------------
+# usage errors (64) and errors before any rotation begins (2)
+run_raw rotate x --expected 100
+expect_rc "rotate without --fpp" 64
+expect_err "rotate without --fpp: message" 'rotate needs --expected N and --fpp P'
+run_raw rotate x --fpp 0.01
+expect_rc "rotate without --expected" 64
+run_raw rotate x --expected 100 --fpp 0.01 --strategy locked
+expect_rc "rotate --strategy locked" 64
+expect_err "--strategy names the choices" 'not swap or naive'
+run_raw rotate x --expected 100 --fpp 0.01 --threads 0
+expect_rc "rotate --threads 0" 64
+run_raw rotate x --expected 100 --fpp 0.01 --chunk-bytes 100
+expect_rc "rotate --chunk-bytes 100" 64
+run_raw rotate x --expected 100 --fpp 0.01 --lease-ms 5
+expect_rc "rotate --lease-ms 5" 64
+run_raw rotate x --expected 100 --fpp 0.01 --wait-ms -1
+expect_rc "rotate --wait-ms -1" 64
+run_raw rotate x --expected 100 --fpp 0.01 --staging-ttl-ms 10
+expect_rc "rotate --staging-ttl-ms 10" 64
+run_raw rotate x --expected 100 --fpp 0.01 --from
+expect_rc "rotate --from without a value" 64
+run_raw rotate x item1 --expected 100 --fpp 0.01
+expect_rc "rotate takes no ITEM arguments" 64
+run_raw rotate --expected 100 --fpp 0.01
+expect_rc "rotate without NAME" 64
+run_raw add x --from "$WORK/in5000"
+expect_rc "--from does not apply to add" 64
+run_raw contains x --strategy swap
+expect_rc "--strategy does not apply to contains" 64
+run_raw rotate --help
+expect_rc "rotate --help" 0
+expect_out "rotate --help: synopsis" '^usage: bloomguard .*rotate NAME --expected N --fpp P \[--strategy swap\|naive\] \[--from FILE\|-\]'
+expect_out "rotate --help: options" '--wait-ms MS'
+run_raw --help
+expect_out "--help lists rotate" '^  rotate NAME --expected N --fpp P'
+expect_out "--help lists exit 130" '^  130 rotate: interrupted'
+run rotate "$(name rot-nofile)" --expected 100 --fpp 0.01 --from "$WORK/does-not-exist"
+expect_rc "rotate --from a missing file" 2
+expect_err "missing file named" 'cannot open .*does-not-exist'
+run rotate "$(name rot-badp)" --expected 100 --fpp 1.5
+expect_rc "rotate --fpp 1.5" 2
+expect_err "rotate --fpp 1.5 names BG_EBADPARAMS" 'BG_EBADPARAMS'
+
+R=$(name rot)
+run init "$R" --expected 1000 --fpp 0.01
+run add "$R" old-1 old-2 old-3
+staging_gone() { # DESC: no rotation/next/delta keys left for $R
+  if [ $have_rediscli -eq 1 ]; then
+    local n
+    n=$(rcli exists "{$R}:rotation" "{$R}:next" "{$R}:delta")
+    if [ "$n" = 0 ]; then ok "$1: no staging keys left"; else RC=0; bad "$1: no staging keys left" "$n exist"; fi
+  fi
+}
+
+# swap from stdin: the items are present, the config is the new (n, p), nothing on stderr
+read -r RSZ RK < <(params 20000 0.001)
+run -i "$WORK/in5000" rotate "$R" --expected 20000 --fpp 0.001
+expect_rc "rotate (swap) from stdin" 0
+expect_out "rotate prints a summary line" "^rotated $R \\(swap\\): 5000 items, [0-9]+ bytes uploaded, [0-9]+\\.[0-9]+ s, [0-9]+ items/s\$"
+if [ "$(lines_of)" = 1 ] && [ ! -s "$ERR" ]; then ok "rotate: one line on stdout, nothing on stderr (not a terminal)"
+else bad "rotate: one line on stdout, nothing on stderr (not a terminal)"; fi
+run -i "$WORK/in5000" contains "$R"
+expect_rc "rotated items all present" 0
+run --json info "$R"
+expect_json "rotate changed the config to the new (n, p)" "d['size'] == $RSZ and d['hashIterations'] == $RK and d['expectedInsertions'] == 20000 and d['falseProbability'] == 0.001"
+staging_gone "swap"
+if [ $have_rediscli -eq 1 ]; then
+  if [ "$(rcli hget "{$R}:config" falseProbability)" = "0.001" ]; then ok "rotated config keeps Redisson's falseProbability form"
+  else RC=0; bad "rotated config keeps Redisson's falseProbability form"; fi
+fi
+
+# --from FILE, same (n, p) again, --json fields
+run --json rotate "$R" --expected 20000 --fpp 0.001 --from "$WORK/in3000"
+expect_rc "rotate --from FILE" 0
+expect_json "rotate --json fields" "d['name'] == '$R' and d['strategy'] == 'swap' and d['expected'] == 20000 and d['fpp'] == 0.001 and d['items'] == 3000 and d['bytesUploaded'] > 0 and isinstance(d['seconds'], float) and d['seconds'] >= 0 and d['itemsPerSecond'] >= 0 and d['size'] == $RSZ and d['hashIterations'] == $RK and set(d) == {'name','strategy','expected','fpp','items','bytesUploaded','seconds','itemsPerSecond','size','hashIterations'}"
+run -i "$WORK/in3000" contains "$R"
+expect_rc "items of --from FILE present" 0
+run --json count "$R"
+expect_json "the old generation is gone: count near 3000, not 8000" "abs(d['count'] - 3000) <= 150"
+run -i "$WORK/in5000" --json rotate "$R" --expected 20000 --fpp 0.001 --from -
+expect_json "rotate --from - reads stdin" "d['items'] == 5000"
+
+# the same line rules as add: CRLF / LF / empty line / last line without newline; NUL bytes
+run -i "$WORK/ends" --json rotate "$R" --expected 1000 --fpp 0.001
+expect_json "rotate: 4 items from CRLF/LF/empty/unterminated lines" "d['items'] == 4"
+run contains "$R" crlf-item lf-item "" last-no-newline
+expect_rc "rotate: line rules of add" 0
+run contains "$R" $'crlf-item\r'
+expect_rc "rotate: the \\r of \\r\\n is not part of the item" 1
+run -i "$WORK/nul" rotate "$R" --expected 1000 --fpp 0.001
+run -i "$WORK/nul" contains "$R"
+expect_rc "rotate: an item with a NUL byte" 0
+run -i "$WORK/long" --json rotate "$R" --expected 1000 --fpp 0.001 --batch 1
+expect_json "rotate: a 3 MB line is one item (--batch 1)" "d['items'] == 2"
+run -i "$WORK/long" contains "$R"
+expect_rc "rotate: the 3 MB line reads back present" 0
+run -i "$WORK/empty" --json rotate "$R" --expected 1000 --fpp 0.01
+expect_json "rotate from empty input: an empty generation" "d['items'] == 0"
+run contains "$R" crlf-item
+expect_rc "after an empty rotation nothing is present" 1
+
+# all the rotation options at once, with many chunks
+python3 -c 'import sys
+sys.stdout.write("".join("many-%d\n" % i for i in range(60000)))' >"$WORK/in60000"
+run -i "$WORK/in60000" --json rotate "$R" --expected 200000 --fpp 0.0001 --threads 1 --chunk-bytes 4096 \
+  --lease-ms 1000 --staging-ttl-ms 5000 --batch 7000 --wait-ms 0
+expect_rc "rotate with --threads --chunk-bytes --lease-ms --staging-ttl-ms --batch" 0
+read -r BSZ BK < <(params 200000 0.0001)
+expect_json "rotate with options: 60000 items, uploaded in chunks" "d['items'] == 60000 and d['bytesUploaded'] > 4096 * 10 and d['size'] == $BSZ and d['hashIterations'] == $BK"
+run -i "$WORK/in60000" contains "$R"
+expect_rc "60000 rotated items present" 0
+staging_gone "options"
+
+# naive: delete + init + add into the live keys
+run -i "$WORK/in5000" rotate "$R" --expected 8000 --fpp 0.02 --strategy naive --batch 500
+expect_rc "rotate --strategy naive" 0
+expect_out "naive summary" "^rotated $R \\(naive\\): 5000 items, 0 bytes uploaded"
+run -i "$WORK/in5000" contains "$R"
+expect_rc "naive: items present" 0
+read -r NSZ NK < <(params 8000 0.02)
+run --json info "$R"
+expect_json "naive: config is the new (n, p)" "d['size'] == $NSZ and d['hashIterations'] == $NK and d['expectedInsertions'] == 8000 and d['falseProbability'] == 0.02"
+run --json rotate "$R" --expected 8000 --fpp 0.02 --strategy naive --from "$WORK/in3000"
+expect_json "naive --json" "d['strategy'] == 'naive' and d['items'] == 3000 and d['bytesUploaded'] == 0 and d['size'] == $NSZ"
+
+# a filter that does not exist yet: the rotation creates it
+NEWR=$(name rot-new)
+run -i "$WORK/in3000" --json rotate "$NEWR" --expected 5000 --fpp 0.01
+expect_json "rotate creates a filter that did not exist" "d['items'] == 3000"
+run -i "$WORK/in3000" contains "$NEWR"
+expect_rc "the created filter holds the items" 0
+
+# concurrent rotations: one runs (reading a fifo we feed slowly), the next gets exit 2
+FIFO=$WORK/fifo
+BGPIDS=()
+# bg_rotate ARGS... : `rotate` in the background, stdin from $FIFO, fd 8 = our end of the fifo.
+# Sets BGPID; returns once the rotation has begun (its lease key exists).
+bg_rotate() {
+  rm -f "$FIFO" "$WORK/bg.out" "$WORK/bg.err"
+  mkfifo "$FIFO"
+  "$BG" --url "$URL" rotate "$@" <"$FIFO" >"$WORK/bg.out" 2>"$WORK/bg.err" &
+  BGPID=$!
+  BGPIDS+=("$BGPID")
+  exec 8>"$FIFO"
+  local i
+  if [ $have_rediscli -eq 1 ]; then
+    for i in $(seq 1 100); do
+      [ "$(rcli exists "{$R}:rotation")" = 1 ] && return 0
+      sleep 0.05
+    done
+  else
+    sleep 1.5
+  fi
+}
+# bg_wait PID : waits (at most 60 s) for PID, sets RC to its exit status (124 if it hung: killed).
+bg_wait() {
+  local i
+  for i in $(seq 1 600); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$1" 2>/dev/null; then kill -9 "$1" 2>/dev/null; wait "$1" 2>/dev/null; RC=124; return; fi
+  wait "$1"
+  RC=$?
+}
+run init "$R" --expected 1000 --fpp 0.01 >/dev/null
+bg_rotate "$R" --expected 30000 --fpp 0.001
+printf 'slow-1\nslow-2\n' >&8
+run rotate "$R" --expected 30000 --fpp 0.001 --from "$WORK/in3000"
+expect_rc "a second rotation at the same time" 2
+expect_err "second rotation: BG_EROTATING, rotation in progress" 'BG_EROTATING.*rotation in progress'
+start=$(date +%s%N)
+run rotate "$R" --expected 30000 --fpp 0.001 --from "$WORK/in3000" --wait-ms 400
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+expect_rc "--wait-ms 400 while another rotation runs" 2
+if [ "$ms" -ge 350 ]; then ok "--wait-ms 400 waited (${ms} ms)"; else bad "--wait-ms 400 waited (${ms} ms)"; fi
+# a waiter in the background: it begins once the first rotation commits, then reads a second
+# fifo, which we feed only after checking what the first rotation left
+rm -f "$WORK/fifo2"
+mkfifo "$WORK/fifo2"
+"$BG" --url "$URL" --json rotate "$R" --expected 30000 --fpp 0.001 --wait-ms 30000 \
+  <"$WORK/fifo2" >"$WORK/wait.out" 2>"$WORK/wait.err" 8>&- &
+WAITPID=$!
+BGPIDS+=("$WAITPID")
+exec 9>"$WORK/fifo2"
+# an add through bloomguard during the rotation is kept by the swap
+run add "$R" added-during-rotation
+expect_rc "add while a rotation runs" 0
+printf 'slow-3\n' >&8
+sleep 0.3
+printf 'slow-4\n' >&8
+exec 8>&-
+bg_wait "$BGPID"
+OUT=$WORK/bg.out ERR=$WORK/bg.err expect_rc "the first rotation commits" 0
+OUT=$WORK/bg.out expect_out "the first rotation read 4 slow lines" "^rotated $R \\(swap\\): 4 items"
+run contains "$R" slow-1 slow-2 slow-3 slow-4 added-during-rotation
+expect_rc "slow items and the add made during the rotation are present" 0
+cat "$WORK/in3000" >&9
+exec 9>&-
+bg_wait "$WAITPID"
+OUT=$WORK/wait.out ERR=$WORK/wait.err expect_rc "--wait-ms 30000: the waiter ran after the first committed" 0
+OUT=$WORK/wait.out expect_json "the waiter rotated 3000 items" "d['items'] == 3000"
+run -i "$WORK/in3000" contains "$R"
+expect_rc "the waiter's items present" 0
+
+# interrupted: SIGTERM, then SIGINT (a background job of a shell without job control ignores
+# SIGINT, so that one runs under set -m): exit 130, staging keys removed, live filter unchanged
+run --json info "$R"
+cp "$OUT" "$WORK/info.before"
+for sig in TERM INT; do
+  if [ $sig = INT ]; then set -m; fi
+  bg_rotate "$R" --expected 70000 --fpp 0.0001
+  if [ $sig = INT ]; then set +m; fi
+  printf 'never-1\nnever-2\n' >&8
+  sleep 0.3
+  kill -"$sig" "$BGPID"
+  bg_wait "$BGPID"
+  exec 8>&-
+  OUT=$WORK/bg.out ERR=$WORK/bg.err expect_rc "SIG$sig aborts the rotation" 130
+  OUT=$WORK/bg.out ERR=$WORK/bg.err expect_err "SIG$sig: message" "interrupted by SIG$sig: the rotation was aborted.*unchanged"
+  staging_gone "SIG$sig"
+  run --json info "$R"
+  if cmp -s "$OUT" "$WORK/info.before"; then ok "SIG$sig: the config is unchanged"; else bad "SIG$sig: the config is unchanged"; fi
+  run -i "$WORK/in3000" contains "$R"
+  expect_rc "SIG$sig: the live items are still present" 0
+  run rotate "$R" --expected 1000 --fpp 0.01 --from "$WORK/empty"
+  expect_rc "SIG$sig: the lease was released (a new rotation starts at once)" 0
+  run -i "$WORK/in3000" rotate "$R" --expected 30000 --fpp 0.001
+done
+
+# a terminal gets the progress bar on stderr (script(1) provides a pseudo-terminal)
+if command -v script >/dev/null 2>&1 && script -qc true /dev/null >/dev/null 2>&1; then
+  script -qc "'$BG' --url '$URL' rotate '$R' --expected 200000 --fpp 0.0001 --chunk-bytes 4096 --from '$WORK/in60000'" \
+    /dev/null >"$WORK/tty" 2>&1 </dev/null
+  RC=$?
+  OUT=$WORK/tty
+  expect_rc "rotate on a terminal" 0
+  if grep -aq $'\r''rotate .*: building  [0-9]* items' "$OUT" && grep -aq 'uploading .*\[[#-]*\] .* / ' "$OUT" && grep -aq $'\033\[K' "$OUT"; then
+    ok "terminal: progress bar redrawn in place (phase, items, bytes)"
+  else bad "terminal: progress bar redrawn in place (phase, items, bytes)"; fi
+  expect_out "terminal: the summary line follows" "rotated $R \\(swap\\): 60000 items"
+fi
+run -i "$WORK/in3000" contains "$R"
 
 # ---- expire / persist / delete ------------------------------------------------------------
 run expire "$F" --ttl-ms 600000
