@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: C tests (plain, ASan+UBSan, TSan), the CLI, and live interop with Redisson.
+# The whole test suite: C tests (plain, ASan+UBSan, TSan), the CLI, hiredis 1.x, the Python and Go
+# bindings, and live interop with Redisson.
 # Every part starts its own redis-server on a free loopback port.
 #   bash scripts/test.sh
 # BG_NO_INSTALL=1: don't install missing packages.  BG_SKIP_INTEROP=1: skip the Java step.
@@ -36,6 +37,23 @@ TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j 
 
 step "C tests against hiredis 1.x (Debian 12 ships 0.14)"
 bash scripts/check-hiredis1.sh build-hiredis1
+
+step "Python binding (cffi) and its pytest suite"
+bash bindings/python/ci.sh
+
+step "Go binding (cgo): vet, test -race, test (shared library), test (static library)"
+(
+  eval "$(bash bindings/go/setup.sh)"
+  cd bindings/go
+  go vet ./...
+  go test -race -count=1 ./...
+  go test -count=1 ./...
+)
+(
+  eval "$(BG_LINK=static bash bindings/go/setup.sh)"
+  cd bindings/go
+  go test -count=1 ./...
+)
 
 if [ "${BG_SKIP_INTEROP:-0}" != 1 ]; then
   step "Live interop with Redisson (Java)"
