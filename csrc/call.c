@@ -1,7 +1,24 @@
 #include "call.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
+
+uint64_t bgi_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int bgi_call_null_handle(bg_call *call, const char *what) {
+  if (call) {
+    call->status = BG_EINVAL;
+    call->source = BG_SOURCE_NONE;
+    snprintf(call->msg, sizeof call->msg, "%s handle is NULL", what);
+  }
+  return BG_EINVAL;
+}
 
 BG_API int bg_call_new(bg_call **out) {
   if (!out) return BG_EINVAL;

@@ -12,7 +12,16 @@ struct bg_call {
   char msg[BGI_ERRMSG_MAX];
 };
 
-static inline int64_t bgi_call_timeout(const bg_call *call) { return call ? call->timeout_ms : 0; }
+/* Nanoseconds since the monotonic epoch (CLOCK_MONOTONIC). */
+uint64_t bgi_now_ns(void);
+
+/* The absolute deadline of an operation started now with this call's timeout; 0 when it has none. */
+static inline uint64_t bgi_call_deadline(const bg_call *call) {
+  return call && call->timeout_ms ? bgi_now_ns() + (uint64_t)call->timeout_ms * 1000000u : 0;
+}
+
+/* Records BG_EINVAL for a NULL handle on the call (so its status is never the previous call's). */
+int bgi_call_null_handle(bg_call *call, const char *what);
 
 /*
  * Ends a public operation: records the outcome on the call when there is one, else a failure's

@@ -1,5 +1,7 @@
 #include "client.h"
 
+#include "call.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,20 +103,28 @@ static int parse_ping(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   return BG_OK;
 }
 
-BG_API int bg_client_ping(bg_client *c) {
+BG_API int bg_client_ping_ex(bg_client *c, bg_call *call) {
   bgi_err err = {0};
-  if (!c) return BG_EINVAL;
-  err.status = bgi_client_call(c, 0, build_ping, parse_ping, NULL, &err);
-  return bgi_errslot_store(&c->err, &err);
+  if (!c) return bgi_call_null_handle(call, "client");
+  err.status = bgi_client_call(c, bgi_call_deadline(call), build_ping, parse_ping, NULL, &err);
+  return bgi_call_finish(call, &c->err, &err, BG_SOURCE_REDIS);
 }
 
-int bgi_client_call(bg_client *cl, int64_t timeout_ms, bgi_build_fn build, bgi_parse_fn parse, void *ctx,
+BG_API int bg_client_ping(bg_client *c) { return bg_client_ping_ex(c, NULL); }
+
+int bgi_client_call(bg_client *cl, uint64_t deadline_ns, bgi_build_fn build, bgi_parse_fn parse, void *ctx,
                     bgi_err *err) {
-  int64_t wait_ms = timeout_ms > 0 ? timeout_ms : cl->ep.command_timeout_ms;
   bgi_reply *rep[BGI_MAX_REPLIES];
   for (int attempt = 0;; attempt++) {
     bgi_conn *c;
     size_t n = 0;
+    int64_t timeout_ms = 0, wait_ms = cl->ep.command_timeout_ms;
+    if (deadline_ns) {
+      uint64_t now = bgi_now_ns();
+      if (now >= deadline_ns) return bgi_err_set(err, BG_ETIMEOUT, "the call's deadline passed");
+      /* round up: a deadline 0.4 ms away still deserves one try */
+      timeout_ms = wait_ms = (int64_t)((deadline_ns - now + 999999u) / 1000000u);
+    }
     int st = bgi_pool_acquire(&cl->pool, timeout_ms, &c, err);
     if (st != BG_OK) return st;
     uint64_t earlier_calls = c->calls;

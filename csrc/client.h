@@ -25,12 +25,13 @@ void bgi_client_unref(bg_client *c);
  * and returns how many replies to read in *nreplies; parse() reads them. If a connection that
  * had served earlier calls turns out dead (the server restarted, or it was killed while idle),
  * the call is rebuilt and sent once more on a fresh connection - every step bloomguard sends is
- * safe to repeat. The replies array passed to parse is valid only during parse. timeout_ms > 0
- * bounds each wait of this call; 0 uses the client's command timeout.
+ * safe to repeat. The replies array passed to parse is valid only during parse. deadline_ns (see
+ * bgi_call_deadline) bounds the whole operation: each wait gets what is left of it (BG_ETIMEOUT
+ * once it has passed); 0 gives each wait the client's command timeout.
  */
 typedef int (*bgi_build_fn)(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err);
 typedef int (*bgi_parse_fn)(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err);
-int bgi_client_call(bg_client *cl, int64_t timeout_ms, bgi_build_fn build, bgi_parse_fn parse, void *ctx,
+int bgi_client_call(bg_client *cl, uint64_t deadline_ns, bgi_build_fn build, bgi_parse_fn parse, void *ctx,
                     bgi_err *err);
 
 #endif

@@ -16,7 +16,7 @@ typedef struct adder {
   int use_body;        /* the server lost the script: send EVAL with the body */
   int noscript;
   size_t added;
-  int64_t timeout_ms;
+  uint64_t deadline_ns;
 } adder;
 
 static int build_add(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
@@ -94,21 +94,21 @@ static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
   return BG_OK;
 }
 
-static int add_many(bg_filter *f, int64_t timeout_ms, const void *const *items, const size_t *lens, size_t n,
+static int add_many(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
                     size_t *added, bgi_err *err) {
-  adder a = {.f = f, .items = items, .lens = lens, .timeout_ms = timeout_ms};
+  adder a = {.f = f, .items = items, .lens = lens, .deadline_ns = deadline_ns};
   int64_t retries = f->client->opts.config_retries;
   size_t total = 0;
   for (size_t from = 0; from < n; from += BGI_WINDOW_ITEMS) {
     a.from = from;
     a.to = n - from < BGI_WINDOW_ITEMS ? n : from + BGI_WINDOW_ITEMS;
     for (int64_t attempt = 0;;) {
-      int st = bgi_filter_config(f, timeout_ms, &a.cfg, err);
+      int st = bgi_filter_config(f, deadline_ns, &a.cfg, err);
       if (st != BG_OK) return st;
       a.next_cfg = atomic_load(&f->next_cfg);
       a.seen_cfg = a.seen_next = 0;
       a.rotation_seen = a.noscript = 0;
-      st = bgi_client_call(f->client, timeout_ms, build_add, parse_add, &a, err);
+      st = bgi_client_call(f->client, deadline_ns, build_add, parse_add, &a, err);
       if (st != BG_OK) return st;
       if (a.noscript) {
         /* the server forgot the script (restart, SCRIPT FLUSH): resend with its body, once */
@@ -146,10 +146,10 @@ static int add_many(bg_filter *f, int64_t timeout_ms, const void *const *items, 
 BG_API int bg_filter_add_many_ex(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,
                                  size_t n, size_t *added) {
   bgi_err err = {0};
-  if (!f) return BG_EINVAL;
+  if (!f) return bgi_call_null_handle(call, "filter");
   /* added is optional: check the items only */
   if (bgi_check_items("add", items, lens, n, lens, &err) == BG_OK)
-    err.status = add_many(f, bgi_call_timeout(call), items, lens, n, added, &err);
+    err.status = add_many(f, bgi_call_deadline(call), items, lens, n, added, &err);
   return bgi_filter_finish(f, call, &err);
 }
 

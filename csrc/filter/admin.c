@@ -69,7 +69,7 @@ static int parse_init(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
 BG_API int bg_filter_init_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp, int *created) {
   bgi_err err = {0};
   initer in = {.f = f, .n = expected_insertions};
-  if (!f) return BG_EINVAL;
+  if (!f) return bgi_call_null_handle(call, "filter");
   char why[256];
   if (bgi_params(expected_insertions, fpp, &in.size, &in.k, why, sizeof why) != BG_OK) {
     bgi_err_set(&err, BG_EBADPARAMS, "init: %s", why);
@@ -77,7 +77,7 @@ BG_API int bg_filter_init_ex(bg_filter *f, bg_call *call, int64_t expected_inser
   }
   bgi_format_java_double(fpp, in.fpp, sizeof in.fpp);
   for (;;) {
-    err.status = bgi_client_call(f->client, bgi_call_timeout(call), build_init, parse_init, &in, &err);
+    err.status = bgi_client_call(f->client, bgi_call_deadline(call), build_init, parse_init, &in, &err);
     if (err.status != BG_OK || !in.noscript || in.use_body) break;
     in.use_body = 1;
     in.noscript = 0;
@@ -148,9 +148,9 @@ static int parse_count(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
 BG_API int bg_filter_count_ex(bg_filter *f, bg_call *call, int64_t *count) {
   bgi_err err = {0};
   counter ct = {.f = f};
-  if (!f) return BG_EINVAL;
+  if (!f) return bgi_call_null_handle(call, "filter");
   if (!count) bgi_err_set(&err, BG_EINVAL, "count: count must not be NULL");
-  else err.status = bgi_client_call(f->client, bgi_call_timeout(call), build_count, parse_count, &ct, &err);
+  else err.status = bgi_client_call(f->client, bgi_call_deadline(call), build_count, parse_count, &ct, &err);
   if (err.status == BG_OK) *count = ct.count;
   return bgi_filter_finish(f, call, &err);
 }
@@ -217,8 +217,8 @@ BG_API int bg_filter_info_ex(bg_filter *f, bg_call *call, uint64_t *size, uint32
                              int64_t *expected_insertions, double *fpp) {
   bgi_err err = {0};
   infoer in = {.f = f};
-  if (!f) return BG_EINVAL;
-  err.status = bgi_client_call(f->client, bgi_call_timeout(call), build_info, parse_info, &in, &err);
+  if (!f) return bgi_call_null_handle(call, "filter");
+  err.status = bgi_client_call(f->client, bgi_call_deadline(call), build_info, parse_info, &in, &err);
   if (err.status == BG_OK) {
     if (size) *size = bgi_cfg_size(in.cfg);
     if (hash_iterations) *hash_iterations = bgi_cfg_k(in.cfg);
@@ -295,14 +295,14 @@ static int parse_keyop(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
 
 static int run_keyop(bg_filter *f, bg_call *call, keyop *op, int *result) {
   bgi_err err = {0};
-  err.status = bgi_client_call(f->client, bgi_call_timeout(call), build_keyop, parse_keyop, op, &err);
+  err.status = bgi_client_call(f->client, bgi_call_deadline(call), build_keyop, parse_keyop, op, &err);
   if (err.status == BG_OK && result) *result = op->result;
   return bgi_filter_finish(f, call, &err);
 }
 
 BG_API int bg_filter_delete_ex(bg_filter *f, bg_call *call, int *deleted) {
   keyop op = {.f = f, .cmd = "DEL"};
-  if (!f) return BG_EINVAL;
+  if (!f) return bgi_call_null_handle(call, "filter");
   int st = run_keyop(f, call, &op, deleted);
   if (st == BG_OK) atomic_store(&f->cfg, 0);
   return st;
@@ -310,7 +310,7 @@ BG_API int bg_filter_delete_ex(bg_filter *f, bg_call *call, int *deleted) {
 
 BG_API int bg_filter_expire_ex(bg_filter *f, bg_call *call, int64_t ttl_ms, int *applied) {
   keyop op = {.f = f, .cmd = "PEXPIRE", .ttl_ms = ttl_ms};
-  if (!f) return BG_EINVAL;
+  if (!f) return bgi_call_null_handle(call, "filter");
   if (ttl_ms <= 0) {
     bgi_err err = {0};
     bgi_err_set(&err, BG_EINVAL, "expire: ttl_ms must be positive (got %lld); use delete to remove the filter",
@@ -322,7 +322,7 @@ BG_API int bg_filter_expire_ex(bg_filter *f, bg_call *call, int64_t ttl_ms, int 
 
 BG_API int bg_filter_persist_ex(bg_filter *f, bg_call *call, int *applied) {
   keyop op = {.f = f, .cmd = "PERSIST"};
-  if (!f) return BG_EINVAL;
+  if (!f) return bgi_call_null_handle(call, "filter");
   return run_keyop(f, call, &op, applied);
 }
 

@@ -15,13 +15,20 @@ static void free_names(bg_filter *f) {
   free(f->name);
 }
 
-BG_API int bg_filter_open(bg_filter **out, bg_client *c, const char *name) {
+BG_API int bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg_call *call) {
+  bgi_err err = {0};
   bg_filter *f;
-  if (!out) return BG_EINVAL;
+  if (!out) return bgi_call_null_handle(call, "out");
   *out = NULL;
-  if (!c) return BG_EINVAL;
-  if (!name) return bgi_errslot_set(&c->err, BG_EINVAL, "bg_filter_open: name must not be NULL");
-  if (!(f = calloc(1, sizeof *f))) return BG_ENOMEM;
+  if (!c) return bgi_call_null_handle(call, "client");
+  if (!name) {
+    bgi_err_set(&err, BG_EINVAL, "filter open: name must not be NULL");
+    return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
+  }
+  if (!(f = calloc(1, sizeof *f))) {
+    bgi_err_set(&err, BG_ENOMEM, "out of memory");
+    return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
+  }
   f->name_len = strlen(name);
   f->name = strdup(name);
   f->config_key = f->name ? bgi_suffix_name(name, f->name_len, "config", &f->config_key_len) : NULL;
@@ -31,16 +38,17 @@ BG_API int bg_filter_open(bg_filter **out, bg_client *c, const char *name) {
   if (!f->name || !f->config_key || !f->rotation_key || !f->next_key || !f->delta_key) {
     free_names(f);
     free(f);
-    return BG_ENOMEM;
+    bgi_err_set(&err, BG_ENOMEM, "out of memory");
+    return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
   }
   if (bgi_keyslot(f->name, f->name_len) != bgi_keyslot(f->config_key, f->config_key_len)) {
-    int st = bgi_errslot_set(&c->err, BG_EBADNAME,
-                             "filter name \"%s\": its bitmap key and config key \"%s\" would hash to different "
-                             "cluster slots (an empty {} hash tag); use a name without \"{}\" or with a "
-                             "non-empty tag such as \"users{tag}\"", name, f->config_key);
+    bgi_err_set(&err, BG_EBADNAME,
+                "filter name \"%.200s\": its bitmap key and config key \"%.200s\" would hash to different "
+                "cluster slots (an empty {} hash tag, or a '{' never closed); use a name without \"{}\" or "
+                "with a non-empty tag such as \"users{tag}\"", name, f->config_key);
     free_names(f);
     free(f);
-    return st;
+    return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
   }
   atomic_init(&f->cfg, 0);
   atomic_init(&f->next_cfg, 0);
@@ -48,7 +56,12 @@ BG_API int bg_filter_open(bg_filter **out, bg_client *c, const char *name) {
   bgi_client_ref(c);
   f->client = c;
   *out = f;
+  bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
   return BG_OK;
+}
+
+BG_API int bg_filter_open(bg_filter **out, bg_client *c, const char *name) {
+  return bg_filter_open_ex(out, c, name, NULL);
 }
 
 BG_API void bg_filter_close(bg_filter *f) {

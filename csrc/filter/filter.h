@@ -50,9 +50,9 @@ int bgi_cfg_from_pair(const bg_filter *f, const bgi_reply *size, const bgi_reply
                       bgi_err *err);
 
 /* Reads the config (HMGET) into f->cfg. */
-int bgi_filter_load_config(bg_filter *f, int64_t timeout_ms, bgi_err *err);
+int bgi_filter_load_config(bg_filter *f, uint64_t deadline_ns, bgi_err *err);
 /* The cached config, loading it first if needed. */
-int bgi_filter_config(bg_filter *f, int64_t timeout_ms, uint64_t *cfg, bgi_err *err);
+int bgi_filter_config(bg_filter *f, uint64_t deadline_ns, uint64_t *cfg, bgi_err *err);
 
 /* Appends "HMGET config size hashIterations". */
 void bgi_append_hmget_config(bgi_buf *b, const bg_filter *f);

@@ -11,7 +11,7 @@ typedef struct query {
   uint64_t cfg;        /* the config the indexes were computed with */
   uint64_t seen_cfg;   /* the server's config when it differed, else 0 */
   uint8_t *present;
-  int64_t timeout_ms;
+  uint64_t deadline_ns;
 } query;
 
 static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
@@ -88,18 +88,18 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
   return item == q->to ? BG_OK : bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
 }
 
-static int contains_many(bg_filter *f, int64_t timeout_ms, const void *const *items, const size_t *lens, size_t n,
+static int contains_many(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
                          uint8_t *present, bgi_err *err) {
-  query q = {.f = f, .items = items, .lens = lens, .present = present, .timeout_ms = timeout_ms};
+  query q = {.f = f, .items = items, .lens = lens, .present = present, .deadline_ns = deadline_ns};
   int64_t retries = f->client->opts.config_retries;
   for (size_t from = 0; from < n; from += BGI_WINDOW_ITEMS) {
     q.from = from;
     q.to = n - from < BGI_WINDOW_ITEMS ? n : from + BGI_WINDOW_ITEMS;
     for (int64_t attempt = 0;; attempt++) {
-      int st = bgi_filter_config(f, timeout_ms, &q.cfg, err);
+      int st = bgi_filter_config(f, deadline_ns, &q.cfg, err);
       if (st != BG_OK) return st;
       q.seen_cfg = 0;
-      st = bgi_client_call(f->client, timeout_ms, build_query, parse_query, &q, err);
+      st = bgi_client_call(f->client, deadline_ns, build_query, parse_query, &q, err);
       if (st != BG_OK) return st;
       if (!q.seen_cfg) break;
       /* the filter was rebuilt with other parameters: recompute with the new config and ask again */
@@ -115,9 +115,9 @@ static int contains_many(bg_filter *f, int64_t timeout_ms, const void *const *it
 BG_API int bg_filter_contains_many_ex(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,
                                       size_t n, uint8_t *present) {
   bgi_err err = {0};
-  if (!f) return BG_EINVAL;
+  if (!f) return bgi_call_null_handle(call, "filter");
   if (bgi_check_items("contains", items, lens, n, present, &err) == BG_OK)
-    err.status = contains_many(f, bgi_call_timeout(call), items, lens, n, present, &err);
+    err.status = contains_many(f, bgi_call_deadline(call), items, lens, n, present, &err);
   return bgi_filter_finish(f, call, &err);
 }
 

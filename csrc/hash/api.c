@@ -2,6 +2,7 @@
 #include "bloomguard/hash.h"
 
 #include "bloomguard/errors.h"
+#include "call.h"
 #include "hash/hash.h"
 
 int bg_hash128(const void *data, size_t len, uint64_t *h1, uint64_t *h2) {
@@ -25,9 +26,15 @@ int bg_indexes(const void *data, size_t len, uint64_t size, uint32_t k, uint64_t
 }
 
 int bg_optimal_params(int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k) {
-  if (!size || !k) return BG_EINVAL;
-  /* No handle to carry the message: callers wanting Redisson's text use the filter API. */
-  return bgi_params(expected_insertions, fpp, size, k, NULL, 0);
+  return bg_optimal_params_ex(expected_insertions, fpp, size, k, NULL);
+}
+
+int bg_optimal_params_ex(int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k, bg_call *call) {
+  bgi_err err = {0};
+  if (!size || !k) bgi_err_set(&err, BG_EINVAL, "optimal params: size and k must not be NULL");
+  else if (bgi_params(expected_insertions, fpp, size, k, err.msg, sizeof err.msg) != BG_OK)
+    err.status = BG_EBADPARAMS;  /* err.msg holds Redisson's message */
+  return call ? bgi_call_finish(call, NULL, &err, BG_SOURCE_NONE) : err.status;
 }
 
 const char *bg_hash_impl(void) {

@@ -27,7 +27,7 @@ static int transport_error(bgi_conn *c, int saved_errno, bgi_err *err) {
   if (c->ctx->err == REDIS_ERR_TIMEOUT) saved_errno = EAGAIN;
 #endif
   if (c->ctx->err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK))
-    st = bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within the command timeout");
+    st = bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within %lld ms", (long long)c->timeout_ms);
   else if (c->ctx->err == REDIS_ERR_EOF)
     st = bgi_err_set(err, BG_ECONN, "the server closed the connection");
   else if (c->ctx->err == REDIS_ERR_PROTOCOL)
@@ -48,7 +48,8 @@ static int send_all(bgi_conn *c, bgi_err *err) {
       if (errno == EINTR) continue;
       c->broken = 1;
       if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return bgi_err_set(err, BG_ETIMEOUT, "the server did not accept the request within the command timeout");
+        return bgi_err_set(err, BG_ETIMEOUT, "the server did not accept the request within %lld ms",
+                           (long long)c->timeout_ms);
       return bgi_err_set(err, BG_ECONN, "connection error while sending: %s", strerror(errno));
     }
     p += w;

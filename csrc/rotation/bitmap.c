@@ -1,6 +1,5 @@
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "bloomguard/hash.h"
 #include "hash/hash.h"
@@ -8,12 +7,6 @@
 
 /* Below this many items per thread, starting threads costs more than it saves. */
 #define BGI_ITEMS_PER_THREAD_MIN 8192
-
-uint64_t bgi_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int bgi_bitmap_init(bgi_bitmap *b, uint64_t size, uint32_t k) {
   b->size = size;

@@ -70,6 +70,5 @@ int bgi_rot_step_abort(bg_rotation *r, bgi_err *err);
 int bgi_lease_start(bg_rotation *r);
 void bgi_lease_stop(bg_rotation *r);
 
-uint64_t bgi_now_ns(void);
 
 #endif

@@ -29,8 +29,10 @@ BG_API int  bg_call_new(bg_call **out);
 BG_API void bg_call_free(bg_call *call);
 
 /*
- * Bounds every network wait of the calls made with this object (sending, each reply, waiting for a
- * pooled connection, connecting): 1..3600000 ms, or 0 for the client's BG_OPT_COMMAND_TIMEOUT_MS.
+ * A deadline for each operation made with this object: the whole operation (waiting for a pooled
+ * connection, connecting, sending, every reply, retries after a config change) ends with
+ * BG_ETIMEOUT once timeout_ms has passed since it started. 1..3600000 ms, or 0 for none (each
+ * network wait is then bounded by the client's BG_OPT_COMMAND_TIMEOUT_MS).
  */
 BG_API int  bg_call_set_timeout_ms(bg_call *call, int64_t timeout_ms);
 

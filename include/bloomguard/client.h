@@ -14,6 +14,7 @@
 #ifndef BLOOMGUARD_CLIENT_H
 #define BLOOMGUARD_CLIENT_H
 
+#include "call.h"
 #include "common.h"
 #include "options.h"
 
@@ -34,6 +35,8 @@ BG_API void bg_client_close(bg_client *c);
 
 /* Round trip to the server (PING). */
 BG_API int  bg_client_ping(bg_client *c);
+/* The same with a per-call timeout and message (see call.h); call may be NULL. */
+BG_API int  bg_client_ping_ex(bg_client *c, bg_call *call);
 
 /*
  * The message of the most recent failure on this client (empty string if none). When threads

@@ -29,6 +29,8 @@ typedef struct bg_filter bg_filter;
  * cluster slots, e.g. "a{}b") and takes a reference on the client.
  */
 BG_API int  bg_filter_open(bg_filter **out, bg_client *c, const char *name);
+/* The same; a failure's message goes to call when given, else to the client's message slot. */
+BG_API int  bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg_call *call);
 BG_API void bg_filter_close(bg_filter *f);
 BG_API const char *bg_filter_name(const bg_filter *f);
 

@@ -6,6 +6,7 @@
 #ifndef BLOOMGUARD_HASH_H
 #define BLOOMGUARD_HASH_H
 
+#include "call.h"
 #include "common.h"
 
 BG_BEGIN_DECLS
@@ -27,6 +28,9 @@ BG_API int bg_indexes(const void *data, size_t len, uint64_t size, uint32_t k, u
  * computed size 0, or size > BG_MAX_SIZE.
  */
 BG_API int bg_optimal_params(int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k);
+/* The same, with Redisson's rejection message on the call (bg_call_errmsg); call may be NULL. */
+BG_API int bg_optimal_params_ex(int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k,
+                                bg_call *call);
 
 /* Name of the HighwayHash implementation picked for this CPU: "avx2", "sse41" or "portable". */
 BG_API const char *bg_hash_impl(void);

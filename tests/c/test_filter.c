@@ -364,7 +364,7 @@ static void test_command_timeout(void) {
   uint64_t t0 = bgt_now_ns();
   CHECK_STATUS(bg_filter_contains(f, "a", 1, &present), BG_ETIMEOUT);
   double ms = (double)(bgt_now_ns() - t0) / 1e6;
-  CHECK_CONTAINS(bg_filter_errmsg(f), "command timeout");
+  CHECK_CONTAINS(bg_filter_errmsg(f), "did not answer within 200 ms");
   CHECK_MSG(ms < 200 + 700, "timed out after %.0f ms with a 200 ms timeout", ms);
   pthread_join(th, NULL);
   CHECK_OK(bg_filter_contains(f, "a", 1, &present));
@@ -419,6 +419,24 @@ static void test_call_object(void) {
   CHECK_OK(bg_call_set_timeout_ms(call, 0));
   CHECK_OK(bg_filter_contains_many_ex(f, call, &item, &len, 1, &present));
   CHECK_OK(bg_filter_delete_ex(f, call, NULL));
+
+  /* every failure lands on the call, even for a NULL handle: never the previous call's status */
+  int64_t n = 0;
+  CHECK_STATUS(bg_filter_count_ex(NULL, call, &n), BG_EINVAL);
+  CHECK_EQ_INT(bg_call_status(call), BG_EINVAL);
+  CHECK_CONTAINS(bg_call_errmsg(call), "filter handle is NULL");
+  bg_filter *g = NULL;
+  CHECK_STATUS(bg_filter_open_ex(&g, cl, "a{}b", call), BG_EBADNAME);
+  CHECK_CONTAINS(bg_call_errmsg(call), "different cluster slots");
+  CHECK_OK(bg_filter_open_ex(&g, cl, "fine", call));
+  CHECK_EQ_STR(bg_call_errmsg(call), "");
+  bg_filter_close(g);
+  uint64_t size;
+  uint32_t k;
+  CHECK_STATUS(bg_optimal_params_ex(100, 2.0, &size, &k, call), BG_EBADPARAMS);
+  CHECK_EQ_STR(bg_call_errmsg(call), "Bloom filter false probability can't be greater than 1");
+  CHECK_OK(bg_client_ping_ex(cl, call));
+  CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_REDIS);
   bg_call_free(call);
   bg_call_free(NULL);
   bg_filter_close(f);
