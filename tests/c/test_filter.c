@@ -264,7 +264,13 @@ typedef struct worker {
   int id;
   size_t missing;
   int errors;
+  char first_error[256];
 } worker;
+
+static void worker_failed(worker *w, int st) {
+  if (!w->errors++)
+    snprintf(w->first_error, sizeof w->first_error, "%s: %s", bg_strerror(st), bg_filter_errmsg(w->f));
+}
 
 static void *work(void *arg) {
   worker *w = arg;
@@ -273,12 +279,13 @@ static void *work(void *arg) {
   items it = make_items(prefix, 2000);
   uint8_t *present = calloc(it.n, 1);
   for (size_t i = 0; i < it.n; i += 100) {
-    if (bg_filter_add_many(w->f, (const void *const *)it.p + i, it.len + i, 100, NULL) != BG_OK) w->errors++;
-    int p = 0;
-    if (bg_filter_contains(w->f, it.p[i], it.len[i], &p) != BG_OK) w->errors++;
+    int p = 0, st = bg_filter_add_many(w->f, (const void *const *)it.p + i, it.len + i, 100, NULL);
+    if (st != BG_OK) worker_failed(w, st);
+    if ((st = bg_filter_contains(w->f, it.p[i], it.len[i], &p)) != BG_OK) worker_failed(w, st);
     w->missing += !p;
   }
-  if (bg_filter_contains_many(w->f, (const void *const *)it.p, it.len, it.n, present) != BG_OK) w->errors++;
+  int st = bg_filter_contains_many(w->f, (const void *const *)it.p, it.len, it.n, present);
+  if (st != BG_OK) worker_failed(w, st);
   for (size_t i = 0; i < it.n; i++) w->missing += !present[i];
   items_free(&it);
   free(present);
@@ -291,6 +298,8 @@ static void test_threads_share_client_and_filter(void) {
   bg_filter *f = NULL;
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_POOL_SIZE, 3));
+  /* 8 threads queue for 3 connections: under sanitizers on a loaded machine a wait can pass 1 s */
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 30000));
   CHECK_OK(bg_client_open(&c2, srv.url, o));
   bg_options_free(o);
   CHECK_OK(bg_filter_open(&f, c2, "threads"));
@@ -298,12 +307,12 @@ static void test_threads_share_client_and_filter(void) {
   pthread_t th[8];
   worker w[8];
   for (int i = 0; i < 8; i++) {
-    w[i] = (worker){f, i, 0, 0};
+    w[i] = (worker){f, i, 0, 0, ""};
     pthread_create(&th[i], NULL, work, &w[i]);
   }
   for (int i = 0; i < 8; i++) {
     pthread_join(th[i], NULL);
-    CHECK_EQ_INT(w[i].errors, 0);
+    CHECK_MSG(w[i].errors == 0, "thread %d: %d errors, first: %s", i, w[i].errors, w[i].first_error);
     CHECK_EQ_INT(w[i].missing, 0);
   }
   bg_filter_close(f);
