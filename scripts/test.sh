@@ -11,7 +11,8 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 
 bash scripts/deps.sh
 
-step() { printf '\n=== %s\n' "$*"; }
+START=$SECONDS
+step() { printf '\n=== [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
 
 build() {  # build DIR [cmake args...]
   local dir=$1; shift
