@@ -87,6 +87,26 @@ final class Cli {
     return run(null, args);
   }
 
+  /**
+   * Starts the command and returns at once: the caller writes its stdin (and closes it) and
+   * reads its output; stderr goes to stdout's stream.
+   */
+  Process start(String... args) {
+    List<String> cmd = new ArrayList<>();
+    cmd.add(bin);
+    cmd.add("--url");
+    cmd.add(url);
+    cmd.addAll(List.of(args));
+    ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true);
+    pb.environment().remove("BLOOMGUARD_URL");
+    pb.environment().remove("BLOOMGUARD_PASSWORD");
+    try {
+      return pb.start();
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+  }
+
   /** One item per line, UTF-8, each line ended by '\n'. */
   static byte[] lines(Collection<String> items) {
     StringBuilder sb = new StringBuilder();
