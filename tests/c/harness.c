@@ -4,9 +4,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-/* bg_strerror is used by CHECK_STATUS; declared here so the harness needs no library header. */
-const char *bg_strerror(int status);
-
 int bgt_failures;
 const char *bgt_current = "";
 

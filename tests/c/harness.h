@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <bloomguard/errors.h>
+
 extern int bgt_failures;
 extern const char *bgt_current;
 
