@@ -139,3 +139,15 @@ int bgi_client_call(bg_client *cl, uint64_t deadline_ns, bgi_build_fn build, bgi
     return st;
   }
 }
+
+int bgi_client_call_script(bg_client *cl, uint64_t deadline_ns, bgi_script_run *run, const char *what,
+                           bgi_build_fn build, bgi_parse_fn parse, void *ctx, bgi_err *err) {
+  run->use_body = 0;
+  for (;;) {
+    run->noscript = 0;
+    int st = bgi_client_call(cl, deadline_ns, build, parse, ctx, err);
+    if (st != BG_OK || !run->noscript) return st;
+    if (run->use_body) return bgi_err_set(err, BG_EPROTO, "%s: the server keeps answering NOSCRIPT to EVAL", what);
+    run->use_body = 1;
+  }
+}

@@ -8,6 +8,7 @@
 #include "common/err.h"
 #include "common/options.h"
 #include "redis/pool.h"
+#include "redis/script.h"
 
 struct bg_client {
   atomic_long refs;            /* the caller's reference + one per open filter */
@@ -33,5 +34,13 @@ typedef int (*bgi_build_fn)(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *e
 typedef int (*bgi_parse_fn)(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err);
 int bgi_client_call(bg_client *cl, uint64_t deadline_ns, bgi_build_fn build, bgi_parse_fn parse, void *ctx,
                     bgi_err *err);
+
+/*
+ * bgi_client_call for a Lua step: build writes EVALSHA or EVAL per run->use_body (see
+ * bgi_script_begin), parse sets run->noscript on a NOSCRIPT reply; the call is then re-sent once
+ * with the script's body (the server lost its script cache: restart, failover, SCRIPT FLUSH).
+ */
+int bgi_client_call_script(bg_client *cl, uint64_t deadline_ns, bgi_script_run *run, const char *what,
+                           bgi_build_fn build, bgi_parse_fn parse, void *ctx, bgi_err *err);
 
 #endif

@@ -13,8 +13,7 @@ typedef struct adder {
   uint64_t seen_cfg;   /* the server's config when it differed, else 0 */
   uint64_t seen_next;  /* the rotation's next config when it differed, else 0 */
   int rotation_seen;   /* some step found a rotation running */
-  int use_body;        /* the server lost the script: send EVAL with the body */
-  int noscript;
+  bgi_script_run run;
   size_t added;
   uint64_t deadline_ns;
 } adder;
@@ -30,7 +29,7 @@ static int build_add(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
     size_t m = n - done < BGI_CHUNK_ITEMS ? n - done : BGI_CHUNK_ITEMS;
     size_t keys_len = f->name_len + f->config_key_len + f->rotation_key_len + f->delta_key_len;
-    if (bgi_script_begin(&c->out, &bgi_script_add, a->use_body, 4, 4 + m * (k + nk)) != BG_OK ||
+    if (bgi_script_begin(&c->out, &bgi_script_add, a->run.use_body, 4, 4 + m * (k + nk)) != BG_OK ||
         bgi_buf_reserve(&c->out, bgi_resp_bound(8, keys_len) + (4 + m * (k + nk)) * BGI_RESP_U64_MAX) != BG_OK)
       return bgi_err_set(err, BG_ENOMEM, "out of memory");
     bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
@@ -56,7 +55,7 @@ static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
   for (size_t r = 0; r < nreplies; r++) {
     const bgi_reply *x = rep[r];
     if (bgi_reply_is_error(x, "NOSCRIPT")) {
-      a->noscript = 1;
+      a->run.noscript = 1;
       return BG_OK;
     }
     if (x->type == REDIS_REPLY_ERROR) return bgi_reply_error(x, "add", err);
@@ -107,16 +106,9 @@ static int add_many(bg_filter *f, uint64_t deadline_ns, const void *const *items
       if (st != BG_OK) return st;
       a.next_cfg = atomic_load(&f->next_cfg);
       a.seen_cfg = a.seen_next = 0;
-      a.rotation_seen = a.noscript = 0;
-      st = bgi_client_call(f->client, deadline_ns, build_add, parse_add, &a, err);
+      a.rotation_seen = 0;
+      st = bgi_client_call_script(f->client, deadline_ns, &a.run, "add", build_add, parse_add, &a, err);
       if (st != BG_OK) return st;
-      if (a.noscript) {
-        /* the server forgot the script (restart, SCRIPT FLUSH): resend with its body, once */
-        if (a.use_body) return bgi_err_set(err, BG_EPROTO, "add: the server keeps answering NOSCRIPT to EVAL");
-        a.use_body = 1;
-        continue;
-      }
-      a.use_body = 0;
       if (a.seen_next) {
         atomic_store(&f->next_cfg, a.seen_next);
         if (attempt++ >= retries)

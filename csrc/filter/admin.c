@@ -20,13 +20,14 @@ typedef struct initer {
   uint32_t k;
   int64_t n;
   char fpp[32];
-  int use_body, noscript, created;
+  bgi_script_run run;
+  int created;
 } initer;
 
 static int build_init(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   initer *in = ctx;
   const bg_filter *f = in->f;
-  if (bgi_script_begin(&c->out, &bgi_script_init, in->use_body, 2, 4) != BG_OK ||
+  if (bgi_script_begin(&c->out, &bgi_script_init, in->run.use_body, 2, 4) != BG_OK ||
       bgi_buf_reserve(&c->out, bgi_resp_bound(6, f->name_len + f->config_key_len + 128)) != BG_OK)
     return NOMEM(err);
   bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
@@ -45,7 +46,7 @@ static int parse_init(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   uint64_t cfg;
   (void)c, (void)n;
   if (bgi_reply_is_error(x, "NOSCRIPT")) {
-    in->noscript = 1;
+    in->run.noscript = 1;
     return BG_OK;
   }
   if (x->type == REDIS_REPLY_ERROR) return bgi_reply_error(x, "init", err);
@@ -76,14 +77,8 @@ BG_API int bg_filter_init_ex(bg_filter *f, bg_call *call, int64_t expected_inser
     return bgi_filter_finish(f, call, &err);
   }
   bgi_format_java_double(fpp, in.fpp, sizeof in.fpp);
-  for (;;) {
-    err.status = bgi_client_call(f->client, bgi_call_deadline(call), build_init, parse_init, &in, &err);
-    if (err.status != BG_OK || !in.noscript || in.use_body) break;
-    in.use_body = 1;
-    in.noscript = 0;
-  }
-  if (err.status == BG_OK && in.noscript)
-    bgi_err_set(&err, BG_EPROTO, "init: the server keeps answering NOSCRIPT to EVAL");
+  err.status = bgi_client_call_script(f->client, bgi_call_deadline(call), &in.run, "init", build_init, parse_init,
+                                      &in, &err);
   if (err.status == BG_OK && created) *created = in.created;
   return bgi_filter_finish(f, call, &err);
 }

@@ -26,4 +26,13 @@ const char *bgi_script_sha(bgi_script *s);
  */
 int bgi_script_begin(bgi_buf *b, bgi_script *s, int use_body, size_t numkeys, size_t nargs);
 
+/*
+ * State of one scripted call across the NOSCRIPT fallback: parse sets noscript when the server
+ * answered NOSCRIPT, and bgi_client_call_script (client.h) re-sends with use_body set.
+ */
+typedef struct bgi_script_run {
+  int use_body;
+  int noscript;
+} bgi_script_run;
+
 #endif

@@ -89,7 +89,7 @@ typedef struct step {
   size_t nkeys, nargs;
   const char *const *argv;
   const size_t *lens;
-  int use_body, noscript;
+  bgi_script_run run;
   long long ints[4];
   char str[128];
 } step;
@@ -98,7 +98,7 @@ static int build_step(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   step *s = ctx;
   size_t payload = 0;
   for (size_t i = 0; i < s->nkeys + s->nargs; i++) payload += s->lens[i];
-  if (bgi_script_begin(&c->out, s->script, s->use_body, s->nkeys, s->nargs) != BG_OK ||
+  if (bgi_script_begin(&c->out, s->script, s->run.use_body, s->nkeys, s->nargs) != BG_OK ||
       bgi_buf_reserve(&c->out, bgi_resp_bound(s->nkeys + s->nargs, payload)) != BG_OK)
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
   for (size_t i = 0; i < s->nkeys + s->nargs; i++) bgi_resp_bulk(&c->out, s->argv[i], s->lens[i]);
@@ -112,7 +112,7 @@ static int parse_step(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   size_t ni = 0;
   (void)c, (void)n;
   if (bgi_reply_is_error(x, "NOSCRIPT")) {
-    s->noscript = 1;
+    s->run.noscript = 1;
     return BG_OK;
   }
   if (x->type == REDIS_REPLY_ERROR) return bgi_reply_error(x, s->script->name, err);
@@ -127,15 +127,7 @@ static int parse_step(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
 }
 
 static int run_step(bg_rotation *r, step *s, bgi_err *err) {
-  for (;;) {
-    s->noscript = 0;
-    int st = bgi_client_call(r->f->client, 0, build_step, parse_step, s, err);
-    if (st != BG_OK) return st;
-    if (!s->noscript) return BG_OK;
-    /* the server lost its script cache (restart, SCRIPT FLUSH): send the body once */
-    if (s->use_body) return bgi_err_set(err, BG_EPROTO, "%s: the server keeps answering NOSCRIPT", s->script->name);
-    s->use_body = 1;
-  }
+  return bgi_client_call_script(r->f->client, 0, &s->run, s->script->name, build_step, parse_step, s, err);
 }
 
 #define ARG(s) (s), strlen(s)

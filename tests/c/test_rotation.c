@@ -74,6 +74,8 @@ static void test_swap_to_new_params_matches_a_fresh_build(void) {
   CHECK_EQ_U64(count_present(f, &old_items), old_items.n);
   CHECK_OK(bg_rotation_add_many(r, PTRS(new_items), new_items.len, new_items.n));
   CHECK_EQ_U64(count_present(f, &old_items), old_items.n);
+  /* the server forgets its scripts (restart, failover): upload and commit re-send them */
+  free(bgt_redis_cmd(&srv, "SCRIPT FLUSH"));
   CHECK_OK(bg_rotation_commit(r));
   uint64_t n_items = 0, bytes = 0;
   CHECK_OK(bg_rotation_stats(r, &n_items, &bytes, NULL));
