@@ -547,6 +547,19 @@ run rotate "$R" --expected 30000 --fpp 0.001 --from "$WORK/in3000" --wait-ms 400
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 expect_rc "--wait-ms 400 while another rotation runs" 2
 if [ "$ms" -ge 350 ]; then ok "--wait-ms 400 waited (${ms} ms)"; else bad "--wait-ms 400 waited (${ms} ms)"; fi
+# a waiter stopped by SIGTERM while it waits: exit 130 at once, not after its --wait-ms
+"$BG" --url "$URL" rotate "$R" --expected 30000 --fpp 0.001 --from "$WORK/in3000" --wait-ms 60000 \
+  </dev/null >"$WORK/w2.out" 2>"$WORK/w2.err" 8>&- &
+W2PID=$!
+BGPIDS+=("$W2PID")
+sleep 0.5
+start=$(date +%s%N)
+kill -TERM "$W2PID"
+bg_wait "$W2PID"
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+OUT=$WORK/w2.out ERR=$WORK/w2.err expect_rc "SIGTERM while waiting for another rotation" 130
+OUT=$WORK/w2.out ERR=$WORK/w2.err expect_err "SIGTERM while waiting: message" 'interrupted by SIGTERM while waiting for another rotation'
+if [ "$ms" -lt 3000 ]; then ok "the waiter stopped within ${ms} ms"; else bad "the waiter stopped within ${ms} ms"; fi
 # a waiter in the background: it begins once the first rotation commits, then reads a second
 # fifo, which we feed only after checking what the first rotation left
 rm -f "$WORK/fifo2"
@@ -600,6 +613,31 @@ for sig in TERM INT; do
   expect_rc "SIG$sig: the lease was released (a new rotation starts at once)" 0
   run -i "$WORK/in3000" rotate "$R" --expected 30000 --fpp 0.001
 done
+
+# SIGTERM while the library uploads (inside bg_rotation_commit): the progress callback stops it.
+# The server is paused so that the upload is certainly under way when the signal comes.
+if [ $have_rediscli -eq 1 ]; then
+  rm -f "$FIFO" "$WORK/bg.out" "$WORK/bg.err"
+  mkfifo "$FIFO"
+  "$BG" --url "$URL" --timeout-ms 20000 rotate "$R" --expected 70000 --fpp 0.0001 <"$FIFO" \
+    >"$WORK/bg.out" 2>"$WORK/bg.err" &
+  BGPID=$!
+  BGPIDS+=("$BGPID")
+  exec 8>"$FIFO"
+  for i in $(seq 1 100); do [ "$(rcli exists "{$R}:rotation")" = 1 ] && break; sleep 0.05; done
+  printf 'upload-1\nupload-2\n' >&8
+  sleep 0.3
+  rcli client pause 1500 all >/dev/null
+  exec 8>&-          # end of input: the command goes on to bg_rotation_commit, whose upload waits
+  sleep 0.4
+  kill -TERM "$BGPID"
+  bg_wait "$BGPID"
+  OUT=$WORK/bg.out ERR=$WORK/bg.err expect_rc "SIGTERM during the upload aborts the rotation" 130
+  OUT=$WORK/bg.out ERR=$WORK/bg.err expect_err "SIGTERM during the upload: message" "interrupted by SIGTERM: the rotation was aborted \\(2 items read"
+  staging_gone "SIGTERM during the upload"
+  run --json info "$R"
+  if cmp -s "$OUT" "$WORK/info.before"; then ok "SIGTERM during the upload: the config is unchanged"; else bad "SIGTERM during the upload: the config is unchanged"; fi
+fi
 
 # a terminal gets the progress bar on stderr (script(1) provides a pseudo-terminal)
 if command -v script >/dev/null 2>&1 && script -qc true /dev/null >/dev/null 2>&1; then
