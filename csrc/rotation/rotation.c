@@ -20,8 +20,7 @@ static int report(bg_rotation *r, int phase, int force, bgi_err *err) {
   uint64_t now = bgi_now_ns();
   if (!force && now - r->last_progress_ns < BGI_PROGRESS_EVERY_NS) return BG_OK;
   r->last_progress_ns = now;
-  uint64_t total = r->strategy == BG_ROTATE_SWAP ? r->next.len : 0;
-  if (r->progress(r->progress_data, phase, r->items, r->bytes_uploaded, total) != 0)
+  if (r->progress(r->progress_data, phase, r->items, r->upload_pos, r->upload_total) != 0)
     return bgi_err_set(err, BG_EABORTED, "the progress callback stopped the rotation of \"%s\"", r->f->name);
   return BG_OK;
 }
@@ -185,15 +184,16 @@ BG_API int bg_rotation_add(bg_rotation *r, const void *item, size_t len) {
 
 static int upload(bg_rotation *r, bgi_err *err) {
   size_t used = bgi_bitmap_used_len(&r->next), chunk = (size_t)r->opts.rotate_chunk_bytes;
+  r->upload_total = used;
   int st = report(r, BG_PHASE_UPLOADING, 1, err);
   for (size_t off = 0; off < used && st == BG_OK; off += chunk) {
     size_t len = used - off < chunk ? used - off : chunk;
     const uint8_t *p = r->next.bytes + off;
     /* SETRANGE zero-fills gaps, so all-zero chunks before the last need not travel */
     int zero = off + len < used && p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
-    if (!zero) st = bgi_rot_step_upload(r, off, p, len, err);
+    if (!zero && (st = bgi_rot_step_upload(r, off, p, len, err)) == BG_OK) r->bytes_uploaded += len;
     if (st == BG_OK && (st = check_active(r, "upload", err)) == BG_OK) {
-      r->bytes_uploaded += len;
+      r->upload_pos = off + len;
       /* every chunk: chunks are large (1 MiB by default), and each is a point to stop at */
       st = report(r, BG_PHASE_UPLOADING, 1, err);
     }

@@ -52,7 +52,9 @@ struct bg_rotation {
   bgi_bitmap next;      /* SWAP */
   bgi_lease lease;      /* SWAP */
   uint64_t items;
-  uint64_t bytes_uploaded;
+  uint64_t bytes_uploaded;   /* bytes actually sent (all-zero chunks are skipped) */
+  uint64_t upload_pos;       /* how far the upload got, for progress */
+  uint64_t upload_total;     /* bytes the upload covers: up to the last non-zero byte */
   uint64_t started_ns;
   uint64_t last_progress_ns;
   bg_progress_fn progress;

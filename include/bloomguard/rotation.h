@@ -53,7 +53,8 @@ typedef struct bg_rotation bg_rotation;
 /*
  * Progress: called on the thread that called bg_rotation_add_many / bg_rotation_commit: while
  * building at most every 50 ms, after every uploaded chunk, and at each phase change. items: items
- * added so far; bytes_done / bytes_total: upload progress. Return non-zero to abort the rotation
+ * added so far; bytes_done / bytes_total: upload progress (the upload covers the bitmap up to its
+ * last non-zero byte; 0 / 0 before it starts). Return non-zero to abort the rotation
  * (the call then fails with
  * BG_EABORTED and the rotation is aborted). Never called after bg_rotation_free.
  */
@@ -84,7 +85,8 @@ BG_API int  bg_rotation_abort(bg_rotation *r);
 BG_API void bg_rotation_free(bg_rotation *r);
 
 BG_API const char *bg_rotation_errmsg(const bg_rotation *r);
-/* Figures of the rotation so far; each out-parameter may be NULL. */
+/* Figures of the rotation so far (bytes_uploaded: bytes actually sent; all-zero chunks are
+ * skipped); each out-parameter may be NULL. */
 BG_API int  bg_rotation_stats(const bg_rotation *r, uint64_t *items, uint64_t *bytes_uploaded,
                               uint64_t *elapsed_us);
 
