@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "items.h"
 #include "redis_fixture.h"
 
 static bgt_redis srv;
@@ -19,28 +20,6 @@ static bg_filter *open_filter(const char *name) {
   return f;
 }
 
-/* Items "prefix-0" .. "prefix-(n-1)" as pointer/length arrays (test helper, freed by items_free). */
-typedef struct items {
-  char **p;
-  size_t *len;
-  size_t n;
-} items;
-
-static items make_items(const char *prefix, size_t n) {
-  items it = {malloc(n * sizeof(char *)), malloc(n * sizeof(size_t)), n};
-  for (size_t i = 0; i < n; i++) {
-    char buf[64];
-    it.len[i] = (size_t)snprintf(buf, sizeof buf, "%s-%zu", prefix, i);
-    it.p[i] = strdup(buf);
-  }
-  return it;
-}
-
-static void items_free(items *it) {
-  for (size_t i = 0; i < it->n; i++) free(it->p[i]);
-  free(it->p);
-  free(it->len);
-}
 
 static void test_init_writes_redisson_config(void) {
   bg_filter *f = open_filter("cfg");

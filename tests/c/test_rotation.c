@@ -9,34 +9,13 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "items.h"
 #include "redis_fixture.h"
 
 static bgt_redis srv;
 static bg_client *cl;
 
-typedef struct items {
-  char **p;
-  size_t *len;
-  size_t n;
-} items;
 
-static items make_items(const char *prefix, size_t n) {
-  items it = {malloc(n * sizeof(char *)), malloc(n * sizeof(size_t)), n};
-  for (size_t i = 0; i < n; i++) {
-    char buf[64];
-    it.len[i] = (size_t)snprintf(buf, sizeof buf, "%s-%zu", prefix, i);
-    it.p[i] = strdup(buf);
-  }
-  return it;
-}
-
-static void items_free(items *it) {
-  for (size_t i = 0; i < it->n; i++) free(it->p[i]);
-  free(it->p);
-  free(it->len);
-}
-
-#define PTRS(it) ((const void *const *)(it).p)
 
 static size_t count_present(bg_filter *f, const items *it) {
   uint8_t *present = calloc(it->n, 1);
