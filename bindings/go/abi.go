@@ -29,4 +29,11 @@ func _() {
 	_ = x[CodeClosed-C.BG_ECLOSED]
 	_ = x[MaxSize-C.BG_MAX_SIZE]
 	_ = x[MaxHashIterations-C.BG_MAX_HASH_ITERATIONS]
+	_ = x[Swap-C.BG_ROTATE_SWAP]
+	_ = x[Naive-C.BG_ROTATE_NAIVE]
+	_ = x[Locked-C.BG_ROTATE_LOCKED]
+	_ = x[PhaseBuilding-C.BG_PHASE_BUILDING]
+	_ = x[PhaseUploading-C.BG_PHASE_UPLOADING]
+	_ = x[PhaseCommitting-C.BG_PHASE_COMMITTING]
+	_ = x[PhaseDone-C.BG_PHASE_DONE]
 }

@@ -145,7 +145,7 @@ func (c *Client) Filter(name string, opts ...FilterOption) (*Filter, error) {
 	if st := C.bg_filter_open(&p, c.h.p, cname); st != C.BG_OK {
 		return nil, newError(st, clientErrmsg(c.h.p))
 	}
-	h := &filterHandle{p: p}
+	h := newFilterHandle(p)
 	f := &Filter{h: h, g: c.g, name: name}
 	f.cleanup = runtime.AddCleanup(f, (*filterHandle).close, h)
 	return f, nil

@@ -225,6 +225,48 @@ func ExampleFilter_Persist() {
 	}
 }
 
+// skuBatches stands for reading the source of truth (a database, a file) in batches.
+func skuBatches(ctx context.Context, yield func([][]byte) error) error {
+	batch := make([][]byte, 0, 10000)
+	for i := 0; i < 1_000_000; i++ {
+		batch = append(batch, fmt.Appendf(nil, "sku-%d", i))
+		if len(batch) == cap(batch) {
+			if err := yield(batch); err != nil {
+				return err
+			}
+			batch = batch[:0]
+		}
+	}
+	return yield(batch)
+}
+
+func ExampleFilter_Rotate() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+
+	// Rebuild "products" for 2 million items at 1% while it keeps serving: readers see the old
+	// generation until one atomic swap, and items other services add meanwhile are kept.
+	err := products.Rotate(ctx, 2_000_000, 0.01, bloomguard.Swap, func(r *bloomguard.Rotation) error {
+		// read the source of truth here, after the rotation began
+		return skuBatches(ctx, r.AddMany) // one library call per batch, hashed on all cores
+	},
+		bloomguard.WithWait(time.Minute), // if another rotation runs, wait for it
+		bloomguard.WithProgress(func(phase bloomguard.Phase, items, done, total uint64) error {
+			log.Printf("%v: %d items, %d/%d bytes uploaded", phase, items, done, total)
+			return nil // an error here would abort the rotation
+		}))
+	switch {
+	case errors.Is(err, bloomguard.ErrRotationInProgress):
+		log.Print("another rotation still runs; nothing changed")
+	case err != nil:
+		log.Fatal(err) // aborted: the filter is unchanged, the staging keys are gone
+	}
+}
+
 func ExampleError() {
 	_, _, err := bloomguard.OptimalParams(-1, 0.01)
 	var e *bloomguard.Error

@@ -43,6 +43,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -66,18 +67,48 @@ type Filter struct {
 	cleanup runtime.Cleanup
 }
 
+// filterHandle owns the C filter. Calls hold mu for reading; a rotation, which uses the C filter
+// across many calls and runs the caller's code in between, holds a reference instead (holding mu
+// for reading that long would let a waiting Close block the filter's other calls, including those
+// made from inside the rotation). The C filter is closed when the handle is closed and no
+// rotation holds it any more.
 type filterHandle struct {
-	mu sync.RWMutex // held for reading by every call, for writing by close
-	p  *C.bg_filter // nil once closed
+	mu   sync.RWMutex // held for reading by every call, for writing by close
+	p    *C.bg_filter // nil once closed
+	c    *C.bg_filter // the C filter, valid until refs drops to 0
+	refs atomic.Int64 // 1 while open, plus 1 per rotation in progress
+}
+
+func newFilterHandle(p *C.bg_filter) *filterHandle {
+	h := &filterHandle{p: p, c: p}
+	h.refs.Store(1)
+	return h
 }
 
 func (h *filterHandle) close() {
 	h.mu.Lock()
-	p := h.p
+	open := h.p != nil
 	h.p = nil
 	h.mu.Unlock()
-	if p != nil {
-		C.bg_filter_close(p)
+	if open {
+		h.unref()
+	}
+}
+
+// ref returns the C filter with a reference taken (released by unref), or nil once closed.
+func (h *filterHandle) ref() *C.bg_filter {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.p == nil {
+		return nil
+	}
+	h.refs.Add(1) // the open handle's own reference is held: refs > 1 now
+	return h.p
+}
+
+func (h *filterHandle) unref() {
+	if h.refs.Add(-1) == 0 {
+		C.bg_filter_close(h.c)
 	}
 }
 
@@ -93,7 +124,8 @@ type Info struct {
 func (f *Filter) Name() string { return f.name }
 
 // Close releases the handle. It is idempotent, safe to call concurrently with other calls (it
-// waits for calls in flight), and later calls fail with ErrClosed. Close always returns nil.
+// waits for calls in flight), and later calls fail with ErrClosed. A rotation in progress
+// (Rotate) is not interrupted: it keeps the C filter until it ends. Close always returns nil.
 func (f *Filter) Close() error {
 	if f == nil || f.h == nil {
 		return nil

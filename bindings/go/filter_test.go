@@ -446,6 +446,10 @@ func TestContextAlreadyDone(t *testing.T) {
 			"Expire":         second(f.Expire(ctx, time.Second)),
 			"Persist":        second(f.Persist(ctx)),
 			"Ping":           c.Ping(ctx),
+			"Rotate": f.Rotate(ctx, 100, 0.01, Swap, func(*Rotation) error {
+				t.Error("Rotate called fn with a context already done")
+				return nil
+			}, WithWait(time.Second)),
 		}
 		for what, err := range errs {
 			if err != tc.want {

@@ -28,20 +28,27 @@ type setting struct {
 	err   error // rejected before C (e.g. a NUL byte in a string)
 }
 
-func intOption(name string, id C.int, v int64) Option {
-	return func(o *openSettings) {
-		o.sets = append(o.sets, setting{name: fmt.Sprintf("%s(%d)", name, v), id: id, i: v})
+func intSetting(name string, id C.int, v int64) setting {
+	return setting{name: fmt.Sprintf("%s(%d)", name, v), id: id, i: v}
+}
+
+// durationSetting rounds d up to a whole millisecond: a positive duration never becomes 0 ms.
+func durationSetting(name string, id C.int, d time.Duration) setting {
+	ms := int64(d / time.Millisecond)
+	if d > 0 && d%time.Millisecond != 0 {
+		ms++
 	}
+	return setting{name: fmt.Sprintf("%s(%v)", name, d), id: id, i: ms}
+}
+
+func intOption(name string, id C.int, v int64) Option {
+	set := intSetting(name, id, v)
+	return func(o *openSettings) { o.sets = append(o.sets, set) }
 }
 
 func durationOption(name string, id C.int, d time.Duration) Option {
-	ms := int64(d / time.Millisecond)
-	if d > 0 && d%time.Millisecond != 0 {
-		ms++ // round up: a positive duration never becomes 0 ms
-	}
-	return func(o *openSettings) {
-		o.sets = append(o.sets, setting{name: fmt.Sprintf("%s(%v)", name, d), id: id, i: ms})
-	}
+	set := durationSetting(name, id, d)
+	return func(o *openSettings) { o.sets = append(o.sets, set) }
 }
 
 func stringOption(name string, id C.int, v string, secret bool) Option {
@@ -112,18 +119,30 @@ func buildOptions(opts []Option) (*C.bg_options, int64, error) {
 	if len(s.sets) == 0 {
 		return nil, 0, nil
 	}
-	var p *C.bg_options
-	if st := C.bg_options_new(&p); st != C.BG_OK {
-		return nil, 0, newError(st, "bg_options_new failed")
-	}
 	var poolSize int64
 	for _, set := range s.sets {
-		if set.err != nil {
-			C.bg_options_free(p)
-			return nil, 0, set.err
-		}
 		if set.id == C.BG_OPT_POOL_SIZE {
 			poolSize = set.i
+		}
+	}
+	p, err := newOptions(s.sets)
+	if err != nil {
+		return nil, 0, err
+	}
+	return p, poolSize, nil
+}
+
+// newOptions makes a bg_options object holding sets, in order (a later value of an option
+// replaces an earlier one). A value the library rejects fails with a message naming the option.
+func newOptions(sets []setting) (*C.bg_options, error) {
+	var p *C.bg_options
+	if st := C.bg_options_new(&p); st != C.BG_OK {
+		return nil, newError(st, "bg_options_new failed")
+	}
+	for _, set := range sets {
+		if set.err != nil {
+			C.bg_options_free(p)
+			return nil, set.err
 		}
 		var st C.int
 		if set.isStr {
@@ -135,10 +154,10 @@ func buildOptions(opts []Option) (*C.bg_options, int64, error) {
 		}
 		if st != C.BG_OK {
 			C.bg_options_free(p)
-			return nil, 0, newError(st, set.name+": "+Code(st).Description())
+			return nil, newError(st, set.name+": "+Code(st).Description())
 		}
 	}
-	return p, poolSize, nil
+	return p, nil
 }
 
 // freeOptions frees what buildOptions returned (nil is fine).
