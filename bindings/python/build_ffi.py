@@ -31,8 +31,12 @@ CDEF_FILE = HERE / "bloomguard" / "_cdef.h"
 MODULE_NAME = "bloomguard._bloomguard_cffi"
 
 # Binding-local helpers (prefix bgpy_, not part of the C ABI; test_cdef.py tells them apart).
+# bgpy_progress is implemented in Python (bloomguard/_rotation.py, ffi.def_extern): a static C
+# function with the signature of bg_progress_fn that takes the GIL and calls the Python callback.
 HELPERS_CDEF = """
 void bgpy_item_ptrs(const char *blob, const size_t *lens, size_t n, const void **out);
+extern "Python" int bgpy_progress(void *userdata, int phase, uint64_t items, uint64_t bytes_done,
+                                  uint64_t bytes_total);
 """
 HELPERS_SRC = r"""
 /* Pointers to n items laid end to end in blob (lens[i] bytes each): one pass in C instead of one
@@ -140,20 +144,26 @@ def _link_args() -> list[str]:
     return []
 
 
-ffibuilder = FFI()
-ffibuilder.cdef(CDEF_FILE.read_text() + HELPERS_CDEF)
-ffibuilder.set_source(
-    MODULE_NAME,
-    '#include "bloomguard.h"\n' + HELPERS_SRC,
-    include_dirs=[str(INCLUDE_DIR)],
-    extra_link_args=_link_args(),
-)
+def make_ffibuilder(**link: list[str]) -> FFI:
+    """A cffi builder for the extension; ``link``: extra_objects, libraries, library_dirs,
+    extra_link_args (setup.py adds them in build_ext instead)."""
+    builder = FFI()
+    builder.cdef(CDEF_FILE.read_text() + HELPERS_CDEF)
+    extra_link_args = _link_args() + link.pop("extra_link_args", [])
+    builder.set_source(
+        MODULE_NAME,
+        '#include "bloomguard.h"\n' + HELPERS_SRC,
+        include_dirs=[str(INCLUDE_DIR)],
+        extra_link_args=extra_link_args,
+        **link,
+    )
+    return builder
+
+
+ffibuilder = make_ffibuilder()
 
 if __name__ == "__main__":
     # Development shortcut: build the C library and compile the extension next to the package.
+    # (cffi allows one set_source per FFI object: this one gets its own builder.)
     native = build_native(ROOT / "build-python" / "cmake", verbose=True)
-    ffibuilder.set_source(
-        MODULE_NAME, '#include "bloomguard.h"\n' + HELPERS_SRC, include_dirs=[str(INCLUDE_DIR)],
-        extra_objects=native["extra_objects"], libraries=native["libraries"],
-        library_dirs=native["library_dirs"], extra_link_args=_link_args() + native["extra_link_args"])
-    ffibuilder.compile(tmpdir=str(HERE), verbose=True)
+    make_ffibuilder(**native).compile(tmpdir=str(HERE), verbose=True)

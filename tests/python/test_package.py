@@ -25,7 +25,8 @@ def test_public_api():
                  "InvalidArgument", "BadParams", "Closed"]:
         assert hasattr(bloomguard, name), name
     assert set(bloomguard.__all__) <= set(dir(bloomguard))
-    for cls in (bloomguard.Client, bloomguard.Filter, bloomguard.FilterInfo, bloomguard.NotInitialized):
+    for cls in (bloomguard.Client, bloomguard.Filter, bloomguard.FilterInfo, bloomguard.NotInitialized,
+                bloomguard.Rotation, bloomguard.RotationStats):
         assert cls.__module__ == "bloomguard"
 
 
@@ -38,7 +39,7 @@ def _public_callables():
         obj = getattr(bloomguard, name)
         if inspect.isfunction(obj):
             yield name, obj
-    for cls in (bloomguard.Client, bloomguard.Filter):
+    for cls in (bloomguard.Client, bloomguard.Filter, bloomguard.Rotation):
         for name, member in vars(cls).items():
             if inspect.isfunction(member) and (not name.startswith("_") or name in ("__init__", "__contains__")):
                 yield "%s.%s" % (cls.__name__, name), member
@@ -57,8 +58,12 @@ def test_docstrings_and_annotations():
                 missing_hints.append("%s(%s)" % (name, p.name))
     assert not missing_doc, missing_doc
     assert not missing_hints, missing_hints
-    for cls in (bloomguard.Client, bloomguard.Filter, bloomguard.FilterInfo):
+    for cls in (bloomguard.Client, bloomguard.Filter, bloomguard.FilterInfo, bloomguard.Rotation,
+                bloomguard.RotationStats):
         assert cls.__doc__
+    for name, member in vars(bloomguard.Rotation).items():
+        if isinstance(member, property) and not name.startswith("_"):
+            assert (member.__doc__ or "").strip(), "Rotation.%s" % name
 
 
 @pytest.mark.parametrize("method", NETWORK_METHODS)
@@ -128,6 +133,17 @@ def use(url: str) -> Tuple[bool, int, List[bool], bloomguard.FilterInfo]:
         idx: List[int] = bloomguard.indexes(b"a", 958, 7)
         size, k = bloomguard.optimal_params(100, 0.01)
         return created and "a" in f, n + size + k + h[0] + idx[0], found, f.info()
+
+def rotate(f: bloomguard.Filter) -> Tuple[bloomguard.RotationStats, float]:
+    with f.rotate(100, 0.01, progress=lambda phase, n, done, total: phase == "done" and n > 0,
+                  wait=1.5, threads=2, chunk_bytes=4096) as rot:
+        rot.add("a")
+        added: int = rot.add_many([b"b", "c"])
+    with f.rotate(100, 0.01, "naive", None, batch=10) as rot2:
+        rot2.add_many(iter(["d"]))
+        rot2.commit()
+    state: str = rot.state
+    return rot.stats, rot.elapsed + added + len(state) + rot2.items
 
 def bad(f: bloomguard.Filter) -> None:
     f.add(42)  # E: not an item

@@ -10,12 +10,14 @@ A thin cffi binding of the bloomguard C library::
         f.add("sku-42")
         "sku-42" in f                    # True
         f.contains_many(["sku-42", "sku-43"], timeout=0.2)
+        with f.rotate(2_000_000, 0.01) as rot:   # rebuild live: commit on success, abort on error
+            rot.add_many(["sku-42", "sku-43"])
 
 Modules, one per concept of the C API: ``_client`` (Client), ``_filter`` (Filter), ``_hash``
 (hash128, indexes, optimal_params), ``_errors`` (the exception per status code), ``_options``,
 ``_call`` (per-call objects: timeout and message of one call), ``_handle`` (native handle
-ownership). Rotation, locks and degrade policies will come as modules of their own when the C
-library has them.
+ownership), ``_rotation`` (Rotation: ``Filter.rotate``, rebuilding a live filter). Locks and
+degrade policies will come as modules of their own when the C library has them.
 """
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ from ._errors import (
 from ._ffi import cstr as _cstr
 from ._ffi import lib as _lib
 from ._filter import Filter, FilterInfo
+from ._rotation import Rotation, RotationStats
 from ._hash import MAX_HASH_ITERATIONS, MAX_SIZE, hash128, hash_impl, indexes, optimal_params
 
 #: Version of the C library compiled into this module (bg_version_string()).
@@ -59,7 +62,7 @@ def version() -> str:
 
 
 __all__ = [
-    "Client", "Filter", "FilterInfo",
+    "Client", "Filter", "FilterInfo", "Rotation", "RotationStats",
     "hash128", "indexes", "optimal_params", "hash_impl", "MAX_SIZE", "MAX_HASH_ITERATIONS",
     "version", "__version__", "error_for", "strerror",
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",

@@ -92,8 +92,9 @@ class BadParams(InvalidArgument):
     status = lib.BG_EBADPARAMS
 
 
-class NotSupported(BloomGuardError):
-    """BG_ENOTSUP: unknown option or unsupported feature."""
+class NotSupported(BloomGuardError, NotImplementedError):
+    """BG_ENOTSUP: unknown option or unsupported feature (e.g. the "locked" rotation strategy
+    before the lock engine); also a NotImplementedError."""
     status = lib.BG_ENOTSUP
 
 
@@ -153,7 +154,7 @@ class RotationInProgress(BloomGuardError):
 
 
 class Aborted(BloomGuardError):
-    """BG_EABORTED: a user callback asked to abort."""
+    """BG_EABORTED: a user callback asked to abort (a rotation progress callback returned True)."""
     status = lib.BG_EABORTED
 
 

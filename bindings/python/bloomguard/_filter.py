@@ -4,7 +4,6 @@ call alone; None uses the client's ``command_timeout``.
 """
 from __future__ import annotations
 
-import itertools
 import numbers
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Iterable, List, NamedTuple, Optional, Type, Union
@@ -13,8 +12,9 @@ from ._call import TimeoutArg, invoke
 from ._errors import InvalidArgument, error_for
 from ._ffi import cstr, ffi, lib
 from ._handle import Handle
-from ._items import Batch, Item
-from ._options import seconds_to_ms
+from ._items import Batch, Item, chunks
+from ._options import ROTATE_OPTIONS, build_options, seconds_to_ms
+from ._rotation import ProgressFn, Rotation
 
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import timedelta
@@ -23,9 +23,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = ["Filter", "FilterInfo"]
 
-# Items per C call in add_many / contains_many: bounds the memory of the joined copy for huge
-# iterables (the library itself sends 16,384 items per round trip and 1,024 per server step).
-_CHUNK = 65536
 _INT64 = (-(2**63), 2**63 - 1)
 
 
@@ -47,28 +44,6 @@ def _int64(value: Any, what: str) -> int:
     if not _INT64[0] <= number <= _INT64[1]:
         raise InvalidArgument("%s=%d does not fit in a signed 64-bit integer" % (what, number))
     return number
-
-
-def _chunks(items: Iterable[Item]) -> Iterable[Batch]:
-    if isinstance(items, (list, tuple)) and len(items) <= _CHUNK:
-        yield Batch(items)
-        return
-    if isinstance(items, (str, bytes, bytearray, memoryview)):
-        yield Batch(items)  # raises the TypeError for a single item
-        return
-    try:
-        it = iter(items)
-    except TypeError:
-        raise TypeError("expected an iterable of items, not %s" % type(items).__name__) from None
-    first = True
-    while True:
-        batch = Batch(itertools.islice(it, _CHUNK))
-        if batch.n == 0 and not first:
-            return
-        first = False
-        yield batch
-        if batch.n < _CHUNK:
-            return
 
 
 class Filter:
@@ -155,7 +130,7 @@ class Filter:
         """Adds every item (one round trip per 16,384); returns how many set a new bit."""
         total = 0
         added = ffi.new("size_t *")
-        for batch in _chunks(items):
+        for batch in chunks(items):
             invoke(self._handle, lib.bg_filter_add_many_ex, timeout, batch.ptrs, batch.lens, batch.n, added)
             total += added[0]
         return total
@@ -173,7 +148,7 @@ class Filter:
     def contains_many(self, items: Iterable[Item], *, timeout: TimeoutArg = None) -> List[bool]:
         """:meth:`contains` for every item, in order, in one round trip per 16,384 items."""
         result: List[bool] = []
-        for batch in _chunks(items):
+        for batch in chunks(items):
             present = ffi.new("uint8_t[]", batch.n)
             invoke(self._handle, lib.bg_filter_contains_many_ex, timeout, batch.ptrs, batch.lens, batch.n,
                    present)
@@ -213,6 +188,55 @@ class Filter:
         out = ffi.new("int *")
         invoke(self._handle, lib.bg_filter_persist_ex, timeout, out)
         return bool(out[0])
+
+    def rotate(self, expected: int, fpp: float, strategy: str = "swap",
+               progress: Optional[ProgressFn] = None, *, lease_ms: Optional[int] = None,
+               wait: Optional[Union[float, "timedelta"]] = None, staging_ttl_ms: Optional[int] = None,
+               threads: Optional[int] = None, chunk_bytes: Optional[int] = None,
+               batch: Optional[int] = None) -> Rotation:
+        """Begins rebuilding this live filter for ``expected`` insertions at ``fpp`` (the same or
+        other parameters) and returns the :class:`~bloomguard.Rotation`, best used as a context
+        manager: it commits when the block ends normally and aborts when it raises::
+
+            with f.rotate(10_000_000, 0.01) as rot:
+                rot.add_many(read_source_of_truth())   # read it after rotate() returned
+
+        ``strategy``: ``"swap"`` (default: built in memory on all cores, uploaded to staging keys,
+        swapped in one atomic step; readers never see a missing or half-built filter and adds made
+        meanwhile through bloomguard are kept) or ``"naive"`` (delete + tryInit + add into the
+        live keys: the rebuild that fails in production, for tests and demos). ``"locked"`` raises
+        :class:`~bloomguard.NotSupported` until the library has its lock engine.
+
+        ``progress(phase, items, bytes_done, bytes_total)`` is called on the thread driving the
+        rotation, during :meth:`Rotation.add_many` (phase ``"building"``, at most every 50 ms) and
+        :meth:`Rotation.commit` (``"uploading"`` after every chunk, ``"committing"``, ``"done"``).
+        Return None or False to go on, True to stop: the call then raises
+        :class:`~bloomguard.Aborted` and the rotation is aborted. An exception raised by the
+        callback also aborts it, and that same exception object is raised by the call.
+
+        Options (None: the library's default): ``lease_ms`` (30000), ``wait`` (seconds to wait
+        for another rotation of this filter to end, in slices of 0.25 s so that Ctrl-C and other
+        signals are handled meanwhile; default 0: raise :class:`~bloomguard.RotationInProgress` at
+        once), ``staging_ttl_ms`` (300000),
+        ``threads`` (hashing threads; the online CPUs), ``chunk_bytes`` (upload chunk; 1 MiB),
+        ``batch`` (naive: items per round trip; 1000). Out-of-range values raise
+        :class:`~bloomguard.InvalidArgument`.
+
+        Raises :class:`~bloomguard.RotationInProgress` when another rotation holds the filter,
+        :class:`~bloomguard.BadParams` for parameters Redisson would reject.
+        """
+        n = _int64(expected, "expected")
+        if isinstance(fpp, bool) or not isinstance(fpp, numbers.Real):
+            raise TypeError("fpp must be a float, not %s" % type(fpp).__name__)
+        given = {"lease_ms": lease_ms, "wait": wait, "staging_ttl_ms": staging_ttl_ms, "threads": threads,
+                 "chunk_bytes": chunk_bytes, "batch": batch}
+        opts = build_options({k: v for k, v in given.items() if v is not None}, ROTATE_OPTIONS)
+        wait_ms = seconds_to_ms(wait, "wait") if wait is not None else 0  # in range: build_options checked
+        try:
+            return Rotation(self._handle, self._name, n, float(fpp), strategy, progress, opts, wait_ms)
+        finally:
+            if opts is not None:
+                ffi.release(opts)  # the rotation copied what it needs
 
     # --- lifetime -----------------------------------------------------------------------------
 

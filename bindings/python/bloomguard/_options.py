@@ -1,7 +1,9 @@
-"""Client options: Python keyword arguments -> a bg_options object (bloomguard/options.h).
+"""Options: Python keyword arguments -> a bg_options object (bloomguard/options.h).
 
-Durations are seconds (int or float) in Python and milliseconds in C. The library validates the
-ranges; this module only maps names and types.
+Two tables: :data:`OPTIONS` for :class:`~bloomguard.Client` and :data:`ROTATE_OPTIONS` for
+:meth:`~bloomguard.Filter.rotate`. Durations named without a unit are seconds (int or float) in
+Python and milliseconds in C; names ending in ``_ms`` are milliseconds on both sides. The library
+validates the ranges; this module only maps names and types.
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any, Dict, Optional, Tuple
 from ._errors import InvalidArgument, error_for, strerror
 from ._ffi import ffi, lib
 
-__all__ = ["OPTIONS", "build_options", "seconds_to_ms"]
+__all__ = ["OPTIONS", "ROTATE_OPTIONS", "build_options", "seconds_to_ms"]
 
 # name -> (BG_OPT_* value, kind): "seconds" (-> ms), "int" or "str".
 OPTIONS: Dict[str, Tuple[int, str]] = {
@@ -25,6 +27,16 @@ OPTIONS: Dict[str, Tuple[int, str]] = {
     "username": (lib.BG_OPT_USERNAME, "str"),
     "password": (lib.BG_OPT_PASSWORD, "str"),
     "client_name": (lib.BG_OPT_CLIENT_NAME, "str"),
+}
+
+# Filter.rotate's keyword options (bg_rotation_begin): name -> (BG_OPT_ROTATE_* value, kind).
+ROTATE_OPTIONS: Dict[str, Tuple[int, str]] = {
+    "lease_ms": (lib.BG_OPT_ROTATE_LEASE_MS, "int"),
+    "wait": (lib.BG_OPT_ROTATE_WAIT_MS, "seconds"),
+    "staging_ttl_ms": (lib.BG_OPT_ROTATE_STAGING_TTL_MS, "int"),
+    "threads": (lib.BG_OPT_ROTATE_THREADS, "int"),
+    "chunk_bytes": (lib.BG_OPT_ROTATE_CHUNK_BYTES, "int"),
+    "batch": (lib.BG_OPT_ROTATE_BATCH, "int"),
 }
 
 
@@ -45,8 +57,8 @@ def seconds_to_ms(value: Any, what: str) -> int:
     return int(math.ceil(round(value * 1000.0, 6)))
 
 
-def _set(opts: Any, name: str, value: Any) -> None:
-    option, kind = OPTIONS[name]
+def _set(opts: Any, table: Dict[str, Tuple[int, str]], name: str, value: Any) -> None:
+    option, kind = table[name]
     if kind == "str":
         if value is None:
             st = lib.bg_options_set_str(opts, option, ffi.NULL)
@@ -72,13 +84,17 @@ def _set(opts: Any, name: str, value: Any) -> None:
         raise error_for(st, "option %s=%s: %s" % (name, shown, strerror(st)))
 
 
-def build_options(options: Dict[str, Any]) -> Optional[Any]:
+def build_options(options: Dict[str, Any],
+                  table: Optional[Dict[str, Tuple[int, str]]] = None) -> Optional[Any]:
     """A bg_options (freed automatically when garbage) for the given keyword options, or None when
-    there are none. Unknown names raise TypeError, like an unexpected keyword argument."""
-    unknown = sorted(set(options) - set(OPTIONS))
+    there are none. ``table`` is :data:`OPTIONS` (the default) or :data:`ROTATE_OPTIONS`. Unknown
+    names raise TypeError, like an unexpected keyword argument."""
+    if table is None:
+        table = OPTIONS
+    unknown = sorted(set(options) - set(table))
     if unknown:
         raise TypeError("unknown option%s %s (known: %s)" % (
-            "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(sorted(OPTIONS))))
+            "s" if len(unknown) > 1 else "", ", ".join(unknown), ", ".join(sorted(table))))
     if not options:
         return None
     out = ffi.new("bg_options **")
@@ -87,5 +103,5 @@ def build_options(options: Dict[str, Any]) -> Optional[Any]:
         raise error_for(st, "bg_options_new: %s" % strerror(st))
     opts = ffi.gc(out[0], lib.bg_options_free)
     for name, value in options.items():
-        _set(opts, name, value)
+        _set(opts, table, name, value)
     return opts
