@@ -18,6 +18,10 @@ struct bg_options {
   int64_t rotate_threads;        /* 0: the online CPUs */
   int64_t rotate_chunk_bytes;
   int64_t rotate_batch;
+  int64_t lock_lease_ms;
+  int64_t lock_renew;            /* 0 or 1 */
+  int64_t lock_subscribe;        /* 0 or 1 */
+  int64_t lock_poll_max_ms;
   char *username;          /* NULL: take the URL's */
   char *password;          /* NULL: take the URL's */
   char *client_name;

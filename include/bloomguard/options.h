@@ -26,6 +26,12 @@ typedef struct bg_options bg_options;
 #define BG_OPT_ROTATE_THREADS        23  /* hashing threads; 1..256 */
 #define BG_OPT_ROTATE_CHUNK_BYTES    24  /* upload chunk; 4096..67108864 */
 #define BG_OPT_ROTATE_BATCH          25  /* NAIVE: items per add round trip; 1..1000000 */
+/* Lock options (bg_lock_open; see lock.h). */
+#define BG_OPT_LOCK_LEASE_MS         40  /* lease (PEXPIRE) of a hold; default 30000 (Redisson's); 30..3600000 */
+#define BG_OPT_LOCK_RENEW            41  /* 1 (default): a thread renews held locks every third of the lease;
+                                            0: no renewal, a hold ends when its lease runs out */
+#define BG_OPT_LOCK_SUBSCRIBE        42  /* 1 (default): waiters listen on the unlock channel; 0: poll only */
+#define BG_OPT_LOCK_POLL_MAX_MS      43  /* longest sleep between two tries when polling; default 100; 1..60000 */
 /* String options (bg_options_set_str). */
 #define BG_OPT_USERNAME           101  /* ACL user; overrides the URL's */
 #define BG_OPT_PASSWORD           102  /* password; overrides the URL's; never echoed in messages */

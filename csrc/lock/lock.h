@@ -1,0 +1,102 @@
+/* Internal layout of bg_lock (see include/bloomguard/lock.h for the design). */
+#ifndef BG_INTERNAL_LOCK_H
+#define BG_INTERNAL_LOCK_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "bloomguard/lock.h"
+#include "call.h"
+#include "client.h"
+#include "common/err.h"
+#include "redis/conn.h"
+
+/* Kinds of hold on the server: exclusive (RLock layout) or shared (reader). */
+enum { BGI_KIND_X = 'x', BGI_KIND_R = 'r' };
+
+/* A waiting writer's intent lives this long unless renewed (and never longer than the lease). */
+#define BGI_LOCK_INTENT_MS 2000
+
+/* One thread's hold through a handle. */
+typedef struct bgi_hold {
+  pid_t tid;
+  int kind;             /* BGI_KIND_* */
+  int mode;             /* BG_LOCK_* of the acquire that started it */
+  uint32_t count;
+  uint64_t token;
+  uint64_t gen;         /* distinguishes successive holds of one thread */
+  int lost;             /* the renewal found it gone */
+  char lost_why[256];
+} bgi_hold;
+
+struct bg_lock {
+  bg_client *client;
+  char *name;
+  char *key, *fence_key, *readers_key, *writers_key, *channel;
+  size_t key_len, fence_key_len, readers_key_len, writers_key_len, channel_len;
+  char uuid[37];
+  int64_t lease_ms, poll_max_ms;
+  int renew, subscribe;
+
+  pthread_mutex_t mu;   /* holds, renewer state */
+  bgi_hold *holds;
+  size_t nholds, cap;
+  uint64_t next_gen;
+
+  /* the renewal thread (renew.c) */
+  pthread_t renewer;
+  int renewer_running, renewer_stop;
+  pthread_cond_t cv;
+
+  bgi_errslot err;
+};
+
+/* Writes "<uuid>:<tid>" into buf (at least 64 bytes); returns its length. */
+size_t bgi_lock_holder(const bg_lock *l, pid_t tid, char *buf, size_t cap);
+pid_t bgi_gettid(void);
+
+/* ---- server-side steps (steps.c) ----------------------------------------------------------- */
+
+/* Outcome of an acquire step. */
+typedef struct bgi_acq {
+  int status;           /* 1 acquired, 0 held by others, 2 a writer waits (reads), 3 our hold is gone */
+  uint64_t token;       /* acquired: the new hold's token, 0 for a reentrant one */
+  int64_t pttl;         /* not acquired: ms until the holder's (or intent's) lease runs out, -1/-2 as PTTL */
+  int64_t holders;      /* not acquired: number of holders (or waiting writers) */
+  char who[128];        /* not acquired: one holder id (or waiting writer) */
+  char mode[16];        /* not acquired: the key's "mode" field ("" for an RLock layout) */
+} bgi_acq;
+
+int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int fresh, int64_t intent_ms,
+                          bgi_acq *out, bgi_err *err);
+/* *released: 1 the hold ended (final), 0 one count less; *held: 0 if the server no longer had our hold */
+int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int final, int *held, bgi_err *err);
+/* *held: 1 renewed, 0 the hold is gone */
+int bgi_lock_step_renew(bg_lock *l, pid_t tid, int kind, int *held, bgi_err *err);
+/* Withdraws a waiting writer's intent (and wakes readers held back by it). */
+int bgi_lock_step_cancel_intent(bg_lock *l, pid_t tid, bgi_err *err);
+
+/* ---- waiting (wait.c) ------------------------------------------------------------------------ */
+
+/* A connection subscribed to the lock's unlock channel. */
+typedef struct bgi_lock_sub {
+  bgi_conn conn;
+  int active;
+} bgi_lock_sub;
+
+/* Opens and subscribes; BG_OK or an error (the caller then polls). */
+int bgi_lock_sub_open(bg_lock *l, bgi_lock_sub *s, bgi_err *err);
+/* Waits up to ms for a message on the channel: 1 one came, 0 none, -1 the connection failed
+ * (it is closed; the caller polls from then on). */
+int bgi_lock_sub_wait(bgi_lock_sub *s, int64_t ms);
+void bgi_lock_sub_close(bgi_lock_sub *s);
+
+/* ---- renewal (renew.c) ----------------------------------------------------------------------- */
+
+/* Starts the renewal thread if renewal is on and it is not running; call with l->mu held. */
+int bgi_lock_renewer_start(bg_lock *l);
+/* Stops and joins it (call without l->mu). */
+void bgi_lock_renewer_stop(bg_lock *l);
+
+#endif

@@ -1,0 +1,322 @@
+/*
+ * The lock's server-side steps: each is one Lua script (EVALSHA, re-sent with EVAL on NOSCRIPT),
+ * so the holder check and the write it guards are one atomic step.
+ *
+ * Keys: K = NAME:lock (hash), F = suffix(K, "fence") (counter), R = suffix(K, "readers") (zset:
+ * reader -> lease end, server ms), W = suffix(K, "writers") (zset: waiting writer -> intent end).
+ *
+ * The exclusive layout and messages are Redisson 3.45.1's RedissonLock (tryLockInnerAsync,
+ * unlockInnerAsync, renewal in renewal/LockTask): K = {holder: count} with PEXPIRE lease; the
+ * last release deletes K and publishes 0 on the lock channel. Replays: bgi_client_call may send a
+ * step twice when the connection dies around it; every step here gives the same end state when
+ * repeated: a first acquire ("fresh") sets the count to 1 rather than adding, a release that is
+ * not the last never takes the count below 1, and the last one deletes the holder whatever its
+ * count.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "lock/lock.h"
+#include "redis/script.h"
+
+#define LUA_PRELUDE \
+  "if redis.replicate_commands then redis.replicate_commands() end\n" \
+  "local function now_ms()\n" \
+  "  local t = redis.call('TIME')\n" \
+  "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
+  "end\n" \
+  /* readers whose lease ran out leave; the key goes when no reader is left. Returns the mode. */ \
+  "local function prune(K, R, now)\n" \
+  "  local mode = redis.call('HGET', K, 'mode')\n" \
+  "  if mode ~= 'read' then return mode end\n" \
+  "  local dead = redis.call('ZRANGEBYSCORE', R, '-inf', now)\n" \
+  "  for i = 1, #dead, 1000 do redis.call('HDEL', K, unpack(dead, i, math.min(i + 999, #dead))) end\n" \
+  "  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', R, '-inf', now) end\n" \
+  "  if redis.call('HLEN', K) <= 1 then\n" \
+  "    redis.call('DEL', K, R)\n" \
+  "    return false\n" \
+  "  end\n" \
+  "  return mode\n" \
+  "end\n" \
+  /* a read-held key lives as long as its longest reader lease */ \
+  "local function reader_ttl(K, R, now)\n" \
+  "  local last = redis.call('ZRANGE', R, -1, -1, 'WITHSCORES')\n" \
+  "  local ttl = 1\n" \
+  "  if #last == 2 then ttl = math.max(1, math.floor(tonumber(last[2]) - now)) end\n" \
+  "  redis.call('PEXPIRE', K, ttl)\n" \
+  "  redis.call('PEXPIRE', R, ttl)\n" \
+  "end\n"
+
+/*
+ * KEYS K F R W; ARGV lease, holder, kind ('x'|'r'), fresh ('1': the thread holds nothing
+ * locally), intent ms (0: record none).
+ * {1, token}: acquired (token 0: re-entered); {0, pttl, who, n, mode}: held by n others;
+ * {2, ms, writer, n}: n writers wait (reads only); {3}: our hold is gone (fresh = '0').
+ */
+static bgi_script acquire_script = {
+  .name = "lock acquire",
+  .body = LUA_PRELUDE
+    "local K, F, R, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n"
+    "local lease, holder, kind, fresh, intent = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])\n"
+    "local now = now_ms()\n"
+    "local mode = prune(K, R, now)\n"
+    "local exists = redis.call('EXISTS', K) == 1\n"
+    "local mine = exists and redis.call('HEXISTS', K, holder) == 1\n"
+    "if kind == 'x' then\n"
+    "  if mine and mode ~= 'read' then\n"
+    "    local token = 0\n"
+    "    if fresh == '1' then\n"
+    "      redis.call('HSET', K, holder, 1)\n"
+    "      token = redis.call('INCR', F)\n"
+    "    else\n"
+    "      redis.call('HINCRBY', K, holder, 1)\n"
+    "    end\n"
+    "    redis.call('PEXPIRE', K, lease)\n"
+    "    return {1, token}\n"
+    "  end\n"
+    "  if fresh == '0' then return {3} end\n"
+    "  if not exists then\n"
+    "    redis.call('HSET', K, holder, 1)\n"
+    "    redis.call('PEXPIRE', K, lease)\n"
+    "    redis.call('ZREM', W, holder)\n"
+    "    return {1, redis.call('INCR', F)}\n"
+    "  end\n"
+    "  if intent > 0 then\n"
+    "    redis.call('ZADD', W, now + intent, holder)\n"
+    "    if redis.call('PTTL', W) < intent then redis.call('PEXPIRE', W, intent) end\n"
+    "  end\n"
+    "else\n"
+    "  if mine and mode == 'read' then\n"
+    "    local token = 0\n"
+    "    if fresh == '1' then\n"
+    "      redis.call('HSET', K, holder, 1)\n"
+    "      token = redis.call('INCR', F)\n"
+    "    else\n"
+    "      redis.call('HINCRBY', K, holder, 1)\n"
+    "    end\n"
+    "    redis.call('ZADD', R, now + lease, holder)\n"
+    "    reader_ttl(K, R, now)\n"
+    "    return {1, token}\n"
+    "  end\n"
+    "  if fresh == '0' then return {3} end\n"
+    "  if not exists or mode == 'read' then\n"
+    "    redis.call('ZREMRANGEBYSCORE', W, '-inf', now)\n"
+    "    local w = redis.call('ZRANGE', W, 0, 0, 'WITHSCORES')\n"
+    "    if #w == 2 then return {2, math.floor(tonumber(w[2]) - now), w[1], redis.call('ZCARD', W)} end\n"
+    "    if not exists then redis.call('HSET', K, 'mode', 'read') end\n"
+    "    redis.call('HSET', K, holder, 1)\n"
+    "    redis.call('ZADD', R, now + lease, holder)\n"
+    "    reader_ttl(K, R, now)\n"
+    "    return {1, redis.call('INCR', F)}\n"
+    "  end\n"
+    "end\n"
+    "local n = redis.call('HLEN', K)\n"
+    "if mode == 'read' then n = n - 1 end\n"
+    "local who = ''\n"
+    "local scan = redis.call('HSCAN', K, 0, 'COUNT', 8)[2]\n"
+    "for i = 1, #scan, 2 do if scan[i] ~= 'mode' then who = scan[i]; break end end\n"
+    "return {0, redis.call('PTTL', K), who, n, mode or ''}\n",
+};
+
+/*
+ * KEYS K R; ARGV holder, lease, kind, final ('1': the thread's last release), channel.
+ * {0}: the hold is not there; {1, ended}.
+ */
+static bgi_script release_script = {
+  .name = "lock release",
+  .body = LUA_PRELUDE
+    "local K, R = KEYS[1], KEYS[2]\n"
+    "local holder, lease, kind, final, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]\n"
+    "local mode = redis.call('HGET', K, 'mode')\n"
+    "local c = redis.call('HGET', K, holder)\n"
+    "if not c or ((kind == 'x') == (mode == 'read')) then return {0} end\n"
+    "local now = now_ms()\n"
+    "if final == '0' then\n"
+    "  if tonumber(c) > 1 then redis.call('HINCRBY', K, holder, -1) end\n"
+    "  if kind == 'x' then\n"
+    "    redis.call('PEXPIRE', K, lease)\n"
+    "  else\n"
+    "    redis.call('ZADD', R, now + lease, holder)\n"
+    "    reader_ttl(K, R, now)\n"
+    "  end\n"
+    "  return {1, 0}\n"
+    "end\n"
+    "if kind == 'x' then\n"
+    "  redis.call('DEL', K)\n"
+    "  redis.call('PUBLISH', channel, 0)\n"
+    "  return {1, 1}\n"
+    "end\n"
+    "redis.call('HDEL', K, holder)\n"
+    "redis.call('ZREM', R, holder)\n"
+    "if prune(K, R, now) then\n"
+    "  reader_ttl(K, R, now)\n"
+    "  return {1, 1}\n"
+    "end\n"
+    "redis.call('PUBLISH', channel, 0)\n"
+    "return {1, 1}\n",
+};
+
+/* KEYS K R; ARGV holder, lease, kind. {1}: renewed; {0}: the hold is gone. */
+static bgi_script renew_script = {
+  .name = "lock renew",
+  .body = LUA_PRELUDE
+    "local K, R = KEYS[1], KEYS[2]\n"
+    "local holder, lease, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
+    "local mode = redis.call('HGET', K, 'mode')\n"
+    "if redis.call('HEXISTS', K, holder) == 0 or ((kind == 'x') == (mode == 'read')) then return {0} end\n"
+    "if kind == 'x' then\n"
+    "  redis.call('PEXPIRE', K, lease)\n"
+    "  return {1}\n"
+    "end\n"
+    "local now = now_ms()\n"
+    "redis.call('ZADD', R, now + lease, holder)\n"
+    "reader_ttl(K, R, now)\n"
+    "return {1}\n",
+};
+
+/* KEYS W; ARGV holder, channel. Readers held back by the last waiting writer are woken. */
+static bgi_script cancel_script = {
+  .name = "lock cancel intent",
+  .body = LUA_PRELUDE
+    "local W = KEYS[1]\n"
+    "if redis.call('ZREM', W, ARGV[1]) == 0 then return {0} end\n"
+    "redis.call('ZREMRANGEBYSCORE', W, '-inf', now_ms())\n"
+    "if redis.call('ZCARD', W) == 0 then redis.call('PUBLISH', ARGV[2], 0) end\n"
+    "return {1}\n",
+};
+
+/*
+ * One script call with byte-string arguments whose reply is an array of integers and strings
+ * (the pattern of rotation/steps.c, with room for two strings; a candidate for a shared helper).
+ */
+typedef struct step {
+  bgi_script *script;
+  size_t nkeys, nargs;
+  const char *const *argv;
+  const size_t *lens;
+  int use_body, noscript;
+  size_t nints, nstrs;
+  long long ints[4];
+  char str[2][128];
+} step;
+
+static int build_step(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
+  step *s = ctx;
+  size_t payload = 0;
+  for (size_t i = 0; i < s->nkeys + s->nargs; i++) payload += s->lens[i];
+  if (bgi_script_begin(&c->out, s->script, s->use_body, s->nkeys, s->nargs) != BG_OK ||
+      bgi_buf_reserve(&c->out, bgi_resp_bound(s->nkeys + s->nargs, payload)) != BG_OK)
+    return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  for (size_t i = 0; i < s->nkeys + s->nargs; i++) bgi_resp_bulk(&c->out, s->argv[i], s->lens[i]);
+  *nreplies = 1;
+  return BG_OK;
+}
+
+static int parse_step(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
+  step *s = ctx;
+  const bgi_reply *x = rep[0];
+  (void)c, (void)n;
+  if (bgi_reply_is_error(x, "NOSCRIPT")) {
+    s->noscript = 1;
+    return BG_OK;
+  }
+  if (x->type == REDIS_REPLY_ERROR) return bgi_reply_error(x, s->script->name, err);
+  if (x->type != REDIS_REPLY_ARRAY || x->elements == 0)
+    return bgi_err_set(err, BG_EPROTO, "%s: unexpected reply", s->script->name);
+  s->nints = s->nstrs = 0;
+  s->str[0][0] = s->str[1][0] = 0;
+  for (size_t i = 0; i < x->elements; i++) {
+    const bgi_reply *e = x->element[i];
+    if (e->type == REDIS_REPLY_INTEGER) {
+      if (s->nints < 4) s->ints[s->nints++] = e->integer;
+    } else if (e->str && s->nstrs < 2) {
+      snprintf(s->str[s->nstrs++], sizeof s->str[0], "%s", e->str);
+    }
+  }
+  if (s->nints == 0) return bgi_err_set(err, BG_EPROTO, "%s: unexpected reply", s->script->name);
+  return BG_OK;
+}
+
+static int run_step(bg_lock *l, uint64_t deadline_ns, step *s, bgi_err *err) {
+  for (;;) {
+    s->noscript = 0;
+    int st = bgi_client_call(l->client, deadline_ns, build_step, parse_step, s, err);
+    if (st != BG_OK) return st;
+    if (!s->noscript) return BG_OK;
+    /* the server lost its script cache (restart, SCRIPT FLUSH): send the body once */
+    if (s->use_body) return bgi_err_set(err, BG_EPROTO, "%s: the server keeps answering NOSCRIPT", s->script->name);
+    s->use_body = 1;
+  }
+}
+
+int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int fresh, int64_t intent_ms,
+                          bgi_acq *out, bgi_err *err) {
+  char holder[96], lease[24], intent[24];
+  const char *k = kind == BGI_KIND_X ? "x" : "r", *f = fresh ? "1" : "0";
+  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+  snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
+  snprintf(intent, sizeof intent, "%lld", (long long)intent_ms);
+  const char *argv[] = {l->key, l->fence_key, l->readers_key, l->writers_key, lease, holder, k, f, intent};
+  size_t lens[] = {l->key_len, l->fence_key_len, l->readers_key_len, l->writers_key_len, strlen(lease), hlen,
+                   1, 1, strlen(intent)};
+  step s = {.script = &acquire_script, .nkeys = 4, .nargs = 5, .argv = argv, .lens = lens};
+  int st = run_step(l, deadline_ns, &s, err);
+  if (st != BG_OK) return st;
+  memset(out, 0, sizeof *out);
+  out->status = (int)s.ints[0];
+  switch (out->status) {
+    case 1:
+      if (s.nints < 2) return bgi_err_set(err, BG_EPROTO, "lock acquire: unexpected reply");
+      out->token = (uint64_t)s.ints[1];
+      break;
+    case 0:
+    case 2:
+      out->pttl = s.nints > 1 ? s.ints[1] : -2;
+      out->holders = s.nints > 2 ? s.ints[2] : 0;
+      snprintf(out->who, sizeof out->who, "%s", s.str[0]);
+      snprintf(out->mode, sizeof out->mode, "%.15s", s.str[1]);
+      break;
+    case 3:
+      break;
+    default:
+      return bgi_err_set(err, BG_EPROTO, "lock acquire: unexpected status %lld", s.ints[0]);
+  }
+  return BG_OK;
+}
+
+int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int final, int *held, bgi_err *err) {
+  char holder[96], lease[24];
+  const char *k = kind == BGI_KIND_X ? "x" : "r", *f = final ? "1" : "0";
+  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+  snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
+  const char *argv[] = {l->key, l->readers_key, holder, lease, k, f, l->channel};
+  size_t lens[] = {l->key_len, l->readers_key_len, hlen, strlen(lease), 1, 1, l->channel_len};
+  step s = {.script = &release_script, .nkeys = 2, .nargs = 5, .argv = argv, .lens = lens};
+  int st = run_step(l, deadline_ns, &s, err);
+  if (st != BG_OK) return st;
+  *held = s.ints[0] == 1;
+  return BG_OK;
+}
+
+int bgi_lock_step_renew(bg_lock *l, pid_t tid, int kind, int *held, bgi_err *err) {
+  char holder[96], lease[24];
+  const char *k = kind == BGI_KIND_X ? "x" : "r";
+  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+  snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
+  const char *argv[] = {l->key, l->readers_key, holder, lease, k};
+  size_t lens[] = {l->key_len, l->readers_key_len, hlen, strlen(lease), 1};
+  step s = {.script = &renew_script, .nkeys = 2, .nargs = 3, .argv = argv, .lens = lens};
+  int st = run_step(l, 0, &s, err);
+  if (st != BG_OK) return st;
+  *held = s.ints[0] == 1;
+  return BG_OK;
+}
+
+int bgi_lock_step_cancel_intent(bg_lock *l, pid_t tid, bgi_err *err) {
+  char holder[96];
+  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+  const char *argv[] = {l->writers_key, holder, l->channel};
+  size_t lens[] = {l->writers_key_len, hlen, l->channel_len};
+  step s = {.script = &cancel_script, .nkeys = 1, .nargs = 2, .argv = argv, .lens = lens};
+  return run_step(l, 0, &s, err);
+}

@@ -1,0 +1,144 @@
+/*
+ * bloomguard/lock.h - a distributed lock in Redis: exclusive (wire-compatible with Redisson's
+ * RLock) and reader/writer, with a fencing token, a renewed lease and a wait timeout.
+ *
+ *   bg_lock *l;
+ *   bg_lock_open(&l, client, "products", NULL);            // key "products:lock"
+ *   uint64_t token;
+ *   if (bg_lock_acquire(l, BG_LOCK_EXCLUSIVE, 5000, &token) == BG_OK) {
+ *     ... critical section; pass `token` to the storage you write (fencing) ...
+ *     bg_lock_release(l);
+ *   }                                                      // BG_ELOCKED: waited 5 s; message names the holder
+ *   bg_lock_close(l);
+ *
+ * Who holds it. A hold belongs to the calling thread of one handle, as an RLock belongs to a Java
+ * thread of one Redisson client: its holder id is "<UUID>:<thread id>", the UUID made at random
+ * for each handle (Java's UUID text form), the thread id the kernel's (gettid). Threads sharing a
+ * handle exclude each other; a thread may acquire again what it holds (reentrant: a count, as in
+ * RLock) and releases as often as it acquired; only the thread that acquired can release (the
+ * server-side step checks the holder field), and two handles are two owners even in one thread.
+ *
+ * Exclusive mode on the wire (Redisson 3.45.1's RedissonLock, its Lua scripts read from the jar):
+ *  - key NAME + ":lock" (Redisson: getLock(NAME + ":lock")), a hash: field = holder id, value =
+ *    reentrancy count; PEXPIRE = the lease (BG_OPT_LOCK_LEASE_MS, default 30000 like Redisson's
+ *    lockWatchdogTimeout), renewed every third of it while held (Redisson's watchdog does the same);
+ *  - the final release deletes the key and PUBLISHes "0" (LockPubSub.UNLOCK_MESSAGE) on
+ *    "redisson_lock__channel:{NAME:lock}" (Redisson's prefixName rule: the lock key inside braces
+ *    unless it already has a '{'), which wakes Redisson's waiters at once;
+ *  - so a Java service holding redisson.getLock(NAME + ":lock") and a bloomguard handle exclude
+ *    each other, and each wakes when the other releases.
+ *
+ * Reader/writer modes (bloomguard's own layout on the same key, not Redisson's RReadWriteLock):
+ *  - BG_LOCK_WRITE is an exclusive hold, stored exactly like BG_LOCK_EXCLUSIVE: a writer also
+ *    excludes (and is excluded by) Redisson RLock holders;
+ *  - BG_LOCK_READ holders share the key: a hash with field "mode" = "read" and one field per
+ *    reader (holder id -> count); each reader's lease is its score in the sorted set
+ *    suffix(KEY, "readers") (server time, ms), and the key's PEXPIRE is the latest reader lease,
+ *    so a Redisson RLock waits for the readers and the key vanishes when every reader is gone;
+ *  - writer preference: an exclusive or write acquire that has to wait records its intent in the
+ *    sorted set suffix(KEY, "writers") (renewed while it waits, expiring on its own within 2 s
+ *    if the waiter dies); new readers then queue behind it, so a stream of readers cannot starve
+ *    a writer (a reader that already holds the lock still re-enters). Readers can wait behind a
+ *    stream of writers instead. Redisson's own RLock waiters record no intent.
+ *  - a thread holding the lock exclusively may acquire it again in any mode (counted as one more
+ *    exclusive hold); a thread holding it for reading cannot acquire it exclusively (BG_EINVAL:
+ *    upgrades deadlock) - release first.
+ *  - do not use Redisson's RReadWriteLock on NAME + ":lock": its layout differs (a key held by an
+ *    RLock looks free to it), so it excludes neither side.
+ * Extra keys are named like the filter's config key (suffix(KEY, s): KEY + ":" + s if KEY has a
+ * '{', else "{" + KEY + "}:" + s) so all keys of one lock share a cluster slot.
+ *
+ * Fencing token: every acquire that starts a hold INCRs suffix(KEY, "fence") in the same
+ * server-side step, so tokens are strictly increasing across every hold of this lock by any
+ * bloomguard process; a reentrant acquire returns the token of the hold it re-enters. The
+ * counter never expires. Holds taken by Redisson draw no token.
+ *
+ * The lease. Each handle has one renewal thread (started with its first hold, joined by close)
+ * that renews every hold of the handle every third of the lease, and only holds still held: a
+ * process that dies (or a handle with BG_OPT_LOCK_RENEW = 0 held longer than the lease) loses
+ * the lock when its lease runs out, and the next acquire succeeds. A renewal that finds the hold
+ * gone marks it lost: the holding thread's next release (or reentrant acquire) of it fails with
+ * BG_ELOCKED and says so.
+ *
+ * Waiting. An acquire that finds the lock taken subscribes to the unlock channel on a connection
+ * of its own (not a pooled one) and tries again on every message, and otherwise no later than
+ * when the holder's lease would run out (a holder that died publishes nothing); with
+ * BG_OPT_LOCK_SUBSCRIBE = 0, or when the server refuses SUBSCRIBE, it polls with a backoff from
+ * 2 ms doubling to BG_OPT_LOCK_POLL_MAX_MS. Never past wait_ms: then BG_ELOCKED, the message
+ * naming the holder (or the waiting writer) and its remaining lease.
+ *
+ * Thread safety: a bg_lock may be shared by any number of threads (each acquires and releases
+ * for itself, see above); bg_lock_errmsg may then show another thread's message: use the _ex
+ * forms with a bg_call of the thread's own, or bg_lock_errmsg_copy. Do not use a handle in a
+ * child process after fork (its renewal thread is not there). A handle keeps its client alive.
+ * Needs Redis 5 or later (scripts read the server's TIME).
+ */
+#ifndef BLOOMGUARD_LOCK_H
+#define BLOOMGUARD_LOCK_H
+
+#include "call.h"
+#include "client.h"
+#include "common.h"
+#include "options.h"
+
+BG_BEGIN_DECLS
+
+typedef struct bg_lock bg_lock;
+
+/* Modes. Values are pinned. */
+#define BG_LOCK_EXCLUSIVE  1   /* one holder; Redisson RLock layout */
+#define BG_LOCK_READ       2   /* shared with other readers */
+#define BG_LOCK_WRITE      3   /* one holder, excluding readers: the same hold as BG_LOCK_EXCLUSIVE */
+
+/*
+ * A lock handle for the key NAME + ":lock" (NAME is typically a filter's name). Makes no round
+ * trip. opts may be NULL; these options apply (others are ignored): BG_OPT_LOCK_LEASE_MS,
+ * BG_OPT_LOCK_RENEW, BG_OPT_LOCK_SUBSCRIBE, BG_OPT_LOCK_POLL_MAX_MS. BG_EBADNAME when the lock's
+ * keys would not share one cluster slot (e.g. "a{}b"). On failure *out is NULL and the message is
+ * on the client (bg_client_errmsg).
+ */
+BG_API int  bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_options *opts);
+/* Releases every hold still held through the handle (errors ignored), stops its renewal thread
+ * and frees it. Accepts NULL. No other call on the handle may be running or follow. */
+BG_API void bg_lock_close(bg_lock *l);
+
+/*
+ * Acquires the lock for the calling thread in `mode` (BG_LOCK_*), waiting up to wait_ms
+ * (0: a single try; 0..3600000). On success *fencing_token (may be NULL) is the hold's token.
+ * BG_ELOCKED when still taken after wait_ms (message: the holder and its lease), or when the
+ * calling thread's hold was lost (its lease ran out); BG_EINVAL for a bad mode or an upgrade
+ * from READ; connection errors as usual (the lock is then not held by this call).
+ */
+BG_API int  bg_lock_acquire(bg_lock *l, int mode, int64_t wait_ms, uint64_t *fencing_token);
+BG_API int  bg_lock_acquire_ex(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_t *fencing_token);
+
+/*
+ * Releases one acquire of the calling thread; the last one ends the hold (and wakes waiters).
+ * BG_EINVAL when the calling thread holds nothing through this handle; BG_ELOCKED when its hold
+ * was lost meanwhile (the lease ran out; the lock may now be someone else's, and is left alone).
+ * After BG_ELOCKED the thread holds nothing.
+ */
+BG_API int  bg_lock_release(bg_lock *l);
+BG_API int  bg_lock_release_ex(bg_lock *l, bg_call *call);
+
+/*
+ * What the calling thread holds through this handle, without a round trip: *mode BG_LOCK_* (the
+ * mode of the acquire that started the hold) or 0, *count the reentrancy count, *fencing_token
+ * the hold's token; each may be NULL. Returns BG_OK, or BG_ELOCKED when the renewal thread found
+ * the hold lost (the outputs then still describe it until the thread releases it).
+ */
+BG_API int  bg_lock_held(bg_lock *l, int *mode, uint32_t *count, uint64_t *fencing_token);
+
+/* The lock's Redis key: NAME + ":lock". */
+BG_API const char *bg_lock_key(const bg_lock *l);
+/* The calling thread's holder id "<UUID>:<thread id>" (the hash field while it holds the lock),
+ * NUL-terminated into buf; returns its length. */
+BG_API size_t bg_lock_holder_id(const bg_lock *l, char *buf, size_t buf_size);
+
+/* Message of the most recent failure on the handle ("" if none); see thread safety above. */
+BG_API const char *bg_lock_errmsg(const bg_lock *l);
+BG_API size_t bg_lock_errmsg_copy(const bg_lock *l, char *buf, size_t buf_size);
+
+BG_END_DECLS
+
+#endif

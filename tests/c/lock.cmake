@@ -1,0 +1,5 @@
+# The distributed lock (bg_lock_*): exclusion between threads and processes, reentrancy, waiting,
+# fencing, lease renewal and its negative control, SIGKILLed holders, readers/writers, the RLock
+# wire layout and Redisson 3.45.1's own lock scripts against it.
+bg_add_test(test_lock SOURCES test_lock.c LABELS "redis;lock")
+target_link_libraries(test_lock PRIVATE PkgConfig::HIREDIS)
