@@ -24,4 +24,8 @@ target_sources(bloomguard_objects PRIVATE
   csrc/rotation/lease.c
   csrc/rotation/steps.c
   csrc/rotation/rotation.c
+  csrc/policy/policy.c
+  csrc/policy/breaker.c
+  csrc/policy/snapshot.c
+  csrc/policy/guard.c
 )

@@ -16,5 +16,6 @@
 #include "bloomguard/filter.h"
 #include "bloomguard/hash.h"
 #include "bloomguard/rotation.h"
+#include "bloomguard/policy.h"
 
 #endif

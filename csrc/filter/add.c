@@ -93,14 +93,15 @@ static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
   return BG_OK;
 }
 
-static int add_many(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
-                    size_t *added, bgi_err *err) {
+int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
+                       size_t *added, size_t *done, bgi_err *err) {
   adder a = {.f = f, .items = items, .lens = lens, .deadline_ns = deadline_ns};
   int64_t retries = f->client->opts.config_retries;
-  size_t total = 0;
+  *added = 0;
   for (size_t from = 0; from < n; from += BGI_WINDOW_ITEMS) {
     a.from = from;
     a.to = n - from < BGI_WINDOW_ITEMS ? n : from + BGI_WINDOW_ITEMS;
+    *done = from;
     for (int64_t attempt = 0;;) {
       int st = bgi_filter_config(f, deadline_ns, &a.cfg, err);
       if (st != BG_OK) return st;
@@ -129,9 +130,9 @@ static int add_many(bg_filter *f, uint64_t deadline_ns, const void *const *items
         return bgi_err_set(err, BG_ECONFIG, "add: the config of \"%s\" changed on each of %lld attempts", f->name,
                            (long long)attempt);
     }
-    total += a.added;
+    *added += a.added;
   }
-  if (added) *added = total;
+  *done = n;
   return BG_OK;
 }
 
@@ -139,9 +140,9 @@ BG_API int bg_filter_add_many_ex(bg_filter *f, bg_call *call, const void *const 
                                  size_t n, size_t *added) {
   bgi_err err = {0};
   if (!f) return bgi_call_null_handle(call, "filter");
-  /* added is optional: check the items only */
+  /* added is optional: check the items only; the policy (policy/guard.c) may retry */
   if (bgi_check_items("add", items, lens, n, lens, &err) == BG_OK)
-    err.status = add_many(f, bgi_call_deadline(call), items, lens, n, added, &err);
+    err.status = bgi_guard_add(f, bgi_call_deadline(call), items, lens, n, added, &err);
   return bgi_filter_finish(f, call, &err);
 }
 

@@ -53,6 +53,7 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg
   atomic_init(&f->cfg, 0);
   atomic_init(&f->next_cfg, 0);
   bgi_errslot_init(&f->err);
+  bgi_guard_init(&f->guard);
   bgi_client_ref(c);
   f->client = c;
   *out = f;
@@ -66,6 +67,7 @@ BG_API int bg_filter_open(bg_filter **out, bg_client *c, const char *name) {
 
 BG_API void bg_filter_close(bg_filter *f) {
   if (!f) return;
+  bgi_guard_destroy(&f->guard);   /* first: it stops the snapshot refresher, which uses the client */
   bgi_client_unref(f->client);
   bgi_errslot_destroy(&f->err);
   free_names(f);

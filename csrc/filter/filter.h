@@ -8,6 +8,7 @@
 #include "bloomguard/filter.h"
 #include "call.h"
 #include "client.h"
+#include "policy/guard.h"
 
 /*
  * The config this handle last saw, packed as size << 32 | k so readers need no lock
@@ -30,6 +31,8 @@ struct bg_filter {
   /* the next generation's config while a SWAP rotation runs (adds record into its delta), else 0 */
   atomic_uint_fast64_t next_cfg;
   bgi_errslot err;
+  /* the degrade policy, breaker, counters and snapshot of this handle (policy/guard.h) */
+  bgi_guard guard;
 };
 
 /* Items hashed and sent per round trip, and per atomic server step within it: bounds client
@@ -69,6 +72,15 @@ int bgi_compute_indexes(bgi_conn *c, const void *const *items, const size_t *len
 /* Checks the arguments every batch call shares. */
 int bgi_check_items(const char *fn, const void *const *items, const size_t *lens, size_t n, const void *out,
                     bgi_err *err);
+
+/*
+ * Queries / adds items[0..n) against Redis, without the policy (policy/guard.c wraps them). On
+ * failure *done is how many leading items were answered / added before it (whole windows).
+ */
+int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
+                            size_t n, uint8_t *present, size_t *done, bgi_err *err);
+int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
+                       size_t *added, size_t *done, bgi_err *err);
 
 /* Ends a public filter operation (see bgi_call_finish). */
 static inline int bgi_filter_finish(bg_filter *f, bg_call *call, const bgi_err *err) {

@@ -88,13 +88,14 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
   return item == q->to ? BG_OK : bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
 }
 
-static int contains_many(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
-                         uint8_t *present, bgi_err *err) {
+int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
+                            size_t n, uint8_t *present, size_t *done, bgi_err *err) {
   query q = {.f = f, .items = items, .lens = lens, .present = present, .deadline_ns = deadline_ns};
   int64_t retries = f->client->opts.config_retries;
   for (size_t from = 0; from < n; from += BGI_WINDOW_ITEMS) {
     q.from = from;
     q.to = n - from < BGI_WINDOW_ITEMS ? n : from + BGI_WINDOW_ITEMS;
+    *done = from;
     for (int64_t attempt = 0;; attempt++) {
       int st = bgi_filter_config(f, deadline_ns, &q.cfg, err);
       if (st != BG_OK) return st;
@@ -109,16 +110,19 @@ static int contains_many(bg_filter *f, uint64_t deadline_ns, const void *const *
                            f->name, (long long)attempt + 1);
     }
   }
+  *done = n;
   return BG_OK;
 }
 
 BG_API int bg_filter_contains_many_ex(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,
                                       size_t n, uint8_t *present) {
   bgi_err err = {0};
+  int source = BG_SOURCE_NONE;
   if (!f) return bgi_call_null_handle(call, "filter");
+  /* the degrade policy (policy/guard.c) answers when Redis cannot */
   if (bgi_check_items("contains", items, lens, n, present, &err) == BG_OK)
-    err.status = contains_many(f, bgi_call_deadline(call), items, lens, n, present, &err);
-  return bgi_filter_finish(f, call, &err);
+    err.status = bgi_guard_contains(f, bgi_call_deadline(call), items, lens, n, present, &source, &err);
+  return bgi_guard_finish(f, call, &err, source);
 }
 
 BG_API int bg_filter_contains_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n,

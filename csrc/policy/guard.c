@@ -1,0 +1,366 @@
+/*
+ * The policy engine per filter handle: a call goes through the breaker to Redis; a failure is
+ * classified and its class's chain decides the answer. See include/bloomguard/policy.h.
+ */
+#include "filter/filter.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* p + i, without computing NULL + 0 (items may be NULL for an empty batch) */
+#define OFF(p, i) ((i) ? (p) + (i) : (p))
+
+static inline void count(bgi_guard *g, int slot) {
+  atomic_fetch_add_explicit(&g->stats[slot], 1, memory_order_relaxed);
+}
+
+void bgi_guard_init(bgi_guard *g) {
+  pthread_condattr_t ca;
+  memset(g, 0, sizeof *g);
+  atomic_init(&g->policy, NULL);
+  for (int i = 0; i < BGI_ST_COUNT; i++) atomic_init(&g->stats[i], 0);
+  atomic_init(&g->rng, (uint64_t)bgi_now_ns() ^ (uint64_t)(uintptr_t)g);
+  atomic_init(&g->rf_stop, 0);
+  pthread_mutex_init(&g->mu, NULL);
+  pthread_mutex_init(&g->admin_mu, NULL);
+  pthread_mutex_init(&g->dl_mu, NULL);
+  pthread_mutex_init(&g->rf_mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&g->rf_cv, &ca);
+  pthread_condattr_destroy(&ca);
+  bgi_breaker_init(&g->breaker);
+  bgi_bucket_init(&g->bucket);
+}
+
+void bgi_guard_destroy(bgi_guard *g) {
+  bgi_refresher_stop(g);
+  bgi_policy_unref(atomic_load(&g->policy));
+  bgi_snapshot_unref(g->snap);
+  bgi_breaker_destroy(&g->breaker);
+  bgi_bucket_destroy(&g->bucket);
+  pthread_cond_destroy(&g->rf_cv);
+  pthread_mutex_destroy(&g->rf_mu);
+  pthread_mutex_destroy(&g->dl_mu);
+  pthread_mutex_destroy(&g->admin_mu);
+  pthread_mutex_destroy(&g->mu);
+}
+
+void bgi_policy_unref(bgi_policy *p) {
+  if (p && atomic_fetch_sub(&p->refs, 1) == 1) free(p);
+}
+
+bgi_policy *bgi_guard_policy(bgi_guard *g) {
+  pthread_mutex_lock(&g->mu);
+  bgi_policy *p = atomic_load(&g->policy);
+  if (p) atomic_fetch_add(&p->refs, 1);
+  pthread_mutex_unlock(&g->mu);
+  return p;
+}
+
+void bgi_guard_publish_snapshot(bgi_guard *g, bgi_snapshot *s) {
+  pthread_mutex_lock(&g->mu);
+  bgi_snapshot *old = g->snap;
+  g->snap = s;
+  pthread_mutex_unlock(&g->mu);
+  bgi_snapshot_unref(old);
+}
+
+bgi_snapshot *bgi_guard_snapshot(bgi_guard *g) {
+  pthread_mutex_lock(&g->mu);
+  bgi_snapshot *s = g->snap;
+  if (s) atomic_fetch_add(&s->refs, 1);
+  pthread_mutex_unlock(&g->mu);
+  return s;
+}
+
+int bgi_guard_set_policy(bgi_guard *g, bg_filter *f, const bg_policy *p, bgi_err *err) {
+  bgi_policy *np = NULL, *old;
+  if (p) {
+    if (!(np = malloc(sizeof *np))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    atomic_init(&np->refs, 1);
+    np->cfg = p->cfg;
+  }
+  pthread_mutex_lock(&g->admin_mu);
+  /* joins a download under way (it stops between two chunks) */
+  bgi_refresher_stop(g);
+  if (np && np->cfg.snapshot_interval_ms > 0 && f && bgi_refresher_start(g, f, np->cfg.snapshot_interval_ms) != BG_OK) {
+    old = atomic_load(&g->policy);
+    if (old && old->cfg.snapshot_interval_ms > 0 && f) bgi_refresher_start(g, f, old->cfg.snapshot_interval_ms);
+    pthread_mutex_unlock(&g->admin_mu);
+    free(np);
+    return bgi_err_set(err, BG_ENOMEM, "set_policy: cannot start the snapshot refresh thread");
+  }
+  /* fresh breaker and bucket first: calls that see the new policy find them set for it */
+  bgi_breaker_reset(&g->breaker, np ? np->cfg.breaker_threshold : 0, np ? np->cfg.breaker_cooldown_ms : 1);
+  if (np) bgi_bucket_reset(&g->bucket, np->cfg.callback_rate, np->cfg.callback_burst, bgi_now_ns());
+  pthread_mutex_lock(&g->mu);
+  old = atomic_load(&g->policy);
+  atomic_store(&g->policy, np);
+  pthread_mutex_unlock(&g->mu);
+  pthread_mutex_unlock(&g->admin_mu);
+  bgi_policy_unref(old);
+  return BG_OK;
+}
+
+/* ---- the engine --------------------------------------------------------------------------------- */
+
+static uint64_t rand64(bgi_guard *g) {
+  uint64_t z = atomic_fetch_add_explicit(&g->rng, 0x9e3779b97f4a7c15ull, memory_order_relaxed) + 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static void sleep_ns(uint64_t ns) {
+  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+  while (nanosleep(&ts, &ts) != 0) {
+  }
+}
+
+/* One attempt at Redis for items [*from, n), through the breaker when there is a policy. */
+static int attempt(bgi_guard *g, const bgi_op *op, int guarded, uint64_t deadline_ns, size_t *from, int *rejected,
+                   bgi_err *err) {
+  *rejected = 0;
+  if (guarded && bgi_breaker_state(&g->breaker) != BG_BREAKER_CLOSED &&
+      !bgi_breaker_admit(&g->breaker, bgi_now_ns(), err)) {
+    *rejected = 1;
+    return err->status;
+  }
+  size_t done = *from;
+  int st = op->attempt(op->ctx, deadline_ns, *from, &done, err);
+  if (done > *from) *from = done;
+  if (guarded) bgi_breaker_record(&g->breaker, st == BG_OK ? 0 : bgi_now_ns(), st, err->msg);
+  if (st != BG_OK) {
+    int cls = bgi_fail_class(st);
+    if (cls) count(g, BGI_ST_FAIL + cls);
+  }
+  return st;
+}
+
+static const char *source_name(int source) {
+  switch (source) {
+    case BG_SOURCE_SNAPSHOT: return "answered from the local snapshot";
+    case BG_SOURCE_CALLBACK: return "answered by the fallback callback";
+    case BG_SOURCE_ASSUMED_PRESENT: return "assumed present";
+    default: return "assumed absent";
+  }
+}
+
+/* The chain of class cls for op (its items [from, n) still unanswered); returns the status. */
+static int run_chain(bgi_guard *g, const bgi_policy *p, const bgi_op *op, int cls, int st, uint64_t deadline_ns,
+                     size_t from, int *source, bgi_err *err) {
+  const bgi_policy_cfg *c = &p->cfg;
+  size_t left = op->n - from;
+  int answered = BG_SOURCE_NONE;
+  for (int i = 0; i < c->chain_len[cls] && !answered; i++) {
+    switch (c->chain[cls][i]) {
+      case BG_ACT_RETRY:
+        for (int64_t a = 0; a < c->retry_count; a++) {
+          int rejected;
+          /* an open breaker would refuse the retry anyway: move on without waiting */
+          if (bgi_breaker_state(&g->breaker) == BG_BREAKER_OPEN) break;
+          uint64_t wait = bgi_backoff_ns(c, a, rand64(g));
+          if (deadline_ns && bgi_now_ns() + wait >= deadline_ns) break;
+          if (wait) sleep_ns(wait);
+          count(g, BGI_ST_RETRIES);
+          st = attempt(g, op, 1, deadline_ns, &from, &rejected, err);
+          if (st == BG_OK) {
+            *source = BG_SOURCE_REDIS;
+            return BG_OK;
+          }
+          if (rejected) break;
+        }
+        left = op->n - from;
+        break;
+      case BG_ACT_SNAPSHOT: {
+        if (op->is_add) break;
+        bgi_snapshot *s = bgi_guard_snapshot(g);
+        if (s && (!c->snapshot_max_age_ms || bgi_now_ns() - s->taken_ns <= (uint64_t)c->snapshot_max_age_ms * 1000000u)) {
+          bgi_snapshot_query(s, OFF(op->items, from), OFF(op->lens, from), left, OFF(op->present, from));
+          answered = BG_SOURCE_SNAPSHOT;
+        }
+        bgi_snapshot_unref(s);
+        break;
+      }
+      case BG_ACT_CALLBACK:
+        if (op->is_add || !c->fallback) break;
+        if (!bgi_bucket_take(&g->bucket, bgi_now_ns())) {
+          count(g, BGI_ST_CB_REFUSED);
+          break;
+        }
+        count(g, BGI_ST_CB_CALLS);
+        if (c->fallback(c->userdata, OFF(op->items, from), OFF(op->lens, from), left, OFF(op->present, from)) != 0) {
+          count(g, BGI_ST_CB_DECLINED);
+          break;
+        }
+        for (size_t j = from; j < op->n; j++) op->present[j] = op->present[j] != 0;
+        answered = BG_SOURCE_CALLBACK;
+        break;
+      case BG_ACT_ASSUME_PRESENT:
+      case BG_ACT_ASSUME_ABSENT:
+        if (op->is_add) break;
+        if (left) memset(op->present + from, c->chain[cls][i] == BG_ACT_ASSUME_PRESENT, left);
+        answered = c->chain[cls][i] == BG_ACT_ASSUME_PRESENT ? BG_SOURCE_ASSUMED_PRESENT : BG_SOURCE_ASSUMED_ABSENT;
+        break;
+      case BG_ACT_ERROR:
+      default:
+        return st;
+    }
+  }
+  if (!answered) return st;
+  bgi_err_prefix(err, source_name(answered));
+  err->status = BG_OK;
+  *source = answered;
+  return BG_OK;
+}
+
+int bgi_guard_run(bgi_guard *g, const bgi_op *op, uint64_t deadline_ns, int *source, bgi_err *err) {
+  int guarded = atomic_load_explicit(&g->policy, memory_order_relaxed) != NULL, rejected;
+  size_t from = 0;
+  *source = BG_SOURCE_NONE;
+  int st = attempt(g, op, guarded, deadline_ns, &from, &rejected, err);
+  if (st != BG_OK) {
+    int cls = bgi_fail_class(st);
+    bgi_policy *p = guarded && cls ? bgi_guard_policy(g) : NULL;
+    if (p) st = run_chain(g, p, op, cls, st, deadline_ns, from, source, err);
+    bgi_policy_unref(p);
+  } else {
+    *source = BG_SOURCE_REDIS;
+  }
+  if (op->is_add) count(g, st == BG_OK ? BGI_ST_ADDS_OK : BGI_ST_ADD_ERRORS);
+  else count(g, st == BG_OK ? BGI_ST_ANSWERS + *source : BGI_ST_QUERY_ERRORS);
+  return st;
+}
+
+/* ---- filter hooks ------------------------------------------------------------------------------- */
+
+typedef struct query_ctx {
+  bg_filter *f;
+  const void *const *items;
+  const size_t *lens;
+  size_t n;
+  uint8_t *present;
+} query_ctx;
+
+static int query_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done, bgi_err *err) {
+  query_ctx *q = ctx;
+  size_t d = 0;
+  int st = bgi_filter_contains_raw(q->f, deadline_ns, OFF(q->items, from), OFF(q->lens, from), q->n - from,
+                                   OFF(q->present, from), &d, err);
+  *done = from + d;
+  return st;
+}
+
+int bgi_guard_contains(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
+                       uint8_t *present, int *source, bgi_err *err) {
+  query_ctx q = {f, items, lens, n, present};
+  bgi_op op = {0, query_attempt, &q, items, lens, n, present};
+  return bgi_guard_run(&f->guard, &op, deadline_ns, source, err);
+}
+
+typedef struct add_ctx {
+  bg_filter *f;
+  const void *const *items;
+  const size_t *lens;
+  size_t n;
+  size_t added;
+} add_ctx;
+
+static int add_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done, bgi_err *err) {
+  add_ctx *a = ctx;
+  size_t d = 0, added = 0;
+  int st = bgi_filter_add_raw(a->f, deadline_ns, OFF(a->items, from), OFF(a->lens, from), a->n - from, &added, &d, err);
+  a->added += added;
+  *done = from + d;
+  return st;
+}
+
+int bgi_guard_add(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
+                  size_t *added, bgi_err *err) {
+  add_ctx a = {f, items, lens, n, 0};
+  bgi_op op = {1, add_attempt, &a, items, lens, n, NULL};
+  int source;
+  int st = bgi_guard_run(&f->guard, &op, deadline_ns, &source, err);
+  if (st == BG_OK && added) *added = a.added;
+  return st;
+}
+
+int bgi_guard_finish(bg_filter *f, bg_call *call, const bgi_err *err, int source) {
+  int st = bgi_call_finish(call, &f->err, err, source);
+  if (st == BG_OK && source > BG_SOURCE_REDIS) {
+    /* a degraded answer is a success that still says what failed */
+    if (call) snprintf(call->msg, sizeof call->msg, "%s", err->msg);
+    else bgi_errslot_set(&f->err, BG_OK, "%s", err->msg);
+  }
+  return st;
+}
+
+void bgi_guard_note_rotation(bg_filter *f) {
+  if (f) count(&f->guard, BGI_ST_ROTATIONS);
+}
+
+/* ---- ABI ------------------------------------------------------------------------------------------ */
+
+BG_API int bg_filter_set_policy(bg_filter *f, const bg_policy *p) {
+  bgi_err err = {0};
+  if (!f) return BG_EINVAL;
+  err.status = bgi_guard_set_policy(&f->guard, f, p, &err);
+  return bgi_errslot_store(&f->err, &err);
+}
+
+static int64_t load(bgi_guard *g, int slot) { return atomic_load_explicit(&g->stats[slot], memory_order_relaxed); }
+
+int64_t bgi_guard_stat(bgi_guard *g, int stat, int *known) {
+  *known = 1;
+  if (stat >= BG_STAT_FAIL_NOTINIT && stat <= BG_STAT_FAIL_OTHER) return load(g, BGI_ST_FAIL + stat - 100);
+  switch (stat) {
+    case BG_STAT_QUERIES: {
+      int64_t sum = load(g, BGI_ST_QUERY_ERRORS);
+      for (int s = BG_SOURCE_REDIS; s <= BG_SOURCE_ASSUMED_ABSENT; s++) sum += load(g, BGI_ST_ANSWERS + s);
+      return sum;
+    }
+    case BG_STAT_ANSWERS_REDIS: return load(g, BGI_ST_ANSWERS + BG_SOURCE_REDIS);
+    case BG_STAT_ANSWERS_SNAPSHOT: return load(g, BGI_ST_ANSWERS + BG_SOURCE_SNAPSHOT);
+    case BG_STAT_ANSWERS_CALLBACK: return load(g, BGI_ST_ANSWERS + BG_SOURCE_CALLBACK);
+    case BG_STAT_ANSWERS_ASSUMED_PRESENT: return load(g, BGI_ST_ANSWERS + BG_SOURCE_ASSUMED_PRESENT);
+    case BG_STAT_ANSWERS_ASSUMED_ABSENT: return load(g, BGI_ST_ANSWERS + BG_SOURCE_ASSUMED_ABSENT);
+    case BG_STAT_QUERY_ERRORS: return load(g, BGI_ST_QUERY_ERRORS);
+    case BG_STAT_ADDS: return load(g, BGI_ST_ADDS_OK) + load(g, BGI_ST_ADD_ERRORS);
+    case BG_STAT_ADD_ERRORS: return load(g, BGI_ST_ADD_ERRORS);
+    case BG_STAT_RETRIES: return load(g, BGI_ST_RETRIES);
+    case BG_STAT_BREAKER_STATE: return bgi_breaker_state(&g->breaker);
+    case BG_STAT_BREAKER_TRIPS: return atomic_load(&g->breaker.trips);
+    case BG_STAT_BREAKER_REJECTED: return atomic_load(&g->breaker.rejected);
+    case BG_STAT_BREAKER_PROBES: return atomic_load(&g->breaker.probes);
+    case BG_STAT_CALLBACK_CALLS: return load(g, BGI_ST_CB_CALLS);
+    case BG_STAT_CALLBACK_REFUSED: return load(g, BGI_ST_CB_REFUSED);
+    case BG_STAT_CALLBACK_DECLINED: return load(g, BGI_ST_CB_DECLINED);
+    case BG_STAT_ROTATIONS: return load(g, BGI_ST_ROTATIONS);
+    case BG_STAT_SNAPSHOT_REFRESHES: return load(g, BGI_ST_SNAP_OK);
+    case BG_STAT_SNAPSHOT_FAILURES: return load(g, BGI_ST_SNAP_FAILED);
+    case BG_STAT_SNAPSHOT_AGE_MS:
+    case BG_STAT_SNAPSHOT_BYTES: {
+      bgi_snapshot *s = bgi_guard_snapshot(g);
+      int64_t v = stat == BG_STAT_SNAPSHOT_BYTES ? 0 : -1;
+      if (s) v = stat == BG_STAT_SNAPSHOT_BYTES ? (int64_t)s->nbytes : (int64_t)((bgi_now_ns() - s->taken_ns) / 1000000u);
+      bgi_snapshot_unref(s);
+      return v;
+    }
+    default:
+      *known = 0;
+      return 0;
+  }
+}
+
+BG_API int bg_filter_stat(const bg_filter *f, int stat, int64_t *value) {
+  int known;
+  if (!f || !value) return BG_EINVAL;
+  /* the handle is logically const: only locks and reference counts are touched */
+  int64_t v = bgi_guard_stat((bgi_guard *)&f->guard, stat, &known);
+  if (!known) return BG_ENOTSUP;
+  *value = v;
+  return BG_OK;
+}

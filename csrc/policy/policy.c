@@ -1,0 +1,135 @@
+/* bg_policy: the settings object, its defaults, and the classification of failures. */
+#include "policy/guard.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void set_default_chain(bgi_policy_cfg *c, int cls, const uint8_t *acts, size_t n) {
+  memcpy(c->chain[cls], acts, n);
+  c->chain_len[cls] = (uint8_t)n;
+}
+
+void bgi_policy_defaults(bgi_policy_cfg *c) {
+  static const uint8_t retry_then_present[] = {BG_ACT_RETRY, BG_ACT_ASSUME_PRESENT};
+  static const uint8_t present[] = {BG_ACT_ASSUME_PRESENT};
+  static const uint8_t error[] = {BG_ACT_ERROR};
+  memset(c, 0, sizeof *c);
+  set_default_chain(c, BG_FAIL_NOTINIT, retry_then_present, 2);
+  set_default_chain(c, BG_FAIL_CONFIG, retry_then_present, 2);
+  /* a lock wait or a timeout has been paid already: a retry would pay it again */
+  set_default_chain(c, BG_FAIL_LOCKED, present, 1);
+  set_default_chain(c, BG_FAIL_CONNECTION, retry_then_present, 2);
+  set_default_chain(c, BG_FAIL_TIMEOUT, present, 1);
+  set_default_chain(c, BG_FAIL_SERVER, retry_then_present, 2);
+  set_default_chain(c, BG_FAIL_CORRUPT, present, 1);
+  set_default_chain(c, BG_FAIL_OTHER, error, 1);
+  c->retry_count = 2;
+  c->backoff_base_ms = 10;
+  c->backoff_max_ms = 100;
+  c->jitter_pct = 50;
+  c->breaker_threshold = 5;
+  c->breaker_cooldown_ms = 1000;
+  c->callback_rate = 100;
+  c->callback_burst = 100;
+  c->snapshot_interval_ms = 0;
+  c->snapshot_max_age_ms = 0;
+  c->snapshot_chunk_bytes = 1048576;
+}
+
+int bgi_fail_class(int status) {
+  switch (status) {
+    case BG_OK:
+    case BG_EINVAL: return 0;
+    case BG_ENOTINIT: return BG_FAIL_NOTINIT;
+    case BG_ECONFIG: return BG_FAIL_CONFIG;
+    case BG_ELOCKED: return BG_FAIL_LOCKED;
+    case BG_ECONN: return BG_FAIL_CONNECTION;
+    case BG_ETIMEOUT: return BG_FAIL_TIMEOUT;
+    case BG_ESERVER: return BG_FAIL_SERVER;
+    case BG_ECORRUPT:
+    case BG_EWRONGTYPE: return BG_FAIL_CORRUPT;
+    default: return BG_FAIL_OTHER;
+  }
+}
+
+uint64_t bgi_backoff_ns(const bgi_policy_cfg *c, int64_t attempt, uint64_t r) {
+  uint64_t max = (uint64_t)c->backoff_max_ms * 1000000u, wait = (uint64_t)c->backoff_base_ms * 1000000u;
+  for (int64_t i = 0; i < attempt && wait < max; i++) wait *= 2;
+  if (wait > max) wait = max;
+  /* shorten by a uniform random part of jitter_pct percent: spreads the retries of many callers */
+  uint64_t cut = (uint64_t)((double)wait * (double)c->jitter_pct / 100.0 * ((double)(r >> 11) / 9007199254740992.0));
+  return wait - (cut < wait ? cut : wait);
+}
+
+BG_API int bg_policy_new(bg_policy **out) {
+  if (!out) return BG_EINVAL;
+  if (!(*out = malloc(sizeof **out))) return BG_ENOMEM;
+  bgi_policy_defaults(&(*out)->cfg);
+  return BG_OK;
+}
+
+BG_API void bg_policy_free(bg_policy *p) { free(p); }
+
+/* Where each integer setting lives and its range. */
+static int64_t *field(bgi_policy_cfg *c, int option, int64_t *lo, int64_t *hi) {
+  switch (option) {
+    case BG_POLICY_RETRY_COUNT: *lo = 0, *hi = 100; return &c->retry_count;
+    case BG_POLICY_BACKOFF_BASE_MS: *lo = 0, *hi = 60000; return &c->backoff_base_ms;
+    case BG_POLICY_BACKOFF_MAX_MS: *lo = 0, *hi = 600000; return &c->backoff_max_ms;
+    case BG_POLICY_JITTER_PCT: *lo = 0, *hi = 100; return &c->jitter_pct;
+    case BG_POLICY_BREAKER_THRESHOLD: *lo = 0, *hi = 1000000; return &c->breaker_threshold;
+    case BG_POLICY_BREAKER_COOLDOWN_MS: *lo = 1, *hi = 3600000; return &c->breaker_cooldown_ms;
+    case BG_POLICY_CALLBACK_RATE: *lo = 0, *hi = 1000000; return &c->callback_rate;
+    case BG_POLICY_CALLBACK_BURST: *lo = 1, *hi = 1000000; return &c->callback_burst;
+    case BG_POLICY_SNAPSHOT_INTERVAL_MS: *lo = 0, *hi = 86400000; return &c->snapshot_interval_ms;
+    case BG_POLICY_SNAPSHOT_MAX_AGE_MS: *lo = 0, *hi = 31536000000; return &c->snapshot_max_age_ms;
+    case BG_POLICY_SNAPSHOT_CHUNK_BYTES: *lo = 4096, *hi = 67108864; return &c->snapshot_chunk_bytes;
+    default: return NULL;
+  }
+}
+
+BG_API int bg_policy_set_int(bg_policy *p, int option, int64_t value) {
+  int64_t lo, hi, *v;
+  if (!p) return BG_EINVAL;
+  if (!(v = field(&p->cfg, option, &lo, &hi))) return BG_ENOTSUP;
+  if (value < lo || value > hi) return BG_EINVAL;
+  /* a refresh every few ms would be a download loop, not a snapshot */
+  if (option == BG_POLICY_SNAPSHOT_INTERVAL_MS && value > 0 && value < 100) return BG_EINVAL;
+  *v = value;
+  return BG_OK;
+}
+
+BG_API int bg_policy_get_int(const bg_policy *p, int option, int64_t *value) {
+  int64_t lo, hi, *v;
+  if (!p || !value) return BG_EINVAL;
+  if (!(v = field((bgi_policy_cfg *)&p->cfg, option, &lo, &hi))) return BG_ENOTSUP;
+  *value = *v;
+  return BG_OK;
+}
+
+BG_API int bg_policy_set_chain(bg_policy *p, int fail_class, const int *actions, size_t n) {
+  if (!p) return BG_EINVAL;
+  if (fail_class < 1 || fail_class >= BGI_FAIL_CLASSES) return BG_ENOTSUP;
+  if (!actions || n == 0 || n > BG_POLICY_MAX_CHAIN) return BG_EINVAL;
+  for (size_t i = 0; i < n; i++)
+    if (actions[i] < BG_ACT_RETRY || actions[i] > BG_ACT_ERROR) return BG_ENOTSUP;
+  for (size_t i = 0; i < n; i++) p->cfg.chain[fail_class][i] = (uint8_t)actions[i];
+  p->cfg.chain_len[fail_class] = (uint8_t)n;
+  return BG_OK;
+}
+
+BG_API int bg_policy_get_chain(const bg_policy *p, int fail_class, int *actions, size_t cap, size_t *n) {
+  if (!p || (cap && !actions)) return BG_EINVAL;
+  if (fail_class < 1 || fail_class >= BGI_FAIL_CLASSES) return BG_ENOTSUP;
+  size_t len = p->cfg.chain_len[fail_class];
+  for (size_t i = 0; i < len && i < cap; i++) actions[i] = p->cfg.chain[fail_class][i];
+  if (n) *n = len;
+  return BG_OK;
+}
+
+BG_API int bg_policy_set_fallback(bg_policy *p, bg_fallback_fn fn, void *userdata) {
+  if (!p) return BG_EINVAL;
+  p->cfg.fallback = fn;
+  p->cfg.userdata = fn ? userdata : NULL;
+  return BG_OK;
+}

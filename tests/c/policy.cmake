@@ -1,0 +1,3 @@
+# The degrade policy engine: pure logic without a server (INTERNAL), then against real redis-servers
+# (chains, snapshot, counters), then the faults (CLIENT PAUSE, DEBUG SLEEP, CLIENT KILL, stop/restart).
+bg_add_test(test_policy_unit SOURCES test_policy_unit.c INTERNAL LABELS policy)
