@@ -5,7 +5,8 @@ add_executable(bloomguard_cli
   ${PROJECT_SOURCE_DIR}/csrc/cli/commands.c
   ${PROJECT_SOURCE_DIR}/csrc/cli/items.c
   ${PROJECT_SOURCE_DIR}/csrc/cli/output.c
-  ${PROJECT_SOURCE_DIR}/csrc/cli/rotate.c)
+  ${PROJECT_SOURCE_DIR}/csrc/cli/rotate.c
+  ${PROJECT_SOURCE_DIR}/csrc/cli/lock_cmd.c)
 target_link_libraries(bloomguard_cli PRIVATE bloomguard m)
 target_include_directories(bloomguard_cli PRIVATE ${PROJECT_SOURCE_DIR}/include)
 # getline() is POSIX 2008; the project builds strict C11 (no GNU extensions).

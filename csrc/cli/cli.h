@@ -74,6 +74,9 @@ int cli_cmd_delete(const cli_opts *o, bg_filter *f);
 int cli_cmd_expire(const cli_opts *o, bg_filter *f);
 int cli_cmd_persist(const cli_opts *o, bg_filter *f);
 int cli_cmd_rotate(const cli_opts *o, bg_filter *f);   /* rotate.c */
+/* lock_cmd.c: `bloomguard lock NAME ...`, which parses its own arguments */
+int cli_is_lock_command(int argc, char **argv);
+int cli_lock_main(int argc, char **argv);
 
 /* ---- items.c ------------------------------------------------------------------------ */
 /*

@@ -430,6 +430,7 @@ static int connect_client(const cli_opts *o, bg_client **out) {
 int main(int argc, char **argv) {
   cli_opts o;
   const command *cmd = NULL;
+  if (cli_is_lock_command(argc, argv)) return cli_finish_stdout(cli_lock_main(argc, argv)); /* lock_cmd.c */
   int rc = parse(argc, argv, &o, &cmd);
   if (rc >= 0) return cli_finish_stdout(rc);
 
