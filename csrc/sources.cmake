@@ -28,4 +28,8 @@ target_sources(bloomguard_objects PRIVATE
   csrc/policy/breaker.c
   csrc/policy/snapshot.c
   csrc/policy/guard.c
+  csrc/lock/lock.c
+  csrc/lock/steps.c
+  csrc/lock/renew.c
+  csrc/lock/wait.c
 )

@@ -17,5 +17,6 @@
 #include "bloomguard/hash.h"
 #include "bloomguard/rotation.h"
 #include "bloomguard/policy.h"
+#include "bloomguard/lock.h"
 
 #endif
