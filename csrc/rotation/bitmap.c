@@ -27,6 +27,7 @@ typedef struct slice {
   const void *const *items;
   const size_t *lens;
   size_t from, to;
+  int shared;  /* other threads write the same bitmap: OR atomically */
 } slice;
 
 static void *add_slice(void *arg) {
@@ -37,9 +38,13 @@ static void *add_slice(void *arg) {
     uint64_t h[2];
     bgi_hash128(s->items[i], s->lens[i], h);
     bgi_indexes_from_hash(h[0], h[1], s->b->size, s->b->k, idx);
-    for (uint32_t j = 0; j < s->b->k; j++)
-      /* threads share bytes: an atomic OR keeps every bit (relaxed: nothing else is ordered by it) */
-      __atomic_fetch_or(&bytes[idx[j] >> 3], (uint8_t)(0x80u >> (idx[j] & 7)), __ATOMIC_RELAXED);
+    if (s->shared) {
+      for (uint32_t j = 0; j < s->b->k; j++)
+        /* threads share bytes: an atomic OR keeps every bit (relaxed: nothing else is ordered by it) */
+        __atomic_fetch_or(&bytes[idx[j] >> 3], (uint8_t)(0x80u >> (idx[j] & 7)), __ATOMIC_RELAXED);
+    } else {
+      for (uint32_t j = 0; j < s->b->k; j++) bytes[idx[j] >> 3] |= (uint8_t)(0x80u >> (idx[j] & 7));
+    }
   }
   return NULL;
 }
@@ -52,18 +57,18 @@ void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens,
   if (t > (size_t)threads) t = (size_t)threads;
   if (t > MAX_THREADS) t = MAX_THREADS;
   if (t <= 1) {
-    slice one = {b, items, lens, 0, n};
+    slice one = {b, items, lens, 0, n, 0};
     add_slice(&one);
     return;
   }
   for (size_t i = 1; i < t; i++) {
-    sl[i] = (slice){b, items, lens, n * i / t, n * (i + 1) / t};
+    sl[i] = (slice){b, items, lens, n * i / t, n * (i + 1) / t, 1};
     if (pthread_create(&th[i], NULL, add_slice, &sl[i]) != 0) {
       add_slice(&sl[i]);  /* no thread to be had: do this slice here */
       sl[i].b = NULL;
     }
   }
-  sl[0] = (slice){b, items, lens, 0, n / t};
+  sl[0] = (slice){b, items, lens, 0, n / t, 1};
   add_slice(&sl[0]);
   for (size_t i = 1; i < t; i++)
     if (sl[i].b) pthread_join(th[i], NULL);
