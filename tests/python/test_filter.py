@@ -274,6 +274,24 @@ def test_unencodable_str(f):
     f.init(100, 0.01)
     with pytest.raises(UnicodeEncodeError):
         f.add("lone surrogate \ud800")
+    with pytest.raises(UnicodeEncodeError):
+        f.add_many(["ok", "lone surrogate \ud800"])  # the all-str fast path of a batch
+    assert "ok" not in f
+
+
+def test_batch_paths_give_the_same_bytes(f):
+    """A batch of str, of bytes, of mixed types or from a generator: the same items (the all-str and
+    all-bytes lists skip the per-item conversion call)."""
+    class Text(str):
+        def encode(self, *a, **k):  # never used: items are UTF-8 whatever a subclass says
+            return b"wrong"
+
+    f.init(1000, 0.01)
+    f.add_many(["s1", Text("s2")])
+    f.add_many((b"b1", b"b2"))
+    f.add_many(x for x in ["g1", b"g2", bytearray(b"g3"), memoryview(b"g4")])
+    assert f.contains_many([b"s1", b"s2", "b1", "b2", b"g1", "g2", "g3", "g4"]) == [True] * 8
+    assert f.contains_many([b"wrong"]) == [False]
 
 
 @pytest.mark.parametrize("expected,fpp,exc", [

@@ -7,7 +7,7 @@ turned into some text.
 from __future__ import annotations
 
 import itertools
-from typing import Any, Iterable, Iterator, List, Union, cast
+from typing import Any, Iterable, Iterator, List, Tuple, Union, cast
 
 from ._ffi import ffi, lib
 
@@ -41,6 +41,15 @@ def as_buffer(item: Any) -> Buffer:
     raise TypeError("a bloomguard item must be bytes, bytearray, memoryview or str, not %s" % t.__name__)
 
 
+def _buffers(items: Union[List[Any], Tuple[Any, ...]]) -> List[Any]:
+    """as_buffer of every item. Lists of str (and of bytes) take a path without a Python-level call
+    per item: a batch of a million items is converted several times faster."""
+    try:
+        return list(map(str.encode, items))  # all str (or str subclasses): UTF-8, strict, as as_buffer
+    except TypeError:  # some item is not a str: the general path (which raises for a bad one)
+        return [x if type(x) is bytes else as_buffer(x) for x in items]
+
+
 class Batch:
     """A batch of items laid out for the C batch calls: ``ptrs`` (const void *[]), ``lens``
     (size_t[]) and ``n``. Keeps the joined buffer alive for as long as the object lives."""
@@ -60,9 +69,9 @@ class Batch:
             it = iter(items)
         except TypeError:
             raise TypeError("expected an iterable of items, not %s" % type(items).__name__) from None
-        bufs: List[Any] = [as_buffer(x) for x in it]
+        bufs = _buffers(items if type(items) is list or type(items) is tuple else list(it))
         self.n = n = len(bufs)
-        self.lens = ffi.new("size_t[]", [len(b) for b in bufs])
+        self.lens = ffi.new("size_t[]", list(map(len, bufs)))
         self._blob = b"".join(bufs)
         self._cblob = ffi.from_buffer(self._blob)
         self.ptrs = ffi.new("const void *[]", n)
