@@ -32,6 +32,23 @@
 // pointer after the call). Batches (AddMany, ContainsMany) are copied into one C allocation
 // per call, so the cgo pointer rules hold with no pinning and no Go allocation per item.
 //
+// # Rotation
+//
+// Filter.Rotate rebuilds a live filter, to the same or other parameters, while it keeps serving:
+//
+//	err := products.Rotate(ctx, 10_000_000, 0.01, bloomguard.Swap, func(r *bloomguard.Rotation) error {
+//		// read the source of truth here, after the rotation began
+//		return r.AddMany(batch) // as many calls as needed
+//	})
+//
+// fn returning nil commits (Swap: one atomic swap; readers never see a missing or half-built
+// filter, and items added meanwhile through bloomguard are kept); an error, a panic or a done
+// context aborts (Swap: the live filter is untouched, the staging keys are removed at once). A
+// second rotation of the filter gets ErrRotationInProgress, or waits (WithWait). WithProgress reports
+// the phases and can abort. The progress function is Go code called by the library: it reaches
+// C as a runtime/cgo.Handle, through a //export trampoline (callbacks.go), and is never called
+// after Rotate returns.
+//
 // # Concurrency and lifetime
 //
 // A Client (a pool of connections) and a Filter may be shared by any number of goroutines. Close
@@ -53,11 +70,14 @@
 //	items.go     batches laid out in C memory
 //	hash.go      Hash128, Indexes, OptimalParams (no server)
 //	version.go   library and header versions
+//	rotation.go  Filter.Rotate, Rotation, Strategy, Phase, RotateOption (bg_rotation)
+//	callbacks.go the //export trampolines through which C calls Go functions (runtime/cgo.Handle
+//	             as userdata); a file with //export may only declare, not define, C functions in
+//	             its preamble, hence its own file
 //
-// Still to come, when the C library has them: rotation.go (Filter.Rotate), lock.go
-// (Filter.Lock), policy.go (Policy, passed to Client.Filter as a FilterOption), and
-// callbacks.go, which will hold the //export trampolines that let C call Go functions through
-// runtime/cgo.Handle (a file with //export may only declare, not define, C functions in its
-// preamble, hence its own file). Functions that can call back must not carry the
-// "#cgo nocallback" marking that filter.go gives today's functions.
+// Functions that can call back into Go (bg_rotation_add, _add_many, _commit) must not carry the
+// "#cgo nocallback" marking that filter.go gives the others, and get no Go pointers.
+//
+// Still to come, when the C library has them: lock.go (Filter.Lock) and policy.go (Policy,
+// passed to Client.Filter as a FilterOption, with a Go fallback called through callbacks.go).
 package bloomguard

@@ -84,7 +84,7 @@ type Error struct {
 	// own when it rejected the call before C; empty for the sentinels.
 	Message string
 
-	cause error // context.DeadlineExceeded when the context's deadline was the timeout
+	cause error // context.DeadlineExceeded when the context's deadline was the timeout; ctx.Err() when ctx ended Rotate's wait
 }
 
 // Error returns "bloomguard: " and the message (or the code's description when there is none).
@@ -103,7 +103,9 @@ func (e *Error) Is(target error) bool {
 }
 
 // Unwrap returns context.DeadlineExceeded when the call timed out because of its context's
-// deadline, so errors.Is(err, context.DeadlineExceeded) holds as well as errors.Is(err, ErrTimeout).
+// deadline, so errors.Is(err, context.DeadlineExceeded) holds as well as errors.Is(err, ErrTimeout);
+// and ctx.Err() when the context ended Rotate's wait for another rotation (WithWait), so that
+// error is both ErrRotationInProgress and context.Canceled or context.DeadlineExceeded.
 func (e *Error) Unwrap() error { return e.cause }
 
 // The sentinels, one per status code: errors.Is(err, ErrNotInitialized).

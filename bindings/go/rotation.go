@@ -55,7 +55,8 @@ const (
 	Swap Strategy = 1
 	// Naive is the rebuild that fails in production, kept to reproduce it in tests and demos:
 	// delete, tryInit, then add straight into the live keys (readers see a missing or partial
-	// filter meanwhile). BG_ROTATE_NAIVE.
+	// filter meanwhile, and an aborted Naive rotation leaves the partial filter). It takes no
+	// lease: other rotations do not stop it. BG_ROTATE_NAIVE.
 	Naive Strategy = 2
 	// Locked rebuilds in place under the filter's write lock. The library does not have the lock
 	// engine yet and answers ErrNotSupported. BG_ROTATE_LOCKED.
@@ -160,7 +161,8 @@ func WithBatch(n int) RotateOption {
 
 // WithProgress sets a function the library calls while the rotation runs: while building at most
 // every 50ms (after an Add or AddMany), after every uploaded chunk, and at each phase change. items
-// is the number of items added so far, bytesDone and bytesTotal the upload's progress (Swap).
+// is the number of items added so far; bytesDone and bytesTotal are the upload's progress (Swap:
+// the upload covers the bitmap up to its last non-zero byte; both are 0 before it starts).
 //
 // Returning an error aborts the rotation: the Add, AddMany or commit during which it was called
 // fails with that error, the rotation cannot commit any more, and Rotate returns it (or what fn
@@ -360,7 +362,7 @@ func (r *Rotation) add1(what string, item []byte) error {
 		c := max(n, 64, 2*r.scratchCap)
 		p := C.realloc(r.scratch, C.size_t(c))
 		if p == nil {
-			return errorf(CodeNoMemory, what+": out of memory copying the item")
+			return r.fail(errorf(CodeNoMemory, what+": out of memory copying the item"))
 		}
 		r.scratch, r.scratchCap = p, c
 	}
@@ -381,23 +383,25 @@ func (r *Rotation) AddMany(items [][]byte) error {
 		defer r.mu.Unlock()
 		return r.ready("AddMany")
 	}
-	b, err := marshalItems(items) // before taking the lock: goroutines copy their batches in parallel
-	if err != nil {
-		return err
+	b, merr := marshalItems(items) // before taking the lock: goroutines copy their batches in parallel
+	if merr == nil {
+		defer b.free()
 	}
-	defer b.free()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.ready("AddMany"); err != nil {
 		return err
+	}
+	if merr != nil { // like any failed add, it ends the rotation
+		return r.fail(merr)
 	}
 	return r.call(func(p *C.bg_rotation) C.int {
 		return C.bg_rotation_add_many(p, b.ptrs, b.lens, C.size_t(len(items)))
 	}, len(items))
 }
 
-// Stats returns the items added so far, the bytes uploaded (Swap, during the commit) and the time
-// since the rotation began. It may be called at any time, from any goroutine (the progress
+// Stats returns the items added so far, the bytes uploaded (Swap, during the commit: the bytes
+// actually sent, all-zero chunks being skipped) and the time since the rotation began (bg_rotation_stats). It may be called at any time, from any goroutine (the progress
 // function too); once Rotate has returned it keeps returning the final figures.
 func (r *Rotation) Stats() (items, bytesUploaded uint64, elapsed time.Duration) {
 	items, bytesUploaded = r.items.Load(), r.bytes.Load()
@@ -512,8 +516,7 @@ func (r *Rotation) end(h cgo.Handle) {
 // onProgress is the progress callback (callbacks.go), run during a library call made under mu.
 // It returns true to make the library abort the rotation.
 func (r *Rotation) onProgress(phase Phase, items, bytesDone, bytesTotal uint64) (stop bool) {
-	r.items.Store(items)
-	r.bytes.Store(bytesDone)
+	r.refreshStats() // Stats is the library's own figures (bytesDone is not bytes sent)
 	if r.progress != nil {
 		err := r.callProgress(phase, items, bytesDone, bytesTotal)
 		if r.panicked {

@@ -470,63 +470,85 @@ type progressCall struct {
 }
 
 // The progress function sees the phases in order: building (throttled to 50ms), uploading (once
-// at the start, then after every chunk), committing, done; with the upload's figures.
+// at the start, then after every chunk), committing, done; with the upload's figures: how far it
+// got of the bitmap up to its last non-zero byte (0 / 0 before the upload). Stats counts the bytes
+// actually sent: a sparse bitmap's all-zero chunks are skipped.
 func TestRotateProgress(t *testing.T) {
 	ctx := context.Background()
 	c := openClient(t)
 	f := initFilter(t, c, 1000, 0.01)
-	const n = 20000
-	size, k, _ := OptimalParams(200000, 0.01)
-	items := makeItems("p", n)
-	var calls []progressCall
-	var rot *Rotation
-	err := f.Rotate(ctx, 200000, 0.01, Swap, func(rt *Rotation) error {
-		rot = rt
-		for i := 0; i < n; i += 5000 {
-			if err := rt.AddMany(items[i : i+5000]); err != nil {
-				return err
+
+	run := func(n int, expected int64, pause time.Duration) (calls []progressCall, used uint64, rot *Rotation) {
+		t.Helper()
+		size, k, _ := OptimalParams(expected, 0.01)
+		items := makeItems(fmt.Sprintf("p%d", expected), n)
+		batch := max(n/4, 1)
+		err := f.Rotate(ctx, expected, 0.01, Swap, func(rt *Rotation) error {
+			rot = rt
+			for i := 0; i < n; i += batch {
+				if err := rt.AddMany(items[i:min(i+batch, n)]); err != nil {
+					return err
+				}
+				time.Sleep(pause) // past the 50ms throttle: each batch reports
 			}
-			time.Sleep(60 * time.Millisecond) // past the 50ms throttle: each batch reports
+			return nil
+		}, WithChunkBytes(4096), WithThreads(2), WithProgress(func(p Phase, items, done, total uint64) error {
+			calls = append(calls, progressCall{p, items, done, total})
+			if _, _, el := rot.Stats(); el <= 0 { // Stats from the progress function
+				t.Errorf("Stats elapsed %v", el)
+			}
+			return nil
+		}))
+		if err != nil {
+			t.Fatal(err)
 		}
-		return nil
-	}, WithChunkBytes(4096), WithThreads(2), WithProgress(func(p Phase, items, done, total uint64) error {
-		calls = append(calls, progressCall{p, items, done, total})
-		if _, _, el := rot.Stats(); el <= 0 { // Stats from the progress function
-			t.Errorf("Stats elapsed %v", el)
+		wantAllPresent(t, f, items)
+		used = uint64(len(bitmapOf(t, items, size, k)))
+		var last progressCall
+		for i, cl := range calls {
+			wantTotal := used
+			if cl.phase == PhaseBuilding {
+				wantTotal = 0
+			}
+			if cl.total != wantTotal || cl.done > cl.total {
+				t.Fatalf("call %d %+v: bytesTotal, want %d", i, cl, wantTotal)
+			}
+			if i > 0 && (cl.phase < last.phase || cl.done < last.done || cl.items < last.items) {
+				t.Fatalf("call %d %+v after %+v: not in order", i, cl, last)
+			}
+			last = cl
 		}
-		return nil
-	}))
-	if err != nil {
-		t.Fatal(err)
+		if last.phase != PhaseDone || last.items != uint64(n) || last.done != used {
+			t.Fatalf("last call %+v, want done with %d items and %d bytes", last, n, used)
+		}
+		return calls, used, rot
 	}
-	used := uint64(len(bitmapOf(t, items, size, k)))
+
+	// dense: every chunk is sent
+	calls, used, rot := run(20000, 200000, 60*time.Millisecond)
 	count := map[Phase]int{}
-	var last progressCall
-	for i, cl := range calls {
+	for _, cl := range calls {
 		count[cl.phase]++
-		if cl.total != (size+7)/8 {
-			t.Fatalf("call %d: bytesTotal %d, want %d", i, cl.total, (size+7)/8)
-		}
-		if i > 0 && (cl.phase < last.phase || cl.done < last.done || cl.items < last.items) {
-			t.Fatalf("call %d %+v after %+v: not in order", i, cl, last)
-		}
-		last = cl
 	}
 	chunks := int((used + 4095) / 4096)
 	if count[PhaseBuilding] != 4 || count[PhaseUploading] != 1+chunks || count[PhaseCommitting] != 1 ||
 		count[PhaseDone] != 1 || len(calls) != 4+1+chunks+1+1 {
 		t.Fatalf("phases %v for %d chunks of %d bytes", count, chunks, used)
 	}
-	if last.phase != PhaseDone || last.items != n || last.done != used {
-		t.Fatalf("last call %+v, want done with %d items and %d bytes", last, n, used)
+	if it, up, _ := rot.Stats(); it != 20000 || up != used {
+		t.Fatalf("Stats %d items %d bytes, want all %d bytes sent", it, up, used)
 	}
-	if it, up, _ := rot.Stats(); it != n || up != used {
-		t.Fatalf("Stats %d %d", it, up)
+
+	// sparse: 3 items in a 1.2 MB bitmap; at most one chunk per set bit, plus the last, travels
+	calls, used, rot = run(3, 1000000, 0)
+	it, up, _ := rot.Stats()
+	if it != 3 || up == 0 || up > 4096*(3*7+1) || up >= used {
+		t.Fatalf("sparse: Stats %d items %d bytes sent of %d", it, up, used)
 	}
+	t.Logf("sparse: %d of %d bytes sent in %d progress calls", up, used, len(calls))
 	for _, ph := range []Phase{PhaseBuilding, PhaseUploading, PhaseCommitting, PhaseDone, Phase(9)} {
 		t.Logf("%d: %v", int(ph), ph)
 	}
-	wantAllPresent(t, f, items)
 }
 
 // An error from the progress function aborts the rotation, and Rotate returns it: during the
