@@ -17,7 +17,8 @@
  *  - the rotator holds a lease renewed by a background thread; if it dies, the lease expires and
  *    the staging keys expire on their own TTL, the live filter serving throughout.
  * Readers must read the source of truth after begin() returns, so that every item added before
- * that point is in what they feed to the rotation.
+ * that point is in what they feed to the rotation. Rotating a filter that does not exist yet
+ * creates it: the commit writes its config (so the first build and every rebuild are one code path).
  *
  * BG_ROTATE_NAIVE is the rebuild that fails in production, kept on purpose to reproduce the
  * failure in tests and demos: delete, tryInit, then add in batches straight into the live keys.
