@@ -220,8 +220,9 @@ type Rotation struct {
 // not before: every item added to the filter before the rotation began must be in what fn feeds
 // it (Swap keeps items added through bloomguard after that point on its own). When fn returns nil
 // Rotate commits (Swap: uploads the next generation and swaps it in, atomically); when fn returns
-// an error Rotate aborts (nothing changes, the staging keys are removed at once) and returns that
-// error as is. If fn panics, Rotate aborts and the panic goes on.
+// an error Rotate aborts (Swap: nothing changes, the staging keys are removed at once; Naive has
+// already rebuilt the live filter in part) and returns that error as is. If fn panics, Rotate
+// aborts and the panic goes on.
 //
 // A rotation that can no longer commit stays aborted even if fn returns nil: then Rotate returns
 // the error that ended it. That happens when an Add, AddString or AddMany failed (the items of
