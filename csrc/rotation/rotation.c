@@ -57,9 +57,13 @@ static int begin_swap(bg_rotation *r, bgi_err *err) {
     struct timespec ts = {(time_t)(nap / 1000000000u), (long)(nap % 1000000000u)};
     nanosleep(&ts, NULL);
   }
-  if (bgi_bitmap_init(&r->next, r->size, r->k) != BG_OK || bgi_lease_start(r) != BG_OK) {
+  if (bgi_bitmap_init(&r->next, r->size, r->k) != BG_OK) {
     bgi_rot_step_abort(r, &(bgi_err){0});
     return bgi_err_set(err, BG_ENOMEM, "out of memory for a %llu-bit bitmap", (unsigned long long)r->size);
+  }
+  if (bgi_lease_start(r) != BG_OK) {
+    bgi_rot_step_abort(r, &(bgi_err){0});
+    return bgi_err_set(err, BG_ENOMEM, "cannot start the lease renewal thread");
   }
   /* adds through this process record into the delta from now on; other processes learn it from
    * their next add (the add step answers with the rotation's config) */
@@ -83,20 +87,21 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
   if (!out) return BG_EINVAL;
   *out = NULL;
   if (!f) return BG_EINVAL;
+  bgi_errslot_set(&f->err, BG_OK, "%s", "");  /* no stale message from an earlier failure */
   if (strategy == BG_ROTATE_LOCKED)
     return bgi_errslot_set(&f->err, BG_ENOTSUP, "rotation: BG_ROTATE_LOCKED needs the lock engine, which this "
                            "version does not have yet; use BG_ROTATE_SWAP");
   if (strategy != BG_ROTATE_SWAP && strategy != BG_ROTATE_NAIVE)
     return bgi_errslot_set(&f->err, BG_EINVAL, "rotation: unknown strategy %d (BG_ROTATE_SWAP or BG_ROTATE_NAIVE)",
                            strategy);
-  if (!(r = calloc(1, sizeof *r))) return BG_ENOMEM;
+  if (!(r = calloc(1, sizeof *r))) return bgi_errslot_set(&f->err, BG_ENOMEM, "rotation: out of memory");
   if (bgi_params(expected_insertions, fpp, &r->size, &r->k, why, sizeof why) != BG_OK) {
     free(r);
     return bgi_errslot_set(&f->err, BG_EBADPARAMS, "rotation: %s", why);
   }
   if (bgi_options_copy(&r->opts, opts) != BG_OK) {
     free(r);
-    return BG_ENOMEM;
+    return bgi_errslot_set(&f->err, BG_ENOMEM, "rotation: out of memory");
   }
   if (!r->opts.rotate_threads) {
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);

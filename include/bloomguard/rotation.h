@@ -55,9 +55,9 @@ typedef struct bg_rotation bg_rotation;
  * Progress: called on the thread that called bg_rotation_add_many / bg_rotation_commit: while
  * building at most every 50 ms, after every uploaded chunk, and at each phase change. items: items
  * added so far; bytes_done / bytes_total: upload progress (the upload covers the bitmap up to its
- * last non-zero byte; 0 / 0 before it starts). Return non-zero to abort the rotation
- * (the call then fails with
- * BG_EABORTED and the rotation is aborted). Never called after bg_rotation_free.
+ * last non-zero byte; 0 / 0 before it starts). Return non-zero to abort the rotation: the call
+ * then fails with BG_EABORTED and the rotation is aborted (at BG_PHASE_DONE the swap is already
+ * done and the return value is ignored). Never called after bg_rotation_free.
  */
 typedef int (*bg_progress_fn)(void *userdata, int phase, uint64_t items, uint64_t bytes_done,
                               uint64_t bytes_total);
