@@ -18,7 +18,7 @@ BG_API const char *bg_strerror(int status) {
     case BG_ECONFIG: return "Bloom filter config kept changing";
     case BG_ECORRUPT: return "Bloom filter config is corrupt";
     case BG_EWRONGTYPE: return "key holds the wrong Redis type";
-    case BG_ELOCKED: return "Bloom filter is locked";
+    case BG_ELOCKED: return "locked: the wait for the lock was exceeded";
     case BG_EROTATING: return "rotation in progress";
     case BG_EABORTED: return "aborted by callback";
     case BG_ECLOSED: return "handle closed";

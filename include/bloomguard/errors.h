@@ -28,7 +28,7 @@ BG_BEGIN_DECLS
 #define BG_ECONFIG     -13   /* the filter's config kept changing during the call (retries exhausted) */
 #define BG_ECORRUPT    -14   /* the config hash holds values that cannot be parsed */
 #define BG_EWRONGTYPE  -15   /* a key of the filter holds the wrong Redis type */
-#define BG_ELOCKED     -16   /* the filter is write-locked and the wait was exceeded */
+#define BG_ELOCKED     -16   /* a lock (or the filter's write lock) is held by another owner: the wait was exceeded */
 #define BG_EROTATING   -17   /* another rotation of this filter is in progress */
 #define BG_EABORTED    -18   /* a user callback asked to abort */
 #define BG_ECLOSED     -19   /* the handle was closed or its client is gone */
