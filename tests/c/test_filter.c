@@ -322,16 +322,10 @@ static void test_script_cache_flush(void) {
   bg_filter_close(f);
 }
 
-typedef struct sleeper {
-  const bgt_redis *srv;
-  int ms;
-} sleeper;
-
-static void *server_sleep(void *arg) {
-  sleeper *s = arg;
-  free(bgt_redis_cmd(s->srv, "DEBUG SLEEP %d.%03d", s->ms / 1000, s->ms % 1000));
-  return NULL;
-}
+/* Stops the server from answering for ms: CLIENT PAUSE returns at once, so the stall has surely
+ * begun when this returns (a DEBUG SLEEP sent from another thread might not have, under load). */
+static void pause_server(int ms) { free(bgt_redis_cmd(&srv, "CLIENT PAUSE %d", ms)); }
+static void unpause_server(void) { free(bgt_redis_cmd(&srv, "CLIENT UNPAUSE")); }
 
 /* A server stuck longer than the command timeout: BG_ETIMEOUT, and the next call works again. */
 static void test_command_timeout(void) {
@@ -345,16 +339,13 @@ static void test_command_timeout(void) {
   bg_options_free(o);
   CHECK_OK(bg_filter_open(&f, c2, "slow"));
   CHECK_OK(bg_filter_init(f, 100, 0.01, NULL));
-  pthread_t th;
-  sleeper s = {&srv, 1000};
-  pthread_create(&th, NULL, server_sleep, &s);
-  usleep(100000);
+  pause_server(5000);
   uint64_t t0 = bgt_now_ns();
   CHECK_STATUS(bg_filter_contains(f, "a", 1, &present), BG_ETIMEOUT);
   double ms = (double)(bgt_now_ns() - t0) / 1e6;
   CHECK_CONTAINS(bg_filter_errmsg(f), "did not answer within 200 ms");
   CHECK_MSG(ms < 200 + 700, "timed out after %.0f ms with a 200 ms timeout", ms);
-  pthread_join(th, NULL);
+  unpause_server();
   CHECK_OK(bg_filter_contains(f, "a", 1, &present));
   CHECK_EQ_INT(present, 0);
   bg_filter_close(f);
@@ -394,16 +385,13 @@ static void test_call_object(void) {
   CHECK_CONTAINS(bg_call_errmsg(call), "ttl_ms must be positive");
 
   /* a per-call timeout shorter than the client's (1 s default) */
-  pthread_t th;
-  sleeper s = {&srv, 800};
-  pthread_create(&th, NULL, server_sleep, &s);
-  usleep(100000);
+  pause_server(5000);
   CHECK_OK(bg_call_set_timeout_ms(call, 150));
   uint64_t t0 = bgt_now_ns();
   CHECK_STATUS(bg_filter_contains_many_ex(f, call, &item, &len, 1, &present), BG_ETIMEOUT);
   double ms = (double)(bgt_now_ns() - t0) / 1e6;
   CHECK_MSG(ms < 150 + 500, "per-call timeout of 150 ms took %.0f ms", ms);
-  pthread_join(th, NULL);
+  unpause_server();
   CHECK_OK(bg_call_set_timeout_ms(call, 0));
   CHECK_OK(bg_filter_contains_many_ex(f, call, &item, &len, 1, &present));
   CHECK_OK(bg_filter_delete_ex(f, call, NULL));
