@@ -135,7 +135,9 @@ int bgi_client_call(bg_client *cl, uint64_t deadline_ns, bgi_build_fn build, bgi
     if (st == BG_OK) st = parse(c, rep, n, ctx, err);
     int stale = st == BG_ECONN && c->broken && earlier_calls > 0;
     bgi_pool_release(&cl->pool, c);
-    if (stale && attempt == 0) continue;
+    /* what killed one idle connection (a restart, CLIENT KILL) likely killed the others too: try
+     * each pooled one at most once, then a fresh one; a failure on a fresh connection is final */
+    if (stale && (size_t)attempt < cl->pool.size) continue;
     return st;
   }
 }

@@ -25,8 +25,8 @@ void bgi_client_unref(bg_client *c);
  * One round trip on a pooled connection: build() writes commands into c->out (already reset)
  * and returns how many replies to read in *nreplies; parse() reads them. If a connection that
  * had served earlier calls turns out dead (the server restarted, or it was killed while idle),
- * the call is rebuilt and sent once more on a fresh connection - every step bloomguard sends is
- * safe to repeat. The replies array passed to parse is valid only during parse. deadline_ns (see
+ * the call is rebuilt and sent again on another connection (at most once per pooled connection,
+ * then on a fresh one) - every step bloomguard sends is safe to repeat. The replies array passed to parse is valid only during parse. deadline_ns (see
  * bgi_call_deadline) bounds the whole operation: each wait gets what is left of it (BG_ETIMEOUT
  * once it has passed); 0 gives each wait the client's command timeout.
  */
