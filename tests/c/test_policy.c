@@ -536,6 +536,13 @@ static unsigned char *naive_download(size_t chunk, size_t *nbytes) {
 }
 
 static void test_snapshot_is_one_generation_under_rotations(void) {
+#if defined(__SANITIZE_THREAD__)
+  /* a race of download speed against rotation speed: ThreadSanitizer slows the download ~10x, so
+   * no snapshot finishes between rotations and the case measures nothing; it runs in the plain and
+   * ASan builds */
+  printf("    skipped under ThreadSanitizer (timing race between downloads and rotations)\n");
+  return;
+#endif
   bg_filter *f = open_filter("gen"), *q = open_filter("gen");
   items a = make_items("gen-a", 4000), b = make_items("gen-b", 4000);
   uint64_t size;
