@@ -160,8 +160,8 @@ static int run_chain(bgi_guard *g, const bgi_policy *p, const bgi_op *op, int cl
       case BG_ACT_RETRY:
         for (int64_t a = 0; a < c->retry_count; a++) {
           int rejected;
-          /* an open breaker would refuse the retry anyway: move on without waiting */
-          if (bgi_breaker_state(&g->breaker) == BG_BREAKER_OPEN) break;
+          /* an open breaker (or one whose probe is under way) would refuse the retry: move on now */
+          if (bgi_breaker_state(&g->breaker) != BG_BREAKER_CLOSED) break;
           uint64_t wait = bgi_backoff_ns(c, a, rand64(g));
           if (deadline_ns && bgi_now_ns() + wait >= deadline_ns) break;
           if (wait) sleep_ns(wait);
