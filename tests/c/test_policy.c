@@ -157,7 +157,7 @@ static void test_add_retry_outlasts_missing_filter(void) {
   bg_filter *f = open_filter("retryadd"), *g = open_filter("retryadd");
   bg_policy *p = NULL;
   CHECK_OK(bg_policy_new(&p));
-  CHECK_OK(bg_policy_set_int(p, BG_POLICY_RETRY_COUNT, 20));
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_RETRY_COUNT, 100));   /* up to 2 s: a loaded machine */
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_BACKOFF_BASE_MS, 20));
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_BACKOFF_MAX_MS, 20));
   CHECK_OK(bg_filter_set_policy(f, p));
@@ -250,7 +250,15 @@ static void test_server_class_busy_script(void) {
   cmd("CONFIG SET busy-reply-threshold %s", "50");
   pthread_t th;
   pthread_create(&th, NULL, busy_script, NULL);
-  usleep(300000);
+  /* wait until the server answers BUSY (the thread may be late on a loaded machine) */
+  int busy = 0;
+  for (int i = 0; i < 500 && !busy; i++) {
+    char *r = bgt_redis_cmd(&srv, "PING");
+    busy = strncmp(r, "(error) BUSY", 12) == 0;
+    free(r);
+    if (!busy) usleep(10000);
+  }
+  CHECK(busy);
   const void *item = "a";
   size_t len = 1;
   uint8_t p1 = 9;
@@ -426,6 +434,7 @@ static void test_snapshot_answers_like_redis(void) {
 typedef struct toucher {
   const char *command;   /* run in a loop on a raw connection */
   atomic_int stop;
+  atomic_int done;
 } toucher;
 
 static void *touch_loop(void *arg) {
@@ -435,9 +444,17 @@ static void *touch_loop(void *arg) {
   for (int i = 0; i < 200000 && !atomic_load(&t->stop); i++) {
     redisReply *r = redisCommand(c, t->command, i % 1000000);
     if (r) freeReplyObject(r);
+    atomic_fetch_add(&t->done, 1);
   }
   redisFree(c);
   return NULL;
+}
+
+/* Starts the loop and returns once it is writing. */
+static void start_touching(pthread_t *th, toucher *t) {
+  pthread_create(th, NULL, touch_loop, t);
+  for (int i = 0; i < 500 && atomic_load(&t->done) < 10; i++) usleep(10000);
+  CHECK(atomic_load(&t->done) >= 10);
 }
 
 static void test_snapshot_restarts_when_config_is_written(void) {
@@ -450,18 +467,16 @@ static void test_snapshot_restarts_when_config_is_written(void) {
   cmd("SETBIT watched %s 1", "19170116");              /* the whole length */
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_CHUNK_BYTES, 4096));  /* ~585 round trips */
   CHECK_OK(bg_filter_set_policy(f, p));
-  toucher t = {"HSET {watched}:config touched %d", 0};
+  toucher t = {"HSET {watched}:config touched %d", 0, 0};
   pthread_t th;
-  pthread_create(&th, NULL, touch_loop, &t);
-  usleep(20000);
+  start_touching(&th, &t);
   CHECK_STATUS(bg_filter_snapshot_refresh(f, call), BG_ECONFIG);
   CHECK_CONTAINS(bg_call_errmsg(call), "during each of 3 downloads");
   atomic_store(&t.stop, 1);
   pthread_join(th, NULL);
   /* negative control: the same load on the bitmap alone (what adds do) is no reason to start over */
-  toucher bits = {"SETBIT watched %d 1", 0};
-  pthread_create(&th, NULL, touch_loop, &bits);
-  usleep(20000);
+  toucher bits = {"SETBIT watched %d 1", 0, 0};
+  start_touching(&th, &bits);
   CHECK_OK(bg_filter_snapshot_refresh(f, call));
   atomic_store(&bits.stop, 1);
   pthread_join(th, NULL);
