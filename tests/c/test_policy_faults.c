@@ -7,7 +7,8 @@
  *  - CLIENT KILL of the library's connections in a loop: queries never fail (retried, or assumed
  *    present); negative control: without a policy some calls do fail;
  *  - the server stopped and restarted (and frozen with SIGSTOP): the breaker opens, answers come
- *    without trying Redis, the breaker closes after the restart; negative control with it off;
+ *    without trying Redis, the breaker closes after the restart (the server answers LOADING for a
+ *    while first: the server class, retried, then assumed); negative control with it off;
  *  - a 10,000-query burst with Redis down and the fallback limited to 100 calls/s: called at most
  *    as the bucket allows; negative control: unlimited, it is called for every query.
  * Every item whose add returned BG_OK is checked present afterwards (nothing committed is lost).
@@ -108,15 +109,39 @@ static void server_down(bgt_redis *r) {
   r->pid = 0;
 }
 
-/* Starts redis-server again on r's port and directory, with the fixture's arguments plus AOF. */
-static void server_up(bgt_redis *r) {
+/* Any reply to PING, LOADING included: the server is up, not necessarily loaded. */
+static int answers(int port) {
+  struct timeval tv = {0, 200000};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  int ok = 0;
+  if (c && !c->err) {
+    redisReply *rep = redisCommand(c, "PING");
+    ok = rep && (rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_ERROR);
+    if (rep) freeReplyObject(rep);
+  }
+  if (c) redisFree(c);
+  return ok;
+}
+
+/*
+ * Starts redis-server again on r's port and directory, with the fixture's arguments plus AOF.
+ * load_delay_us (NULL: none) slows the loading of each key (--key-load-delay): the server then
+ * answers LOADING for a while, and this returns as soon as it answers at all.
+ */
+static void server_up(bgt_redis *r, const char *load_delay_us) {
   const char *bin = getenv("BG_REDIS_SERVER");
   char port[16];
   if (!bin || !*bin) bin = "redis-server";
   snprintf(port, sizeof port, "%d", r->port);
   const char *argv[] = {bin, "--port", port, "--bind", "127.0.0.1", "--unixsocket", r->sock, "--unixsocketperm", "700",
                         "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", r->dir,
-                        "--logfile", "redis.log", "--enable-debug-command", "local", NULL};
+                        "--logfile", "redis.log", "--enable-debug-command", "local", NULL, NULL, NULL, NULL, NULL};
+  if (load_delay_us) {
+    /* slow loading, and clients answered (LOADING) every 1 KiB loaded rather than every 2 MiB */
+    size_t n = sizeof argv / sizeof *argv;
+    argv[n - 5] = "--key-load-delay", argv[n - 4] = load_delay_us;
+    argv[n - 3] = "--loading-process-events-interval-bytes", argv[n - 2] = "1024";
+  }
   for (int attempt = 0; attempt < 3 && r->pid == 0; attempt++) {
     pid_t pid = fork();
     if (pid == 0) {
@@ -130,7 +155,7 @@ static void server_up(bgt_redis *r) {
     for (int i = 0; i < 500; i++) {  /* up to 10 s: it loads the AOF */
       int st;
       if (waitpid(pid, &st, WNOHANG) == pid) { r->pid = 0; break; }
-      if (ping_ok(r->port)) return;
+      if (load_delay_us ? answers(r->port) : ping_ok(r->port)) return;
       usleep(20000);
     }
     if (r->pid) { kill(r->pid, SIGKILL); waitpid(r->pid, NULL, 0); r->pid = 0; }
@@ -511,6 +536,17 @@ static void test_server_stop_and_restart(void) {
   CHECK_OK(bg_filter_add_many(f, PTRS(it), it.len, it.n, NULL));
   bg_policy *p = breaker_policy(3, 300);
   CHECK_OK(bg_filter_set_policy(f, p));
+  /* 10000 more keys in the AOF's base, so that the restart spends a while LOADING them */
+  free(bgt_redis_cmd(&srv, "DEBUG POPULATE 10000 bgload"));
+  free(bgt_redis_cmd(&srv, "BGREWRITEAOF"));
+  int rewriting = 1;
+  for (int i = 0; i < 500 && rewriting; i++) {
+    char *info = bgt_redis_cmd(&srv, "INFO persistence");
+    rewriting = !strstr(info, "aof_rewrite_in_progress:0") || !strstr(info, "aof_rewrite_scheduled:0");
+    free(info);
+    if (rewriting) usleep(10000);
+  }
+  CHECK(!rewriting);
   server_down(&srv);
 
   /* down for ~1 s: the breaker opens after 3 failures; then only a probe every 300 ms tries */
@@ -551,18 +587,29 @@ static void test_server_stop_and_restart(void) {
   for (int i = 0; i < 5; i++) CHECK_OK(bg_filter_contains_many_ex(f, call, PTRS(it), it.len, 10, present));
   CHECK_EQ_INT(counter(f, BG_STAT_BREAKER_STATE), BG_BREAKER_OPEN);
 
-  /* back: the next probe closes the breaker; the committed items survived (AOF) */
-  server_up(&srv);
+  /* back, LOADING its data for a while: the probe gets LOADING - the server answered, so the
+   * breaker closes - and the LOADING replies (server class) are retried, then assumed present */
+  server_up(&srv, "100");
   t0 = bgt_now_ns();
   timed t = {0, 0, 0};
-  while (ms_since(t0) < 5000) {
+  int loading = 0;
+  int64_t server_failures = counter(f, BG_STAT_FAIL_SERVER);
+  while (ms_since(t0) < 10000) {
     t = timed_query(f, call, &it, 10, present);
     CHECK_OK(t.status);
     if (t.source == BG_SOURCE_REDIS) break;
+    CHECK_EQ_INT(t.source, BG_SOURCE_ASSUMED_PRESENT);
+    if (strstr(bg_call_errmsg(call), "LOADING")) {
+      loading++;
+      CHECK_EQ_INT(counter(f, BG_STAT_BREAKER_STATE), BG_BREAKER_CLOSED);
+    }
     usleep(5000);
   }
-  printf("    restarted: Redis answered again after %.0f ms\n", ms_since(t0));
+  printf("    restarted: %d answers assumed while the server was LOADING; Redis answered again after %.0f ms\n",
+         loading, ms_since(t0));
   CHECK_EQ_INT(t.source, BG_SOURCE_REDIS);
+  CHECK(loading > 0);
+  CHECK(counter(f, BG_STAT_FAIL_SERVER) >= server_failures + 3 * loading);
   CHECK_EQ_INT(counter(f, BG_STAT_BREAKER_STATE), BG_BREAKER_CLOSED);
   check_all_present(f, &it, "after the restart");
   CHECK_OK(bg_filter_add(f, "after-restart", 13, NULL));
