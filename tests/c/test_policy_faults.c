@@ -412,7 +412,7 @@ static void *kill_loop(void *arg) {
     redisReply *r = redisCommand(c, "CLIENT KILL TYPE normal SKIPME yes");
     if (r) freeReplyObject(r);
     atomic_fetch_add(&k->kills, 1);
-    usleep(1000);
+    usleep(200);
   }
   redisFree(c);
   return NULL;
@@ -506,9 +506,14 @@ static void test_client_kill(void) {
 
   /* negative control: the same kills without a policy do surface as errors */
   CHECK_OK(bg_filter_set_policy(f, NULL));
-  kill_run(f, &known, &fresh, committed, 1.5, &k);
-  printf("    without policy: %lld kills; %lld queries, %lld errors; adds %lld ok, %lld failed\n", (long long)k.kills,
-         (long long)k.queries, (long long)k.errors, (long long)k.add_ok, (long long)k.add_err);
+  /* (a failure needs a kill to land on a connection opened moments before - the library already
+   * replaces a connection found dead once - so allow up to three runs to see one) */
+  for (int run = 0; run < 3; run++) {
+    kill_run(f, &known, &fresh, committed, 1.5, &k);
+    printf("    without policy: %lld kills; %lld queries, %lld errors; adds %lld ok, %lld failed\n", (long long)k.kills,
+           (long long)k.queries, (long long)k.errors, (long long)k.add_ok, (long long)k.add_err);
+    if (k.errors + k.add_err > 0) break;
+  }
   CHECK_MSG(k.errors + k.add_err > 0, "negative control: no call failed under CLIENT KILL without a policy: "
                                       "the harness proves nothing");
   CHECK_EQ_INT(k.wrong, 0);
