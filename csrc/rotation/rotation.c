@@ -7,6 +7,7 @@
 
 #include "common/jdouble.h"
 #include "hash/hash.h"
+#include "policy/guard.h"
 #include "rotation/rotation.h"
 
 /* The progress callback is called at most this often (plus at every phase change). */
@@ -227,6 +228,7 @@ BG_API int bg_rotation_commit(bg_rotation *r) {
     atomic_compare_exchange_strong(&r->f->next_cfg, &mine, 0);
   }
   r->state = BGI_ROT_COMMITTED;
+  bgi_guard_note_rotation(r->f);
   report(r, BG_PHASE_DONE, 1, &(bgi_err){0});
   return finish(r, &err);
 }

@@ -36,7 +36,8 @@ BG_API void bg_call_free(bg_call *call);
  */
 BG_API int  bg_call_set_timeout_ms(bg_call *call, int64_t timeout_ms);
 
-/* Status and message of the last call made with this object ("" after a success). */
+/* Status and message of the last call made with this object: "" after a success, except that a
+ * degraded answer (policy.h) keeps the message of the failure it degraded. */
 BG_API int  bg_call_status(const bg_call *call);
 BG_API const char *bg_call_errmsg(const bg_call *call);
 /* BG_SOURCE_* of the last call's answer. */

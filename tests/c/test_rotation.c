@@ -56,6 +56,9 @@ static void test_swap_to_new_params_matches_a_fresh_build(void) {
   /* the server forgets its scripts (restart, failover): upload and commit re-send them */
   free(bgt_redis_cmd(&srv, "SCRIPT FLUSH"));
   CHECK_OK(bg_rotation_commit(r));
+  int64_t rotations = 0;
+  CHECK_OK(bg_filter_stat(f, BG_STAT_ROTATIONS, &rotations));
+  CHECK_EQ_INT(rotations, 1);
   uint64_t n_items = 0, bytes = 0;
   CHECK_OK(bg_rotation_stats(r, &n_items, &bytes, NULL));
   CHECK_EQ_U64(n_items, 5000);
