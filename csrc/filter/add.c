@@ -12,6 +12,7 @@ typedef struct adder {
   uint64_t next_cfg;   /* a rotation's next config (0: none known) */
   uint64_t seen_cfg;   /* the server's config when it differed, else 0 */
   uint64_t seen_next;  /* the rotation's next config when it differed, else 0 */
+  uint64_t seen_next_after_cfg;  /* with seen_cfg: the rotation running then (0: none) */
   int rotation_seen;   /* some step found a rotation running */
   bgi_script_run run;
   size_t added;
@@ -71,10 +72,15 @@ static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
         return bgi_err_set(err, BG_ENOTINIT, "Bloom filter \"%s\" is not initialized: its config hash %s has no "
                            "size/hashIterations (call init first)", a->f->name, a->f->config_key);
       case 2: {
-        if (x->elements != 3) return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
+        if (x->elements != 5) return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
         int st = bgi_cfg_from_pair(a->f, x->element[1], x->element[2], &cfg, err);
         if (st != BG_OK) return st;
         a->seen_cfg = cfg;
+        /* the rotation's state of the same instant: the retry hashes for it at once */
+        a->seen_next_after_cfg = 0;
+        if (x->element[3]->type != REDIS_REPLY_NIL &&
+            bgi_cfg_from_pair(a->f, x->element[3], x->element[4], &cfg, err) == BG_OK)
+          a->seen_next_after_cfg = cfg;
         return BG_OK;
       }
       case 3: {
@@ -102,7 +108,9 @@ int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *it
     a.from = from;
     a.to = n - from < BGI_WINDOW_ITEMS ? n : from + BGI_WINDOW_ITEMS;
     *done = from;
-    for (int64_t attempt = 0;;) {
+    /* config changes and rotation changes each get the retry budget: a rebuild legitimately
+     * brings one of each (a rotation begins, then commits) */
+    for (int64_t attempt = 0, rot_attempt = 0;;) {
       int st = bgi_filter_config(f, deadline_ns, &a.cfg, err);
       if (st != BG_OK) return st;
       a.next_cfg = atomic_load(&f->next_cfg);
@@ -112,9 +120,9 @@ int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *it
       if (st != BG_OK) return st;
       if (a.seen_next) {
         atomic_store(&f->next_cfg, a.seen_next);
-        if (attempt++ >= retries)
+        if (rot_attempt++ >= retries)
           return bgi_err_set(err, BG_ECONFIG, "add: the rotation of \"%s\" changed on each of %lld attempts",
-                             f->name, (long long)attempt);
+                             f->name, (long long)rot_attempt);
         continue;
       }
       if (!a.seen_cfg) {
@@ -126,6 +134,7 @@ int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *it
       /* rebuilt with other parameters: nothing was written by the refused chunk; redo the window
        * with the new config (setting bits twice is harmless) */
       atomic_store(&f->cfg, a.seen_cfg);
+      atomic_store(&f->next_cfg, a.seen_next_after_cfg);
       if (attempt++ >= retries)
         return bgi_err_set(err, BG_ECONFIG, "add: the config of \"%s\" changed on each of %lld attempts", f->name,
                            (long long)attempt);

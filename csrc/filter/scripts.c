@@ -12,8 +12,9 @@ bgi_script bgi_script_add = {
   .body =
     "local cfg = redis.call('HMGET', KEYS[1], 'size', 'hashIterations')\n"
     "if not cfg[1] or not cfg[2] then return {0} end\n"
-    "if cfg[1] ~= ARGV[1] or cfg[2] ~= ARGV[2] then return {2, cfg[1], cfg[2]} end\n"
     "local rot = redis.call('HMGET', KEYS[3], 'next_size', 'next_k', 'ttl')\n"
+    /* a changed config comes with the rotation's state, so one round trip learns both */
+    "if cfg[1] ~= ARGV[1] or cfg[2] ~= ARGV[2] then return {2, cfg[1], cfg[2], rot[1], rot[2]} end\n"
     "local active = rot[1] and 1 or 0\n"
     "if active == 1 and (rot[1] ~= ARGV[3] or rot[2] ~= ARGV[4]) then return {3, rot[1], rot[2]} end\n"
     "local k = tonumber(ARGV[2])\n"

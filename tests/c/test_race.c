@@ -41,6 +41,7 @@ typedef struct race {
   /* results */
   atomic_long queries, errors, false_negatives, adds, add_errors;
   char first_error[256];
+  char first_add_error[256];
 } race;
 
 static void *querier(void *arg) {
@@ -93,7 +94,9 @@ static void *adder(void *arg) {
     r->db_n++;
     pthread_mutex_unlock(&r->db_mu);
     /* the database write happened first; now the filter */
-    if (bg_filter_add(r->f, buf, (size_t)len, NULL) != BG_OK) atomic_fetch_add(&r->add_errors, 1);
+    int st = bg_filter_add(r->f, buf, (size_t)len, NULL);
+    if (st != BG_OK && atomic_fetch_add(&r->add_errors, 1) == 0)
+      snprintf(r->first_add_error, sizeof r->first_add_error, "%s: %s", bg_strerror(st), bg_filter_errmsg(r->f));
     atomic_fetch_add(&r->adds, 1);
     usleep(1000);
   }
@@ -163,6 +166,7 @@ static int run_race(race *r, int rotations) {
     for (size_t i = 0; i < r->db_n; i++) lost += !present[i];
   else
     lost = -1;
+  if (r->first_add_error[0]) printf("first add error: %s\n", r->first_add_error);
   printf("%-5s rotations=%d queries=%ld errors=%ld false_negatives=%ld adds=%ld add_errors=%ld lost_adds=%ld%s%s\n",
          r->strategy == BG_ROTATE_SWAP ? "swap" : "naive", done, atomic_load(&r->queries), atomic_load(&r->errors),
          atomic_load(&r->false_negatives), atomic_load(&r->adds), atomic_load(&r->add_errors), lost,
