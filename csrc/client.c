@@ -81,7 +81,7 @@ BG_API int bg_client_open(bg_client **out, const char *url, const bg_options *op
 
 BG_API void bg_client_close(bg_client *c) { bgi_client_unref(c); }
 
-BG_API const char *bg_client_errmsg(const bg_client *c) { return c ? c->err.msg : "client handle is NULL"; }
+BG_API const char *bg_client_errmsg(const bg_client *c) { return c ? bgi_errslot_view((bgi_errslot *)&c->err) : "client handle is NULL"; }
 
 BG_API size_t bg_client_errmsg_copy(const bg_client *c, char *buf, size_t cap) {
   if (!c) return 0;

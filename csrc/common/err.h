@@ -36,5 +36,6 @@ int bgi_errslot_store(bgi_errslot *s, const bgi_err *e);
 /* Stores a message directly (for argument checks at the API edge); returns status. */
 int bgi_errslot_set(bgi_errslot *s, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 size_t bgi_errslot_copy(bgi_errslot *s, char *buf, size_t cap);
+const char *bgi_errslot_view(bgi_errslot *s);
 
 #endif

@@ -58,3 +58,12 @@ size_t bgi_errslot_copy(bgi_errslot *s, char *buf, size_t cap) {
   pthread_mutex_unlock(&s->mu);
   return n;
 }
+
+/* The pointer-returning bg_*_errmsg getters hand out this per-thread copy: a handle shared between
+ * threads may record another failure at any moment, and a pointer into the slot itself would be
+ * read while it is being rewritten. The copy stays valid until this thread asks again. */
+const char *bgi_errslot_view(bgi_errslot *s) {
+  static _Thread_local char view[BGI_ERRMSG_MAX];
+  bgi_errslot_copy(s, view, sizeof view);
+  return view;
+}

@@ -78,7 +78,7 @@ BG_API void bg_filter_close(bg_filter *f) {
 
 BG_API const char *bg_filter_name(const bg_filter *f) { return f ? f->name : NULL; }
 
-BG_API const char *bg_filter_errmsg(const bg_filter *f) { return f ? f->err.msg : "filter handle is NULL"; }
+BG_API const char *bg_filter_errmsg(const bg_filter *f) { return f ? bgi_errslot_view((bgi_errslot *)&f->err) : "filter handle is NULL"; }
 
 BG_API size_t bg_filter_errmsg_copy(const bg_filter *f, char *buf, size_t cap) {
   if (!f) return 0;

@@ -370,7 +370,7 @@ BG_API size_t bg_lock_holder_id(const bg_lock *l, char *buf, size_t cap) {
   return n;
 }
 
-BG_API const char *bg_lock_errmsg(const bg_lock *l) { return l ? l->err.msg : "lock handle is NULL"; }
+BG_API const char *bg_lock_errmsg(const bg_lock *l) { return l ? bgi_errslot_view((bgi_errslot *)&l->err) : "lock handle is NULL"; }
 
 BG_API size_t bg_lock_errmsg_copy(const bg_lock *l, char *buf, size_t cap) {
   if (!l) return 0;

@@ -257,7 +257,7 @@ BG_API void bg_rotation_free(bg_rotation *r) {
   free(r);
 }
 
-BG_API const char *bg_rotation_errmsg(const bg_rotation *r) { return r ? r->err.msg : "rotation handle is NULL"; }
+BG_API const char *bg_rotation_errmsg(const bg_rotation *r) { return r ? bgi_errslot_view((bgi_errslot *)&r->err) : "rotation handle is NULL"; }
 
 BG_API int bg_rotation_stats(const bg_rotation *r, uint64_t *items, uint64_t *bytes_uploaded, uint64_t *elapsed_us) {
   if (!r) return BG_EINVAL;

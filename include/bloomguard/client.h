@@ -40,8 +40,9 @@ BG_API int  bg_client_ping_ex(bg_client *c, bg_call *call);
 
 /*
  * The message of the most recent failure on this client (empty string if none). When threads
- * share the client the message may be another thread's; bg_client_errmsg_copy copies it without
- * tearing. Never contains a password.
+ * share the client the message may be another thread's. The pointer is a copy owned by the calling
+ * thread, valid until that thread asks for an error message again; bg_client_errmsg_copy copies
+ * into a buffer of yours. Never contains a password. Per-call messages: bg_call (call.h).
  */
 BG_API const char *bg_client_errmsg(const bg_client *c);
 BG_API size_t bg_client_errmsg_copy(const bg_client *c, char *buf, size_t buf_size);

@@ -11,7 +11,7 @@
  * "absent" for that. A filter without a config hash answers BG_ENOTINIT.
  *
  * Thread safety: a bg_filter may be shared between threads. Its error message is the most recent
- * failure on the handle (see bg_filter_errmsg_copy when sharing).
+ * failure on the handle, possibly another thread's; a bg_call (call.h) carries one call's own.
  */
 #ifndef BLOOMGUARD_FILTER_H
 #define BLOOMGUARD_FILTER_H
@@ -86,7 +86,8 @@ BG_API int bg_filter_delete_ex(bg_filter *f, bg_call *call, int *deleted);
 BG_API int bg_filter_expire_ex(bg_filter *f, bg_call *call, int64_t ttl_ms, int *applied);
 BG_API int bg_filter_persist_ex(bg_filter *f, bg_call *call, int *applied);
 
-/* Message of the most recent failure on this handle ("" if none); never contains a password. */
+/* Message of the most recent failure on this handle ("" if none); never contains a password. The
+ * pointer is a copy owned by the calling thread, valid until it asks for an error message again. */
 BG_API const char *bg_filter_errmsg(const bg_filter *f);
 BG_API size_t bg_filter_errmsg_copy(const bg_filter *f, char *buf, size_t buf_size);
 

@@ -85,6 +85,7 @@ BG_API int  bg_rotation_abort(bg_rotation *r);
 /* Aborts a rotation neither committed nor aborted, then frees. Accepts NULL. */
 BG_API void bg_rotation_free(bg_rotation *r);
 
+/* Message of the most recent failure ("" if none); a per-thread copy, as bg_filter_errmsg. */
 BG_API const char *bg_rotation_errmsg(const bg_rotation *r);
 /* Figures of the rotation so far (bytes_uploaded: bytes actually sent; all-zero chunks are
  * skipped); each out-parameter may be NULL. */
