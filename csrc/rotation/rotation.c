@@ -105,8 +105,10 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
     return bgi_errslot_set(&f->err, BG_ENOMEM, "rotation: out of memory");
   }
   if (!r->opts.rotate_threads) {
+    /* one CPU left to the rest of the process (its queries) and, often, to redis-server: with all
+     * of them hashing, contains p99 rose 33-48x during rotations (bench/README.md) */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    r->opts.rotate_threads = cpus > 0 ? cpus : 1;
+    r->opts.rotate_threads = cpus > 1 ? cpus - 1 : 1;
   }
   bgi_errslot_init(&r->err);
   r->f = f;

@@ -8,7 +8,7 @@
  *   bg_rotation_free(r);
  *
  * BG_ROTATE_SWAP (the default) builds the next generation in memory on this client (hashing on
- * all cores), uploads it in bounded chunks to staging keys that carry a TTL, and swaps bitmap and
+ * all cores but one by default), uploads it in bounded chunks to staging keys that carry a TTL, and swaps bitmap and
  * config in one atomic server-side step. Until then the live keys are never touched:
  *  - readers see the old generation, then the new one; never a missing or half-built filter;
  *  - items added through bloomguard (any process) after begin() are recorded for the next
@@ -66,8 +66,10 @@ typedef int (*bg_progress_fn)(void *userdata, int phase, uint64_t items, uint64_
  * Starts a rotation of f to (expected_insertions, fpp) - the same or other parameters.
  * opts may be NULL; these options apply (others are ignored):
  *   BG_OPT_ROTATE_LEASE_MS (default 30000), BG_OPT_ROTATE_WAIT_MS (default 0: fail at once with
- *   BG_EROTATING), BG_OPT_ROTATE_STAGING_TTL_MS (default 300000), BG_OPT_ROTATE_THREADS (default:
- *   the online CPUs), BG_OPT_ROTATE_CHUNK_BYTES (default 1 MiB), BG_OPT_ROTATE_BATCH (NAIVE's
+ *   BG_EROTATING), BG_OPT_ROTATE_STAGING_TTL_MS (default 300000), BG_OPT_ROTATE_THREADS (threads
+ *   hashing the build, the calling one included; default: the online CPUs - 1, at least 1, so a
+ *   CPU stays free for the process's queries and a co-located redis-server; set it to the online
+ *   CPUs for the fastest build on an otherwise idle machine), BG_OPT_ROTATE_CHUNK_BYTES (default 1 MiB), BG_OPT_ROTATE_BATCH (NAIVE's
  *   items per round trip, default 1000).
  * On failure *out is NULL and the message is on the filter handle.
  */

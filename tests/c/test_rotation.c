@@ -86,6 +86,35 @@ static void test_swap_to_new_params_matches_a_fresh_build(void) {
   items_free(&old_items), items_free(&new_items);
 }
 
+/*
+ * The bucketed, multi-threaded build (several regions, threads owning region ranges, several
+ * rounds, plus the direct loop for a single item) gives exactly the bits of a plain add.
+ */
+static void test_threaded_build_matches_a_fresh_build(void) {
+  items it = make_items("thr", 500000);
+  bg_filter *f = fresh("thr", 1000, 0.01, NULL);
+  bg_options *o = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_THREADS, 3));
+  bg_rotation *r = NULL;
+  /* 500000 items at p = 0.01: 4.8 Mbit, 10 regions of 64 KB for 3 threads; 2 rounds */
+  CHECK_OK(bg_rotation_begin(&r, f, 500000, 0.01, BG_ROTATE_SWAP, o));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(it), it.len, it.n - 1));
+  CHECK_OK(bg_rotation_add(r, it.p[it.n - 1], it.len[it.n - 1]));
+  CHECK_OK(bg_rotation_commit(r));
+  bg_rotation_free(r);
+  bg_filter *ref = fresh("thr-ref", 500000, 0.01, &it);
+  size_t a_len, b_len;
+  unsigned char *a = bgt_redis_get(&srv, "thr", &a_len), *b = bgt_redis_get(&srv, "thr-ref", &b_len);
+  CHECK_EQ_U64(a_len, b_len);
+  CHECK_MSG(a && b && a_len == b_len && !memcmp(a, b, a_len), "threaded build differs from a plain add");
+  free(a), free(b);
+  bg_filter_close(ref);
+  bg_options_free(o);
+  bg_filter_close(f);
+  items_free(&it);
+}
+
 /* Adds made while the rotation runs - by this handle and by another client - survive the swap. */
 static void test_adds_during_rotation_are_kept(void) {
   items base = make_items("base", 2000), during = make_items("during", 600);
@@ -340,6 +369,7 @@ static void teardown(void) {
 }
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_swap_to_new_params_matches_a_fresh_build),
+        BGT_CASE(test_threaded_build_matches_a_fresh_build),
         BGT_CASE(test_adds_during_rotation_are_kept), BGT_CASE(test_second_rotation_is_refused_or_waits),
         BGT_CASE(test_abort_removes_staging_at_once), BGT_CASE(test_progress_and_callback_abort),
         BGT_CASE(test_ttl_carries_over), BGT_CASE(test_naive_strategy_is_the_redisson_rebuild),
