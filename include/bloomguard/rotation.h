@@ -23,8 +23,13 @@
  * BG_ROTATE_NAIVE is the rebuild that fails in production, kept on purpose to reproduce the
  * failure in tests and demos: delete, tryInit, then add in batches straight into the live keys.
  *
- * Staging keys (same cluster slot as the filter): NAME's "rotation" (lease hash), "next"
- * (bitmap) and "delta" (bits of items added during the rotation), named like the config key.
+ * Staging keys (same cluster slot as the filter), named like the config key: NAME's "rotation"
+ * (lease hash), "next:TOKEN" (the bitmap being uploaded, one per rotation: a rotator that lost
+ * its lease writes only into its own), "delta" (a list: the next-generation bit offsets of items
+ * added during the rotation) and "spare" (the previous generation's bitmap, kept after a commit
+ * with the staging TTL so that the next rotation overwrites it in place instead of growing a new
+ * value; its old bits never survive). All carry a TTL; abort removes "next:TOKEN" and "delta" at
+ * once (the former becomes the spare), the others expire.
  *
  * Thread safety: a bg_rotation is driven by one thread at a time (add_many hashes on several
  * threads internally); its filter and client stay usable by other threads meanwhile.
@@ -55,7 +60,7 @@ typedef struct bg_rotation bg_rotation;
  * Progress: called on the thread that called bg_rotation_add_many / bg_rotation_commit: while
  * building at most every 50 ms, after every uploaded chunk, and at each phase change. items: items
  * added so far; bytes_done / bytes_total: upload progress (the upload covers the bitmap up to its
- * last non-zero byte; 0 / 0 before it starts). Return non-zero to abort the rotation: the call
+ * last non-zero byte, or the whole spare it overwrites if that is longer; 0 / 0 before it starts). Return non-zero to abort the rotation: the call
  * then fails with BG_EABORTED and the rotation is aborted (at BG_PHASE_DONE the swap is already
  * done and the return value is ignored). Never called after bg_rotation_free.
  */
@@ -89,8 +94,8 @@ BG_API void bg_rotation_free(bg_rotation *r);
 
 /* Message of the most recent failure ("" if none); a per-thread copy, as bg_filter_errmsg. */
 BG_API const char *bg_rotation_errmsg(const bg_rotation *r);
-/* Figures of the rotation so far (bytes_uploaded: bytes actually sent; all-zero chunks are
- * skipped); each out-parameter may be NULL. */
+/* Figures of the rotation so far (bytes_uploaded: bytes actually sent; all-zero chunks past the
+ * spare are skipped); each out-parameter may be NULL. */
 BG_API int  bg_rotation_stats(const bg_rotation *r, uint64_t *items, uint64_t *bytes_uploaded,
                               uint64_t *elapsed_us);
 
