@@ -611,6 +611,9 @@ func TestPolicySetWhileQuerying(t *testing.T) {
 			return nil
 		}))
 	noFB := mustPolicy(t, WithChain(FailNotInitialized, ActionAssumePresent))
+	if err := f.SetPolicy(noFB); err != nil { // before the first query: without a policy it fails
+		t.Fatal(err)
+	}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var queries atomic.Int64
