@@ -184,7 +184,9 @@ type PanicError struct {
 	Stack []byte // the fallback's stack when it panicked
 }
 
-func (e *PanicError) Error() string { return fmt.Sprintf("bloomguard: the fallback panicked: %v", e.Value) }
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("bloomguard: the fallback panicked: %v", e.Value)
+}
 
 // Unwrap returns the panic value when it is an error.
 func (e *PanicError) Unwrap() error {
