@@ -176,6 +176,8 @@ func (b BreakerState) String() string {
 //
 // A panic in it is recovered before it can reach the library's frames: the library sees a
 // decline, and the query fails with a *PanicError (whatever the rest of the chain answered).
+// runtime.Goexit in it ends the goroutine; the filter stays usable, but the library's frames of
+// that query are abandoned with what they held (a reference to the policy): do not rely on it.
 type Fallback func(ctx context.Context, items [][]byte, present []bool) error
 
 // PanicError is the error of a query whose Fallback panicked.
@@ -510,7 +512,18 @@ func (f *Filter) query(ctx context.Context, p *C.bg_filter, c *call, items [][]b
 	var st C.int
 	var pe *PanicError
 	if f.h.fallback != 0 { // read under the handle's read lock: SetPolicy cannot change it meanwhile
+		// A fallback calling runtime.Goexit (t.FailNow in a test) ends this goroutine inside the
+		// library call: let go of the handle and the gate then, so that SetPolicy and Close do not
+		// wait for ever (the bg_call is dropped, not reused; the library's frames are abandoned).
+		returned := false
+		defer func() {
+			if !returned {
+				f.h.mu.RUnlock()
+				f.g.leave()
+			}
+		}()
 		st, pe = containsCallback(ctx, p, c, b, len(items), present)
+		returned = true
 	} else {
 		st = C.bg_filter_contains_many_ex(p, c.p, b.ptrs, b.lens, C.size_t(len(items)),
 			(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(present))))

@@ -652,3 +652,45 @@ func TestPolicySetWhileQuerying(t *testing.T) {
 	f.Close()
 	fallbacksLeft(t, base)
 }
+
+// runtime.Goexit in the fallback (t.FailNow would do it) ends the querying goroutine; the filter
+// is not left locked: SetPolicy, queries and Close still work.
+func TestPolicyFallbackGoexit(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	f := openFilter(t, c, uniqueName(t))
+	base := fallbacksLive.Load()
+	p := mustPolicy(t, WithChain(FailNotInitialized, ActionCallback, ActionAssumeAbsent),
+		WithFallback(func(context.Context, [][]byte, []bool) error {
+			runtime.Goexit()
+			return nil
+		}))
+	if err := f.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan bool)
+	go func() {
+		returned := false
+		defer func() { done <- returned }()
+		f.ContainsString(ctx, "x")
+		returned = true
+	}()
+	if <-done {
+		t.Fatal("the query returned")
+	}
+	ok := make(chan error, 1)
+	go func() { ok <- f.SetPolicy(mustPolicy(t, WithChain(FailNotInitialized, ActionAssumePresent))) }()
+	select {
+	case err := <-ok:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("SetPolicy blocked after a Goexit in the fallback")
+	}
+	if present, err := f.ContainsString(ctx, "y"); err != nil || !present {
+		t.Fatalf("after: %v %v", present, err)
+	}
+	f.Close()
+	fallbacksLeft(t, base)
+}
