@@ -384,6 +384,43 @@ func TestLockLeaseRunsOut(t *testing.T) {
 	mustRelease(t, other)
 }
 
+// With renewal, a hold whose key is deleted behind its back is found lost by the renewal
+// thread: Held says so (ErrLocked, the hold still described), Release fails with ErrLocked and
+// forgets it. Negative control: a Lock whose key is left alone stays fine as long.
+func TestLockHoldLost(t *testing.T) {
+	c := openClient(t)
+	name := uniqueName(t)
+	l := openLock(t, c, name, WithLockLease(90*time.Millisecond))
+	keep := openLock(t, c, name+":kept", WithLockLease(90*time.Millisecond))
+	tok := mustAcquire(t, l, LockExclusive)
+	mustAcquire(t, keep, LockExclusive)
+	raw(t).must(t, "DEL", l.Key())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h, err := l.Held()
+		if err != nil {
+			wantCode(t, err, CodeLocked, ErrLocked)
+			if h != (Hold{Mode: LockExclusive, Count: 1, Token: tok}) {
+				t.Fatalf("lost hold described as %+v", h)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the renewal never found the hold lost")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // past the kept hold's lease: only renewal keeps it
+	if h, err := keep.Held(); err != nil || h.Count != 1 || existing(t, raw(t), keep.Key()) != 1 {
+		t.Fatalf("the kept hold (renewed past its 90 ms lease): %+v %v", h, err)
+	}
+	wantCode(t, l.Release(context.Background()), CodeLocked, ErrLocked)
+	if h, err := l.Held(); err != nil || h != (Hold{}) {
+		t.Fatalf("after the release: %+v %v", h, err)
+	}
+	mustRelease(t, keep)
+}
+
 // A Lock never closed is closed by the cleanup: its hold is released and its threads end.
 func TestLockCleanupSafetyNet(t *testing.T) {
 	c := openClient(t)
