@@ -112,7 +112,7 @@ func WithLockWait(d time.Duration) LockOption {
 }
 
 // lockWaitSlice is the longest wait handed to the library at once, so that a cancelled context
-// ends a wait within about that much (the library's wait cannot be interrupted).
+// or Close ends a wait within about that much (the library's wait cannot be interrupted).
 const lockWaitSlice = 200 * time.Millisecond
 
 // Lock is a distributed lock in Redis on the key Name()+":lock" (bg_lock): exclusive (Redisson's
@@ -329,19 +329,15 @@ func (l *Lock) Acquire(ctx context.Context, mode LockMode) (token uint64, err er
 	if l.h.hasMax {
 		waitEnd = time.Now().Add(l.h.wait)
 	}
-	cancellable := ctx.Done() != nil
 	for {
 		c, err := beginCall(ctx)
 		if err != nil {
 			return 0, err
 		}
-		// this slice's wait: up to WithLockWait's end, ctx's deadline (a millisecond early, so
-		// that the lock's wait ends before the call's timeout) and the slice length when ctx can
-		// be cancelled; an hour at most, whatever the case
-		slice := maxCallTimeout
-		if cancellable {
-			slice = lockWaitSlice
-		}
+		// this slice's wait: at most lockWaitSlice (so that a cancel, Close and the Lock's other
+		// calls get their turn), up to WithLockWait's end and ctx's deadline (a millisecond
+		// early, so that the lock's wait ends before the call's timeout)
+		slice := lockWaitSlice
 		if l.h.hasMax {
 			slice = min(slice, time.Until(waitEnd))
 		}

@@ -217,6 +217,21 @@ func TestLockWait(t *testing.T) {
 		t.Fatal("the waiter was not woken")
 	}
 	mustRelease(t, nw)
+
+	// Close ends a wait with no limit and no deadline (within a wait slice): ErrClosed
+	mustAcquire(t, holder, LockExclusive)
+	cw := openLock(t, c, name)
+	res := make(chan error, 1)
+	go func() { _, err := cw.Acquire(ctx, LockExclusive); res <- err }()
+	time.Sleep(50 * time.Millisecond)
+	cw.Close()
+	select {
+	case err := <-res:
+		wantCode(t, err, CodeClosed, ErrClosed)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not end the wait")
+	}
+	mustRelease(t, holder)
 }
 
 // Readers share, writers exclude readers and each other; exclusive and write are the same hold.
