@@ -4,7 +4,7 @@ package bloomguard
 // only declare C functions in its preamble (its preamble is copied into the generated
 // _cgo_export.c), so the C side of each callback (the adapter with the library's function type,
 // and the code installing it) lives with its user: rotation.go for the progress callback,
-// policy.go for the policy's fallback.
+// fallback.go for the policy's fallback.
 //
 // Go values reach C as a runtime/cgo.Handle passed as the callback's userdata: C never holds a
 // Go pointer. Each handle is deleted only after the library guarantees it will not call back
@@ -36,7 +36,7 @@ func bgoProgress(handle C.uintptr_t, phase C.int, items, bytesDone, bytesTotal C
 }
 
 // bgoFallback is the bg_fallback_fn of every policy with a Go fallback (through bgo_fallback in
-// policy.go). policy is the cgo.Handle of the filter's *fallbackBox, query that of the
+// fallback.go). policy is the cgo.Handle of the filter's *fallbackBox, query that of the
 // *fallbackQuery of the query running on this thread (0 would mean a query that did not take the
 // callback path; it cannot happen, see filterHandle.fallback). Non-zero declines.
 //

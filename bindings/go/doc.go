@@ -94,8 +94,11 @@
 //	version.go   library and header versions
 //	rotation.go  Filter.Rotate, Rotation, Strategy, Phase, RotateOption (bg_rotation)
 //	lock.go      Client.Lock, Lock (one holder thread per Lock), LockMode, LockOption (bg_lock)
-//	policy.go    Policy, PolicyOption, Fallback, Answer, Stats, Filter.SetPolicy,
-//	             ContainsSource, RefreshSnapshot (bg_policy), and the C side of the fallback
+//	policy.go    Policy, PolicyOption, FailureClass, Action, WithPolicy, Filter.SetPolicy (bg_policy)
+//	fallback.go  Fallback, PanicError, and the C side of the fallback (adapter, query thread-local,
+//	             the query path that may call back)
+//	answer.go    Source, Answer, ContainsSource, ContainsManySource, the query path choice
+//	stats.go     Stats, BreakerState, Filter.Stats, RefreshSnapshot (bg_filter_stat, snapshot)
 //	callbacks.go the //export trampolines through which C calls Go functions (runtime/cgo.Handle
 //	             as userdata); a file with //export may only declare, not define, C functions in
 //	             its preamble, hence its own file

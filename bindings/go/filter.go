@@ -79,7 +79,7 @@ type filterHandle struct {
 	c    *C.bg_filter // the C filter, valid until refs drops to 0
 	refs atomic.Int64 // 1 while open, plus 1 per rotation in progress
 	// the cgo.Handle of the Go fallback of the filter's policy, 0 when it has none: queries then
-	// take the callback path (policy.go). Written under mu held for writing; deleted once the
+	// take the callback path (fallback.go). Written under mu held for writing; deleted once the
 	// library can no longer call it (policy replaced, or the C filter closed).
 	fallback cgo.Handle
 }

@@ -1,58 +1,22 @@
 package bloomguard
 
 /*
-#include <stdint.h>
 #include <stdlib.h>
 #include <bloomguard.h>
 
 // These never call Go (see filter.go for why that matters).
 #cgo noescape bg_policy_new
 #cgo nocallback bg_policy_new
-#cgo noescape bg_filter_stat
-#cgo nocallback bg_filter_stat
 #cgo noescape bg_policy_set_chain
 #cgo nocallback bg_policy_set_chain
-
-// The //export of callbacks.go (declared here: a file with //export may not define C functions).
-extern int bgoFallback(uintptr_t policy, uintptr_t query, void *items, size_t *lens, size_t n, uint8_t *present);
-
-// The Go query running on this thread (a runtime/cgo.Handle), set around the library calls that
-// may run the fallback: the library calls it on the querying thread, so the fallback learns which
-// query it answers (its context, where to report a panic) without C holding a Go pointer.
-static __thread uintptr_t bgo_query;
-
-// The bg_fallback_fn of every policy with a Go fallback: userdata is the policy's cgo.Handle.
-static int bgo_fallback(void *userdata, const void *const *items, const size_t *lens, size_t n,
-                        uint8_t *present) {
-	return bgoFallback((uintptr_t)userdata, bgo_query, (void *)items, (size_t *)lens, n, present);
-}
-
-static int bgo_policy_set_fallback(bg_policy *p, uintptr_t handle) {
-	return bg_policy_set_fallback(p, bgo_fallback, (void *)handle);
-}
-
-// The query paths taken while the filter's policy has a Go fallback: not marked nocallback, and
-// given C memory only (the goroutine's stack may move while the fallback runs).
-static int bgo_contains_many_cb(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,
-                                size_t n, uint8_t *present, uintptr_t query) {
-	uintptr_t outer = bgo_query;
-	bgo_query = query;
-	int st = bg_filter_contains_many_ex(f, call, items, lens, n, present);
-	bgo_query = outer;
-	return st;
-}
 */
 import "C"
 
 import (
-	"context"
 	"fmt"
 	"runtime/cgo"
-	"runtime/debug"
 	"strconv"
-	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // FailureClass is the class of a failed step of a query or add (BG_FAIL_*); the Policy maps each
@@ -118,83 +82,6 @@ func (a Action) String() string {
 
 // MaxChain is the longest chain WithChain accepts (BG_POLICY_MAX_CHAIN).
 const MaxChain = 8
-
-// Source is where a query's answer came from (BG_SOURCE_*).
-type Source int
-
-const (
-	SourceNone           Source = 0 // no answer: the call failed
-	SourceRedis          Source = 1 // the server answered
-	SourceSnapshot       Source = 2 // the local snapshot of the bitmap
-	SourceCallback       Source = 3 // the Go fallback
-	SourceAssumedPresent Source = 4 // ActionAssumePresent
-	SourceAssumedAbsent  Source = 5 // ActionAssumeAbsent
-)
-
-var sourceNames = [...]string{"none", "redis", "snapshot", "callback", "assumed-present", "assumed-absent"}
-
-// String is the source's name ("snapshot"), or "Source(n)".
-func (s Source) String() string {
-	if s >= SourceNone && s <= SourceAssumedAbsent {
-		return sourceNames[s]
-	}
-	return "Source(" + strconv.Itoa(int(s)) + ")"
-}
-
-// Degraded reports whether the answer came from the policy rather than from Redis.
-func (s Source) Degraded() bool { return s >= SourceSnapshot }
-
-// BreakerState is the circuit breaker's state (BG_BREAKER_*).
-type BreakerState int
-
-const (
-	BreakerClosed   BreakerState = 0 // calls go to Redis
-	BreakerOpen     BreakerState = 1 // queries go straight to the chain, adds fail at once
-	BreakerHalfOpen BreakerState = 2 // open, and one probe call is in flight
-)
-
-// String is the state's name ("open"), or "BreakerState(n)".
-func (b BreakerState) String() string {
-	switch b {
-	case BreakerClosed:
-		return "closed"
-	case BreakerOpen:
-		return "open"
-	case BreakerHalfOpen:
-		return "half-open"
-	}
-	return "BreakerState(" + strconv.Itoa(int(b)) + ")"
-}
-
-// Fallback answers a degraded query when the chain reaches ActionCallback: it sets present[i] for
-// items[i] and returns nil, or returns an error to decline (the chain moves on to its next action;
-// what it wrote to present is dropped). It runs on the goroutine of the query, with that query's
-// ctx, and only during a query of a filter whose policy holds it (never after Filter.Close or
-// SetPolicy replaced it and the queries under way ended). items are copies: they may be kept.
-// It may be called by several goroutines at once, at most WithCallbackRate times per second per
-// filter handle. It must not use the same filter (that can deadlock against SetPolicy and Close).
-//
-// A panic in it is recovered before it can reach the library's frames: the library sees a
-// decline, and the query fails with a *PanicError (whatever the rest of the chain answered).
-// runtime.Goexit in it ends the goroutine; the filter stays usable, but the library's frames of
-// that query are abandoned with what they held (a reference to the policy): do not rely on it.
-type Fallback func(ctx context.Context, items [][]byte, present []bool) error
-
-// PanicError is the error of a query whose Fallback panicked.
-type PanicError struct {
-	Value any    // what the fallback panicked with
-	Stack []byte // the fallback's stack when it panicked
-}
-
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("bloomguard: the fallback panicked: %v", e.Value)
-}
-
-// Unwrap returns the panic value when it is an error.
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
 
 type chainSetting struct {
 	class FailureClass
@@ -343,7 +230,7 @@ func (p *Policy) build(fallback cgo.Handle) (*C.bg_policy, error) {
 		}
 	}
 	if fallback != 0 {
-		if st := C.bgo_policy_set_fallback(cp, C.uintptr_t(fallback)); st != C.BG_OK {
+		if st := setFallback(cp, fallback); st != C.BG_OK {
 			return fail(newError(st, "bg_policy_set_fallback failed"))
 		}
 	}
@@ -351,35 +238,6 @@ func (p *Policy) build(fallback cgo.Handle) (*C.bg_policy, error) {
 }
 
 // fallbackBox is what a filter's policy handle points to: the Go fallback of that policy.
-type fallbackBox struct{ fn Fallback }
-
-// fallbacksLive counts the policy handles that exist (tests check none is left behind).
-var fallbacksLive atomic.Int64
-
-// fallbackQuery is one query that may run the fallback: its context, and what the fallback left
-// for it (a panic).
-type fallbackQuery struct {
-	ctx   context.Context
-	panic *PanicError
-}
-
-// onFallback is the fallback callback (callbacks.go). It returns false to decline.
-func onFallback(box *fallbackBox, q *fallbackQuery, items [][]byte, present []bool) (answered bool) {
-	ctx := context.Background()
-	if q != nil {
-		ctx = q.ctx
-	}
-	defer func() {
-		if v := recover(); v != nil {
-			answered = false
-			if q != nil && q.panic == nil {
-				q.panic = &PanicError{Value: v, Stack: debug.Stack()}
-			}
-		}
-	}()
-	return box.fn(ctx, items, present) == nil
-}
-
 // WithPolicy gives the Filter a copy of p when it is opened (see Filter.SetPolicy).
 func WithPolicy(p *Policy) FilterOption {
 	return func(s *filterSettings) { s.policy, s.policySet = p, true }
@@ -437,210 +295,4 @@ func filterErrmsg(p *C.bg_filter) string {
 	var buf [errbufSize]C.char
 	C.bg_filter_errmsg_copy(p, &buf[0], C.size_t(len(buf)))
 	return C.GoString(&buf[0])
-}
-
-// containsCallback is a query made while the filter's policy has a Go fallback: the batch is in C
-// memory, so is present; the query's cgo.Handle reaches the fallback through bgo_query.
-func containsCallback(ctx context.Context, p *C.bg_filter, c *call, b cItems, n int, present []bool) (C.int, *PanicError) {
-	out := (*C.uint8_t)(C.malloc(C.size_t(max(n, 1))))
-	defer C.free(unsafe.Pointer(out))
-	q := &fallbackQuery{ctx: ctx}
-	qh := cgo.NewHandle(q)
-	defer qh.Delete()
-	st := C.bgo_contains_many_cb(p, c.p, b.ptrs, b.lens, C.size_t(n), out, C.uintptr_t(qh))
-	for i, v := range unsafe.Slice((*byte)(unsafe.Pointer(out)), n) {
-		present[i] = v != 0
-	}
-	return st, q.panic
-}
-
-// Answer is a query's answer with its provenance.
-type Answer struct {
-	Present bool   // for ContainsSource; unused by ContainsManySource
-	Source  Source // where the answer came from
-	// Reason is the library's message of the failure the policy answered for ("" when Redis
-	// answered). The C API gives no status for it (bg_call_status is BG_OK after a degraded answer).
-	Reason string
-}
-
-// BatchAnswer is ContainsManySource's answer: one Source for the call (for a batch larger than
-// 16384 items, the items Redis answered before the failure keep Redis's answers).
-type BatchAnswer struct {
-	Present []bool
-	Source  Source
-	Reason  string
-}
-
-// ContainsSource is Contains with the answer's provenance: which Source answered, and the failure
-// a degraded answer stands in for.
-func (f *Filter) ContainsSource(ctx context.Context, item []byte) (Answer, error) {
-	a, err := f.ContainsManySource(ctx, [][]byte{item})
-	if err != nil {
-		return Answer{}, err
-	}
-	return Answer{Present: a.Present[0], Source: a.Source, Reason: a.Reason}, nil
-}
-
-// ContainsManySource is ContainsMany with the answer's provenance.
-func (f *Filter) ContainsManySource(ctx context.Context, items [][]byte) (BatchAnswer, error) {
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return BatchAnswer{}, err
-	}
-	a := BatchAnswer{Present: make([]bool, len(items))}
-	if len(items) == 0 {
-		return a, f.end(ctx, c, C.BG_OK)
-	}
-	a.Source, a.Reason, err = f.query(ctx, p, c, items, a.Present, true)
-	if err != nil {
-		return BatchAnswer{}, err
-	}
-	return a, nil
-}
-
-// query runs one query on a call begun by f.begin (and ends it): through the callback path when
-// the filter's policy has a Go fallback. With want, it also returns the answer's source and, for a
-// degraded answer, the failure's message.
-func (f *Filter) query(ctx context.Context, p *C.bg_filter, c *call, items [][]byte, present []bool,
-	want bool) (src Source, reason string, err error) {
-	b, err := marshalItems(items)
-	if err != nil {
-		f.end(ctx, c, C.BG_OK)
-		return 0, "", err
-	}
-	defer b.free()
-	var st C.int
-	var pe *PanicError
-	if f.h.fallback != 0 { // read under the handle's read lock: SetPolicy cannot change it meanwhile
-		// A fallback calling runtime.Goexit (t.FailNow in a test) ends this goroutine inside the
-		// library call: let go of the handle and the gate then, so that SetPolicy and Close do not
-		// wait for ever (the bg_call is dropped, not reused; the library's frames are abandoned).
-		returned := false
-		defer func() {
-			if !returned {
-				f.h.mu.RUnlock()
-				f.g.leave()
-			}
-		}()
-		st, pe = containsCallback(ctx, p, c, b, len(items), present)
-		returned = true
-	} else {
-		st = C.bg_filter_contains_many_ex(p, c.p, b.ptrs, b.lens, C.size_t(len(items)),
-			(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(present))))
-	}
-	if want && st == C.BG_OK {
-		src = Source(C.bg_call_source(c.p))
-		if src.Degraded() {
-			reason = C.GoString(C.bg_call_errmsg(c.p))
-		}
-	}
-	err = f.end(ctx, c, st)
-	if pe != nil {
-		return 0, "", pe
-	}
-	return src, reason, err
-}
-
-// RefreshSnapshot downloads the filter's bitmap and config into its local snapshot now (with or
-// without a policy), replacing the one held once complete; ActionSnapshot answers from it. The
-// download is consistent (it starts over when the filter is rebuilt meanwhile: 3 attempts, then
-// ErrConfigChanged; ErrRotationInProgress during a rotation). Memory: Size/8 bytes.
-func (f *Filter) RefreshSnapshot(ctx context.Context) error {
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return err
-	}
-	st := C.bg_filter_snapshot_refresh(p, c.p)
-	return f.end(ctx, c, st)
-}
-
-// Stats are a filter handle's counters (BG_STAT_*), counted with or without a policy since the
-// handle was opened. Queries and adds count calls, not items.
-type Stats struct {
-	Queries               int64 // Contains* calls that passed the argument checks
-	AnswersRedis          int64 // queries the server answered
-	AnswersSnapshot       int64
-	AnswersCallback       int64
-	AnswersAssumedPresent int64
-	AnswersAssumedAbsent  int64
-	QueryErrors           int64 // queries that failed
-	Adds                  int64 // Add* calls
-	AddErrors             int64
-	Retries               int64 // attempts made by ActionRetry (queries and adds)
-	Breaker               BreakerState
-	BreakerTrips          int64 // times it opened from closed
-	BreakerRejected       int64 // attempts not sent because it was open
-	BreakerProbes         int64
-	CallbackCalls         int64 // calls of the fallback
-	CallbackRefused       int64 // ActionCallback skipped: the token bucket was empty
-	CallbackDeclined      int64 // fallback calls that declined (returned an error or panicked)
-	Rotations             int64 // rotations committed through this handle
-	SnapshotRefreshes     int64
-	SnapshotFailures      int64
-	SnapshotAge           time.Duration // age of the snapshot held now; -1 when there is none
-	SnapshotBytes         int64         // its bitmap's size; 0 when none
-	// Failures seen, by class: every failed attempt (retries included, breaker rejections not).
-	Failures map[FailureClass]int64
-}
-
-// statFields maps each BG_STAT_* counter to its field (the tests check none of the header's is
-// missing).
-var statFields = []struct {
-	id  C.int
-	set func(*Stats, int64)
-}{
-	{C.BG_STAT_QUERIES, func(s *Stats, v int64) { s.Queries = v }},
-	{C.BG_STAT_ANSWERS_REDIS, func(s *Stats, v int64) { s.AnswersRedis = v }},
-	{C.BG_STAT_ANSWERS_SNAPSHOT, func(s *Stats, v int64) { s.AnswersSnapshot = v }},
-	{C.BG_STAT_ANSWERS_CALLBACK, func(s *Stats, v int64) { s.AnswersCallback = v }},
-	{C.BG_STAT_ANSWERS_ASSUMED_PRESENT, func(s *Stats, v int64) { s.AnswersAssumedPresent = v }},
-	{C.BG_STAT_ANSWERS_ASSUMED_ABSENT, func(s *Stats, v int64) { s.AnswersAssumedAbsent = v }},
-	{C.BG_STAT_QUERY_ERRORS, func(s *Stats, v int64) { s.QueryErrors = v }},
-	{C.BG_STAT_ADDS, func(s *Stats, v int64) { s.Adds = v }},
-	{C.BG_STAT_ADD_ERRORS, func(s *Stats, v int64) { s.AddErrors = v }},
-	{C.BG_STAT_RETRIES, func(s *Stats, v int64) { s.Retries = v }},
-	{C.BG_STAT_BREAKER_STATE, func(s *Stats, v int64) { s.Breaker = BreakerState(v) }},
-	{C.BG_STAT_BREAKER_TRIPS, func(s *Stats, v int64) { s.BreakerTrips = v }},
-	{C.BG_STAT_BREAKER_REJECTED, func(s *Stats, v int64) { s.BreakerRejected = v }},
-	{C.BG_STAT_BREAKER_PROBES, func(s *Stats, v int64) { s.BreakerProbes = v }},
-	{C.BG_STAT_CALLBACK_CALLS, func(s *Stats, v int64) { s.CallbackCalls = v }},
-	{C.BG_STAT_CALLBACK_REFUSED, func(s *Stats, v int64) { s.CallbackRefused = v }},
-	{C.BG_STAT_CALLBACK_DECLINED, func(s *Stats, v int64) { s.CallbackDeclined = v }},
-	{C.BG_STAT_ROTATIONS, func(s *Stats, v int64) { s.Rotations = v }},
-	{C.BG_STAT_SNAPSHOT_REFRESHES, func(s *Stats, v int64) { s.SnapshotRefreshes = v }},
-	{C.BG_STAT_SNAPSHOT_FAILURES, func(s *Stats, v int64) { s.SnapshotFailures = v }},
-	{C.BG_STAT_SNAPSHOT_AGE_MS, func(s *Stats, v int64) {
-		if v < 0 {
-			s.SnapshotAge = -1
-		} else {
-			s.SnapshotAge = time.Duration(v) * time.Millisecond
-		}
-	}},
-	{C.BG_STAT_SNAPSHOT_BYTES, func(s *Stats, v int64) { s.SnapshotBytes = v }},
-}
-
-// Stats reads the handle's counters (no round trip).
-func (f *Filter) Stats() (Stats, error) {
-	f.h.mu.RLock()
-	defer f.h.mu.RUnlock()
-	if f.h.p == nil {
-		return Stats{}, errFilterClosed()
-	}
-	var s Stats
-	for _, fld := range statFields {
-		var v C.int64_t
-		if st := C.bg_filter_stat(f.h.p, fld.id, &v); st != C.BG_OK {
-			return Stats{}, newError(st, fmt.Sprintf("bg_filter_stat(%d): %s", fld.id, Code(st).Description()))
-		}
-		fld.set(&s, int64(v))
-	}
-	s.Failures = make(map[FailureClass]int64, len(FailureClasses))
-	for _, cl := range FailureClasses {
-		var v C.int64_t
-		if st := C.bg_filter_stat(f.h.p, C.BG_STAT_FAIL_NOTINIT-1+C.int(cl), &v); st != C.BG_OK {
-			return Stats{}, newError(st, fmt.Sprintf("bg_filter_stat(fail %v): %s", cl, Code(st).Description()))
-		}
-		s.Failures[cl] = int64(v)
-	}
-	return s, nil
 }
