@@ -137,8 +137,9 @@ const lockWaitSlice = 200 * time.Millisecond
 //     200ms, so other calls on the same Lock (Release, Held) get their turn in between.
 //
 // Each open Lock costs one OS thread (its holder thread), and once it has held the lock, the
-// library's renewal thread; Close ends both and releases whatever is still held. A Lock is safe
-// for concurrent use; Close it when done (a cleanup closes a forgotten one, as a safety net only).
+// library's renewal thread (keep open Locks well below Go's 10,000-thread limit); Close ends both
+// and releases whatever is still held. A Lock is safe for concurrent use; Close it when done (a
+// cleanup closes a forgotten one, as a safety net only).
 type Lock struct {
 	h       *lockHandle
 	name    string
