@@ -406,7 +406,8 @@ func TestLockHoldLost(t *testing.T) {
 	c := openClient(t)
 	name := uniqueName(t)
 	l := openLock(t, c, name, WithLockLease(90*time.Millisecond))
-	keep := openLock(t, c, name+":kept", WithLockLease(90*time.Millisecond))
+	// renewed every 200 ms: a generous margin on a loaded machine (a 90 ms lease was too tight)
+	keep := openLock(t, c, name+":kept", WithLockLease(600*time.Millisecond))
 	tok := mustAcquire(t, l, LockExclusive)
 	mustAcquire(t, keep, LockExclusive)
 	raw(t).must(t, "DEL", l.Key())
@@ -425,9 +426,9 @@ func TestLockHoldLost(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond) // past the kept hold's lease: only renewal keeps it
+	time.Sleep(900 * time.Millisecond) // past the kept hold's lease: only renewal keeps it
 	if h, err := keep.Held(); err != nil || h.Count != 1 || existing(t, raw(t), keep.Key()) != 1 {
-		t.Fatalf("the kept hold (renewed past its 90 ms lease): %+v %v", h, err)
+		t.Fatalf("the kept hold (renewed past its 600 ms lease): %+v %v", h, err)
 	}
 	wantCode(t, l.Release(context.Background()), CodeLocked, ErrLocked)
 	if h, err := l.Held(); err != nil || h != (Hold{}) {
