@@ -229,12 +229,45 @@ func (c *Client) Lock(name string, opts ...LockOption) (*Lock, error) {
 	if st := C.bg_lock_open(&p, c.h.p, cname, o); st != C.BG_OK {
 		return nil, newError(st, clientErrmsg(c.h.p))
 	}
+	return newLock(p, name, s), nil
+}
+
+// Lock opens the filter's own lock (key "{NAME}:lock", in the filter's cluster slot; a Java
+// service shares it as redisson.getLock("{NAME}:lock")). While it is held in LockWrite mode the filter's
+// queries, in every process, wait up to WithWriteLockWait and then fail with ErrLocked (which a
+// Policy answers): this is how the Locked strategy rebuilds in place, and how a caller can make
+// in-place writes of its own. Exclusive and read holds do not stop queries.
+func (f *Filter) Lock(opts ...LockOption) (*Lock, error) {
+	var s lockSettings
+	for _, o := range opts {
+		if o != nil {
+			o(&s)
+		}
+	}
+	o, err := newOptions(s.sets)
+	if err != nil {
+		return nil, err
+	}
+	defer freeOptions(o)
+	f.h.mu.RLock()
+	defer f.h.mu.RUnlock()
+	if f.h.p == nil {
+		return nil, errFilterClosed()
+	}
+	var p *C.bg_lock
+	if st := C.bg_lock_open_filter(&p, f.h.p, o); st != C.BG_OK {
+		return nil, newError(st, filterErrmsg(f.h.p))
+	}
+	return newLock(p, f.name, s), nil
+}
+
+func newLock(p *C.bg_lock, name string, s lockSettings) *Lock {
 	h := &lockHandle{p: p, reqs: make(chan func()), exited: make(chan struct{}),
 		wait: min(s.wait, maxCallTimeout), hasMax: s.waitSet}
 	go h.holderThread()
 	l := &Lock{h: h, name: name, key: C.GoString(C.bg_lock_key(p))}
 	l.cleanup = runtime.AddCleanup(l, (*lockHandle).close, h)
-	return l, nil
+	return l
 }
 
 // Name is the name the lock was opened with.

@@ -6,7 +6,7 @@
  * each other, and adds from every process record their next-generation bits in the delta), and
  * the next generation is built in memory on this client. Only the commit differs:
  *   1. take the filter's write lock (bg_lock_open_filter), waiting up to the rotation's lease;
- *      from here the filter's queries wait (BG_OPT_LOCK_WAIT_MS) and then degrade;
+ *      from here the filter's queries wait (BG_OPT_WRITE_LOCK_WAIT_MS) and then degrade;
  *   2. mark the config hash (BGI_REBUILD_FIELD) and, if the size changes, drop the old bitmap;
  *   3. overwrite the live bitmap in chunks, each a Lua step that checks the lease;
  *   4. one last step: merge the delta, write the new config, remove the mark, drop the lease;

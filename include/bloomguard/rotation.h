@@ -27,7 +27,7 @@
  * rewrites the live bitmap in chunks, then in one atomic step merges the adds, writes the new
  * config and removes the mark, and releases the lock:
  *  - bloomguard readers (any process) see the write lock in the same step that reads the bits:
- *    they wait for it up to BG_OPT_LOCK_WAIT_MS (options.h), then fail with BG_ELOCKED, which the
+ *    they wait for it up to BG_OPT_WRITE_LOCK_WAIT_MS (options.h), then fail with BG_ELOCKED, which the
  *    policy (policy.h, class BG_FAIL_LOCKED) answers - never from a half-written bitmap;
  *  - adds are never blocked, and none is lost (as SWAP);
  *  - a rotator that dies after the rewrite began leaves the mark: once its lock's lease runs out,
