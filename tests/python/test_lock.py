@@ -276,11 +276,13 @@ def test_close_releases_every_hold(client, fname, other, raw):
 
 def test_lost_hold_is_reported(client, fname, other):
     """Without renewal a hold ends with its lease: another owner gets the lock, and the first
-    owner's release says the hold was lost. Negative control: with renewal (the default) the same
-    wait does not get the lock."""
-    with client.lock(fname, lease_ms=100, renew=False) as short:
+    owner's release says the hold was lost. Negative control: before the lease runs out the same
+    owner is refused. (Renewal itself is timing-bound: tests/c/test_lock.c covers it.)"""
+    with client.lock(fname, lease_ms=1000, renew=False) as short:
         short.acquire()
-        token = other.acquire(wait=5)  # the lease runs out within the wait
+        with pytest.raises(bloomguard.Locked):
+            other.acquire()  # still within the lease
+        token = other.acquire(wait=10)  # the lease runs out within the wait
         with pytest.raises(bloomguard.Locked):
             short.release()
         assert short.held().mode is None
@@ -288,12 +290,5 @@ def test_lost_hold_is_reported(client, fname, other):
         # the context manager raises it on exit when the block itself went fine
         with pytest.raises(bloomguard.Locked):
             with short.exclusive():
-                assert other.acquire(wait=5) > token
+                assert other.acquire(wait=10) > token
         other.release()
-    # (a lease of 1 s renewed every third of it: the renewal may be late by 0.6 s on a loaded machine)
-    with client.lock(fname, lease_ms=1000) as renewed:
-        renewed.acquire()
-        with pytest.raises(bloomguard.Locked):
-            other.acquire(wait=3)  # three leases: renewed meanwhile
-        assert renewed.held().lost is False
-        renewed.release()

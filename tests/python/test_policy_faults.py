@@ -28,7 +28,7 @@ def fast_client(url):
 
 # --- CLIENT PAUSE: the timeout class and the breaker -------------------------------------------------
 
-PAUSE_MS = 2500  # each phase below needs a few command timeouts of it (~0.6 s) on a loaded machine
+PAUSE_MS = 3500  # each phase below needs a few command timeouts (~0.8 s): room for a loaded machine
 
 
 def pause(raw):

@@ -117,6 +117,7 @@ class Filter:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` was called."""
         return self._handle.closed
 
     # --- operations ---------------------------------------------------------------------------
