@@ -38,11 +38,29 @@ SOURCES = {
 }
 
 
+# How many parked exceptions await their call (any thread): the common case - none - costs each
+# call one read of a module global instead of a thread-local lookup.
+_parked = 0
+
+
 def park_callback_error(exc: BaseException) -> None:
     """Called by a callback running inside a C call on this thread: ``exc`` is raised by that
-    call once C returns (the first one parked wins)."""
+    call once C returns (the first one parked wins). Every C call that may run such a callback
+    goes through :func:`invoke`, which takes it, so none is left over for a later call; a call
+    nested in the callback (another filter queried) takes only its own, parked before it returns."""
+    global _parked
     if getattr(_local, "cb_error", None) is None:
         _local.cb_error = exc
+        _parked += 1
+
+
+def _take_parked() -> Optional[BaseException]:
+    global _parked
+    exc: Optional[BaseException] = getattr(_local, "cb_error", None)
+    if exc is not None:
+        _local.cb_error = None
+        _parked -= 1
+    return exc
 
 
 def timeout_ms(timeout: TimeoutArg) -> int:
@@ -84,8 +102,6 @@ def failure(call: Any, st: int) -> BloomGuardError:
 def _run(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, answer: bool, args: Any) -> Tuple[int, str]:
     ms = timeout_ms(timeout)
     ptr = handle.enter()
-    outer = getattr(_local, "cb_error", None)  # a call nested in a callback keeps its caller's slot
-    _local.cb_error = None
     try:
         call = _take()
         try:
@@ -94,10 +110,10 @@ def _run(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, answer: bo
                 raise error_for(st, "timeout=%r (%d ms) rejected by bg_call_set_timeout_ms: %s"
                                 % (timeout, ms, strerror(st)))
             st = fn(ptr, call, *args)
-            parked = _local.cb_error
-            if parked is not None:
-                _local.cb_error = None
-                raise parked
+            if _parked:
+                parked = _take_parked()
+                if parked is not None:
+                    raise parked
             if st != lib.BG_OK:
                 raise failure(call, st)
             if answer:
@@ -106,7 +122,6 @@ def _run(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, answer: bo
         finally:
             _give_back(call)
     finally:
-        _local.cb_error = outer
         handle.leave()
 
 
