@@ -423,3 +423,38 @@ def test_stats_count_calls(ready):
         rot.add_many(["a", "b", "c"])
     assert ready.stats()["rotations"] == 1
     assert ready.query_many(["a", "b", "c"]) == ([True] * 3, "redis", "")
+
+
+def test_policies_replaced_while_threads_query(missing):
+    """Policies with fallbacks are replaced (and the old ones dropped) while three threads query:
+    a query that started with a dropped policy finds its fallback unregistered and declines - the
+    chain then assumes present - and never reaches freed memory; every query answers."""
+    stop = threading.Event()
+    sources, errors = [], []
+
+    def worker():
+        while not stop.is_set():
+            try:
+                sources.append(missing.query("k").source)
+            except BaseException as exc:  # noqa: B902
+                errors.append(exc)
+                return
+
+    missing.policy = bloomguard.Policy(on_notinit="assume_present")
+    threads = [threading.Thread(target=worker) for _ in range(3)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(300):
+            missing.policy = bloomguard.Policy(on_notinit=["callback", "assume_present"], callback_rate=0,
+                                               fallback=lambda b, i=i: [True] * len(b))
+            if i % 50 == 0:
+                time.sleep(0.01)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not errors, errors[:3]
+    assert sources and set(sources) <= {"callback", "assumed_present"}
+    assert "callback" in sources
+    print("sources: %d callback, %d assumed_present" % (sources.count("callback"), sources.count("assumed_present")))

@@ -6,7 +6,8 @@ the Python function. The C side copies a policy's (fn, userdata) into every filt
 and may still call it from a query that started before the filter's policy was replaced. So the
 userdata is not a pointer to a Python object but a number looked up in :data:`_registry` (weak
 references): a lookup that finds nothing (the policy is gone) declines, it never touches freed
-memory.
+memory. (A Filter keeps its previous policy alive until the next replacement, so only a query
+that outlives two replacements can meet that.)
 
 The user's function gets the batch as ``list[bytes]`` and returns one truthy/falsy answer per
 item, or None to decline (the chain moves on). An exception it raises cannot cross C: it is parked

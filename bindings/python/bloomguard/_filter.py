@@ -62,12 +62,13 @@ class Filter:
     answer came from, :meth:`stats` counts them. Adds are only retried, never assumed.
     """
 
-    __slots__ = ("_handle", "_name", "_client", "_policy", "__weakref__")
+    __slots__ = ("_handle", "_name", "_client", "_policy", "_retired_policy", "__weakref__")
 
     def __init__(self, client: "Client", name: Union[str, bytes], policy: Optional[Policy] = None) -> None:
         if policy is not None and not isinstance(policy, Policy):
             raise TypeError("policy must be a bloomguard.Policy (or None), not %s" % type(policy).__name__)
         self._policy: Optional[Policy] = None
+        self._retired_policy: Optional[Policy] = None
         if isinstance(name, str):
             raw = name.encode("utf-8")
         elif isinstance(name, bytes):
@@ -214,7 +215,9 @@ class Filter:
             st = lib.bg_filter_set_policy(ptr, policy._c if policy is not None else ffi.NULL)
             if st != lib.BG_OK:
                 raise error_for(st, cstr(lib.bg_filter_errmsg(ptr)))
-            self._policy = policy
+            # Queries that started with the previous policy keep using it in C: keep its fallback
+            # registered until the next replacement (one that outlives even that declines, see _fallback).
+            self._retired_policy, self._policy = self._policy, policy
         finally:
             self._handle.leave()
 
