@@ -4,6 +4,7 @@ Redisson RLock layout on the wire. Every "it is excluded" check is paired with t
 lets the same acquire through (the negative control)."""
 from __future__ import annotations
 
+import _thread
 import threading
 import time
 
@@ -292,3 +293,30 @@ def test_lost_hold_is_reported(client, fname, other):
             with short.exclusive():
                 assert other.acquire(wait=10) > token
         other.release()
+
+
+def test_a_long_wait_is_interruptible(lock, other):
+    """wait= is made in slices: Ctrl-C (SIGINT) during it is seen within a slice, and the
+    interrupted waiter holds nothing."""
+    lock.acquire()
+    timer = threading.Timer(0.3, _thread.interrupt_main)
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            other.acquire(wait=600)
+    finally:
+        timer.join()
+    assert other.held().mode is None
+    lock.release()
+    assert other.acquire(wait=1.5) > 0  # the sliced path acquires too
+    other.release()
+
+
+def test_sliced_wait_still_times_out_with_the_holder(lock, other):
+    lock.acquire()
+    with pytest.raises(bloomguard.Locked) as ei:
+        other.acquire(wait=1.2)  # two slices: 1 s, then 0.2 s
+    assert lock.holder_id in ei.value.message
+    with pytest.raises(bloomguard.InvalidArgument):
+        other.acquire(wait=3601)  # beyond the library's limit: its own error
+    lock.release()

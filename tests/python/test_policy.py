@@ -325,6 +325,9 @@ def test_dropped_policy_releases_its_fallback(missing):
     assert missing.query("k").source == "callback"
     missing.policy = None
     gc.collect()
+    assert ref() is not None  # kept for queries that started with it, until the next replacement
+    missing.policy = None
+    gc.collect()
     assert ref() is None
 
 
