@@ -198,16 +198,30 @@ class Lock:
         code = _mode_code(mode)
         wait_ms = seconds_to_ms(wait, "wait")
         token = ffi.new("uint64_t *")
-        if wait_ms <= _WAIT_SLICE_MS or wait_ms > _MAX_WAIT_MS or self.held().depth > 0:
+        depth = self.held().depth
+        try:
+            self._acquire(code, wait_ms, depth, token)
+            return int(token[0])
+        except Locked:
+            raise
+        except BaseException:
+            # a signal (Ctrl-C) is raised at the first bytecode after the C call, which may have
+            # succeeded: never leave the caller a hold it does not know about
+            if self.held().depth > depth:
+                self.release()
+            raise
+
+    def _acquire(self, code: int, wait_ms: int, depth: int, token: Any) -> None:
+        if wait_ms <= _WAIT_SLICE_MS or wait_ms > _MAX_WAIT_MS or depth > 0:
             # one call: a short wait, one the library will reject, or a reentrant acquire (no wait)
             invoke(self._handle, lib.bg_lock_acquire_ex, None, code, wait_ms, token)
-            return int(token[0])
+            return
         deadline = time.monotonic() + wait_ms / 1000.0
         while True:
             left_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000.0))
             try:
                 invoke(self._handle, lib.bg_lock_acquire_ex, None, code, min(left_ms, _WAIT_SLICE_MS), token)
-                return int(token[0])
+                return
             except Locked:
                 if left_ms <= _WAIT_SLICE_MS:
                     raise  # the last slice: its message names the holder
