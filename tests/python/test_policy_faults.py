@@ -11,6 +11,7 @@ import time
 import pytest
 
 import bloomguard
+from conftest import ROOT
 from redis_helpers import RedisServer
 
 TIMEOUT = 0.2  # the client's command timeout in these tests (s)
@@ -223,3 +224,39 @@ def test_naive_rotation_with_a_python_fallback_answers_without_errors(client, fn
         assert all(isinstance(e, (bloomguard.NotInitialized, bloomguard.ConfigChanged))
                    for e in figures["plain_errors"]), figures["plain_errors"][:3]
         guarded.delete()
+
+
+# --- a LOCKED rebuild: the locked class ---------------------------------------------------------------
+
+_LOCKED_PENDING = "comes with the lock engine" in (ROOT / "include" / "bloomguard" / "rotation.h").read_text()
+
+
+@pytest.mark.skipif(_LOCKED_PENDING, reason="the C library does not have BG_ROTATE_LOCKED yet")
+def test_locked_rotation_queries_degrade_to_the_fallback(client, fname):
+    """While a LOCKED rotation rewrites the bitmap in place (its progress callback reports an
+    uploaded chunk: the filter's write lock is held), queries wait briefly and fail with the locked
+    class: a policy's fallback answers them; negative control: a handle without a policy raises
+    Locked. After the commit Redis answers again, with every item."""
+    known = items("locked", 300)
+    seen = {}
+    with client.filter(fname) as f, client.filter(fname, policy=bloomguard.Policy(
+            on_locked=["callback", "error"], fallback=lambda b: [x.startswith(b"locked") for x in b])) as guarded:
+        f.init(20000, 0.01)
+        f.add_many(known)
+
+        def progress(phase, n, done, total):
+            if phase == "uploading" and done > 0 and not seen:
+                seen["guarded"] = guarded.query_many(known[:10])
+                try:
+                    f.contains_many(known[:10])
+                except bloomguard.BloomGuardError as exc:
+                    seen["plain"] = exc
+
+        with f.rotate(20000, 0.01, strategy="locked", progress=progress, chunk_bytes=4096) as rot:
+            rot.add_many(known)
+        assert rot.state == "committed"
+        assert seen["guarded"] == ([True] * 10, "callback", seen["guarded"].failure)
+        assert guarded.stats()["fail_locked"] >= 1
+        assert isinstance(seen.get("plain"), bloomguard.Locked), seen
+        assert guarded.query_many(known) == ([True] * len(known), "redis", "")
+        f.delete()
