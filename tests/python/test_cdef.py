@@ -40,11 +40,6 @@ REPO_CDEF = ROOT / "bindings" / "python" / "bloomguard" / "_cdef.h"
 NOT_BOUND: Dict[str, str] = {
     "BG_VERSION_STRING": "string macro (cffi cdefs take integer macros): bloomguard.__version__ "
                          "uses bg_version_string()",
-    # The filter's write lock comes with BG_ROTATE_LOCKED (written in another branch while the lock
-    # and policy binding was): patterns, so that they may match nothing before it is merged.
-    "bg_lock_open_filter*": "the filter's write lock (lock.h, with BG_ROTATE_LOCKED): a later binding step",
-    "BG_OPT_LOCK_WAIT_MS*": "queries' wait on a write-locked filter (options.h, with BG_ROTATE_LOCKED): "
-                            "a later binding step",
 }
 
 # Infrastructure macros of common.h and include guards: never part of the cdef.

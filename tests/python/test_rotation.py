@@ -496,19 +496,56 @@ def test_other_parameters_are_followed_by_cached_handles(url, client, f):
 
 # --- arguments and options ----------------------------------------------------------------------
 
-# The "locked" strategy lands in the C library from another branch (rotation.h then no longer says
-# it "comes with the lock engine"): this check is for a library without it; with it, the strategy
-# needs tests of its own.
-_LOCKED_PENDING = "comes with the lock engine" in (ROOT / "include" / "bloomguard" / "rotation.h").read_text()
+def test_locked_rotation_rewrites_in_place(url, fname, raw):
+    """The "locked" strategy: the same result as a swap, nothing left behind, and readers of
+    another client wait for the write lock rather than fail."""
+    with bloomguard.Client(url, write_lock_wait=10) as patient:
+        f = patient.filter(fname)
+        f.init(3000, 0.01)
+        f.add_many(items("old", 3000))
+        errors: list = []
+        stop = threading.Event()
+
+        def reader() -> None:
+            while not stop.is_set():
+                try:
+                    if not all(f.contains_many(items("keep", 50))):
+                        errors.append("false negative")
+                except bloomguard.BloomGuardError as e:  # pragma: no cover - the failure case
+                    errors.append(e)
+        f.add_many(items("keep", 50))
+        t = threading.Thread(target=reader)
+        t.start()
+        try:
+            for n in (3000, 6000, 3000):
+                with f.rotate(n, 0.01, strategy="locked", chunk_bytes=4096) as rot:
+                    rot.add_many(items("keep", 50))
+                    rot.add_many(items("new", 2000))
+        finally:
+            stop.set()
+            t.join()
+        assert errors == []
+        assert all(f.contains_many(items("new", 2000)))
+        assert staging(raw, f.name) == []
+        assert raw("EXISTS", key(f.name, "lock")) == 0
 
 
-@pytest.mark.skipif(not _LOCKED_PENDING, reason="the C library has BG_ROTATE_LOCKED now")
-def test_locked_is_not_supported_yet(f, raw):
-    with pytest.raises(bloomguard.NotSupported) as ei:
-        f.rotate(*NEW, strategy="locked")
-    assert isinstance(ei.value, NotImplementedError)
-    assert "BG_ROTATE_LOCKED" in ei.value.message
-    assert staging(raw, f.name) == []
+def test_filter_lock_write_hold_makes_queries_wait(url, fname):
+    with bloomguard.Client(url, write_lock_wait=0.05) as c:
+        f = c.filter(fname)
+        f.init(1000, 0.01)
+        f.add("x")
+        with f.lock() as lock:
+            assert lock.key == "{%s}:lock" % fname
+            with lock.exclusive():
+                assert "x" in f  # exclusive holds are not rebuilds
+            with lock.write():
+                with pytest.raises(bloomguard.Locked, match="write-locked"):
+                    "x" in f
+                f.policy = bloomguard.Policy()
+                answer = f.query("x")
+                assert answer.present and answer.source == "assumed_present"
+            assert f.query("x").source == "redis"
 
 
 @pytest.mark.parametrize("strategy,exc", [("SWAP", bloomguard.InvalidArgument), ("", bloomguard.InvalidArgument),

@@ -22,7 +22,9 @@ class Client:
 
     ``url`` is ``redis://[user[:password]@]host[:port][/db]`` or ``unix:///path.sock[?db=N]``.
     Keyword options (durations in seconds): ``connect_timeout``, ``command_timeout``,
-    ``pool_size``, ``db``, ``config_retries``, ``username``, ``password``, ``client_name``.
+    ``pool_size``, ``db``, ``config_retries``, ``write_lock_wait`` (seconds a query waits while its
+    filter is write-locked by an in-place rebuild before raising :class:`~bloomguard.Locked`, which a
+    policy can answer; 0.1), ``username``, ``password``, ``client_name``.
     Opening connects once, so a wrong address or password fails here
     (:class:`~bloomguard.ConnectionError`, :class:`~bloomguard.AuthError`, :class:`~bloomguard.BadURL`).
 

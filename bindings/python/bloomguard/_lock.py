@@ -115,7 +115,7 @@ class Lock:
 
     def __init__(self, client: "Client", name: str, *, lease_ms: Optional[int] = None,
                  renew: Optional[bool] = None, subscribe: Optional[bool] = None,
-                 poll_max_ms: Optional[int] = None) -> None:
+                 poll_max_ms: Optional[int] = None, _filter: Any = None) -> None:
         if not isinstance(name, str):
             raise TypeError("lock name must be a str, not %s" % type(name).__name__)
         if "\0" in name:
@@ -130,17 +130,23 @@ class Lock:
                     raise TypeError("%s must be a bool, not %s" % (flag, type(value).__name__))
                 given[flag] = int(value)
         opts = build_options({k: v for k, v in given.items() if v is not None}, LOCK_OPTIONS)
-        cptr = chandle.enter()
+        # Filter.lock(): the filter's own lock, opened through the filter handle
+        owner = _filter._handle if _filter is not None else chandle
+        cptr = owner.enter()
         try:
             out = ffi.new("bg_lock **")
-            st = lib.bg_lock_open(out, cptr, name.encode("utf-8"), opts if opts is not None else ffi.NULL)
-            if st != lib.BG_OK:  # the message is on the client
+            copts = opts if opts is not None else ffi.NULL
+            if _filter is not None:
+                st = lib.bg_lock_open_filter(out, cptr, copts)
+            else:
+                st = lib.bg_lock_open(out, cptr, name.encode("utf-8"), copts)
+            if st != lib.BG_OK:  # the message is on the client (or the filter)
                 buf = ffi.new("char[]", _BUF_SIZE)
-                lib.bg_client_errmsg_copy(cptr, buf, _BUF_SIZE)
+                (lib.bg_filter_errmsg_copy if _filter is not None else lib.bg_client_errmsg_copy)(cptr, buf, _BUF_SIZE)
                 raise error_for(st, cstr(buf))
             self._handle = Handle(out[0], lib.bg_lock_close, "lock")
         finally:
-            chandle.leave()
+            owner.leave()
             if opts is not None:
                 ffi.release(opts)
         self._name = name

@@ -25,6 +25,7 @@ OPTIONS: Dict[str, Tuple[int, str]] = {
     "pool_size": (lib.BG_OPT_POOL_SIZE, "int"),
     "db": (lib.BG_OPT_DB, "int"),
     "config_retries": (lib.BG_OPT_CONFIG_RETRIES, "int"),
+    "write_lock_wait": (lib.BG_OPT_WRITE_LOCK_WAIT_MS, "seconds"),
     "username": (lib.BG_OPT_USERNAME, "str"),
     "password": (lib.BG_OPT_PASSWORD, "str"),
     "client_name": (lib.BG_OPT_CLIENT_NAME, "str"),
