@@ -124,6 +124,7 @@ typedef struct demo_result {
   char note[256];           /* why skipped / what failed, or "" */
   char first_error[256];    /* the first failed query's status and message */
   double load_s;            /* loading the catalogue before the run (a SWAP rotation) */
+  double duration_s;        /* queries ran this long: --seconds, or until the last rebuild ended */
   uint64_t queries, errors, false_neg, degraded;
   double p50_us, p99_us, max_us;
   int rotations_ok, rotations_failed;

@@ -4,7 +4,10 @@
  *
  *  - the catalogue (product:0 .. product:N-1) is loaded with a SWAP rotation before the clock starts;
  *  - query threads ask for product ids that are all in the catalogue, one per call, at a steady
- *    total rate, until the deadline: an "absent" answer is a false negative, a failed call an error;
+ *    total rate: an "absent" answer is a false negative, a failed call an error. They go on until
+ *    --seconds have passed and the last rebuild has committed (a naive rebuild of a large catalogue
+ *    can outlast the scenario: its whole window is measured), at most until a hard limit where a
+ *    rebuild still running is aborted;
  *  - the main thread follows a timeline: rotations with the scenario's strategy at 10 %, 40 % and
  *    70 % of the run (each starts when the previous one is over); degrade instead kills its own
  *    redis-server at 35 %, starts it again (empty: no persistence) at 60 % and rebuilds at 70 %,
@@ -19,9 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define ROTATE_BATCH       65536
-#define MAX_QUERIES_THREAD 100000000ull   /* a bound besides the deadline */
+#define MAX_QUERIES_THREAD 100000000ull   /* a bound besides the hard limit */
 #define TARGET_BUCKETS     160            /* time buckets per scenario (plot resolution) */
 #define MIN_BUCKET_US      20000
 
@@ -57,7 +61,7 @@ typedef struct reader {
   const demo_config *cfg;
   bg_filter *f;
   demo_series series;
-  int64_t t0_ns, deadline_ns;
+  int64_t t0_ns, hard_end_ns;
   atomic_int *done;
   int index;
   uint64_t rng;
@@ -94,7 +98,7 @@ static void *read_loop(void *arg) {
     const void *p = item;
     uint8_t present = 0;
     int64_t start = now_ns();
-    if (start >= rd->deadline_ns) break;
+    if (start >= rd->hard_end_ns) break;
     int st = bg_filter_contains_many_ex(rd->f, call, &p, &len, 1, &present);
     int64_t end = now_ns();
     int outcome = st != BG_OK ? DEMO_OUT_ERROR : present ? DEMO_OUT_OK : DEMO_OUT_FALSE_NEG;
@@ -111,16 +115,25 @@ static void *read_loop(void *arg) {
 }
 
 /* ---- rotations ------------------------------------------------------------------------ */
+typedef struct abort_when {
+  const demo_config *cfg;
+  int64_t hard_end_ns;  /* 0: no limit (loading) */
+} abort_when;
+
 static int stop_requested(void *ud, int phase, uint64_t items, uint64_t done, uint64_t total) {
+  const abort_when *w = ud;
   (void)phase; (void)items; (void)done; (void)total;
-  return *((const demo_config *)ud)->stop != 0; /* Ctrl-C aborts the rotation cleanly */
+  /* Ctrl-C or the hard limit abort the rotation cleanly */
+  return *w->cfg->stop != 0 || (w->hard_end_ns && now_ns() >= w->hard_end_ns);
 }
 
 /*
  * Rebuilds f from the whole catalogue with the strategy. Returns the status; the message goes to
  * err. *secs: begin to commit.
  */
-static int rebuild(const demo_config *cfg, bg_filter *f, int strategy, double *secs, char *err, size_t errlen) {
+static int rebuild(const demo_config *cfg, bg_filter *f, int strategy, int64_t hard_end_ns, double *secs, char *err,
+                   size_t errlen) {
+  abort_when w = {cfg, hard_end_ns};
   bg_rotation *r = NULL;
   char *names = malloc((size_t)ROTATE_BATCH * DEMO_ITEM_MAX);
   const void **ptrs = malloc((size_t)ROTATE_BATCH * sizeof *ptrs);
@@ -132,12 +145,19 @@ static int rebuild(const demo_config *cfg, bg_filter *f, int strategy, double *s
     snprintf(err, errlen, "out of memory");
     goto out;
   }
-  st = bg_rotation_begin(&r, f, cfg->items, cfg->fpp, strategy, NULL);
+  /* hash on half the cores: the demo's Redis and readers share this machine with the rotator,
+   * which in production usually runs elsewhere; all cores would starve them and measure that */
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  bg_options *o = NULL;
+  st = bg_options_new(&o);
+  if (st == BG_OK) st = bg_options_set_int(o, BG_OPT_ROTATE_THREADS, cpus >= 4 ? cpus / 2 : 1);
+  if (st == BG_OK) st = bg_rotation_begin(&r, f, cfg->items, cfg->fpp, strategy, o);
+  bg_options_free(o);
   if (st != BG_OK) {
     snprintf(err, errlen, "%s: %s", cli_status_name(st), bg_filter_errmsg(f));
     goto out;
   }
-  bg_rotation_set_progress(r, stop_requested, (void *)cfg);
+  bg_rotation_set_progress(r, stop_requested, &w);
   for (int64_t next = 0; next < cfg->items && st == BG_OK;) {
     size_t n = 0;
     for (; n < ROTATE_BATCH && next < cfg->items; n++, next++) {
@@ -162,7 +182,7 @@ typedef struct timeline {
   const demo_config *cfg;
   demo_result *r;
   bg_filter *f;
-  int64_t t0_ns, end_ns;
+  int64_t t0_ns, end_ns, hard_end_ns;
   double rebuild_sum;
 } timeline;
 
@@ -193,7 +213,7 @@ static void timed_rebuild(timeline *tl, int strategy) {
   char err[512];
   double secs;
   demo_mark *m = add_mark(tl->r, DEMO_MARK_ROTATION, since(tl));
-  int st = rebuild(tl->cfg, tl->f, strategy, &secs, err, sizeof err);
+  int st = rebuild(tl->cfg, tl->f, strategy, tl->hard_end_ns, &secs, err, sizeof err);
   if (m) {
     m->t1 = since(tl);
     m->ok = st == BG_OK;
@@ -313,7 +333,7 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
     return harness_fail(r, "cannot open the filter", name);
   }
   bg_filter_delete(f, NULL); /* a leftover of an interrupted run */
-  if (rebuild(cfg, f, BG_ROTATE_SWAP, &r->load_s, err, sizeof err) != BG_OK) {
+  if (rebuild(cfg, f, BG_ROTATE_SWAP, 0, &r->load_s, err, sizeof err) != BG_OK) {
     rc = harness_fail(r, "loading the catalogue failed", err);
     goto out;
   }
@@ -330,20 +350,23 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
 
   int64_t bucket_us = (int64_t)(cfg->seconds * 1e6 / TARGET_BUCKETS);
   if (bucket_us < MIN_BUCKET_US) bucket_us = MIN_BUCKET_US;
-  int nbuckets = (int)ceil(cfg->seconds * 1e6 / (double)bucket_us) + 1;
+  /* a rebuild still running this long after the scenario's end is aborted */
+  double hard_s = cfg->seconds + (cfg->seconds * 3 > 60 ? cfg->seconds * 3 : 60);
+  int nbuckets = (int)ceil(hard_s * 1e6 / (double)bucket_us) + 1;
   readers = calloc((size_t)cfg->threads, sizeof *readers);
   if (!readers || demo_series_init(&r->series, nbuckets, bucket_us) != 0) {
     rc = harness_fail(r, "out of memory", "series");
     goto out;
   }
-  timeline tl = {cfg, r, f, now_ns(), 0, 0};
+  timeline tl = {cfg, r, f, now_ns(), 0, 0, 0};
   tl.end_ns = tl.t0_ns + (int64_t)(cfg->seconds * 1e9);
+  tl.hard_end_ns = tl.t0_ns + (int64_t)(hard_s * 1e9);
   for (int i = 0; i < cfg->threads; i++) {
     reader *rd = &readers[i];
     rd->cfg = cfg;
     rd->f = f;
     rd->t0_ns = tl.t0_ns;
-    rd->deadline_ns = tl.end_ns;
+    rd->hard_end_ns = tl.hard_end_ns;
     rd->done = &done;
     rd->index = i;
     rd->rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1) ^ (uint64_t)tl.t0_ns;
@@ -361,8 +384,13 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
   }
   if (rc == 0) run_timeline(&tl);
   if (r->harness_failed) rc = -1;
-  /* the readers stop at the deadline by themselves (or now, after a failure or Ctrl-C) */
-  if (rc != 0 || *cfg->stop) atomic_store(&done, 1);
+  /* the readers go on until the scenario's end, or the end of the last rebuild if later */
+  while (rc == 0 && !*cfg->stop && now_ns() < tl.end_ns) {
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+  }
+  atomic_store(&done, 1);
+  r->duration_s = (double)(now_ns() - tl.t0_ns) / 1e9;
   int64_t first_ns = -1;
   for (int i = 0; i < started; i++) {
     pthread_join(readers[i].tid, NULL);

@@ -1,7 +1,8 @@
 /*
  * demo_svg.c - the demo's plot, written by hand as SVG (no plotting dependency).
  *
- * One panel per scenario that ran, on a shared time axis (seconds into the scenario):
+ * One panel per scenario that ran, time in seconds since its queries began (each panel spans its
+ * own run: a naive rebuild can outlast --seconds, and the readers keep going until it commits):
  *  - query latency p50 and p99 per time bucket, log scale (left axis, shared by all panels so they
  *    compare at a glance);
  *  - bars per bucket (right axis, per panel): failed queries (red), false negatives (purple), and
@@ -67,10 +68,10 @@ static double nice_step(double span, int ticks) {
   return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
 }
 
-static void polyline(FILE *out, const demo_series *s, double q, double lo, double hi, double x0, double xscale,
-                     double ytop, const char *color, const char *dash) {
+static void polyline(FILE *out, const demo_series *s, double seconds, double q, double lo, double hi, double x0,
+                     double xscale, double ytop, const char *color) {
   int open = 0;
-  for (int k = 0; k < s->nbuckets; k++) {
+  for (int k = 0; k < s->nbuckets && ((double)k + 0.5) * (double)s->bucket_us / 1e6 <= seconds; k++) {
     const demo_bucket *b = &s->b[k];
     if (!b->queries) {  /* no query finished here: a gap, not a line through zero */
       if (open) fputs("\"/>\n", out);
@@ -83,15 +84,16 @@ static void polyline(FILE *out, const demo_series *s, double q, double lo, doubl
     double x = x0 + ((double)k + 0.5) * (double)s->bucket_us / 1e6 * xscale;
     double y = ytop + PLOT_H * (1 - log10(v / lo) / log10(hi / lo));
     if (!open)
-      fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\"%s points=\"", color, dash);
+      fprintf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.6\" points=\"", color);
     fprintf(out, "%.1f,%.1f ", x, y);
     open = 1;
   }
   if (open) fputs("\"/>\n", out);
 }
 
-static void panel(FILE *out, const demo_result *r, int top, double seconds, double lo, double hi) {
+static void panel(FILE *out, const demo_result *r, int top, double planned, double lo, double hi) {
   const demo_series *s = &r->series;
+  double seconds = r->duration_s > planned ? r->duration_s : planned;
   double x0 = LEFT, pw = W - LEFT - RIGHT, xscale = pw / seconds, ytop = top + PLOT_TOP;
   char p50[32], p99[32];
   fmt_latency(p50, sizeof p50, r->p50_us);
@@ -142,7 +144,7 @@ static void panel(FILE *out, const demo_result *r, int top, double seconds, doub
   for (int k = 0; k < s->nbuckets && bmax; k++) {
     const demo_bucket *b = &s->b[k];
     double x = x0 + (double)k * (double)s->bucket_us / 1e6 * xscale, y = ytop + PLOT_H;
-    if (x + bw > x0 + pw) break;
+    if (x + bw > x0 + pw + 0.5) break;
     const struct { uint64_t v; const char *color, *cls; } parts[] = {
       {b->errors, "#d62728", "errors"}, {b->false_neg, "#9467bd", "false-negatives"},
       {b->degraded, "#2ca02c", "policy-answers"}};
@@ -155,8 +157,15 @@ static void panel(FILE *out, const demo_result *r, int top, double seconds, doub
     }
   }
 
-  polyline(out, s, 0.50, lo, hi, x0, xscale, ytop, "#1f4e79", "");
-  polyline(out, s, 0.99, lo, hi, x0, xscale, ytop, "#ff7f0e", "");
+  polyline(out, s, seconds, 0.50, lo, hi, x0, xscale, ytop, "#1f4e79");
+  polyline(out, s, seconds, 0.99, lo, hi, x0, xscale, ytop, "#ff7f0e");
+  if (seconds > planned * 1.01) {
+    double x = x0 + planned * xscale;
+    fprintf(out, "<line class=\"planned-end\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
+                 "stroke-dasharray=\"2,4\"/>\n", x, ytop, x, ytop + PLOT_H);
+    fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#555\" text-anchor=\"end\">planned end "
+                 "(%g s); queries went on until the rebuild committed</text>\n", x - 4, ytop + PLOT_H - 6, planned);
+  }
 
   /* left axis: latency decades */
   for (double v = lo; v <= hi * 1.001; v *= 10) {
