@@ -153,7 +153,7 @@ static void print_table(const demo_config *cfg, const demo_result *rs, int n, co
     if (!r->ran) continue;
     printf("%s: catalogue loaded in %.2f s; rebuild longest %.2f s", r->name, r->load_s, r->rebuild_max_s);
     if (r->duration_s > cfg->seconds * 1.01)
-      printf("; queries ran %.1f s: until the last rebuild committed", r->duration_s);
+      printf("; queries ran %.2f s: until the last rebuild committed", r->duration_s);
     if (r->kind == DEMO_DEGRADE)
       printf("; policy: %lld retries, breaker opened %lld times, %lld calls not sent while open", (long long)r->retries,
              (long long)r->breaker_trips, (long long)r->breaker_rejected);
