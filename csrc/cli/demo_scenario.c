@@ -10,8 +10,9 @@
  *    rebuild still running is aborted;
  *  - the main thread follows a timeline: rotations with the scenario's strategy at 10 %, 40 % and
  *    70 % of the run (each starts when the previous one is over); degrade instead kills its own
- *    redis-server at 35 %, starts it again (empty: no persistence) at 60 % and rebuilds at 70 %,
- *    with bloomguard's default degrade policy on the readers' filter handle.
+ *    redis-server at 25 %, starts it again (empty: no persistence) 30 % of the run later and
+ *    rebuilds (SWAP) 10 % after that, with bloomguard's default degrade policy on the readers'
+ *    filter handle.
  */
 #include "demo.h"
 #include "cli.h"
@@ -201,6 +202,17 @@ static int wait_for(const timeline *tl, double at) {
   }
 }
 
+/* Sleeps for fraction `part` of the run from now, or until Ctrl-C. */
+static void sleep_for(const timeline *tl, double part) {
+  int64_t until = now_ns() + (int64_t)(part * tl->cfg->seconds * 1e9);
+  while (!*tl->cfg->stop) {
+    int64_t left = until - now_ns();
+    if (left <= 0) return;
+    struct timespec ts = {0, (long)(left < 10000000 ? left : 10000000)};
+    nanosleep(&ts, NULL);
+  }
+}
+
 static demo_mark *add_mark(demo_result *r, int kind, double t0) {
   if (r->nmarks >= DEMO_MAX_MARKS) return NULL;
   demo_mark *m = &r->marks[r->nmarks++];
@@ -238,14 +250,15 @@ static void run_timeline(timeline *tl) {
       if (wait_for(tl, rotations_at[i]) == 0) timed_rebuild(tl, strategy[r->kind]);
     return;
   }
+  /* times relative to the outage's real start: on a busy machine the timeline may run late, and
+   * the outage must still be long enough for the breaker's cooldown and probes to show */
   char err[512];
-  if (wait_for(tl, 0.10) == 0) timed_rebuild(tl, BG_ROTATE_SWAP);
-  if (wait_for(tl, 0.35) != 0) return;
+  if (wait_for(tl, 0.25) != 0) return;
   /* a crash (SIGKILL), not a shutdown: SIGTERM is only acted on at Redis's next cron tick */
   demo_server_kill(cfg->server);
   demo_mark *m = add_mark(r, DEMO_MARK_OUTAGE, since(tl));
-  /* stay down until 60 % even if Ctrl-C came: the server must be back to clean up */
-  (void)wait_for(tl, 0.60);
+  /* down for 30 % of the run (cut short by Ctrl-C: the server must be back to clean up) */
+  sleep_for(tl, 0.30);
   int st = demo_server_restart(cfg->server, err, sizeof err);
   if (m) {
     m->t1 = since(tl);
@@ -256,8 +269,9 @@ static void run_timeline(timeline *tl) {
     snprintf(r->note, sizeof r->note, "could not restart redis-server: %.200s", err);
     return;
   }
-  /* it came back empty: the next scheduled rebuild restores the filter */
-  if (wait_for(tl, 0.70) == 0) timed_rebuild(tl, BG_ROTATE_SWAP);
+  /* it came back empty (no persistence): the rebuild a little later restores the filter */
+  sleep_for(tl, 0.10);
+  if (!*cfg->stop) timed_rebuild(tl, BG_ROTATE_SWAP);
 }
 
 /* ---- the scenario --------------------------------------------------------------------- */

@@ -163,8 +163,10 @@ static void panel(FILE *out, const demo_result *r, int top, double planned, doub
     double x = x0 + planned * xscale;
     fprintf(out, "<line class=\"planned-end\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#555\" "
                  "stroke-dasharray=\"2,4\"/>\n", x, ytop, x, ytop + PLOT_H);
-    fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#555\" text-anchor=\"end\">planned end "
-                 "(%g s); queries went on until the rebuild committed</text>\n", x - 4, ytop + PLOT_H - 6, planned);
+    int left_half = x < x0 + pw / 2; /* write the label where there is room */
+    fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#555\" text-anchor=\"%s\">planned end "
+                 "(%g s); queries went on until the rebuild committed</text>\n", left_half ? x + 4 : x - 4,
+            ytop + PLOT_H - 6, left_half ? "start" : "end", planned);
   }
 
   /* left axis: latency decades */
