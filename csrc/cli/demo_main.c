@@ -64,8 +64,8 @@ static const char demo_help[] =
   "  --strategies LIST  comma-separated subset of naive,swap,locked,degrade (default: all)\n"
   "  --plot FILE        the SVG plot (default " DEFAULT_PLOT "); --plot '' for none\n"
   "  --json             print a JSON summary on stdout instead of the table\n"
-  "  --timeout-ms MS    connect and command timeout of the demo's client (default: the\n"
-  "                     library's, 2000 / 1000 ms)\n"
+  "  --timeout-ms MS    connect and command timeout of the readers' client (default: the\n"
+  "                     library's, 2000 / 1000 ms); the rebuilds' own client waits up to 10 s\n"
   "Progress goes to standard error. Without --url, redis-server must be on PATH (or named by\n"
   "$BLOOMGUARD_REDIS_SERVER); scripts/demo.sh installs it and builds the command first.\n"
   "\n"
@@ -154,7 +154,7 @@ static void print_table(const demo_config *cfg, const demo_result *rs, int n, co
     if (!r->ran) continue;
     printf("%s: catalogue loaded in %.2f s; rebuild longest %.2f s", r->name, r->load_s, r->rebuild_max_s);
     if (r->duration_s > cfg->seconds * 1.01)
-      printf("; queries ran %.2f s: until the last rebuild committed", r->duration_s);
+      printf("; queries ran %.2f s: until the last rebuild ended", r->duration_s);
     if (r->kind == DEMO_DEGRADE)
       printf("; policy: %lld retries, breaker opened %lld times, %lld calls not sent while open", (long long)r->retries,
              (long long)r->breaker_trips, (long long)r->breaker_rejected);

@@ -275,13 +275,20 @@ static void run_timeline(timeline *tl) {
 }
 
 /* ---- the scenario --------------------------------------------------------------------- */
-static int open_client(const demo_config *cfg, bg_client **out, char *err, size_t errlen) {
+/* Rebuilds are batch jobs: their client waits longer for a busy server than the readers' does
+ * (a naive rebuild's re-adds on a loaded machine took over the library's 1 s default). */
+#define ROTATOR_COMMAND_TIMEOUT_MS 10000
+
+/* The readers' client (pool: one connection per thread) or the rotator's (pool 4: the rotation,
+ * its lease renewal, the lock). command_timeout_ms 0: the library's default. */
+static int open_client(const demo_config *cfg, int pool, int64_t command_timeout_ms, const char *client_name,
+                       bg_client **out, char *err, size_t errlen) {
   bg_options *o = NULL;
   int st = bg_options_new(&o);
-  if (st == BG_OK) st = bg_options_set_int(o, BG_OPT_POOL_SIZE, cfg->threads + 4); /* readers + rotator + lease */
+  if (st == BG_OK) st = bg_options_set_int(o, BG_OPT_POOL_SIZE, pool);
   if (st == BG_OK && cfg->timeout_ms) st = bg_options_set_int(o, BG_OPT_CONNECT_TIMEOUT_MS, cfg->timeout_ms);
-  if (st == BG_OK && cfg->timeout_ms) st = bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, cfg->timeout_ms);
-  if (st == BG_OK) st = bg_options_set_str(o, BG_OPT_CLIENT_NAME, "bloomguard-demo");
+  if (st == BG_OK && command_timeout_ms) st = bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, command_timeout_ms);
+  if (st == BG_OK) st = bg_options_set_str(o, BG_OPT_CLIENT_NAME, client_name);
   const char *pw = getenv("BLOOMGUARD_PASSWORD");
   if (st == BG_OK && pw && *pw) st = bg_options_set_str(o, BG_OPT_PASSWORD, pw);
   err[0] = 0;
@@ -312,8 +319,8 @@ static int harness_fail(demo_result *r, const char *what, const char *err) {
 
 int demo_run_scenario(const demo_config *cfg, demo_result *r) {
   char name[256], err[512];
-  bg_client *client = NULL;
-  bg_filter *f = NULL;
+  bg_client *client = NULL, *rclient = NULL;
+  bg_filter *f = NULL, *rf = NULL;  /* the readers' handle, the rotator's (as separate processes) */
   reader *readers = NULL;
   atomic_int done;
   int rc = 0, started = 0;
@@ -324,30 +331,38 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
     snprintf(r->note, sizeof r->note, "skipped: --url names a server the demo did not start, and it stops only its own");
     return 0;
   }
-  if (open_client(cfg, &client, err, sizeof err) != BG_OK) return harness_fail(r, "cannot connect", err);
+  int64_t rotator_timeout = cfg->timeout_ms > ROTATOR_COMMAND_TIMEOUT_MS ? cfg->timeout_ms : ROTATOR_COMMAND_TIMEOUT_MS;
+  if (open_client(cfg, 4, rotator_timeout, "bloomguard-demo-rotator", &rclient, err, sizeof err) != BG_OK)
+    return harness_fail(r, "cannot connect", err);
   if (r->kind == DEMO_LOCKED) {
     bg_filter *probe = NULL;
     snprintf(name, sizeof name, "%slocked-probe", cfg->prefix);
-    if (bg_filter_open(&probe, client, name) != BG_OK) {
-      bg_client_close(client);
+    if (bg_filter_open(&probe, rclient, name) != BG_OK) {
+      bg_client_close(rclient);
       return harness_fail(r, "cannot open the probe filter", name);
     }
     int ok = locked_available(probe, err, sizeof err);
     bg_filter_close(probe);
     if (ok <= 0) {
-      bg_client_close(client);
+      bg_client_close(rclient);
       if (ok < 0) return harness_fail(r, "BG_ROTATE_LOCKED probe failed", err);
       snprintf(r->note, sizeof r->note, "n/a: not built (%.200s)", err);
       return 0;
     }
   }
   snprintf(name, sizeof name, "%s%s", cfg->prefix, r->name);
-  if (bg_filter_open(&f, client, name) != BG_OK) {
+  if (open_client(cfg, cfg->threads, cfg->timeout_ms, "bloomguard-demo", &client, err, sizeof err) != BG_OK) {
+    bg_client_close(rclient);
+    return harness_fail(r, "cannot connect", err);
+  }
+  if (bg_filter_open(&f, client, name) != BG_OK || bg_filter_open(&rf, rclient, name) != BG_OK) {
+    bg_filter_close(f);
     bg_client_close(client);
+    bg_client_close(rclient);
     return harness_fail(r, "cannot open the filter", name);
   }
-  bg_filter_delete(f, NULL); /* a leftover of an interrupted run */
-  if (rebuild(cfg, f, BG_ROTATE_SWAP, 0, &r->load_s, err, sizeof err) != BG_OK) {
+  bg_filter_delete(rf, NULL); /* a leftover of an interrupted run */
+  if (rebuild(cfg, rf, BG_ROTATE_SWAP, 0, &r->load_s, err, sizeof err) != BG_OK) {
     rc = harness_fail(r, "loading the catalogue failed", err);
     goto out;
   }
@@ -372,7 +387,7 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
     rc = harness_fail(r, "out of memory", "series");
     goto out;
   }
-  timeline tl = {cfg, r, f, now_ns(), 0, 0, 0};
+  timeline tl = {cfg, r, rf, now_ns(), 0, 0, 0};
   tl.end_ns = tl.t0_ns + (int64_t)(cfg->seconds * 1e9);
   tl.hard_end_ns = tl.t0_ns + (int64_t)(hard_s * 1e9);
   for (int i = 0; i < cfg->threads; i++) {
@@ -437,12 +452,11 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
   bg_filter_stat(f, BG_STAT_BREAKER_REJECTED, &r->breaker_rejected);
 out:
   free(readers);
-  if (f) {
-    bg_filter_set_policy(f, NULL);
-    bg_filter_delete(f, NULL); /* leave nothing behind on someone else's server */
-    bg_filter_close(f);
-  }
+  bg_filter_delete(rf, NULL); /* leave nothing behind on someone else's server */
+  bg_filter_close(rf);
+  bg_filter_close(f);
   bg_client_close(client);
+  bg_client_close(rclient);
   return rc;
 }
 

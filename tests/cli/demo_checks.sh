@@ -4,7 +4,7 @@
 # A small run (20000 items, 2 s per scenario) with the demo's own redis-server:
 #  - the table has its header and one row per strategy; locked is either measured or "n/a";
 #  - naive shows errors or false negatives while swap shows 0 and 0: the same harness seeing
-#    naive fail is the negative control of swap's zeros;
+#    naive fail is the negative control of swap's zeros; locked shows no false negative;
 #  - degrade answers from the policy (assumed present) and has no false negative;
 #  - the SVG parses as XML and has a panel per scenario with the rotations marked;
 #  - the server it started is gone afterwards (it prints its pid).
@@ -34,6 +34,12 @@ else bad "demo: naive shows errors or false negatives" "errors $(col naive 3) fa
 if [ "$(col swap 3)" = 0 ] && [ "$(col swap 4)" = 0 ] && [ "$(col swap 2)" -gt 0 ]; then
   ok "demo: swap has 0 errors, 0 false negatives over $(col swap 2) queries"
 else bad "demo: swap has 0 errors and 0 false negatives" "queries $(col swap 2) errors $(col swap 3) false-neg $(col swap 4)"; fi
+# locked: readers wait for the write lock (up to BG_OPT_LOCK_WAIT_MS, then BG_ELOCKED: an error on a
+# machine slow enough), but never read a half-written bitmap: no false negative
+if grep -q '^locked +n/a' "$WORK/demo-table"; then ok "demo: locked is n/a in this build"
+elif [ "$(col locked 4)" = 0 ] && [ "$(col locked 2)" -gt 0 ]; then
+  ok "demo: locked has 0 false negatives over $(col locked 2) queries ($(col locked 3) errors)"
+else bad "demo: locked has 0 false negatives" "queries $(col locked 2) false-neg $(col locked 4)"; fi
 if [ "$(col degrade 4)" = 0 ] && [ "$(col degrade 11)" -gt 0 ]; then
   ok "demo: degrade answers from the policy ($(col degrade 11) assumed present), no false negative"
 else bad "demo: degrade answers from the policy, no false negative" "false-neg $(col degrade 4) assumed $(col degrade 11)"; fi
