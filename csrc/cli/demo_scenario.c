@@ -62,8 +62,9 @@ typedef struct reader {
   const demo_config *cfg;
   bg_filter *f;
   demo_series series;
-  int64_t t0_ns, hard_end_ns;
+  int64_t t0_ns, end_ns, hard_end_ns;
   atomic_int *done;
+  atomic_int *rebuilding;  /* a rebuild is running: go on past end_ns until it ends */
   int index;
   uint64_t rng;
   char first_error[256];
@@ -99,7 +100,9 @@ static void *read_loop(void *arg) {
     const void *p = item;
     uint8_t present = 0;
     int64_t start = now_ns();
-    if (start >= rd->hard_end_ns) break;
+    if (start >= rd->hard_end_ns ||
+        (start >= rd->end_ns && !atomic_load_explicit(rd->rebuilding, memory_order_acquire)))
+      break;
     int st = bg_filter_contains_many_ex(rd->f, call, &p, &len, 1, &present);
     int64_t end = now_ns();
     int outcome = st != BG_OK ? DEMO_OUT_ERROR : present ? DEMO_OUT_OK : DEMO_OUT_FALSE_NEG;
@@ -185,6 +188,8 @@ typedef struct timeline {
   bg_filter *f;
   int64_t t0_ns, end_ns, hard_end_ns;
   double rebuild_sum;
+  atomic_int rebuilding;
+  double last_end_s;      /* when the last rebuild or outage ended */
 } timeline;
 
 static double since(const timeline *tl) { return (double)(now_ns() - tl->t0_ns) / 1e9; }
@@ -225,9 +230,12 @@ static void timed_rebuild(timeline *tl, int strategy) {
   char err[512];
   double secs;
   demo_mark *m = add_mark(tl->r, DEMO_MARK_ROTATION, since(tl));
+  atomic_store_explicit(&tl->rebuilding, 1, memory_order_release);
   int st = rebuild(tl->cfg, tl->f, strategy, tl->hard_end_ns, &secs, err, sizeof err);
+  tl->last_end_s = since(tl);
+  atomic_store_explicit(&tl->rebuilding, 0, memory_order_release);
   if (m) {
-    m->t1 = since(tl);
+    m->t1 = tl->last_end_s;
     m->ok = st == BG_OK;
   }
   if (st == BG_OK) {
@@ -387,7 +395,8 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
     rc = harness_fail(r, "out of memory", "series");
     goto out;
   }
-  timeline tl = {cfg, r, rf, now_ns(), 0, 0, 0};
+  timeline tl = {cfg, r, rf, now_ns(), 0, 0, 0, 0, 0};
+  atomic_init(&tl.rebuilding, 0);
   tl.end_ns = tl.t0_ns + (int64_t)(cfg->seconds * 1e9);
   tl.hard_end_ns = tl.t0_ns + (int64_t)(hard_s * 1e9);
   for (int i = 0; i < cfg->threads; i++) {
@@ -395,8 +404,10 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
     rd->cfg = cfg;
     rd->f = f;
     rd->t0_ns = tl.t0_ns;
+    rd->end_ns = tl.end_ns;
     rd->hard_end_ns = tl.hard_end_ns;
     rd->done = &done;
+    rd->rebuilding = &tl.rebuilding;
     rd->index = i;
     rd->rng = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1) ^ (uint64_t)tl.t0_ns;
     if (!rd->rng) rd->rng = 1;
@@ -419,7 +430,9 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
     nanosleep(&ts, NULL);
   }
   atomic_store(&done, 1);
-  r->duration_s = (double)(now_ns() - tl.t0_ns) / 1e9;
+  /* the readers' own rule: --seconds, or the end of a rebuild running then */
+  r->duration_s = tl.last_end_s > cfg->seconds ? tl.last_end_s : cfg->seconds;
+  if (*cfg->stop || rc != 0) r->duration_s = (double)(now_ns() - tl.t0_ns) / 1e9;
   int64_t first_ns = -1;
   for (int i = 0; i < started; i++) {
     pthread_join(readers[i].tid, NULL);
