@@ -39,7 +39,7 @@
  *            begin(n, p), add_many of the --rot-items items, commit, free;
  *  build     the same but abort instead of commit: the hashing threads' CPU alone, no upload/swap;
  *  rot+add   (with --adds-per-rotation A > 0, default 1) rotating plus A bg_filter_add calls
- *            right after begin, so the delta bitmap exists and the commit runs its BITOP OR.
+ *            right after begin, so the delta list exists and the commit applies it (BITFIELD SET).
  * --rot-threads / --chunk-bytes set BG_OPT_ROTATE_THREADS / BG_OPT_ROTATE_CHUNK_BYTES; --rot-nice
  * lowers the rotator thread's priority (the library's hashing and lease threads inherit it).
  * Each round runs every kind once, the order rotating from round to round (--rounds, default 5).
@@ -557,14 +557,14 @@ static int check_items(run *R, bg_filter *fa, bg_filter *fb) {
 /*
  * Where the build's time goes: min(n, 2M) items hashed into a bitmap of the real size, on ONE
  * thread, best of 2 interleaved passes: hashing alone (bg_indexes), hashing + one atomic OR per
- * index (what the library's build loop does), the same with the indexes of 64 items computed and
- * prefetched before their ORs, and the library itself (begin with 1 thread + add_many + abort)
+ * index (the library's loop before the bucketed build), the same with the indexes of 64 items
+ * computed and prefetched before their ORs, and the library itself (begin with 1 thread + add_many + abort)
  * and with its default threads.
  */
 static void build_reference(run *R, const char *scratch) {
   enum { MODES = 6, BLOCK = 64 };
   static const char *const what[MODES] = {
-      "bg_indexes only (HighwayHash-128 + k indexes)", "bg_indexes + atomic OR per index (the library's loop)",
+      "bg_indexes only (HighwayHash-128 + k indexes)", "bg_indexes + atomic OR per index (the old library loop)",
       "bg_indexes of 64 items + prefetch, then the (atomic) ORs", "library: add_many, 1 thread (begin/abort excluded)",
       "library: add_many, default threads (wall)", "bg_indexes + plain (non-atomic) OR per index"};
   size_t n = R->o.items < 2000000 ? (size_t)R->o.items : 2000000;
@@ -653,7 +653,7 @@ static int part_rebuild(run *R, int *pass_out) {
   printf("both filters start as a full previous generation (config + random %zu-byte bitmap)\n", R->bitmap_len);
   printf("bg: SWAP rotation, add_many in batches of %lld, %s hashing thread(s), upload chunk %s; "
          "redisson: EVALSHA per %d items, %d in flight on one connection%s\n",
-         (long long)o->bg_batch, o->rot_threads > 0 ? "" : "default (online CPUs)",
+         (long long)o->bg_batch, o->rot_threads > 0 ? "" : "default (online CPUs - 1, at least 1)",
          o->chunk_bytes > 0 ? "set" : "default 1 MiB",
          REDISSON_BATCH, o->window, o->window == 1 ? " (the synchronous add())" : " (addAsync without waiting)");
   if (o->rot_threads > 0) printf("  (hashing threads: %d)\n", o->rot_threads);
@@ -777,13 +777,16 @@ static void slowlog_take(redisContext *c, slow *s) {
     if ((arg_is(a->element[0], "evalsha") || arg_is(a->element[0], "eval")) && a->elements >= 3) {
       long nk = strtol(a->element[2]->str ? a->element[2]->str : "0", NULL, 10);
       size_t argc = a->elements;
-      if (nk == 2 && argc == 9) cls = S_UPLOAD;
-      else if (nk == 5) cls = S_COMMIT;
-      else if (nk == 3 && argc == 14) cls = S_BEGIN;
+      /* the library's scripts by their key and argument counts (csrc/rotation/steps.c, filter/add.c) */
+      if (nk == 6) cls = S_COMMIT;
+      else if (nk == 4 && argc == 16) cls = S_BEGIN;
       else if (nk == 3 && argc == 9) cls = S_RENEW;
-      else if (nk == 3 && argc == 7) cls = S_ABORT;
+      else if (nk == 4 && argc == 9) cls = S_ABORT;
       else if (nk == 4) cls = S_ADD;
-      if (cls == S_UPLOAD) vec_push(&s->upload_off, strtod(a->element[6]->str, NULL));
+    } else if (arg_is(a->element[0], "setrange") && a->elements == 4) {
+      /* the upload is plain MULTI / SETRANGE / PEXPIRE / EXEC since the library stopped using Lua for it */
+      cls = S_UPLOAD;
+      vec_push(&s->upload_off, strtod(a->element[2]->str ? a->element[2]->str : "0", NULL));
     } else if (arg_is(a->element[0], "multi") || arg_is(a->element[0], "exec") || arg_is(a->element[0], "hmget") ||
                arg_is(a->element[0], "bitfield_ro")) {
       cls = S_CONTAINS;
@@ -993,8 +996,8 @@ static int part_latency(run *R, int *pass_out) {
   printf("rotator thread: its own client, SWAP rotations back to back (%s "
          "hashing threads, upload chunk %s); build = begin + add_many + abort (the hashing's CPU alone, no upload "
          "or swap)%s;\n%d rounds x %d kinds x %.1f s, the order rotating per round\n",
-         o->rot_threads > 0 ? "set" : "default: online CPUs", o->chunk_bytes > 0 ? "set" : "default 1 MiB",
-         nkinds == 4 ? "; rot+add = rotating with an add during each rotation (delta + BITOP OR in the commit)" : "",
+         o->rot_threads > 0 ? "set" : "default: online CPUs - 1, at least 1", o->chunk_bytes > 0 ? "set" : "default 1 MiB",
+         nkinds == 4 ? "; rot+add = rotating with an add during each rotation (delta list + BITFIELD SET in the commit)" : "",
          o->rounds, nkinds, o->phase_s);
   if (o->rot_threads > 0 || o->chunk_bytes > 0 || o->rot_nice)
     printf("  (hashing threads %d, chunk bytes %lld (0 = library default); rotator thread nice %d, inherited by the "
@@ -1146,7 +1149,7 @@ static int part_latency(run *R, int *pass_out) {
         slowlog_take(R->raw, &s);
       }
       printf("\nserver time of each step, %d rotations %s on an idle server (slowlog-log-slower-than 0):\n", CLEAN,
-             adds ? "WITH an add during each (delta + BITOP OR)" : "without adds");
+             adds ? "WITH an add during each (delta list + BITFIELD SET)" : "without adds");
       slow_print(&s, "  ");
       if (s.v[S_UPLOAD].n) {
         /* upload time by chunk offset: growth of the staging value shows as a trend */
@@ -1282,7 +1285,7 @@ static void part_server_ops(run *R) {
       "the same RENAME with lazyfree-lazy-server-del yes",
       "BITOP OR a a b over two values of that size (commit with a delta)",
       "upload: 1 MiB chunks in order, plain SETRANGE",
-      "upload: 1 MiB chunks in order, through EVAL (as the library)",
+      "upload: 1 MiB chunks in order, through EVAL (as the library did)",
       "upload: 128 KiB chunks in order, plain SETRANGE",
       "overwrite a full-size value: 1 MiB chunks, plain SETRANGE",
       "overwrite a full-size value: 1 MiB chunks, through EVAL",

@@ -125,3 +125,55 @@ func BenchmarkAddMany(b *testing.B) {
 		}
 	}
 }
+
+// A healthy filter's query without a policy (the nocallback fast path), with a policy and no
+// fallback (the same path), and with a Go fallback (the callback path: the item copied into C
+// memory, a cgo.Handle for the query) - the fallback itself is never called. Compare the three
+// within one run; the round trip dominates.
+func BenchmarkContainsPolicyPath(b *testing.B) {
+	ctx := context.Background()
+	c := openClient(b)
+	f := initFilter(b, c, 1000, 0.01)
+	f.AddString(ctx, "x")
+	fb := func(context.Context, [][]byte, []bool) error { return nil }
+	for _, tc := range []struct {
+		name string
+		p    *Policy
+	}{
+		{"no-policy", nil},
+		{"policy", mustPolicy(b)},
+		{"policy+fallback", mustPolicy(b, WithFallback(fb))},
+	} {
+		if err := f.SetPolicy(tc.p); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if ok, err := f.ContainsString(ctx, "x"); err != nil || !ok {
+					b.Fatal(ok, err)
+				}
+			}
+		})
+	}
+}
+
+// A hold and its release, against the test server: two round trips on the Lock's holder thread.
+func BenchmarkLockAcquireRelease(b *testing.B) {
+	ctx := context.Background()
+	c := openClient(b)
+	l, err := c.Lock(uniqueName(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := l.Acquire(ctx, LockExclusive); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

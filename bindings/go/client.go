@@ -115,11 +115,13 @@ func clientErrmsg(p *C.bg_client) string {
 	return C.GoString(&buf[0])
 }
 
-// FilterOption configures a Filter handle when it is opened. None exist yet: the lock and policy
-// settings of the C library will arrive here (for example a degrade policy with a Go fallback).
+// FilterOption configures a Filter handle when it is opened (WithPolicy).
 type FilterOption func(*filterSettings)
 
-type filterSettings struct{}
+type filterSettings struct {
+	policy    *Policy
+	policySet bool
+}
 
 // Filter opens a handle on the Bloom filter stored under name (no I/O). It fails with ErrBadName
 // when the filter's bitmap and config keys would hash to different cluster slots (e.g. "a{}b").
@@ -146,6 +148,12 @@ func (c *Client) Filter(name string, opts ...FilterOption) (*Filter, error) {
 		return nil, newError(st, clientErrmsg(c.h.p))
 	}
 	h := newFilterHandle(p)
+	if s.policySet && s.policy != nil {
+		if err := h.setPolicy(s.policy); err != nil {
+			h.close()
+			return nil, err
+		}
+	}
 	f := &Filter{h: h, g: c.g, name: name}
 	f.cleanup = runtime.AddCleanup(f, (*filterHandle).close, h)
 	return f, nil

@@ -49,6 +49,28 @@
 // C as a runtime/cgo.Handle, through a //export trampoline (callbacks.go), and is never called
 // after Rotate returns.
 //
+// # Locks
+//
+// Client.Lock opens a distributed lock (Redisson's RLock layout, plus reader/writer modes) with
+// fencing tokens and a renewed lease:
+//
+//	lock, err := client.Lock("products")
+//	token, err := lock.Acquire(ctx, bloomguard.LockExclusive) // waits as long as ctx allows
+//	defer lock.Release(ctx)
+//
+// The library gives a hold to an OS thread; each Lock runs its calls on one OS thread of its own,
+// so a Lock is one holder (reentrant, releasable from any goroutine): give each goroutine that
+// needs exclusion its own Lock.
+//
+// # Degrade policy
+//
+// A Policy (NewPolicy) decides what a filter answers when Redis cannot: per failure class a chain
+// of actions (retry, local snapshot, a Go Fallback rate-limited by a token bucket, assume present
+// or absent, error), with a circuit breaker. WithPolicy or Filter.SetPolicy installs it;
+// ContainsSource tells where an answer came from, Stats reads the counters. The Fallback runs on
+// the querying goroutine with the query's ctx, reached through a //export trampoline
+// (callbacks.go) and runtime/cgo.Handle values; a panic in it becomes a *PanicError of the query.
+//
 // # Concurrency and lifetime
 //
 // A Client (a pool of connections) and a Filter may be shared by any number of goroutines. Close
@@ -71,13 +93,17 @@
 //	hash.go      Hash128, Indexes, OptimalParams (no server)
 //	version.go   library and header versions
 //	rotation.go  Filter.Rotate, Rotation, Strategy, Phase, RotateOption (bg_rotation)
+//	lock.go      Client.Lock, Lock (one holder thread per Lock), LockMode, LockOption (bg_lock)
+//	policy.go    Policy, PolicyOption, FailureClass, Action, WithPolicy, Filter.SetPolicy (bg_policy)
+//	fallback.go  Fallback, PanicError, and the C side of the fallback (adapter, query thread-local,
+//	             the query path that may call back)
+//	answer.go    Source, Answer, ContainsSource, ContainsManySource, the query path choice
+//	stats.go     Stats, BreakerState, Filter.Stats, RefreshSnapshot (bg_filter_stat, snapshot)
 //	callbacks.go the //export trampolines through which C calls Go functions (runtime/cgo.Handle
 //	             as userdata); a file with //export may only declare, not define, C functions in
 //	             its preamble, hence its own file
 //
-// Functions that can call back into Go (bg_rotation_add, _add_many, _commit) must not carry the
-// "#cgo nocallback" marking that filter.go gives the others, and get no Go pointers.
-//
-// Still to come, when the C library has them: lock.go (Filter.Lock) and policy.go (Policy,
-// passed to Client.Filter as a FilterOption, with a Go fallback called through callbacks.go).
+// Functions that can call back into Go (bg_rotation_add, _add_many, _commit, and the queries of
+// a filter whose policy has a Go fallback) must not carry the "#cgo nocallback" marking that
+// filter.go gives the others, and get no Go pointers.
 package bloomguard

@@ -166,9 +166,9 @@ func TestBeginCallTimeouts(t *testing.T) {
 	c.release()
 }
 
-// Every option (BG_OPT_*) of include/bloomguard/options.h has its Option (client options) or
-// RotateOption (BG_OPT_ROTATE_*): the values come from the header through cgo, so only a missing
-// option can drift. The options of features not bound yet (locks, policies) are only logged.
+// Every option (BG_OPT_*) of include/bloomguard/options.h has its Option (client options),
+// RotateOption (BG_OPT_ROTATE_*) or LockOption (BG_OPT_LOCK_*): the values come from the header
+// through cgo, so only a missing option can drift.
 func TestOptionsMatchHeader(t *testing.T) {
 	b, err := os.ReadFile("../../include/bloomguard/options.h")
 	if err != nil {
@@ -180,6 +180,7 @@ func TestOptionsMatchHeader(t *testing.T) {
 		"BG_OPT_POOL_SIZE":          WithPoolSize(1),
 		"BG_OPT_DB":                 WithDB(0),
 		"BG_OPT_CONFIG_RETRIES":     WithConfigRetries(1),
+		"BG_OPT_WRITE_LOCK_WAIT_MS": WithWriteLockWait(time.Second),
 		"BG_OPT_USERNAME":           WithUsername("u"),
 		"BG_OPT_PASSWORD":           WithPassword("p"),
 		"BG_OPT_CLIENT_NAME":        WithClientName("n"),
@@ -192,26 +193,21 @@ func TestOptionsMatchHeader(t *testing.T) {
 		"BG_OPT_ROTATE_CHUNK_BYTES":    WithChunkBytes(4096),
 		"BG_OPT_ROTATE_BATCH":          WithBatch(10),
 	}
+	lockCovered := map[string]LockOption{
+		"BG_OPT_LOCK_LEASE_MS":    WithLockLease(time.Second),
+		"BG_OPT_LOCK_RENEW":       WithLockRenewal(false),
+		"BG_OPT_LOCK_SUBSCRIBE":   WithLockSubscribe(false),
+		"BG_OPT_LOCK_POLL_MAX_MS": WithLockPollMax(time.Second),
+	}
 	defs := regexp.MustCompile(`(?m)^#define (BG_OPT_[A-Z_]+)\s+(\d+)`).FindAllStringSubmatch(string(b), -1)
 	if len(defs) == 0 {
 		t.Fatal("no BG_OPT_* in options.h")
 	}
-	// options of features this binding does not wrap yet
-	notYet := map[string]string{"BG_OPT_LOCK_": "Lock", "BG_OPT_POLICY_": "Policy"}
-	clientOptions, rotateOptions := 0, 0
+	clientOptions, rotateOptions, lockOptions := 0, 0, 0
 	for _, d := range defs {
 		var sets []setting
-		skip := false
-		for prefix, feature := range notYet {
-			if strings.HasPrefix(d[1], prefix) {
-				t.Logf("%s: an option of %s (not bound yet)", d[1], feature)
-				skip = true
-			}
-		}
-		if skip {
-			continue
-		}
-		if strings.HasPrefix(d[1], "BG_OPT_ROTATE_") {
+		switch {
+		case strings.HasPrefix(d[1], "BG_OPT_ROTATE_"):
 			rotateOptions++
 			opt, ok := rotateCovered[d[1]]
 			if !ok {
@@ -221,7 +217,17 @@ func TestOptionsMatchHeader(t *testing.T) {
 			var s rotateSettings
 			opt(&s)
 			sets = s.sets
-		} else {
+		case strings.HasPrefix(d[1], "BG_OPT_LOCK_"):
+			lockOptions++
+			opt, ok := lockCovered[d[1]]
+			if !ok {
+				t.Errorf("%s (%s) has no LockOption in the Go binding", d[1], d[2])
+				continue
+			}
+			var s lockSettings
+			opt(&s)
+			sets = s.sets
+		default:
 			clientOptions++
 			opt, ok := covered[d[1]]
 			if !ok {
@@ -243,14 +249,114 @@ func TestOptionsMatchHeader(t *testing.T) {
 		}
 		freeOptions(o)
 	}
-	if clientOptions != len(covered) || rotateOptions != len(rotateCovered) {
-		t.Errorf("%d client and %d rotation options in the header, %d and %d in the binding",
-			clientOptions, rotateOptions, len(covered), len(rotateCovered))
+	if clientOptions != len(covered) || rotateOptions != len(rotateCovered) || lockOptions != len(lockCovered) {
+		t.Errorf("%d client, %d rotation and %d lock options in the header, %d, %d and %d in the binding",
+			clientOptions, rotateOptions, lockOptions, len(covered), len(rotateCovered), len(lockCovered))
+	}
+	// WithLockWait is the binding's own (the wait goes to each acquire)
+	var ls lockSettings
+	WithLockWait(time.Second)(&ls)
+	if len(ls.sets) != 0 || !ls.waitSet || ls.wait != time.Second {
+		t.Errorf("WithLockWait: %+v", ls)
 	}
 	// WithProgress sets no library option
 	var s rotateSettings
 	WithProgress(func(Phase, uint64, uint64, uint64) error { return nil })(&s)
 	if len(s.sets) != 0 || s.progress == nil {
 		t.Errorf("WithProgress: %+v", s)
+	}
+}
+
+// Every setting (BG_POLICY_*), failure class, action, source and counter (BG_STAT_*) of
+// policy.h and call.h is bound: a PolicyOption setting it, a constant, a Stats field. (The
+// constants' values are checked at compile time in abi.go; this catches missing ones.)
+func TestPolicyMatchesHeader(t *testing.T) {
+	b, err := os.ReadFile("../../include/bloomguard/policy.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := os.ReadFile("../../include/bloomguard/call.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defs := func(src []byte, prefix string) map[string]int {
+		m := map[string]int{}
+		for _, d := range regexp.MustCompile(`(?m)^#define (`+prefix+`[A-Z_]+)\s+(\d+)`).FindAllStringSubmatch(string(src), -1) {
+			v, _ := strconv.Atoi(d[2])
+			m[d[1]] = v
+		}
+		if len(m) == 0 {
+			t.Fatalf("no %s* in the header", prefix)
+		}
+		return m
+	}
+	settings := map[string]PolicyOption{
+		"BG_POLICY_RETRY_COUNT":          WithRetries(1),
+		"BG_POLICY_BACKOFF_BASE_MS":      WithBackoff(time.Millisecond, time.Second),
+		"BG_POLICY_BACKOFF_MAX_MS":       WithBackoff(time.Millisecond, time.Second),
+		"BG_POLICY_JITTER_PCT":           WithJitter(10),
+		"BG_POLICY_BREAKER_THRESHOLD":    WithBreaker(3, time.Second),
+		"BG_POLICY_BREAKER_COOLDOWN_MS":  WithBreaker(3, time.Second),
+		"BG_POLICY_CALLBACK_RATE":        WithCallbackRate(5, 5),
+		"BG_POLICY_CALLBACK_BURST":       WithCallbackRate(5, 5),
+		"BG_POLICY_SNAPSHOT_INTERVAL_MS": WithSnapshotRefresh(time.Second),
+		"BG_POLICY_SNAPSHOT_MAX_AGE_MS":  WithSnapshotMaxAge(time.Second),
+		"BG_POLICY_SNAPSHOT_CHUNK_BYTES": WithSnapshotChunkBytes(8192),
+	}
+	for name, id := range defs(b, "BG_POLICY_") {
+		if name == "BG_POLICY_MAX_CHAIN" {
+			continue // a limit, not a setting (MaxChain)
+		}
+		opt, ok := settings[name]
+		if !ok {
+			t.Errorf("%s (%d) has no PolicyOption", name, id)
+			continue
+		}
+		var p Policy
+		opt(&p)
+		found := false
+		for _, s := range p.sets {
+			found = found || int(s.id) == id
+		}
+		if !found {
+			t.Errorf("%s = %d: its option sets %+v", name, id, p.sets)
+		}
+		if _, err := NewPolicy(opt); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	if n := len(defs(b, "BG_FAIL_")); n != len(FailureClasses) {
+		t.Errorf("%d BG_FAIL_* in the header, %d FailureClasses", n, len(FailureClasses))
+	}
+	for name, v := range defs(b, "BG_ACT_") {
+		if Action(v).String() == fmt.Sprintf("Action(%d)", v) {
+			t.Errorf("%s (%d) has no Action", name, v)
+		}
+	}
+	for name, v := range defs(cb, "BG_SOURCE_") {
+		if Source(v).String() == fmt.Sprintf("Source(%d)", v) {
+			t.Errorf("%s (%d) has no Source", name, v)
+		}
+	}
+	for name, v := range defs(b, "BG_BREAKER_") {
+		if BreakerState(v).String() == fmt.Sprintf("BreakerState(%d)", v) {
+			t.Errorf("%s (%d) has no BreakerState", name, v)
+		}
+	}
+	bound := map[int]bool{}
+	for _, f := range statFields {
+		bound[int(f.id)] = true
+	}
+	for _, c := range FailureClasses {
+		bound[100+int(c)] = true // Stats.Failures, read by offset (checked in abi.go)
+	}
+	stats := defs(b, "BG_STAT_")
+	for name, id := range stats {
+		if !bound[id] {
+			t.Errorf("%s (%d) is not read by Stats", name, id)
+		}
+	}
+	if len(bound) != len(stats) {
+		t.Errorf("Stats reads %d counters, the header has %d", len(bound), len(stats))
 	}
 }

@@ -275,3 +275,145 @@ func ExampleError() {
 	}
 	// Output: BG_EBADPARAMS true
 }
+
+func ExampleClient_Lock() {
+	client, err := bloomguard.Open("redis://127.0.0.1:6379")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	// one Lock per goroutine that needs exclusion: a Lock is one holder (reentrant)
+	lock, err := client.Lock("products") // key "products:lock", Redisson's RLock layout
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Close()
+}
+
+func ExampleLock_Acquire() {
+	client, lock := openProductsLock()
+	defer client.Close()
+	defer lock.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	token, err := lock.Acquire(ctx, bloomguard.LockExclusive) // waits up to the deadline
+	if errors.Is(err, bloomguard.ErrLocked) {
+		log.Printf("still taken: %v", err) // the message names the holder and its lease
+		return
+	}
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer lock.Release(context.Background())
+	// ... the critical section; pass token to the storage you write (fencing) ...
+	_ = token
+}
+
+func ExampleLock_TryAcquire() {
+	client, lock := openProductsLock()
+	defer client.Close()
+	defer lock.Close()
+	if _, err := lock.TryAcquire(context.Background(), bloomguard.LockRead); err == nil {
+		defer lock.Release(context.Background())
+		// ... read, shared with other readers ...
+	}
+}
+
+func ExampleLock_Held() {
+	client, lock := openProductsLock()
+	defer client.Close()
+	defer lock.Close()
+	hold, err := lock.Held()
+	if errors.Is(err, bloomguard.ErrLocked) {
+		log.Printf("the lease ran out: %v", err) // the hold is lost; Release reports it too
+	}
+	fmt.Println(hold.Mode, hold.Count, hold.Token)
+}
+
+func ExampleNewPolicy() {
+	db := map[string]bool{"sku-42": true} // the source of truth behind the filter
+	policy, err := bloomguard.NewPolicy(
+		bloomguard.WithChain(bloomguard.FailConnection,
+			bloomguard.ActionRetry, bloomguard.ActionSnapshot, bloomguard.ActionCallback, bloomguard.ActionAssumePresent),
+		bloomguard.WithBreaker(5, time.Second),
+		bloomguard.WithCallbackRate(50, 50), // protects the database behind the fallback
+		bloomguard.WithFallback(func(ctx context.Context, items [][]byte, present []bool) error {
+			for i, it := range items {
+				present[i] = db[string(it)]
+			}
+			return nil // an error declines: the chain moves on
+		}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	client, err := bloomguard.Open("redis://127.0.0.1:6379")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	products, err := client.Filter("products", bloomguard.WithPolicy(policy))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer products.Close()
+}
+
+func ExampleFilter_SetPolicy() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+	policy, err := bloomguard.NewPolicy() // the defaults: retry briefly, then fail open
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := products.SetPolicy(policy); err != nil {
+		log.Fatal(err)
+	}
+}
+
+func ExampleFilter_ContainsSource() {
+	client, products := openProducts() // with a Policy (WithPolicy, SetPolicy)
+	defer client.Close()
+	defer products.Close()
+	a, err := products.ContainsSource(context.Background(), []byte("sku-42"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if a.Source.Degraded() {
+		log.Printf("answered by %v because %s", a.Source, a.Reason)
+	}
+	fmt.Println(a.Present)
+}
+
+func ExampleFilter_Stats() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+	s, err := products.Stats()
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(s.Queries, s.AnswersRedis, s.Breaker, s.BreakerTrips, s.Failures[bloomguard.FailTimeout])
+}
+
+func ExampleFilter_RefreshSnapshot() {
+	client, products := openProducts()
+	defer client.Close()
+	defer products.Close()
+	if err := products.RefreshSnapshot(context.Background()); err != nil {
+		log.Printf("no snapshot: %v", err)
+	}
+	// or in the background: bloomguard.WithSnapshotRefresh(time.Minute) in the Policy
+}
+
+func openProductsLock() (*bloomguard.Client, *bloomguard.Lock) {
+	client, err := bloomguard.Open("redis://127.0.0.1:6379")
+	if err != nil {
+		log.Fatal(err)
+	}
+	lock, err := client.Lock("products")
+	if err != nil {
+		log.Fatal(err)
+	}
+	return client, lock
+}

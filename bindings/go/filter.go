@@ -42,6 +42,7 @@ import "C"
 import (
 	"context"
 	"runtime"
+	"runtime/cgo"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,10 +74,14 @@ type Filter struct {
 // made from inside the rotation). The C filter is closed when the handle is closed and no
 // rotation holds it any more.
 type filterHandle struct {
-	mu   sync.RWMutex // held for reading by every call, for writing by close
+	mu   sync.RWMutex // held for reading by every call, for writing by close and SetPolicy
 	p    *C.bg_filter // nil once closed
 	c    *C.bg_filter // the C filter, valid until refs drops to 0
 	refs atomic.Int64 // 1 while open, plus 1 per rotation in progress
+	// the cgo.Handle of the Go fallback of the filter's policy, 0 when it has none: queries then
+	// take the callback path (fallback.go). Written under mu held for writing; deleted once the
+	// library can no longer call it (policy replaced, or the C filter closed).
+	fallback cgo.Handle
 }
 
 func newFilterHandle(p *C.bg_filter) *filterHandle {
@@ -109,6 +114,11 @@ func (h *filterHandle) ref() *C.bg_filter {
 func (h *filterHandle) unref() {
 	if h.refs.Add(-1) == 0 {
 		C.bg_filter_close(h.c)
+		if h.fallback != 0 { // the library never calls it after the close
+			h.fallback.Delete()
+			h.fallback = 0
+			fallbacksLive.Add(-1)
+		}
 	}
 }
 
@@ -244,6 +254,11 @@ func (f *Filter) contains1(ctx context.Context, data unsafe.Pointer, n int) (boo
 	if n == 0 {
 		data = nil
 	}
+	if f.h.fallback != 0 { // the policy's Go fallback may run: the callback path
+		var present [1]bool
+		_, _, err := f.query(ctx, p, c, [][]byte{unsafe.Slice((*byte)(data), n)}, present[:], false)
+		return present[0], err
+	}
 	var present C.uint8_t
 	st := C.bgo_contains1(p, c.p, data, C.size_t(n), &present)
 	return present != 0, f.end(ctx, c, st)
@@ -258,17 +273,9 @@ func (f *Filter) ContainsMany(ctx context.Context, items [][]byte) (present []bo
 	if len(items) == 0 {
 		return []bool{}, f.end(ctx, c, C.BG_OK)
 	}
-	b, err := marshalItems(items)
-	if err != nil {
-		f.end(ctx, c, C.BG_OK)
-		return nil, err
-	}
 	// A Go bool is one byte holding 0 or 1, which is exactly what the library writes.
 	present = make([]bool, len(items))
-	st := C.bg_filter_contains_many_ex(p, c.p, b.ptrs, b.lens, C.size_t(len(items)),
-		(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(present))))
-	b.free()
-	if err := f.end(ctx, c, st); err != nil {
+	if _, _, err := f.query(ctx, p, c, items, present, false); err != nil {
 		return nil, err
 	}
 	return present, nil

@@ -90,6 +90,13 @@ func WithConfigRetries(n int) Option {
 	return intOption("WithConfigRetries", C.BG_OPT_CONFIG_RETRIES, int64(n))
 }
 
+// WithWriteLockWait bounds how long a query waits while its filter is write-locked by an in-place
+// rebuild (Locked strategy) before it fails with ErrLocked, which a Policy can answer
+// (BG_OPT_WRITE_LOCK_WAIT_MS; default 100 ms, 0..1 h; never past the context's deadline).
+func WithWriteLockWait(d time.Duration) Option {
+	return intOption("WithWriteLockWait", C.BG_OPT_WRITE_LOCK_WAIT_MS, d.Milliseconds())
+}
+
 // WithUsername sets the ACL user, overriding the URL's (BG_OPT_USERNAME).
 func WithUsername(user string) Option {
 	return stringOption("WithUsername", C.BG_OPT_USERNAME, user, false)

@@ -47,7 +47,14 @@ func runTests(m *testing.M) int {
 	}
 	testServer = srv
 	defer srv.stop()
-	return m.Run()
+	code := m.Run()
+	select { // a server that died under the tests: say why, before its directory goes
+	case err := <-srv.exited:
+		srv.exited <- err
+		fmt.Fprintf(os.Stderr, "the test redis-server exited during the tests (%v); its log:\n%s\n", err, readLog(srv.dir))
+	default:
+	}
+	return code
 }
 
 func freePort() (int, error) {

@@ -58,8 +58,8 @@ const (
 	// filter meanwhile, and an aborted Naive rotation leaves the partial filter). It takes no
 	// lease: other rotations do not stop it. BG_ROTATE_NAIVE.
 	Naive Strategy = 2
-	// Locked rebuilds in place under the filter's write lock. The library does not have the lock
-	// engine yet and answers ErrNotSupported. BG_ROTATE_LOCKED.
+	// Locked rebuilds in place under the filter's write lock (see Lock). Libraries built before
+	// the strategy landed answer ErrNotSupported. BG_ROTATE_LOCKED.
 	Locked Strategy = 3
 )
 
@@ -236,7 +236,7 @@ type Rotation struct {
 // bound the library's individual network steps, which use the client's command timeout.
 //
 // Errors: ErrRotationInProgress when another rotation of the filter holds the lease (see
-// WithWait), ErrBadParams for rejected parameters, ErrNotSupported for Locked, ErrInvalid for an
+// WithWait), ErrBadParams for rejected parameters, ErrNotSupported for Locked (older libraries), ErrInvalid for an
 // unknown strategy or a bad option, ErrClosed when the filter is closed. Closing the Filter while
 // it rotates does not stop the rotation.
 func (f *Filter) Rotate(ctx context.Context, expectedInsertions int64, fpp float64, strategy Strategy,

@@ -82,7 +82,7 @@ static const command commands[] = {
    "      fails with BG_EROTATING (\"rotation in progress\", exit 2) unless --wait-ms.\n"
    "  locked: builds in memory too, then rewrites the live bitmap in place under the\n"
    "      filter's write lock: no second copy in Redis; bloomguard readers wait for the\n"
-   "      lock (BG_OPT_LOCK_WAIT_MS), then answer from their policy. Once the rewrite has\n"
+   "      lock (BG_OPT_WRITE_LOCK_WAIT_MS), then answer from their policy. Once the rewrite has\n"
    "      begun an interrupt does not stop it.\n"
    "  naive: delete, init, add in batches into the live keys - the rebuild that makes\n"
    "      readers fail or miss items meanwhile; kept to reproduce that in tests and demos.\n"

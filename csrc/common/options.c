@@ -92,7 +92,7 @@ BG_API int bg_options_set_int(bg_options *o, int option, int64_t v) {
     case BG_OPT_POOL_SIZE: return set_ranged(&o->pool_size, v, 1, 1024);
     case BG_OPT_DB: return set_ranged(&o->db, v, 0, 1000000);
     case BG_OPT_CONFIG_RETRIES: return set_ranged(&o->config_retries, v, 0, 100);
-    case BG_OPT_LOCK_WAIT_MS: return set_ranged(&o->lock_wait_ms, v, 0, 3600000);
+    case BG_OPT_WRITE_LOCK_WAIT_MS: return set_ranged(&o->lock_wait_ms, v, 0, 3600000);
     case BG_OPT_ROTATE_LEASE_MS: return set_ranged(&o->rotate_lease_ms, v, 100, 3600000);
     case BG_OPT_ROTATE_WAIT_MS: return set_ranged(&o->rotate_wait_ms, v, 0, 3600000);
     case BG_OPT_ROTATE_STAGING_TTL_MS: return set_ranged(&o->rotate_staging_ttl_ms, v, 1000, 86400000);

@@ -130,7 +130,7 @@ typedef struct lock_wait {
 
 static int locked_too_long(const bg_filter *f, const lock_wait *w, bgi_err *err) {
   return bgi_err_set(err, BG_ELOCKED, "contains: \"%s\" is write-locked (an in-place rebuild holds %s) and "
-                     "stayed so for as long as this call may wait (BG_OPT_LOCK_WAIT_MS = %lld, or the call's "
+                     "stayed so for as long as this call may wait (BG_OPT_WRITE_LOCK_WAIT_MS = %lld, or the call's "
                      "deadline)", f->name, f->lock_key, (long long)w->wait_ms);
 }
 

@@ -1,16 +1,22 @@
 #include "filter/scripts.h"
 
+#include "filter/filter.h"
+
 /*
  * Compared as strings, like Redisson's own scripts do: size and hashIterations are always
  * written as plain decimals, so equal numbers are equal strings. Bits are set with BITFIELD in
  * slices (one command per ~1024 bits, not one SETBIT per bit) small enough for Lua's unpack.
- * While a SWAP rotation runs (its lease hash exists), the item's bits for the next generation go
- * to the delta bitmap too, in the same step: the rotation merges it inside its atomic swap.
+ * While a SWAP rotation runs (its lease hash exists), the item's bit offsets for the next
+ * generation are appended to the delta list too, in the same step: the rotation sets them inside
+ * its atomic swap (csrc/rotation/delta.h). A list, not a bitmap: its cost follows the adds, where
+ * a bitmap's first SETBIT zero-filled up to 12 MB and the commit's BITOP went over all of it.
+ * While a LOCKED rotation rewrites the live bitmap (its mark is in the config), the add goes to
+ * the delta only, and counts as newly added.
  */
 bgi_script bgi_script_add = {
   .name = "add",
   .body =
-    "local cfg = redis.call('HMGET', KEYS[1], 'size', 'hashIterations')\n"
+    "local cfg = redis.call('HMGET', KEYS[1], 'size', 'hashIterations', '" BGI_REBUILD_FIELD "')\n"
     "if not cfg[1] or not cfg[2] then return {0} end\n"
     "local rot = redis.call('HMGET', KEYS[3], 'next_size', 'next_k', 'ttl')\n"
     /* a changed config comes with the rotation's state, so one round trip learns both */
@@ -41,9 +47,16 @@ bgi_script bgi_script_add = {
     "  end\n"
     "  return added\n"
     "end\n"
-    "local added = setbits(KEYS[2], 5, 4 + n * k, k)\n"
+    /* an in-place rebuild is rewriting the live bitmap for the next parameters: bits for the
+     * current ones would stay in it as noise; the delta alone carries the item into it */
+    "local rewriting = cfg[3] and active == 1\n"
+    "local added = n\n"
+    "if not rewriting then added = setbits(KEYS[2], 5, 4 + n * k, k) end\n"
     "if active == 1 and n > 0 then\n"
-    "  setbits(KEYS[4], 5 + n * k, 4 + n * (k + nk), nk)\n"
+    "  local last = 4 + n * (k + nk)\n"
+    "  for i = 5 + n * k, last, 1024 do\n"
+    "    redis.call('RPUSH', KEYS[4], unpack(ARGV, i, math.min(i + 1023, last)))\n"
+    "  end\n"
     "  redis.call('PEXPIRE', KEYS[4], rot[3])\n"
     "end\n"
     "return {1, added, active}\n",

@@ -6,7 +6,7 @@
  * each other, and adds from every process record their next-generation bits in the delta), and
  * the next generation is built in memory on this client. Only the commit differs:
  *   1. take the filter's write lock (bg_lock_open_filter), waiting up to the rotation's lease;
- *      from here the filter's queries wait (BG_OPT_LOCK_WAIT_MS) and then degrade;
+ *      from here the filter's queries wait (BG_OPT_WRITE_LOCK_WAIT_MS) and then degrade;
  *   2. mark the config hash (BGI_REBUILD_FIELD) and, if the size changes, drop the old bitmap;
  *   3. overwrite the live bitmap in chunks, each a Lua step that checks the lease;
  *   4. one last step: merge the delta, write the new config, remove the mark, drop the lease;
@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "rotation/delta.h"
 #include "rotation/rotation.h"
 #include "script_step.h"
 
@@ -52,21 +53,24 @@ static bgi_script write_script = {
     "return {1}\n",
 };
 
-/* KEYS config, bitmap, lease, delta, lock; ARGV token, holder. {1}; {0}: lease gone; {2}: lock gone. */
+/* KEYS config, bitmap, lease, delta, lock, staging, spare; ARGV token, holder.
+ * {1}; {0}: lease gone; {2}: lock gone. */
 static bgi_script finish_script = {
   .name = "locked rotation commit",
   .body =
+    BGI_LUA_MERGE_DELTA
     "local r = redis.call('HMGET', KEYS[3], 'token', 'next_size', 'next_k', 'next_n', 'next_fpp')\n"
     "if r[1] ~= ARGV[1] then return {0} end\n"
     "if not redis.call('HGET', KEYS[5], ARGV[2]) then return {2} end\n"
-    "if redis.call('EXISTS', KEYS[4]) == 1 then redis.call('BITOP', 'OR', KEYS[2], KEYS[2], KEYS[4]) end\n"
+    "bgi_merge_delta(KEYS[2], KEYS[4])\n"
     "redis.call('HSET', KEYS[1], 'size', r[2], 'hashIterations', r[3], 'expectedInsertions', r[4],\n"
     "           'falseProbability', r[5])\n"
     "redis.call('HDEL', KEYS[1], '" BGI_REBUILD_FIELD "')\n"
     /* a dropped bitmap lost its time to live: the config kept it */
     "local ttl = redis.call('PTTL', KEYS[1])\n"
     "if ttl > 0 and redis.call('PTTL', KEYS[2]) == -1 then redis.call('PEXPIRE', KEYS[2], ttl) end\n"
-    "redis.call('DEL', KEYS[4], KEYS[3])\n"
+    /* no second copy stays: a spare a SWAP left (begin moved it to the staging key) goes too */
+    "redis.call('DEL', KEYS[4], KEYS[3], KEYS[6], KEYS[7])\n"
     "return {1}\n",
 };
 
@@ -159,11 +163,11 @@ int bgi_locked_commit(bg_rotation *r, bgi_err *err) {
   if (st == BG_OK) st = write_bitmap(r, s.nints > 1 && s.ints[1] > 0 ? (size_t)s.ints[1] : 0, err);
   if (st == BG_OK) progress(r, BG_PHASE_COMMITTING);
   if (st == BG_OK) {
-    const char *argv[] = {f->config_key, f->name, f->rotation_key, f->delta_key, bg_lock_key(r->lock), r->token,
-                          holder};
+    const char *argv[] = {f->config_key, f->name, f->rotation_key, f->delta_key, bg_lock_key(r->lock),
+                          r->staging_key, r->spare_key, r->token, holder};
     size_t lens[] = {f->config_key_len, f->name_len, f->rotation_key_len, f->delta_key_len,
-                     strlen(bg_lock_key(r->lock)), 32, hlen};
-    bgi_step fin = {.script = &finish_script, .nkeys = 5, .nargs = 2, .argv = argv, .lens = lens};
+                     strlen(bg_lock_key(r->lock)), r->staging_key_len, r->spare_key_len, 32, hlen};
+    bgi_step fin = {.script = &finish_script, .nkeys = 7, .nargs = 2, .argv = argv, .lens = lens};
     st = run(r, &fin, "commit", err);
   }
   if (st == BG_OK) bgi_locked_release(r);   /* the filter is whole again: wake the queries */

@@ -102,8 +102,10 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
     return bgi_errslot_set(&f->err, BG_ENOMEM, "rotation: out of memory");
   }
   if (!r->opts.rotate_threads) {
+    /* one CPU left to the rest of the process (its queries) and, often, to redis-server: with all
+     * of them hashing, contains p99 rose 33-48x during rotations (bench/README.md) */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    r->opts.rotate_threads = cpus > 0 ? cpus : 1;
+    r->opts.rotate_threads = cpus > 1 ? cpus - 1 : 1;
   }
   bgi_errslot_init(&r->err);
   r->f = f;
@@ -112,17 +114,24 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
   r->fpp_value = fpp;
   bgi_format_java_double(fpp, r->fpp, sizeof r->fpp);
   make_token(r->token);
+  char staging[40];
+  snprintf(staging, sizeof staging, "next:%s", r->token);
+  r->staging_key = bgi_suffix_name(f->name, f->name_len, staging, &r->staging_key_len);
+  r->spare_key = bgi_suffix_name(f->name, f->name_len, "spare", &r->spare_key_len);
   char host[64] = "?";
   gethostname(host, sizeof host - 1);
   snprintf(r->owner, sizeof r->owner, "%s:%d", host, (int)getpid());
   r->started_ns = bgi_now_ns();
 
   /* LOCKED opens its lock before it takes the lease: a failure then leaves nothing to undo */
-  int st = strategy == BG_ROTATE_LOCKED ? bgi_locked_begin(r, &err) : BG_OK;
+  int st = !r->staging_key || !r->spare_key ? bgi_err_set(&err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
+  if (st == BG_OK && strategy == BG_ROTATE_LOCKED) st = bgi_locked_begin(r, &err);
   if (st == BG_OK) st = strategy == BG_ROTATE_NAIVE ? begin_naive(r, &err) : begin_swap(r, &err);
   if (st != BG_OK) {
     bg_lock_close(r->lock);
     bgi_errslot_store(&f->err, &err);
+    free(r->staging_key);
+    free(r->spare_key);
     bgi_bitmap_free(&r->next);
     bgi_errslot_destroy(&r->err);
     bgi_options_clear(&r->opts);
@@ -194,13 +203,16 @@ BG_API int bg_rotation_add(bg_rotation *r, const void *item, size_t len) {
 
 static int upload(bg_rotation *r, bgi_err *err) {
   size_t used = bgi_bitmap_used_len(&r->next), chunk = (size_t)r->opts.rotate_chunk_bytes;
+  /* over a spare, every byte it has is rewritten (zeros too: none of its bits may survive); the
+   * begin script only hands over a spare no longer than this bitmap */
+  if (r->spare_len > used) used = r->spare_len <= r->next.len ? (size_t)r->spare_len : r->next.len;
   r->upload_total = used;
   int st = report(r, BG_PHASE_UPLOADING, 1, err);
   for (size_t off = 0; off < used && st == BG_OK; off += chunk) {
     size_t len = used - off < chunk ? used - off : chunk;
     const uint8_t *p = r->next.bytes + off;
-    /* SETRANGE zero-fills gaps, so all-zero chunks before the last need not travel */
-    int zero = off + len < used && p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
+    /* SETRANGE zero-fills gaps, so all-zero chunks past the spare and before the last need not travel */
+    int zero = off >= r->spare_len && off + len < used && p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
     if (!zero && (st = bgi_rot_step_upload(r, off, p, len, err)) == BG_OK) r->bytes_uploaded += len;
     if (st == BG_OK && (st = check_active(r, "upload", err)) == BG_OK) {
       r->upload_pos = off + len;
@@ -262,6 +274,8 @@ BG_API void bg_rotation_free(bg_rotation *r) {
   bgi_lease_stop(r);
   bg_lock_close(r->lock);
   bgi_bitmap_free(&r->next);
+  free(r->staging_key);
+  free(r->spare_key);
   bgi_options_clear(&r->opts);
   bgi_errslot_destroy(&r->err);
   free(r);

@@ -16,11 +16,14 @@ typedef struct bgi_bitmap {
   size_t len;           /* ceil(size / 8) */
   uint64_t size;
   uint32_t k;
+  void *scratch;        /* the build's per-thread index buffers, kept across add_many calls */
+  size_t nscratch;
 } bgi_bitmap;
 
 int bgi_bitmap_init(bgi_bitmap *b, uint64_t size, uint32_t k);
 void bgi_bitmap_free(bgi_bitmap *b);
-/* Hashes the items into the bitmap on up to `threads` threads; no allocation per item. */
+/* Hashes the items into the bitmap on up to `threads` threads; no allocation per item (scratch
+ * buffers sized by a round, not by n, are kept with the bitmap). */
 void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens, size_t n, int threads);
 /* Length Redis would give the string after SETBITs of the same bits: last non-zero byte + 1. */
 size_t bgi_bitmap_used_len(const bgi_bitmap *b);
@@ -44,6 +47,10 @@ struct bg_rotation {
   int state;
   struct bg_options opts;
   char token[33];       /* random: proves this rotator holds the lease */
+  char *staging_key;    /* SWAP: NAME's "next:TOKEN", the upload's target (this rotation's own) */
+  char *spare_key;      /* SWAP: NAME's "spare", the previous bitmap kept as an upload buffer */
+  size_t staging_key_len, spare_key_len;
+  uint64_t spare_len;   /* bytes of the spare begin moved into the staging key (0: none) */
   char owner[128];      /* host:pid, for the "rotation in progress" message */
   uint64_t size;
   uint32_t k;

@@ -105,7 +105,7 @@ BG_API int  bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg
  * The lock of a filter: key suffix(NAME, "lock") - "{NAME}:lock", or "NAME:lock" when NAME has a
  * hash tag - in the filter's cluster slot (the handle is bg_lock_open's with the name "{NAME}").
  * While a thread holds it in BG_LOCK_WRITE mode, the filter's queries (from any process) wait
- * up to BG_OPT_LOCK_WAIT_MS and then fail with BG_ELOCKED (the policy's BG_FAIL_LOCKED class):
+ * up to BG_OPT_WRITE_LOCK_WAIT_MS and then fail with BG_ELOCKED (the policy's BG_FAIL_LOCKED class):
  * this is how BG_ROTATE_LOCKED rebuilds in place, and how a caller can do its own in-place
  * writes. EXCLUSIVE and READ holds do not stop queries. A Java service shares it as
  * redisson.getLock("{NAME}:lock"). On failure *out is NULL and the message is on the filter.

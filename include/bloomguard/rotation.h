@@ -8,7 +8,7 @@
  *   bg_rotation_free(r);
  *
  * BG_ROTATE_SWAP (the default) builds the next generation in memory on this client (hashing on
- * all cores), uploads it in bounded chunks to staging keys that carry a TTL, and swaps bitmap and
+ * all cores but one by default), uploads it in bounded chunks to staging keys that carry a TTL, and swaps bitmap and
  * config in one atomic server-side step. Until then the live keys are never touched:
  *  - readers see the old generation, then the new one; never a missing or half-built filter;
  *  - items added through bloomguard (any process) after begin() are recorded for the next
@@ -27,7 +27,7 @@
  * rewrites the live bitmap in chunks, then in one atomic step merges the adds, writes the new
  * config and removes the mark, and releases the lock:
  *  - bloomguard readers (any process) see the write lock in the same step that reads the bits:
- *    they wait for it up to BG_OPT_LOCK_WAIT_MS (options.h), then fail with BG_ELOCKED, which the
+ *    they wait for it up to BG_OPT_WRITE_LOCK_WAIT_MS (options.h), then fail with BG_ELOCKED, which the
  *    policy (policy.h, class BG_FAIL_LOCKED) answers - never from a half-written bitmap;
  *  - adds are never blocked, and none is lost (as SWAP);
  *  - a rotator that dies after the rewrite began leaves the mark: once its lock's lease runs out,
@@ -46,8 +46,13 @@
  * BG_ROTATE_NAIVE is the rebuild that fails in production, kept on purpose to reproduce the
  * failure in tests and demos: delete, tryInit, then add in batches straight into the live keys.
  *
- * Staging keys (same cluster slot as the filter): NAME's "rotation" (lease hash), "next"
- * (bitmap) and "delta" (bits of items added during the rotation), named like the config key.
+ * Staging keys (same cluster slot as the filter), named like the config key: NAME's "rotation"
+ * (lease hash), "next:TOKEN" (the bitmap being uploaded, one per rotation: a rotator that lost
+ * its lease writes only into its own), "delta" (a list: the next-generation bit offsets of items
+ * added during the rotation) and "spare" (the previous generation's bitmap, kept after a commit
+ * with the staging TTL so that the next rotation overwrites it in place instead of growing a new
+ * value; its old bits never survive). All carry a TTL; abort removes "next:TOKEN" and "delta" at
+ * once (the former becomes the spare), the others expire.
  *
  * Thread safety: a bg_rotation is driven by one thread at a time (add_many hashes on several
  * threads internally); its filter and client stay usable by other threads meanwhile.
@@ -78,7 +83,7 @@ typedef struct bg_rotation bg_rotation;
  * Progress: called on the thread that called bg_rotation_add_many / bg_rotation_commit: while
  * building at most every 50 ms, after every uploaded chunk, and at each phase change. items: items
  * added so far; bytes_done / bytes_total: upload progress (the upload covers the bitmap up to its
- * last non-zero byte; 0 / 0 before it starts). Return non-zero to abort the rotation: the call
+ * last non-zero byte, or the whole spare it overwrites if that is longer; 0 / 0 before it starts). Return non-zero to abort the rotation: the call
  * then fails with BG_EABORTED and the rotation is aborted (at BG_PHASE_DONE the swap is already
  * done and the return value is ignored). Never called after bg_rotation_free.
  */
@@ -89,8 +94,10 @@ typedef int (*bg_progress_fn)(void *userdata, int phase, uint64_t items, uint64_
  * Starts a rotation of f to (expected_insertions, fpp) - the same or other parameters.
  * opts may be NULL; these options apply (others are ignored):
  *   BG_OPT_ROTATE_LEASE_MS (default 30000), BG_OPT_ROTATE_WAIT_MS (default 0: fail at once with
- *   BG_EROTATING), BG_OPT_ROTATE_STAGING_TTL_MS (default 300000), BG_OPT_ROTATE_THREADS (default:
- *   the online CPUs), BG_OPT_ROTATE_CHUNK_BYTES (default 1 MiB), BG_OPT_ROTATE_BATCH (NAIVE's
+ *   BG_EROTATING), BG_OPT_ROTATE_STAGING_TTL_MS (default 300000), BG_OPT_ROTATE_THREADS (threads
+ *   hashing the build, the calling one included; default: the online CPUs - 1, at least 1, so a
+ *   CPU stays free for the process's queries and a co-located redis-server; set it to the online
+ *   CPUs for the fastest build on an otherwise idle machine), BG_OPT_ROTATE_CHUNK_BYTES (default 1 MiB), BG_OPT_ROTATE_BATCH (NAIVE's
  *   items per round trip, default 1000).
  * On failure *out is NULL and the message is on the filter handle.
  */
@@ -111,8 +118,8 @@ BG_API void bg_rotation_free(bg_rotation *r);
 
 /* Message of the most recent failure ("" if none); a per-thread copy, as bg_filter_errmsg. */
 BG_API const char *bg_rotation_errmsg(const bg_rotation *r);
-/* Figures of the rotation so far (bytes_uploaded: bytes actually sent; all-zero chunks are
- * skipped); each out-parameter may be NULL. */
+/* Figures of the rotation so far (bytes_uploaded: bytes actually sent; all-zero chunks past the
+ * spare are skipped); each out-parameter may be NULL. */
 BG_API int  bg_rotation_stats(const bg_rotation *r, uint64_t *items, uint64_t *bytes_uploaded,
                               uint64_t *elapsed_us);
 

@@ -426,10 +426,10 @@ static void setup(void) {
   bgt_redis_start(&srv, NULL);
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
-  CHECK_STATUS(bg_options_set_int(o, BG_OPT_LOCK_WAIT_MS, -1), BG_EINVAL);
-  CHECK_OK(bg_options_set_int(o, BG_OPT_LOCK_WAIT_MS, 5000));
+  CHECK_STATUS(bg_options_set_int(o, BG_OPT_WRITE_LOCK_WAIT_MS, -1), BG_EINVAL);
+  CHECK_OK(bg_options_set_int(o, BG_OPT_WRITE_LOCK_WAIT_MS, 5000));
   CHECK_OK(bg_client_open(&cl, srv.url, o));
-  CHECK_OK(bg_options_set_int(o, BG_OPT_LOCK_WAIT_MS, 50));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_WRITE_LOCK_WAIT_MS, 50));
   CHECK_OK(bg_client_open(&impatient, srv.url, o));
   bg_options_free(o);
 }

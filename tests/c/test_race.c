@@ -137,7 +137,7 @@ static int run_race(race *r, int rotations) {
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_POOL_SIZE, QUERIERS + 2));
   /* no policy here: a LOCKED rebuild's readers must get their answers by waiting, never an error */
-  CHECK_OK(bg_options_set_int(o, BG_OPT_LOCK_WAIT_MS, 30000));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_WRITE_LOCK_WAIT_MS, 30000));
   /* a loaded machine under TSan can stall a reply past the default 1 s: timeouts are not what
    * this race is about (the policy fault tests are) */
   CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 20000));

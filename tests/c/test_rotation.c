@@ -86,6 +86,98 @@ static void test_swap_to_new_params_matches_a_fresh_build(void) {
   items_free(&old_items), items_free(&new_items);
 }
 
+/*
+ * The bucketed, multi-threaded build (several regions, threads owning region ranges, several
+ * rounds, plus the direct loop for a single item) gives exactly the bits of a plain add.
+ */
+static void test_threaded_build_matches_a_fresh_build(void) {
+  items it = make_items("thr", 500000);
+  bg_filter *f = fresh("thr", 1000, 0.01, NULL);
+  bg_options *o = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_THREADS, 3));
+  bg_rotation *r = NULL;
+  /* 500000 items at p = 0.01: 4.8 Mbit, 10 regions of 64 KB for 3 threads; 2 rounds */
+  CHECK_OK(bg_rotation_begin(&r, f, 500000, 0.01, BG_ROTATE_SWAP, o));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(it), it.len, it.n - 1));
+  CHECK_OK(bg_rotation_add(r, it.p[it.n - 1], it.len[it.n - 1]));
+  CHECK_OK(bg_rotation_commit(r));
+  bg_rotation_free(r);
+  bg_filter *ref = fresh("thr-ref", 500000, 0.01, NULL);
+  /* a short script call each: one of 20000 items outlasted the 1 s timeout on a loaded machine */
+  for (size_t from = 0; from < it.n; from += 2000)
+    CHECK_OK(bg_filter_add_many(ref, PTRS(it) + from, it.len + from, it.n - from < 2000 ? it.n - from : 2000, NULL));
+  size_t a_len, b_len;
+  unsigned char *a = bgt_redis_get(&srv, "thr", &a_len), *b = bgt_redis_get(&srv, "thr-ref", &b_len);
+  CHECK_EQ_U64(a_len, b_len);
+  CHECK_MSG(a && b && a_len == b_len && !memcmp(a, b, a_len), "threaded build differs from a plain add");
+  free(a), free(b);
+  bg_filter_close(ref);
+  bg_options_free(o);
+  bg_filter_close(f);
+  items_free(&it);
+}
+
+static void rotate_to(bg_filter *f, int64_t n, double p, const items *it, size_t count) {
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, n, p, BG_ROTATE_SWAP, NULL));
+  if (count) CHECK_OK(bg_rotation_add_many(r, PTRS(*it), it->len, count));
+  CHECK_OK(bg_rotation_commit(r));
+  bg_rotation_free(r);
+}
+
+/* Bits of key a equal those of key b, a possibly longer by zero bytes (a spare's length). */
+static void expect_same_bits(const char *a_key, const char *b_key) {
+  size_t a_len, b_len;
+  unsigned char *a = bgt_redis_get(&srv, a_key, &a_len), *b = bgt_redis_get(&srv, b_key, &b_len);
+  CHECK_MSG(a && b && a_len >= b_len && !memcmp(a, b, b_len), "%s: bits differ from %s", a_key, b_key);
+  size_t stale = b_len;
+  while (a && stale < a_len && !a[stale]) stale++;
+  CHECK_MSG(!a || stale == a_len, "%s: stale bits in byte %zu (the reference has %zu bytes)", a_key, stale, b_len);
+  free(a), free(b);
+}
+
+/*
+ * The commit keeps the old bitmap as the next upload's buffer (the "spare", with a TTL); the
+ * next rotation overwrites it in place, and none of its bits survive, even when the new bitmap
+ * is much shorter than the spare. A spare longer than the new filter is dropped.
+ */
+static void test_spare_is_reused_without_stale_bits(void) {
+  items many = make_items("sp", 20000);
+  bg_filter *f = fresh("spare", 20000, 0.01, &many);
+  rotate_to(f, 20000, 0.01, &many, 5000);
+  expect_reply("EXISTS %s", "{spare}:spare", "1");
+  char *ttl = cmd("PTTL %s", "{spare}:spare");
+  CHECK_MSG(atol(ttl) > 0, "spare TTL %s", ttl);
+  free(ttl);
+  /* 3 items over a spare full of the 20000 items' bits */
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 20000, 0.01, BG_ROTATE_SWAP, NULL));
+  expect_reply("EXISTS %s", "{spare}:spare", "0"); /* now this rotation's staging key */
+  CHECK_OK(bg_rotation_add_many(r, PTRS(many), many.len, 3));
+  CHECK_OK(bg_rotation_commit(r));
+  bg_rotation_free(r);
+  bg_filter *ref = fresh("spare-ref", 20000, 0.01, NULL);
+  CHECK_OK(bg_filter_add_many(ref, PTRS(many), many.len, 3, NULL));
+  expect_same_bits("spare", "spare-ref");
+  char *a = cmd("BITCOUNT %s", "spare"), *b = cmd("BITCOUNT %s", "spare-ref");
+  CHECK_MSG(!strcmp(a, b), "BITCOUNT %s, want %s", a, b);
+  free(a), free(b);
+  CHECK_MSG(count_present(f, &many) < 20000 / 20, "the spare's old bits answer present");
+  /* a smaller filter: the (longer) spare is dropped, the bitmap is exactly a fresh build's */
+  rotate_to(f, 1000, 0.01, &many, 1000);
+  bg_filter_close(ref);
+  ref = fresh("spare-ref", 1000, 0.01, NULL);
+  CHECK_OK(bg_filter_add_many(ref, PTRS(many), many.len, 1000, NULL));
+  size_t a_len, b_len;
+  unsigned char *x = bgt_redis_get(&srv, "spare", &a_len), *y = bgt_redis_get(&srv, "spare-ref", &b_len);
+  CHECK_MSG(x && y && a_len == b_len && !memcmp(x, y, a_len), "shrunk filter differs from a fresh build");
+  free(x), free(y);
+  bg_filter_close(ref);
+  bg_filter_close(f);
+  items_free(&many);
+}
+
 /* Adds made while the rotation runs - by this handle and by another client - survive the swap. */
 static void test_adds_during_rotation_are_kept(void) {
   items base = make_items("base", 2000), during = make_items("during", 600);
@@ -306,13 +398,19 @@ static void crash_at(int phase, const char *name) {
   CHECK_STATUS(bg_rotation_begin(&r, f, 1000, 0.01, BG_ROTATE_SWAP, NULL), BG_EROTATING);
   bg_rotation_free(r); /* only if the check above failed: do not let it hold the lease */
   r = NULL;
-  char key[64];
-  snprintf(key, sizeof key, "{%s}:next", name);
+  char pattern[64], key[128] = "";
+  /* the staging key is named after the dead rotator's token */
+  snprintf(pattern, sizeof pattern, "{%s}:next:*", name);
+  char *found = cmd("KEYS %s", pattern);
+  snprintf(key, sizeof key, "%s", found);
+  free(found);
   if (phase != BG_PHASE_BUILDING) {
+    CHECK_MSG(strlen(key) == strlen(pattern) - 1 + 32, "%s: staging key \"%s\"", name, key);
     char *ttl = cmd("PTTL %s", key);
     CHECK_MSG(atol(ttl) > 0 && atol(ttl) <= 2500, "%s: staging key TTL %s", name, ttl);
     free(ttl);
   }
+  if (!key[0]) snprintf(key, sizeof key, "{%s}:next:none", name);
   usleep(2700000); /* past the lease (1 s) and the staging TTL (2.5 s) */
   expect_reply("EXISTS %s", key, "0");
   CHECK_OK(bg_rotation_begin(&r, f, 1000, 0.01, BG_ROTATE_SWAP, NULL));
@@ -339,6 +437,7 @@ static void teardown(void) {
 }
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_swap_to_new_params_matches_a_fresh_build),
+        BGT_CASE(test_threaded_build_matches_a_fresh_build), BGT_CASE(test_spare_is_reused_without_stale_bits),
         BGT_CASE(test_adds_during_rotation_are_kept), BGT_CASE(test_second_rotation_is_refused_or_waits),
         BGT_CASE(test_abort_removes_staging_at_once), BGT_CASE(test_progress_and_callback_abort),
         BGT_CASE(test_ttl_carries_over), BGT_CASE(test_naive_strategy_is_the_redisson_rebuild),

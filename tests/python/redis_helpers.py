@@ -127,9 +127,11 @@ class RedisServer:
         assert self.proc is not None
         return self.proc.pid
 
-    def start(self) -> "RedisServer":
+    def start(self, same_port: bool = False) -> "RedisServer":
+        """Starts the server (again: on the same port and directory with ``same_port``)."""
         for _attempt in range(5):  # a port taken between free_port() and bind: try another
-            self.port = free_port()
+            if not same_port or not self.port:
+                self.port = free_port()
             args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
                     "--unixsocket", self.unix, "--unixsocketperm", "700",
                     "--save", "", "--appendonly", "no", "--dir", self.dir,
@@ -145,6 +147,8 @@ class RedisServer:
                 except (OSError, RespError):
                     time.sleep(0.02)
             self.stop()
+            if same_port:
+                time.sleep(0.2)  # the port may still be held for a moment
         raise RuntimeError("could not start redis-server (see %s/redis.log)" % self.dir)
 
     def stop(self) -> None:

@@ -230,10 +230,13 @@ def test_filter_constructor(client, fname):
         bloomguard.Filter("redis://127.0.0.1", fname)
 
 
-def test_policy_is_reserved(client, fname):
-    with pytest.raises(NotImplementedError):
+def test_policy_must_be_a_policy(client, fname):
+    with pytest.raises(TypeError, match="bloomguard.Policy"):
         client.filter(fname, policy=object())
-    client.filter(fname, policy=None).close()
+    with client.filter(fname, policy=None) as f:
+        assert f.policy is None
+        with pytest.raises(TypeError, match="bloomguard.Policy"):
+            f.policy = "fail-open"
 
 
 # --- wrong types: TypeError before anything is sent ----------------------------------------------

@@ -26,7 +26,8 @@ def test_public_api():
         assert hasattr(bloomguard, name), name
     assert set(bloomguard.__all__) <= set(dir(bloomguard))
     for cls in (bloomguard.Client, bloomguard.Filter, bloomguard.FilterInfo, bloomguard.NotInitialized,
-                bloomguard.Rotation, bloomguard.RotationStats):
+                bloomguard.Rotation, bloomguard.RotationStats, bloomguard.Lock, bloomguard.Hold, bloomguard.Policy,
+                bloomguard.Answer, bloomguard.Answers):
         assert cls.__module__ == "bloomguard"
 
 
@@ -39,7 +40,7 @@ def _public_callables():
         obj = getattr(bloomguard, name)
         if inspect.isfunction(obj):
             yield name, obj
-    for cls in (bloomguard.Client, bloomguard.Filter, bloomguard.Rotation):
+    for cls in (bloomguard.Client, bloomguard.Filter, bloomguard.Rotation, bloomguard.Lock, bloomguard.Policy):
         for name, member in vars(cls).items():
             if inspect.isfunction(member) and (not name.startswith("_") or name in ("__init__", "__contains__")):
                 yield "%s.%s" % (cls.__name__, name), member
@@ -59,11 +60,13 @@ def test_docstrings_and_annotations():
     assert not missing_doc, missing_doc
     assert not missing_hints, missing_hints
     for cls in (bloomguard.Client, bloomguard.Filter, bloomguard.FilterInfo, bloomguard.Rotation,
-                bloomguard.RotationStats):
+                bloomguard.RotationStats, bloomguard.Lock, bloomguard.Hold, bloomguard.Policy, bloomguard.Answer,
+                bloomguard.Answers):
         assert cls.__doc__
-    for name, member in vars(bloomguard.Rotation).items():
-        if isinstance(member, property) and not name.startswith("_"):
-            assert (member.__doc__ or "").strip(), "Rotation.%s" % name
+    for cls in (bloomguard.Rotation, bloomguard.Lock, bloomguard.Policy, bloomguard.Filter, bloomguard.Answer):
+        for name, member in vars(cls).items():
+            if isinstance(member, property) and not name.startswith("_"):
+                assert (member.__doc__ or "").strip(), "%s.%s" % (cls.__name__, name)
 
 
 @pytest.mark.parametrize("method", NETWORK_METHODS)
@@ -72,7 +75,7 @@ def test_network_methods_take_a_keyword_timeout(method):
     assert p.kind is p.KEYWORD_ONLY and p.default is None
 
 
-def test_policy_parameter_is_reserved():
+def test_policy_parameter_defaults_to_none():
     p = inspect.signature(bloomguard.Client.filter).parameters["policy"]
     assert p.default is None
 
@@ -144,6 +147,21 @@ def rotate(f: bloomguard.Filter) -> Tuple[bloomguard.RotationStats, float]:
         rot2.commit()
     state: str = rot.state
     return rot.stats, rot.elapsed + added + len(state) + rot2.items
+
+def degrade(c: bloomguard.Client) -> Tuple[bloomguard.Answer, bloomguard.Answers, int, str]:
+    def db(items: List[bytes]) -> List[bool]:
+        return [i.startswith(b"k") for i in items]
+    p = bloomguard.Policy(on_connection=["retry", "callback", "assume_present"], on_notinit="assume_absent",
+                          fallback=db, retry_count=3, breaker_threshold=5)
+    with c.filter("n", policy=p.replace(callback_rate=10)) as f:
+        f.snapshot(timeout=1.0)
+        counters: dict[str, int] = f.stats()
+        return f.query("a"), f.query_many(["a", b"b"]), counters["queries"], f.breaker_state
+
+def locking(c: bloomguard.Client) -> int:
+    with c.lock("n", lease_ms=1000, renew=True) as lock, lock.write(wait=1.5) as token:
+        hold: bloomguard.Hold = lock.held()
+        return token + lock.acquire("read", wait=0) + hold.depth
 
 def bad(f: bloomguard.Filter) -> None:
     f.add(42)  # E: not an item

@@ -16,6 +16,7 @@ import pytest
 
 import bloomguard
 from bloomguard import _handle, _rotation
+from conftest import ROOT
 
 OLD = (1000, 0.01)
 NEW = (5000, 0.001)
@@ -495,6 +496,13 @@ def test_other_parameters_are_followed_by_cached_handles(url, client, f):
 
 # --- arguments and options ----------------------------------------------------------------------
 
+# The "locked" strategy lands in the C library from another branch (rotation.h then no longer says
+# it "comes with the lock engine"): this check is for a library without it; with it, the strategy
+# needs tests of its own.
+_LOCKED_PENDING = "comes with the lock engine" in (ROOT / "include" / "bloomguard" / "rotation.h").read_text()
+
+
+@pytest.mark.skipif(not _LOCKED_PENDING, reason="the C library has BG_ROTATE_LOCKED now")
 def test_locked_is_not_supported_yet(f, raw):
     with pytest.raises(bloomguard.NotSupported) as ei:
         f.rotate(*NEW, strategy="locked")

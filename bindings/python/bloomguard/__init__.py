@@ -13,14 +13,25 @@ A thin cffi binding of the bloomguard C library::
         with f.rotate(2_000_000, 0.01) as rot:   # rebuild live: commit on success, abort on error
             rot.add_many(["sku-42", "sku-43"])
 
+        # what a query answers when Redis cannot, and where each answer came from
+        policy = bloomguard.Policy(on_connection=["retry", "callback", "assume_present"],
+                                   fallback=lambda items: [db_has(i) for i in items])
+        g = client.filter("users", policy=policy)
+        g.query("u-1")                   # Answer(present=True, source='callback', failure='...')
+
+        with client.lock("products") as lock, lock.write(wait=5) as token:
+            ...                          # token: the fencing token of this hold
+
 Modules, one per concept of the C API: ``_client`` (Client), ``_filter`` (Filter), ``_hash``
 (hash128, indexes, optimal_params), ``_errors`` (the exception per status code), ``_options``,
 ``_call`` (per-call objects: timeout and message of one call), ``_handle`` (native handle
-ownership), ``_rotation`` (Rotation: ``Filter.rotate``, rebuilding a live filter). Locks and
-degrade policies will come as modules of their own when the C library has them.
+ownership), ``_rotation`` (Rotation: ``Filter.rotate``, rebuilding a live filter), ``_lock``
+(Lock), ``_policy`` (Policy), ``_fallback`` (the policy's Python fallback behind the C callback),
+``_answer`` (Answer, Answers: answers with provenance), ``_stats`` (a filter's counters).
 """
 from __future__ import annotations
 
+from ._answer import Answer, Answers
 from ._client import Client
 from ._errors import (
     Aborted,
@@ -49,6 +60,8 @@ from ._errors import (
 from ._ffi import cstr as _cstr
 from ._ffi import lib as _lib
 from ._filter import Filter, FilterInfo
+from ._lock import Hold, Lock
+from ._policy import Policy
 from ._rotation import Rotation, RotationStats
 from ._hash import MAX_HASH_ITERATIONS, MAX_SIZE, hash128, hash_impl, indexes, optimal_params
 
@@ -62,7 +75,7 @@ def version() -> str:
 
 
 __all__ = [
-    "Client", "Filter", "FilterInfo", "Rotation", "RotationStats",
+    "Client", "Filter", "FilterInfo", "Rotation", "RotationStats", "Lock", "Hold", "Policy", "Answer", "Answers",
     "hash128", "indexes", "optimal_params", "hash_impl", "MAX_SIZE", "MAX_HASH_ITERATIONS",
     "version", "__version__", "error_for", "strerror",
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",

@@ -3,24 +3,64 @@ its timeout is this call's and its failure message is exactly this call's (bg_ca
 the shared handle's latest.
 
 bg_call objects are kept in a small per-thread free list: a bg_call is never used by two calls at
-once, and a nested call on the same thread (a future callback) simply takes another one.
+once, and a nested call on the same thread (a fallback callback querying another filter) simply
+takes another one.
+
+Callbacks the library runs on the calling thread (the policy fallback) cannot raise through C: they
+park their exception with :func:`park_callback_error` and decline; :func:`invoke` raises it once
+the C call has returned (pygit2-style), in preference to the call's own status.
 """
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 from ._errors import BloomGuardError, InvalidArgument, error_for, strerror
 from ._ffi import cstr, ffi, lib
 from ._handle import Handle
 from ._options import seconds_to_ms
 
-__all__ = ["TimeoutArg", "invoke", "timeout_ms"]
+__all__ = ["TimeoutArg", "invoke", "invoke_answer", "timeout_ms", "park_callback_error", "SOURCES"]
 
 TimeoutArg = Optional[float]
 
 _local = threading.local()
 _MAX_FREE = 4
+
+#: BG_SOURCE_* -> the name of an answer's source.
+SOURCES = {
+    lib.BG_SOURCE_NONE: "none",
+    lib.BG_SOURCE_REDIS: "redis",
+    lib.BG_SOURCE_SNAPSHOT: "snapshot",
+    lib.BG_SOURCE_CALLBACK: "callback",
+    lib.BG_SOURCE_ASSUMED_PRESENT: "assumed_present",
+    lib.BG_SOURCE_ASSUMED_ABSENT: "assumed_absent",
+}
+
+
+# How many parked exceptions await their call (any thread): the common case - none - costs each
+# call one read of a module global instead of a thread-local lookup.
+_parked = 0
+
+
+def park_callback_error(exc: BaseException) -> None:
+    """Called by a callback running inside a C call on this thread: ``exc`` is raised by that
+    call once C returns (the first one parked wins). Every C call that may run such a callback
+    goes through :func:`invoke`, which takes it, so none is left over for a later call; a call
+    nested in the callback (another filter queried) takes only its own, parked before it returns."""
+    global _parked
+    if getattr(_local, "cb_error", None) is None:
+        _local.cb_error = exc
+        _parked += 1
+
+
+def _take_parked() -> Optional[BaseException]:
+    global _parked
+    exc: Optional[BaseException] = getattr(_local, "cb_error", None)
+    if exc is not None:
+        _local.cb_error = None
+        _parked -= 1
+    return exc
 
 
 def timeout_ms(timeout: TimeoutArg) -> int:
@@ -59,10 +99,7 @@ def failure(call: Any, st: int) -> BloomGuardError:
     return error_for(st, msg)
 
 
-def invoke(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, *args: Any) -> None:
-    """Runs ``fn(ptr, call, *args)`` (a bg_*_ex function) on the handle with a fresh per-call
-    object carrying ``timeout``; raises the mapped exception on failure. The GIL is released
-    for the C call."""
+def _run(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, answer: bool, args: Any) -> Tuple[int, str]:
     ms = timeout_ms(timeout)
     ptr = handle.enter()
     try:
@@ -73,9 +110,29 @@ def invoke(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, *args: A
                 raise error_for(st, "timeout=%r (%d ms) rejected by bg_call_set_timeout_ms: %s"
                                 % (timeout, ms, strerror(st)))
             st = fn(ptr, call, *args)
+            if _parked:
+                parked = _take_parked()
+                if parked is not None:
+                    raise parked
             if st != lib.BG_OK:
                 raise failure(call, st)
+            if answer:
+                return lib.bg_call_source(call), cstr(lib.bg_call_errmsg(call))
+            return 0, ""
         finally:
             _give_back(call)
     finally:
         handle.leave()
+
+
+def invoke(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, *args: Any) -> None:
+    """Runs ``fn(ptr, call, *args)`` (a bg_*_ex function) on the handle with a fresh per-call
+    object carrying ``timeout``; raises the mapped exception on failure (or the exception a
+    callback raised during the call). The GIL is released for the C call."""
+    _run(handle, fn, timeout, False, args)
+
+
+def invoke_answer(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, *args: Any) -> Tuple[int, str]:
+    """:func:`invoke` for a query: returns (BG_SOURCE_* of the answer, the message of the failure
+    a degraded answer stands in for, "" when Redis answered)."""
+    return _run(handle, fn, timeout, True, args)

@@ -8,7 +8,9 @@ from ._errors import InvalidArgument, error_for
 from ._ffi import cstr, ffi, lib
 from ._filter import Filter
 from ._handle import Handle
+from ._lock import Lock
 from ._options import build_options
+from ._policy import Policy
 
 __all__ = ["Client"]
 
@@ -49,14 +51,20 @@ class Client:
             raise error_for(st, cstr(errbuf))
         self._handle = Handle(out[0], lib.bg_client_close, "client")
 
-    def filter(self, name: str, policy: None = None) -> Filter:
+    def filter(self, name: str, policy: Optional[Policy] = None) -> Filter:
         """The Redisson-compatible Bloom filter ``name`` on this server (no I/O).
 
         Raises :class:`~bloomguard.BadName` when its keys would land in different cluster slots
-        (e.g. ``"a{}b"``). ``policy`` is reserved for the degrade-policy engine and must be None
-        for now.
+        (e.g. ``"a{}b"``). ``policy``: a :class:`~bloomguard.Policy` deciding what queries answer
+        when Redis cannot (None: every failure raises).
         """
         return Filter(self, name, policy=policy)
+
+    def lock(self, name: str, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
+             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None) -> Lock:
+        """A :class:`~bloomguard.Lock` on the key ``name + ":lock"`` (no I/O): exclusive
+        (Redisson RLock-compatible) or reader/writer, with fencing tokens. Options: see Lock."""
+        return Lock(self, name, lease_ms=lease_ms, renew=renew, subscribe=subscribe, poll_max_ms=poll_max_ms)
 
     def ping(self) -> None:
         """One round trip (PING) on a pooled connection; raises on failure."""

@@ -144,7 +144,9 @@ class WrongType(Corrupt):
 
 
 class Locked(BloomGuardError):
-    """BG_ELOCKED: the filter is write-locked and the wait was exceeded."""
+    """BG_ELOCKED: a lock is held by another owner and the wait was exceeded (the message names
+    the holder and its lease), or the calling thread's hold was lost (its lease ran out); also the
+    filter's write lock during a "locked" rotation."""
     status = lib.BG_ELOCKED
 
 

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import numbers
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Iterable, List, NamedTuple, Optional, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Type, Union
 
-from ._call import TimeoutArg, invoke
+from ._answer import Answer, Answers
+from ._call import SOURCES, TimeoutArg, invoke, invoke_answer
 from ._errors import InvalidArgument, error_for
 from ._ffi import cstr, ffi, lib
 from ._handle import Handle
 from ._items import Batch, Item, chunks
 from ._options import ROTATE_OPTIONS, build_options, seconds_to_ms
+from ._policy import Policy
 from ._rotation import ProgressFn, Rotation
+from ._stats import BREAKER_STATES, read_stat, read_stats
 
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import timedelta
@@ -52,13 +55,20 @@ class Filter:
     Items are ``bytes``, ``bytearray``, ``memoryview`` (raw bytes, as Redisson's ByteArrayCodec)
     or ``str`` (UTF-8, as its StringCodec). A filter may be shared between threads; close it with
     :meth:`close` or a ``with`` block. It keeps its client's connection pool alive.
+
+    With a :class:`~bloomguard.Policy` (``client.filter(name, policy=p)`` or ``f.policy = p``),
+    a query that Redis cannot answer is answered by the policy's chain (retry, snapshot, fallback,
+    assume present/absent) instead of raising; :meth:`query` / :meth:`query_many` say where each
+    answer came from, :meth:`stats` counts them. Adds are only retried, never assumed.
     """
 
-    __slots__ = ("_handle", "_name", "_client", "__weakref__")
+    __slots__ = ("_handle", "_name", "_client", "_policy", "_retired_policy", "__weakref__")
 
-    def __init__(self, client: "Client", name: Union[str, bytes], policy: None = None) -> None:
-        if policy is not None:
-            raise NotImplementedError("degrade policies are not available yet: policy must be None")
+    def __init__(self, client: "Client", name: Union[str, bytes], policy: Optional[Policy] = None) -> None:
+        if policy is not None and not isinstance(policy, Policy):
+            raise TypeError("policy must be a bloomguard.Policy (or None), not %s" % type(policy).__name__)
+        self._policy: Optional[Policy] = None
+        self._retired_policy: Optional[Policy] = None
         if isinstance(name, str):
             raw = name.encode("utf-8")
         elif isinstance(name, bytes):
@@ -87,6 +97,12 @@ class Filter:
             chandle.leave()
         self._name = name if isinstance(name, str) else raw.decode("utf-8", "replace")
         self._client = client
+        if policy is not None:
+            try:
+                self.policy = policy
+            except BaseException:
+                self._handle.close()
+                raise
 
     # --- properties ---------------------------------------------------------------------------
 
@@ -102,6 +118,7 @@ class Filter:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` was called."""
         return self._handle.closed
 
     # --- operations ---------------------------------------------------------------------------
@@ -155,6 +172,88 @@ class Filter:
             result.extend(map(bool, ffi.unpack(present, batch.n)))
         return result
 
+    def query(self, item: Item, *, timeout: TimeoutArg = None) -> Answer:
+        """:meth:`contains` with provenance: ``Answer(present, source, failure)``, ``source`` one of
+        ``"redis"``, ``"snapshot"``, ``"callback"``, ``"assumed_present"``, ``"assumed_absent"``
+        and ``failure`` the message of the failure a degraded answer stands in for."""
+        batch = Batch.one(item)
+        present = ffi.new("uint8_t[1]")
+        source, failure = invoke_answer(self._handle, lib.bg_filter_contains_many_ex, timeout, batch.ptrs,
+                                        batch.lens, 1, present)
+        return Answer(bool(present[0]), SOURCES.get(source, "source %d" % source), failure)
+
+    def query_many(self, items: Iterable[Item], *, timeout: TimeoutArg = None) -> Answers:
+        """:meth:`contains_many` with provenance: ``Answers(present, source, failure)``."""
+        result: List[bool] = []
+        source, failure = lib.BG_SOURCE_REDIS, ""
+        for batch in chunks(items):
+            present = ffi.new("uint8_t[]", batch.n)
+            src, msg = invoke_answer(self._handle, lib.bg_filter_contains_many_ex, timeout, batch.ptrs, batch.lens,
+                                     batch.n, present)
+            if source == lib.BG_SOURCE_REDIS and src != lib.BG_SOURCE_REDIS:
+                source, failure = src, msg
+            result.extend(map(bool, ffi.unpack(present, batch.n)))
+        return Answers(result, SOURCES.get(source, "source %d" % source), failure)
+
+    # --- degrade policy -----------------------------------------------------------------------
+
+    @property
+    def policy(self) -> Optional[Policy]:
+        """The :class:`~bloomguard.Policy` given to this filter, or None (plain statuses: every
+        failure raises). Setting it gives the filter a copy (set it again after changes), resets
+        the circuit breaker and the token bucket, keeps the counters and the snapshot, and starts
+        or stops the background snapshot refresh. Calls already running keep the policy they
+        started with."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: Optional[Policy]) -> None:
+        if policy is not None and not isinstance(policy, Policy):
+            raise TypeError("policy must be a bloomguard.Policy (or None), not %s" % type(policy).__name__)
+        ptr = self._handle.enter()
+        try:
+            st = lib.bg_filter_set_policy(ptr, policy._c if policy is not None else ffi.NULL)
+            if st != lib.BG_OK:
+                raise error_for(st, cstr(lib.bg_filter_errmsg(ptr)))
+            # Queries that started with the previous policy keep using it in C: keep its fallback
+            # registered until the next replacement (one that outlives even that declines, see _fallback).
+            self._retired_policy, self._policy = self._policy, policy
+        finally:
+            self._handle.leave()
+
+    def snapshot(self, *, timeout: TimeoutArg = None) -> None:
+        """Downloads the filter's bitmap and config into the local snapshot now (the ``"snapshot"``
+        action answers from it), with or without a policy. Consistent: a rebuild or rotation
+        during the download makes it start over (:class:`~bloomguard.ConfigChanged` after 3
+        attempts, :class:`~bloomguard.RotationInProgress` while a rotation runs); the snapshot
+        held before is kept when it fails. Memory: size / 8 bytes."""
+        invoke(self._handle, lib.bg_filter_snapshot_refresh, timeout)
+
+    def stats(self) -> Dict[str, int]:
+        """The handle's counters (BG_STAT_*) by name: ``queries``, ``answers_redis``,
+        ``answers_snapshot``, ``answers_callback``, ``answers_assumed_present``,
+        ``answers_assumed_absent``, ``query_errors``, ``adds``, ``add_errors``, ``retries``,
+        ``breaker_state`` (0 closed, 1 open, 2 half open), ``breaker_trips``, ``breaker_rejected``,
+        ``breaker_probes``, ``callback_calls``, ``callback_refused``, ``callback_declined``,
+        ``rotations``, ``snapshot_refreshes``, ``snapshot_failures``, ``snapshot_age_ms`` (-1:
+        none), ``snapshot_bytes``, ``fail_notinit`` ... ``fail_other`` (failed attempts by class).
+        Counted with or without a policy since the handle was opened; no round trip."""
+        ptr = self._handle.enter()
+        try:
+            return read_stats(ptr)
+        finally:
+            self._handle.leave()
+
+    @property
+    def breaker_state(self) -> str:
+        """The circuit breaker now: ``"closed"``, ``"open"`` or ``"half_open"`` (a probe is in flight)."""
+        ptr = self._handle.enter()
+        try:
+            state = read_stat(ptr, lib.BG_STAT_BREAKER_STATE)
+        finally:
+            self._handle.leave()
+        return BREAKER_STATES.get(state, "state %d" % state)
+
     def count(self, *, timeout: TimeoutArg = None) -> int:
         """Redisson's estimate of the number of items added."""
         out = ffi.new("int64_t *")
@@ -204,8 +303,9 @@ class Filter:
         ``strategy``: ``"swap"`` (default: built in memory on all cores, uploaded to staging keys,
         swapped in one atomic step; readers never see a missing or half-built filter and adds made
         meanwhile through bloomguard are kept) or ``"naive"`` (delete + tryInit + add into the
-        live keys: the rebuild that fails in production, for tests and demos). ``"locked"`` raises
-        :class:`~bloomguard.NotSupported` until the library has its lock engine.
+        live keys: the rebuild that fails in production, for tests and demos) or ``"locked"`` (in
+        place under the filter's write lock; :class:`~bloomguard.NotSupported` from a library
+        that does not have it yet).
 
         ``progress(phase, items, bytes_done, bytes_total)`` is called on the thread driving the
         rotation, during :meth:`Rotation.add_many` (phase ``"building"``, at most every 50 ms) and

@@ -1,9 +1,10 @@
 """Options: Python keyword arguments -> a bg_options object (bloomguard/options.h).
 
-Two tables: :data:`OPTIONS` for :class:`~bloomguard.Client` and :data:`ROTATE_OPTIONS` for
-:meth:`~bloomguard.Filter.rotate`. Durations named without a unit are seconds (int or float) in
-Python and milliseconds in C; names ending in ``_ms`` are milliseconds on both sides. The library
-validates the ranges; this module only maps names and types.
+Three tables: :data:`OPTIONS` for :class:`~bloomguard.Client`, :data:`ROTATE_OPTIONS` for
+:meth:`~bloomguard.Filter.rotate` and :data:`LOCK_OPTIONS` for :class:`~bloomguard.Lock`.
+Durations named without a unit are seconds (int or float) in Python and milliseconds in C;
+names ending in ``_ms`` are milliseconds on both sides. The library validates the ranges; this
+module only maps names and types.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any, Dict, Optional, Tuple
 from ._errors import InvalidArgument, error_for, strerror
 from ._ffi import ffi, lib
 
-__all__ = ["OPTIONS", "ROTATE_OPTIONS", "build_options", "seconds_to_ms"]
+__all__ = ["OPTIONS", "ROTATE_OPTIONS", "LOCK_OPTIONS", "build_options", "seconds_to_ms"]
 
 # name -> (BG_OPT_* value, kind): "seconds" (-> ms), "int" or "str".
 OPTIONS: Dict[str, Tuple[int, str]] = {
@@ -37,6 +38,15 @@ ROTATE_OPTIONS: Dict[str, Tuple[int, str]] = {
     "threads": (lib.BG_OPT_ROTATE_THREADS, "int"),
     "chunk_bytes": (lib.BG_OPT_ROTATE_CHUNK_BYTES, "int"),
     "batch": (lib.BG_OPT_ROTATE_BATCH, "int"),
+}
+
+# Lock's keyword options (bg_lock_open): name -> (BG_OPT_LOCK_* value, kind). renew and subscribe
+# arrive here as 0/1 (Lock checks that they are bools).
+LOCK_OPTIONS: Dict[str, Tuple[int, str]] = {
+    "lease_ms": (lib.BG_OPT_LOCK_LEASE_MS, "int"),
+    "renew": (lib.BG_OPT_LOCK_RENEW, "int"),
+    "subscribe": (lib.BG_OPT_LOCK_SUBSCRIBE, "int"),
+    "poll_max_ms": (lib.BG_OPT_LOCK_POLL_MAX_MS, "int"),
 }
 
 
@@ -87,7 +97,8 @@ def _set(opts: Any, table: Dict[str, Tuple[int, str]], name: str, value: Any) ->
 def build_options(options: Dict[str, Any],
                   table: Optional[Dict[str, Tuple[int, str]]] = None) -> Optional[Any]:
     """A bg_options (freed automatically when garbage) for the given keyword options, or None when
-    there are none. ``table`` is :data:`OPTIONS` (the default) or :data:`ROTATE_OPTIONS`. Unknown
+    there are none. ``table`` is :data:`OPTIONS` (the default), :data:`ROTATE_OPTIONS` or
+    :data:`LOCK_OPTIONS`. Unknown
     names raise TypeError, like an unexpected keyword argument."""
     if table is None:
         table = OPTIONS

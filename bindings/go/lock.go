@@ -1,0 +1,458 @@
+package bloomguard
+
+/*
+#include <stdlib.h>
+#include <bloomguard.h>
+
+// None of these calls Go: out-parameters may stay on the Go stack (see filter.go).
+#cgo noescape bg_lock_open
+#cgo nocallback bg_lock_open
+#cgo noescape bg_lock_acquire_ex
+#cgo nocallback bg_lock_acquire_ex
+#cgo noescape bg_lock_held
+#cgo nocallback bg_lock_held
+#cgo noescape bg_lock_holder_id
+#cgo nocallback bg_lock_holder_id
+#cgo noescape bg_lock_errmsg_copy
+#cgo nocallback bg_lock_errmsg_copy
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unsafe"
+)
+
+// LockMode is how a Lock is held (BG_LOCK_*).
+type LockMode int
+
+const (
+	// LockExclusive: one holder; stored exactly as Redisson's RLock stores it, so a Java service
+	// holding redisson.getLock(name + ":lock") and a Go one exclude each other. BG_LOCK_EXCLUSIVE.
+	LockExclusive LockMode = 1
+	// LockRead: shared with other readers; excluded by writers (bloomguard's own reader layout on
+	// the same key), with writer preference. BG_LOCK_READ.
+	LockRead LockMode = 2
+	// LockWrite: one holder excluding readers: the same hold as LockExclusive. BG_LOCK_WRITE.
+	LockWrite LockMode = 3
+)
+
+// String is the mode's name ("read"), or "LockMode(n)".
+func (m LockMode) String() string {
+	switch m {
+	case LockExclusive:
+		return "exclusive"
+	case LockRead:
+		return "read"
+	case LockWrite:
+		return "write"
+	}
+	return "LockMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// LockOption configures a Lock when it is opened. Values out of range make Client.Lock fail with
+// ErrInvalid and a message naming the option.
+type LockOption func(*lockSettings)
+
+type lockSettings struct {
+	sets    []setting
+	wait    time.Duration // the longest Acquire waits; < 0: as long as ctx allows
+	waitSet bool
+}
+
+func lockOption(set setting) LockOption {
+	return func(s *lockSettings) { s.sets = append(s.sets, set) }
+}
+
+func boolSetting(name string, id C.int, v bool) setting {
+	set := setting{name: fmt.Sprintf("%s(%t)", name, v), id: id}
+	if v {
+		set.i = 1
+	}
+	return set
+}
+
+// WithLockLease sets the lease of a hold (PEXPIRE of the key; BG_OPT_LOCK_LEASE_MS; default 30s
+// like Redisson's lockWatchdogTimeout, 30ms..1h). The library renews every hold every third of it.
+func WithLockLease(d time.Duration) LockOption {
+	return lockOption(durationSetting("WithLockLease", C.BG_OPT_LOCK_LEASE_MS, d))
+}
+
+// WithLockRenewal turns the renewal of holds on (the default) or off (BG_OPT_LOCK_RENEW): without
+// it a hold ends when its lease runs out, and the next Release reports ErrLocked.
+func WithLockRenewal(on bool) LockOption {
+	return lockOption(boolSetting("WithLockRenewal", C.BG_OPT_LOCK_RENEW, on))
+}
+
+// WithLockSubscribe makes waiters listen on the unlock channel (the default) or only poll
+// (BG_OPT_LOCK_SUBSCRIBE).
+func WithLockSubscribe(on bool) LockOption {
+	return lockOption(boolSetting("WithLockSubscribe", C.BG_OPT_LOCK_SUBSCRIBE, on))
+}
+
+// WithLockPollMax sets the longest sleep between two tries when polling (BG_OPT_LOCK_POLL_MAX_MS;
+// default 100ms, 1ms..1min).
+func WithLockPollMax(d time.Duration) LockOption {
+	return lockOption(durationSetting("WithLockPollMax", C.BG_OPT_LOCK_POLL_MAX_MS, d))
+}
+
+// WithLockWait bounds how long Acquire waits for a taken lock (0: a single try), also when ctx
+// would allow longer; then Acquire fails with ErrLocked, the message naming the holder. Without
+// it Acquire waits as long as ctx allows. At most one hour (longer is cut to an hour).
+func WithLockWait(d time.Duration) LockOption {
+	return func(s *lockSettings) {
+		s.wait, s.waitSet = max(d, 0), true
+	}
+}
+
+// lockWaitSlice is the longest wait handed to the library at once, so that a cancelled context
+// or Close ends a wait within about that much (the library's wait cannot be interrupted).
+const lockWaitSlice = 200 * time.Millisecond
+
+// Lock is a distributed lock in Redis on the key Name()+":lock" (bg_lock): exclusive (Redisson's
+// RLock layout) or reader/writer, with a fencing token per hold, a lease renewed while held, and
+// waits bounded by a context.
+//
+// # Who holds it
+//
+// In the C library a hold belongs to the OS thread that acquired it. Goroutines move between
+// threads, so each Lock runs all its library calls on one OS thread of its own (a goroutine
+// locked with runtime.LockOSThread from Client.Lock to Close): a Lock is one holder, like one
+// Java thread using one RLock. Hence:
+//
+//   - Acquire, Release and Held may be called from any goroutine: Release need not run on the
+//     goroutine that acquired (unlike sync.Mutex's rules, nothing ties a hold to a goroutine);
+//   - holds are reentrant: a second Acquire through the same Lock while it is held succeeds at
+//     once (the count goes up; Release once per Acquire) - it does NOT exclude another goroutine
+//     using the same Lock;
+//   - for mutual exclusion between goroutines, give each its own Lock (Client.Lock makes no round
+//     trip): Locks exclude each other, in this process or any other, as do Redisson clients;
+//   - the Lock's calls run one at a time; a waiting Acquire hands the library waits of at most
+//     200ms, so other calls on the same Lock (Release, Held) get their turn in between.
+//
+// Each open Lock costs one OS thread (its holder thread), and once it has held the lock, the
+// library's renewal thread (keep open Locks well below Go's 10,000-thread limit); Close ends both
+// and releases whatever is still held. A Lock is safe for concurrent use; Close it when done (a
+// cleanup closes a forgotten one, as a safety net only).
+type Lock struct {
+	h       *lockHandle
+	name    string
+	key     string
+	cleanup runtime.Cleanup
+}
+
+// lockHandle owns the C lock and its holder thread.
+type lockHandle struct {
+	mu     sync.RWMutex // held for reading by every call (for its whole run), for writing by close
+	p      *C.bg_lock   // nil once closed
+	reqs   chan func()  // run on the holder thread, one at a time
+	exited chan struct{}
+	wait   time.Duration
+	hasMax bool
+}
+
+// holderThread runs the lock's calls on one OS thread for the Lock's life. It never unlocks the
+// thread: when the goroutine ends (after close) Go ends the thread too, so no later goroutine can
+// run on a thread whose id a hold might still name.
+func (h *lockHandle) holderThread() {
+	runtime.LockOSThread()
+	for fn := range h.reqs {
+		fn()
+	}
+	close(h.exited)
+}
+
+// run runs fn on the holder thread and waits for it; ErrClosed once closed.
+func (h *lockHandle) run(fn func(p *C.bg_lock)) error {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if h.p == nil {
+		return errorf(CodeClosed, "the lock is closed")
+	}
+	done := make(chan struct{})
+	p := h.p
+	h.reqs <- func() {
+		defer close(done)
+		fn(p)
+	}
+	<-done
+	return nil
+}
+
+func (h *lockHandle) close() {
+	h.mu.Lock()
+	p := h.p
+	h.p = nil
+	h.mu.Unlock()
+	if p == nil {
+		return
+	}
+	// on the holder thread: it releases what that thread still holds (any thread could, but
+	// this keeps every call of the handle on one thread)
+	h.reqs <- func() { C.bg_lock_close(p) }
+	close(h.reqs)
+	<-h.exited
+}
+
+// Lock opens a lock on the key name+":lock" (name is typically a filter's name; no round trip).
+// It fails with ErrBadName when the lock's keys would not share one cluster slot (e.g. "a{}b").
+// See Lock for who holds it: open one Lock per goroutine that needs exclusion.
+func (c *Client) Lock(name string, opts ...LockOption) (*Lock, error) {
+	var s lockSettings
+	for _, o := range opts {
+		if o != nil {
+			o(&s)
+		}
+	}
+	if strings.IndexByte(name, 0) >= 0 {
+		return nil, errorf(CodeInvalid, "the lock name contains a NUL byte")
+	}
+	o, err := newOptions(s.sets)
+	if err != nil {
+		return nil, err
+	}
+	defer freeOptions(o)
+	c.h.mu.RLock()
+	defer c.h.mu.RUnlock()
+	if c.h.p == nil {
+		return nil, errClientClosed()
+	}
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	var p *C.bg_lock
+	if st := C.bg_lock_open(&p, c.h.p, cname, o); st != C.BG_OK {
+		return nil, newError(st, clientErrmsg(c.h.p))
+	}
+	return newLock(p, name, s), nil
+}
+
+// Lock opens the filter's own lock (key "{NAME}:lock", in the filter's cluster slot; a Java
+// service shares it as redisson.getLock("{NAME}:lock")). While it is held in LockWrite mode the filter's
+// queries, in every process, wait up to WithWriteLockWait and then fail with ErrLocked (which a
+// Policy answers): this is how the Locked strategy rebuilds in place, and how a caller can make
+// in-place writes of its own. Exclusive and read holds do not stop queries.
+func (f *Filter) Lock(opts ...LockOption) (*Lock, error) {
+	var s lockSettings
+	for _, o := range opts {
+		if o != nil {
+			o(&s)
+		}
+	}
+	o, err := newOptions(s.sets)
+	if err != nil {
+		return nil, err
+	}
+	defer freeOptions(o)
+	f.h.mu.RLock()
+	defer f.h.mu.RUnlock()
+	if f.h.p == nil {
+		return nil, errFilterClosed()
+	}
+	var p *C.bg_lock
+	if st := C.bg_lock_open_filter(&p, f.h.p, o); st != C.BG_OK {
+		return nil, newError(st, filterErrmsg(f.h.p))
+	}
+	return newLock(p, f.name, s), nil
+}
+
+func newLock(p *C.bg_lock, name string, s lockSettings) *Lock {
+	h := &lockHandle{p: p, reqs: make(chan func()), exited: make(chan struct{}),
+		wait: min(s.wait, maxCallTimeout), hasMax: s.waitSet}
+	go h.holderThread()
+	l := &Lock{h: h, name: name, key: C.GoString(C.bg_lock_key(p))}
+	l.cleanup = runtime.AddCleanup(l, (*lockHandle).close, h)
+	return l
+}
+
+// Name is the name the lock was opened with.
+func (l *Lock) Name() string { return l.name }
+
+// Key is the lock's Redis key: Name()+":lock".
+func (l *Lock) Key() string { return l.key }
+
+// Close releases every hold still held through the Lock (errors ignored), stops its threads and
+// frees it. Idempotent; it waits for calls in flight (a waiting Acquire ends within 200ms);
+// later calls fail with ErrClosed. Close always returns nil.
+func (l *Lock) Close() error {
+	if l == nil || l.h == nil {
+		return nil
+	}
+	l.cleanup.Stop()
+	l.h.close()
+	return nil
+}
+
+// HolderID is the Lock's holder id, "<UUID>:<thread id>": the hash field that names it in Redis
+// while it holds the lock (the UUID is made at random for each Lock, the thread is its holder
+// thread). Empty once closed.
+func (l *Lock) HolderID() string {
+	var id string
+	l.h.run(func(p *C.bg_lock) {
+		var buf [128]C.char
+		C.bg_lock_holder_id(p, &buf[0], C.size_t(len(buf)))
+		id = C.GoString(&buf[0])
+	})
+	return id
+}
+
+// Hold is what a Lock holds (Held).
+type Hold struct {
+	Mode  LockMode // the mode of the Acquire that started the hold; 0 when nothing is held
+	Count uint32   // the reentrancy count (Acquire calls not yet released)
+	Token uint64   // the hold's fencing token
+}
+
+// Held returns what the Lock holds, without a round trip. The error is ErrLocked when the
+// library's renewal found the hold lost (its lease ran out, or the key was deleted): Hold then
+// still describes it, until Release (which fails with ErrLocked too) forgets it.
+func (l *Lock) Held() (Hold, error) {
+	var hold Hold
+	var st C.int
+	var msg string
+	if err := l.h.run(func(p *C.bg_lock) {
+		var mode C.int
+		var count C.uint32_t
+		var token C.uint64_t
+		st = C.bg_lock_held(p, &mode, &count, &token)
+		hold = Hold{Mode: LockMode(mode), Count: uint32(count), Token: uint64(token)}
+		if st != C.BG_OK {
+			msg = lockErrmsg(p)
+		}
+	}); err != nil {
+		return Hold{}, err
+	}
+	if st != C.BG_OK {
+		return hold, newError(st, msg)
+	}
+	return hold, nil
+}
+
+func lockErrmsg(p *C.bg_lock) string {
+	var buf [errbufSize]C.char
+	C.bg_lock_errmsg_copy(p, &buf[0], C.size_t(len(buf)))
+	return C.GoString(&buf[0])
+}
+
+// Acquire takes the lock in mode and returns the hold's fencing token: strictly increasing across
+// every hold of this lock by any bloomguard process (pass it to the storage you write, so a
+// stale holder's writes can be refused). A reentrant Acquire (the Lock holds it already) returns
+// at once with the token of the hold it re-enters.
+//
+// Waiting: while the lock is taken Acquire waits (woken by the unlock message, see
+// WithLockSubscribe) as long as ctx allows, at most WithLockWait if set. When WithLockWait runs
+// out: ErrLocked, the message naming the holder and its lease. When ctx ends the wait: an error
+// that is ErrLocked and ctx.Err() (context.Canceled, or context.DeadlineExceeded - a deadline
+// that falls during a round trip gives ErrTimeout and context.DeadlineExceeded instead).
+// ctx's deadline is also the timeout of each round trip, as for filter calls.
+//
+// Other errors: ErrLocked at once when the Lock's earlier hold was lost (its lease ran out; it
+// holds nothing now), ErrInvalid for an unknown mode or an upgrade (Acquire(LockExclusive or
+// LockWrite) while holding LockRead: release first), connection errors as usual (the lock is then
+// not held by this call), ErrClosed.
+func (l *Lock) Acquire(ctx context.Context, mode LockMode) (token uint64, err error) {
+	if err := checkContext(ctx); err != nil {
+		return 0, err
+	}
+	var waitEnd time.Time
+	if l.h.hasMax {
+		waitEnd = time.Now().Add(l.h.wait)
+	}
+	for {
+		c, err := beginCall(ctx)
+		if err != nil {
+			return 0, err
+		}
+		// this slice's wait: at most lockWaitSlice (so that a cancel, Close and the Lock's other
+		// calls get their turn), up to WithLockWait's end and ctx's deadline (a millisecond
+		// early, so that the lock's wait ends before the call's timeout)
+		slice := lockWaitSlice
+		if l.h.hasMax {
+			slice = min(slice, time.Until(waitEnd))
+		}
+		if dl, ok := ctx.Deadline(); ok {
+			slice = min(slice, time.Until(dl)-time.Millisecond)
+		}
+		ms := max(int64(slice/time.Millisecond), 0)
+
+		var st C.int
+		var tok C.uint64_t
+		var reentrant bool
+		if err := l.h.run(func(p *C.bg_lock) {
+			var held C.int
+			C.bg_lock_held(p, &held, nil, nil)
+			reentrant = held != 0 // then the library answers at once, whatever the wait
+			st = C.bg_lock_acquire_ex(p, c.p, C.int(mode), C.int64_t(ms), &tok)
+		}); err != nil {
+			c.release()
+			return 0, err
+		}
+		if st == C.BG_OK {
+			c.release()
+			return uint64(tok), nil
+		}
+		if st != C.BG_ELOCKED || reentrant {
+			return 0, c.end(ctx, st)
+		}
+		busy := c.end(ctx, st).(*Error)
+		if cerr := contextError(ctx); cerr != nil {
+			busy.cause = cerr
+			busy.Message += " (stopped waiting: " + cerr.Error() + ")"
+			return 0, busy
+		}
+		if l.h.hasMax && !time.Now().Before(waitEnd) {
+			return 0, busy
+		}
+		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= time.Millisecond {
+			// too little left for another try: the deadline ends the wait
+			busy.cause = context.DeadlineExceeded
+			busy.Message += " (stopped waiting: the context's deadline)"
+			return 0, busy
+		}
+	}
+}
+
+// TryAcquire is Acquire with a single try: ErrLocked at once when the lock is taken.
+func (l *Lock) TryAcquire(ctx context.Context, mode LockMode) (token uint64, err error) {
+	if err := checkContext(ctx); err != nil {
+		return 0, err
+	}
+	c, err := beginCall(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var st C.int
+	var tok C.uint64_t
+	if err := l.h.run(func(p *C.bg_lock) {
+		st = C.bg_lock_acquire_ex(p, c.p, C.int(mode), 0, &tok)
+	}); err != nil {
+		c.release()
+		return 0, err
+	}
+	return uint64(tok), c.end(ctx, st)
+}
+
+// Release undoes one Acquire; the last one ends the hold and wakes the waiters (Redisson's too).
+// ErrInvalid when the Lock holds nothing; ErrLocked when its hold was lost meanwhile (the lease
+// ran out; the lock may be someone else's now and is left alone; the Lock holds nothing after
+// that). A failed round trip leaves the hold in place (still renewed): Release again.
+func (l *Lock) Release(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
+	c, err := beginCall(ctx)
+	if err != nil {
+		return err
+	}
+	var st C.int
+	if err := l.h.run(func(p *C.bg_lock) { st = C.bg_lock_release_ex(p, c.p) }); err != nil {
+		c.release()
+		return err
+	}
+	return c.end(ctx, st)
+}

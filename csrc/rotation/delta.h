@@ -1,0 +1,45 @@
+/*
+ * The delta: what adds made during a rotation record for the next generation, and how a commit
+ * applies it. Shared by every strategy's commit script, so they all apply it the same way.
+ *
+ * Recording (the add script, csrc/filter/scripts.c): while a rotation's lease hash exists, each
+ * add RPUSHes its next-generation bit offsets (k' decimal strings per item) to the filter's
+ * "delta" key (a list, same cluster slot) and PEXPIREs it with the rotation's staging TTL. The
+ * cost grows with the adds, not with the bitmap: no zero-filled 12 MB value, no BITOP over it.
+ *
+ * BGI_LUA_MERGE_DELTA defines, for the script it is pasted in front of, the Lua function
+ *
+ *   bgi_merge_delta(target, delta) -> number of offsets applied
+ *
+ *   target: a string key (the bitmap to complete; created if missing, grown as SETBIT would);
+ *   delta:  a list key of bit offsets as decimal strings (missing = empty).
+ *   Sets every listed bit of target to 1 with BITFIELD SET u1 (1024 offsets per command, so
+ *   unpack stays far below Lua's stack limit) and consumes the list as it goes: LRANGE + LTRIM
+ *   of 1024 from the head, O(total), any Redis version; the delta key no longer exists after.
+ *   Both keys must be among the script's KEYS (same slot). It neither checks a lease nor sets a
+ *   TTL: the calling commit script does both, in the same atomic step as its swap.
+ *
+ * Usage: static bgi_script s = {.body = BGI_LUA_MERGE_DELTA "... bgi_merge_delta(KEYS[2], KEYS[3]) ..."};
+ */
+#ifndef BG_INTERNAL_ROTATION_DELTA_H
+#define BG_INTERNAL_ROTATION_DELTA_H
+
+#define BGI_LUA_MERGE_DELTA                                                          \
+  "local function bgi_merge_delta(target, delta)\n"                                  \
+  "  local applied = 0\n"                                                            \
+  "  while true do\n"                                                                \
+  "    local idx = redis.call('LRANGE', delta, 0, 1023)\n"                           \
+  "    if #idx == 0 then break end\n"                                                \
+  "    local ops = {}\n"                                                             \
+  "    for j = 1, #idx do\n"                                                         \
+  "      local o = (j - 1) * 4\n"                                                    \
+  "      ops[o + 1] = 'SET'; ops[o + 2] = 'u1'; ops[o + 3] = idx[j]; ops[o + 4] = '1'\n" \
+  "    end\n"                                                                        \
+  "    redis.call('BITFIELD', target, unpack(ops))\n"                                \
+  "    redis.call('LTRIM', delta, #idx, -1)\n"                                       \
+  "    applied = applied + #idx\n"                                                   \
+  "  end\n"                                                                          \
+  "  return applied\n"                                                               \
+  "end\n"
+
+#endif
