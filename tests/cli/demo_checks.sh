@@ -34,7 +34,7 @@ else bad "demo: naive shows errors or false negatives" "errors $(col naive 3) fa
 if [ "$(col swap 3)" = 0 ] && [ "$(col swap 4)" = 0 ] && [ "$(col swap 2)" -gt 0 ]; then
   ok "demo: swap has 0 errors, 0 false negatives over $(col swap 2) queries"
 else bad "demo: swap has 0 errors and 0 false negatives" "queries $(col swap 2) errors $(col swap 3) false-neg $(col swap 4)"; fi
-# locked: readers wait for the write lock (up to BG_OPT_LOCK_WAIT_MS, then BG_ELOCKED: an error on a
+# locked: readers wait for the write lock (up to BG_OPT_WRITE_LOCK_WAIT_MS, then BG_ELOCKED: an error on a
 # machine slow enough), but never read a half-written bitmap: no false negative
 if grep -Eq '^locked +n/a' "$WORK/demo-table"; then ok "demo: locked is n/a in this build"
 elif [ "$(col locked 4)" = 0 ] && [ "$(col locked 2)" -gt 0 ]; then
