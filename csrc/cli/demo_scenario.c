@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #define ROTATE_BATCH       65536
+#define DEMO_STAGING_TTL_MS 30000
 #define MAX_QUERIES_THREAD 100000000ull   /* a bound besides the hard limit */
 #define TARGET_BUCKETS     160            /* time buckets per scenario (plot resolution) */
 #define MIN_BUCKET_US      20000
@@ -155,6 +156,10 @@ static int rebuild(const demo_config *cfg, bg_filter *f, int strategy, int64_t h
   bg_options *o = NULL;
   st = bg_options_new(&o);
   if (st == BG_OK) st = bg_options_set_int(o, BG_OPT_ROTATE_THREADS, cpus >= 4 ? cpus / 2 : 1);
+  /* the staging keys - the "spare" bitmap a commit keeps for the next rotation among them - expire
+   * on their own; bg_filter_delete leaves them: 30 s (3 lease renewals) rather than 5 min on a
+   * server named with --url */
+  if (st == BG_OK) st = bg_options_set_int(o, BG_OPT_ROTATE_STAGING_TTL_MS, DEMO_STAGING_TTL_MS);
   if (st == BG_OK) st = bg_rotation_begin(&r, f, cfg->items, cfg->fpp, strategy, o);
   bg_options_free(o);
   if (st != BG_OK) {
