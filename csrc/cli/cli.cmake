@@ -6,8 +6,14 @@ add_executable(bloomguard_cli
   ${PROJECT_SOURCE_DIR}/csrc/cli/items.c
   ${PROJECT_SOURCE_DIR}/csrc/cli/output.c
   ${PROJECT_SOURCE_DIR}/csrc/cli/rotate.c
-  ${PROJECT_SOURCE_DIR}/csrc/cli/lock_cmd.c)
-target_link_libraries(bloomguard_cli PRIVATE bloomguard m)
+  ${PROJECT_SOURCE_DIR}/csrc/cli/lock_cmd.c
+  ${PROJECT_SOURCE_DIR}/csrc/cli/demo_main.c
+  ${PROJECT_SOURCE_DIR}/csrc/cli/demo_server.c
+  ${PROJECT_SOURCE_DIR}/csrc/cli/demo_scenario.c
+  ${PROJECT_SOURCE_DIR}/csrc/cli/demo_latency.c
+  ${PROJECT_SOURCE_DIR}/csrc/cli/demo_svg.c)
+# Threads: the demo's query threads
+target_link_libraries(bloomguard_cli PRIVATE bloomguard m Threads::Threads)
 target_include_directories(bloomguard_cli PRIVATE ${PROJECT_SOURCE_DIR}/include)
 # getline() is POSIX 2008; the project builds strict C11 (no GNU extensions).
 target_compile_definitions(bloomguard_cli PRIVATE _POSIX_C_SOURCE=200809L)

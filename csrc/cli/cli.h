@@ -6,6 +6,7 @@
  *   items.c     item sources: arguments or stdin lines, delivered in batches
  *   rotate.c    the rotate subcommand: rotation, signals, progress bar
  *   output.c    JSON string escaping, number formatting, error reporting
+ *   demo_*.c    the demo subcommand (its own header: demo.h)
  *
  * The CLI uses only the public API (bloomguard.h) and the shared library.
  */
@@ -77,6 +78,9 @@ int cli_cmd_rotate(const cli_opts *o, bg_filter *f);   /* rotate.c */
 /* lock_cmd.c: `bloomguard lock NAME ...`, which parses its own arguments */
 int cli_is_lock_command(int argc, char **argv);
 int cli_lock_main(int argc, char **argv);
+/* demo_main.c: `bloomguard demo ...`, which parses its own arguments */
+int cli_is_demo_command(int argc, char **argv);
+int cli_demo_main(int argc, char **argv);
 
 /* ---- items.c ------------------------------------------------------------------------ */
 /*

@@ -153,6 +153,7 @@ static void usage_all(FILE *out) {
         "\n"
         "Commands:\n", out);
   for (size_t i = 0; i < NCOMMANDS; i++) fprintf(out, "  %s\n", commands[i].synopsis);
+  fputs("  demo [--items N] [--seconds S] [--url URL] ...   (bloomguard demo --help)\n", out);
   fputc('\n', out);
   fputs(global_help, out);
   fputc('\n', out);
@@ -436,6 +437,7 @@ int main(int argc, char **argv) {
   cli_opts o;
   const command *cmd = NULL;
   if (cli_is_lock_command(argc, argv)) return cli_finish_stdout(cli_lock_main(argc, argv)); /* lock_cmd.c */
+  if (cli_is_demo_command(argc, argv)) return cli_finish_stdout(cli_demo_main(argc, argv)); /* demo_main.c */
   int rc = parse(argc, argv, &o, &cmd);
   if (rc >= 0) return cli_finish_stdout(rc);
 

@@ -698,5 +698,9 @@ expect_json "delete again" "d['deleted'] is False"
 run info "$F"
 expect_rc "info after delete" 2
 
+# ---- demo (its own redis-server, and --url) -------------------------------------------
+# shellcheck source=tests/cli/demo_checks.sh
+. "$(dirname "$0")/demo_checks.sh"
+
 echo "$PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Quick start: installs what is missing, builds the bloomguard command (Release) and runs its demo.
+#
+#   bash scripts/demo.sh [DEMO OPTIONS]      e.g. --items 200000 --seconds 5   (bloomguard demo --help)
+#
+# The demo starts its own redis-server on a free loopback port and stops it at the end. It loads a
+# 1,000,000-item filter and rebuilds it under query load with each strategy (under a minute), prints
+# a table and writes bloomguard-demo.svg in the current directory.
+#
+# Packages: only what the command and the demo need (compiler, CMake, Ninja, pkg-config, hiredis,
+# highwayhash, redis-server), installed with apt-get when missing - as root or with sudo, like
+# scripts/deps.sh (which installs the whole test toolchain: JDK, Maven, Python headers ...).
+# BG_NO_INSTALL=1 only reports what is missing. BG_DEMO_BUILD_DIR: build directory (default
+# build-demo at the top of the repository).
+set -euo pipefail
+TOP=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BG_DEMO_BUILD_DIR:-$TOP/build-demo}
+
+pkgs=(cmake ninja-build gcc g++ pkg-config libhiredis-dev libhighwayhash-dev redis-server)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# a redis-server already on PATH (built from source, another package) is as good as Debian's
+if command -v redis-server >/dev/null 2>&1; then missing=("${missing[@]/redis-server}"); fi
+read -r -a missing <<< "${missing[*]:-}"
+if [ ${#missing[@]} -gt 0 ]; then
+  if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
+    echo "demo.sh: not a Debian/Ubuntu system; install: a C/C++ compiler, CMake >= 3.18, Ninja, pkg-config," \
+         "hiredis, highwayhash headers, redis-server - then run this again" >&2
+    exit 1
+  fi
+  if [ "${BG_NO_INSTALL:-0}" = 1 ]; then
+    echo "demo.sh: missing packages: ${missing[*]} (apt-get install ${missing[*]})" >&2
+    exit 1
+  fi
+  SUDO=
+  if [ "$(id -u)" != 0 ]; then
+    command -v sudo >/dev/null 2>&1 || { echo "demo.sh: need root to install: ${missing[*]}" >&2; exit 1; }
+    SUDO=sudo
+  fi
+  echo "demo.sh: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+echo "demo.sh: building the bloomguard command in $BUILD (Release)" >&2
+cmake -S "$TOP" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBG_BUILD_TESTS=OFF -DBG_BUILD_BENCH=OFF >/dev/null
+cmake --build "$BUILD" --target bloomguard_cli -j "$(nproc 2>/dev/null || echo 2)" >/dev/null
+
+# in the caller's directory: the plot lands where the user is
+exec "$BUILD/bloomguard" demo "$@"
