@@ -1,0 +1,39 @@
+"""The table printed for each scenario: one row per language, every role's counts summed."""
+from __future__ import annotations
+
+from typing import List
+
+from scenario import Outcome
+
+COLUMNS = [("queries", "queries"), ("checked", "items checked"), ("errors", "errors"),
+           ("false_negatives", "false neg."), ("adds", "adds"), ("add_errors", "add errors"),
+           ("rotations", "rotations"), ("rotation_errors", "rot. errors")]
+
+
+def table(o: Outcome) -> str:
+    s = o.scenario
+    head = ("%s, %s (n, p): expected %s, fpp %s; %d rotations planned, %d base items, %d items in the "
+            "database at the end; %.1f s"
+            % (s.strategy, "unchanged" if s.params == "same" else "alternating",
+               "/".join(map(str, s.expected)), s.fpp, o.planned_rotations, s.base_items, o.db_items, o.seconds))
+    rows: List[List[str]] = [["lang"] + [title for _, title in COLUMNS]]
+    totals = {k: 0 for k, _ in COLUMNS}
+    for lang, counts in o.by_lang().items():
+        rows.append([lang] + [str(counts.get(k, 0)) for k, _ in COLUMNS])
+        for k, _ in COLUMNS:
+            totals[k] += counts.get(k, 0)
+    rows.append(["all"] + [str(totals[k]) for k, _ in COLUMNS])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [head]
+    for r in rows:
+        lines.append("  " + "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in
+                                       enumerate(zip(r, widths))))
+    if o.bitmap_equal is None:
+        lines.append("  final filter: not initialized (caught between a delete and an init)")
+    else:
+        lines.append("  final filter: size %d, k %d; db items absent: %d; bitmap %s the reference%s"
+                     % (o.final_size, o.final_k, o.missing, "==" if o.bitmap_equal else "!=",
+                        "" if o.bitmap_equal else " (%s)" % o.bitmap_diff))
+    for e in o.first_errors()[:8]:
+        lines.append("  first: " + e[:300])
+    return "\n".join(lines)
