@@ -25,6 +25,8 @@ def table(o: Outcome) -> str:
     rows.append(["all"] + [str(totals[k]) for k, _ in COLUMNS])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [head]
+    if o.cut_short:
+        lines.append("  (cut short: the rotation budget ran out before every round; a busy machine)")
     for r in rows:
         lines.append("  " + "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in
                                        enumerate(zip(r, widths))))

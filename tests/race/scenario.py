@@ -31,6 +31,11 @@ ADD_PAUSE_US = 5000
 ADD_CAP = 3000
 #: caps for a worker that never sees the stop file, and for waiting on workers
 WORKER_CAP_S = 240
+#: the rotations of one scenario stop starting after this long (a bound on the suite's time on
+#: a machine busy with other work, not an assertion: the table then says the run was cut short)
+ROTATION_BUDGET_S = 90
+#: a rotator still running this long after its own --duration is hung: the harness fails
+HANG_S = 60
 READY_TIMEOUT_S = 90
 EXIT_TIMEOUT_S = 60
 
@@ -81,6 +86,7 @@ class Outcome:
     scenario: Scenario
     counts: List[Dict] = field(default_factory=list)   # one per worker process
     planned_rotations: int = 0
+    cut_short: bool = False   # the rotation budget ran out before every round was run
     last_expected: int = 0
     final_size: int = 0
     final_k: int = 0
@@ -199,19 +205,27 @@ class Race:
                 time.sleep(0.02)
 
     def _rotate_in_turn(self, out: Outcome) -> Tuple[int, int]:
+        """Rotator processes in turn, one per writing language per round; returns the rotations
+        planned for the processes started and the last rotation's expected insertions."""
         planned, last = 0, 0
+        deadline = time.monotonic() + ROTATION_BUDGET_S
         for _ in range(self.s.rounds):
             for lang in self.writers:
+                left = deadline - time.monotonic()
+                if left <= 1:
+                    out.cut_short = True
+                    return planned, last
                 w = self._spawn(lang, "rotate", [
-                    "--count", str(self.s.per_process), "--duration", str(WORKER_CAP_S),
+                    "--count", str(self.s.per_process), "--duration", "%.1f" % left,
                     "--expected", ",".join(map(str, self.s.expected)), "--fpp", repr(self.s.fpp),
                     "--hold-ms", str(self.s.hold_ms)])
                 try:
-                    w.proc.wait(timeout=WORKER_CAP_S + 30)
+                    w.proc.wait(timeout=left + HANG_S)
                 except subprocess.TimeoutExpired:
                     w.proc.kill()
                     w.proc.wait()
-                    raise HarnessError("%s rotator did not finish: %s" % (lang, w.tail())) from None
+                    raise HarnessError("%s rotator hung (%d s past its duration): %s"
+                                       % (lang, HANG_S, w.tail())) from None
                 c = w.counts()
                 out.counts.append(c)
                 planned += self.s.per_process

@@ -74,8 +74,9 @@ def test_rotate_vs_query(scenario: Scenario, redis_server, worker_commands, lang
 
     total = o.by_lang()
     rotations = sum(c.get("rotations", 0) for c in total.values())
-    assert rotations == o.planned_rotations, "rotations done %d of %d:\n%s" % (rotations, o.planned_rotations,
-                                                                                errors)
+    if not o.cut_short:  # else a rotator stopped at the time budget, without an error
+        assert rotations == o.planned_rotations, "rotations done %d of %d:\n%s" % (
+            rotations, o.planned_rotations, errors)
     for lang in BLOOMGUARD_READERS:
         if lang not in readers:
             continue

@@ -1,6 +1,8 @@
 /* worker_kit.c - command line, item files, stop/ready files and the JSON line (worker_kit.h). */
 #include "worker_kit.h"
 
+#include <bloomguard.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -138,7 +140,8 @@ void kit_touch(const char *path) {
 
 void kit_note_error(char *first, size_t cap, const char *what, int st, const char *msg) {
   if (first[0]) return;
-  snprintf(first, cap, "%s: status %d: %s", what, st, msg ? msg : "");
+  if (st) snprintf(first, cap, "%s: %s: %s", what, bg_strerror(st), msg ? msg : "");
+  else snprintf(first, cap, "%s: %s", what, msg ? msg : ""); /* not a failed call: a wrong answer */
 }
 
 static void json_string(const char *s) {

@@ -52,7 +52,7 @@ int kit_should_stop(const worker_args *a, double started);
 void kit_touch(const char *path);
 double kit_now(void);
 
-/* Keeps the first failure's message, for the JSON line. */
+/* Keeps the first failure's message, for the JSON line (st: the status, 0 for a wrong answer). */
 void kit_note_error(char *first, size_t cap, const char *what, int st, const char *msg);
 
 /* {"lang":..,"role":..,"strategy":..,"queries":..,...} on stdout, then newline. */
