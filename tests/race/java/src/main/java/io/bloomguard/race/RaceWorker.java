@@ -10,6 +10,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 import org.redisson.Redisson;
 import org.redisson.api.RBloomFilter;
 import org.redisson.api.RedissonClient;
@@ -20,22 +22,25 @@ import org.redisson.config.Config;
  * The Java worker of the cross-language race suite (tests/race/README.md): a Redisson
  * {@code RBloomFilter} reader, as a Java service beside bloomguard would run one.
  *
- * <p>Only the {@code query} role: it queries base items and items whose add already returned OK
- * (read from the added file before they are queried), one at a time ({@code contains(Object)})
- * and 64 at a time ({@code contains(Collection)}, which answers how many are present: the
- * missing ones are counted, not named). One {@code RBloomFilter} object for the whole run, so
- * the size and hashIterations Redisson cached at its first call are the ones it keeps using.
+ * <p>Only the {@code query} role: two threads query base items and items whose add already
+ * returned OK (read from the added file before they are queried), one at a time
+ * ({@code contains(Object)}) then 64 at a time ({@code contains(Collection)}, which answers how
+ * many are present: the missing ones are counted, not named). One {@code RBloomFilter} object
+ * for the whole run, shared by both threads, so the size and hashIterations Redisson cached at
+ * its first call are the ones it keeps using (as a service holding one object would).
  *
  * <p>Prints one JSON line of counts; exits 2 only on a harness failure.
  */
 public final class RaceWorker {
   private static final int BATCH = 64;
+  private static final int THREADS = 2;
 
-  private long queries, checked, errors, falseNegatives;
-  private String firstError = "";
+  private final AtomicLong queries = new AtomicLong(), checked = new AtomicLong(),
+      errors = new AtomicLong(), falseNegatives = new AtomicLong();
+  private final AtomicReference<String> firstError = new AtomicReference<>("");
 
   private void note(String what) {
-    if (firstError.isEmpty()) firstError = what;
+    firstError.compareAndSet("", what);
   }
 
   /** Complete lines of path from offset[0] on; moves offset[0] past them. */
@@ -75,29 +80,29 @@ public final class RaceWorker {
         refreshed = System.nanoTime();
       }
       String item = pool.get(rnd.nextInt(pool.size()));
-      queries++;
-      checked++;
+      queries.incrementAndGet();
+      checked.incrementAndGet();
       try {
         if (!bf.contains(item)) {
-          falseNegatives++;
+          falseNegatives.incrementAndGet();
           note("false negative: " + item);
         }
       } catch (RuntimeException e) {
-        errors++;
+        errors.incrementAndGet();
         note("contains: " + e);
       }
       List<String> batch = new ArrayList<>(BATCH);
       for (int j = 0; j < BATCH; j++) batch.add(pool.get(rnd.nextInt(pool.size())));
-      queries++;
-      checked += BATCH;
+      queries.incrementAndGet();
+      checked.addAndGet(BATCH);
       try {
         long present = bf.contains(batch);
         if (present != BATCH) {
-          falseNegatives += BATCH - present;
+          falseNegatives.addAndGet(BATCH - present);
           note((BATCH - present) + " of " + BATCH + " absent in a batch");
         }
       } catch (RuntimeException e) {
-        errors++;
+        errors.incrementAndGet();
         note("contains(batch): " + e);
       }
       if (first && a.containsKey("ready")) Files.write(Path.of(a.get("ready")), new byte[0]);
@@ -124,9 +129,9 @@ public final class RaceWorker {
 
   private String countsJson(Map<String, String> a) {
     return "{\"lang\":\"java\",\"role\":" + json(a.get("role")) + ",\"strategy\":" + json(a.get("strategy"))
-        + ",\"queries\":" + queries + ",\"checked\":" + checked + ",\"errors\":" + errors
-        + ",\"false_negatives\":" + falseNegatives + ",\"adds\":0,\"add_errors\":0,\"rotations\":0"
-        + ",\"rotation_errors\":0,\"last_expected\":0,\"first_error\":" + json(firstError) + "}";
+        + ",\"queries\":" + queries.get() + ",\"checked\":" + checked.get() + ",\"errors\":" + errors.get()
+        + ",\"false_negatives\":" + falseNegatives.get() + ",\"adds\":0,\"add_errors\":0,\"rotations\":0"
+        + ",\"rotation_errors\":0,\"last_expected\":0,\"first_error\":" + json(firstError.get()) + "}";
   }
 
   private static Map<String, String> parse(String[] argv) {
@@ -152,14 +157,28 @@ public final class RaceWorker {
       Config cfg = new Config();
       // generous timeouts: the suite judges correctness, not latency on a loaded machine
       cfg.useSingleServer().setAddress(a.get("url")).setConnectionMinimumIdleSize(1)
-          .setConnectionPoolSize(2).setTimeout(10_000).setConnectTimeout(10_000).setRetryAttempts(0);
+          .setConnectionPoolSize(THREADS + 1).setTimeout(10_000).setConnectTimeout(10_000).setRetryAttempts(0);
       redisson = Redisson.create(cfg);
       RBloomFilter<String> bf = redisson.getBloomFilter(a.get("filter"), StringCodec.INSTANCE);
       RaceWorker w = new RaceWorker();
-      w.query(a, bf);
+      List<Thread> threads = new ArrayList<>();
+      AtomicReference<Exception> failed = new AtomicReference<>();
+      for (int t = 0; t < THREADS; t++) {
+        Thread th = new Thread(() -> {
+          try {
+            w.query(a, bf);
+          } catch (IOException | RuntimeException e) {
+            failed.compareAndSet(null, e);
+          }
+        }, "reader-" + t);
+        th.start();
+        threads.add(th);
+      }
+      for (Thread th : threads) th.join();
+      if (failed.get() != null) throw new IOException("a reader thread failed", failed.get());
       System.out.println(w.countsJson(a));
       System.out.flush();
-    } catch (IOException | RuntimeException e) {
+    } catch (IOException | InterruptedException | RuntimeException e) {
       System.err.println("race worker (java): " + e);
       System.exit(2);
     } finally {
