@@ -24,6 +24,7 @@ target_sources(bloomguard_objects PRIVATE
   csrc/rotation/lease.c
   csrc/rotation/steps.c
   csrc/rotation/rotation.c
+  csrc/rotation/locked.c
   csrc/policy/policy.c
   csrc/policy/breaker.c
   csrc/policy/snapshot.c
@@ -32,4 +33,6 @@ target_sources(bloomguard_objects PRIVATE
   csrc/lock/steps.c
   csrc/lock/renew.c
   csrc/lock/wait.c
+  csrc/lock/filter_lock.c
+  csrc/script_step.c
 )

@@ -70,7 +70,7 @@ static const command commands[] = {
    "Removes the time to live from the bitmap and the config hash.\n",
    cli_cmd_persist},
   {"rotate", ARGS_NAME, OPT_ROTATE,
-   "rotate NAME --expected N --fpp P [--strategy swap|naive] [--from FILE|-]",
+   "rotate NAME --expected N --fpp P [--strategy swap|locked|naive] [--from FILE|-]",
    "Rebuilds the filter from a full list of its items, with the same or other parameters,\n"
    "while readers and writers keep using it. Items: one per line from FILE (--from) or from\n"
    "standard input (no --from, or '--from -'), read only after the rotation has begun (read\n"
@@ -80,11 +80,15 @@ static const command commands[] = {
    "      old filter, then the new one; items added meanwhile (through bloomguard) are kept;\n"
    "      until the swap the live keys are untouched. A second rotation of the same filter\n"
    "      fails with BG_EROTATING (\"rotation in progress\", exit 2) unless --wait-ms.\n"
+   "  locked: builds in memory too, then rewrites the live bitmap in place under the\n"
+   "      filter's write lock: no second copy in Redis; bloomguard readers wait for the\n"
+   "      lock (BG_OPT_LOCK_WAIT_MS), then answer from their policy. Once the rewrite has\n"
+   "      begun an interrupt does not stop it.\n"
    "  naive: delete, init, add in batches into the live keys - the rebuild that makes\n"
    "      readers fail or miss items meanwhile; kept to reproduce that in tests and demos.\n"
    "  --expected N       expected insertions of the new generation\n"
    "  --fpp P            its false positive probability, 0 < P <= 1\n"
-   "  --strategy S       swap (default) or naive\n"
+   "  --strategy S       swap (default), locked or naive\n"
    "  --from FILE        read the items from FILE ('-': standard input, the default)\n"
    "  --wait-ms MS       wait up to MS for another rotation of NAME to end (default 0: fail)\n"
    "  --lease-ms MS      the rotator's lease, renewed every third of it (default 30000);\n"
@@ -275,7 +279,8 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       if (r < 0) FAIL("option %s needs a value", a);
       if (strcmp(val, "swap") == 0) o->strategy = BG_ROTATE_SWAP;
       else if (strcmp(val, "naive") == 0) o->strategy = BG_ROTATE_NAIVE;
-      else FAIL("--strategy: '%s' is not swap or naive", val);
+      else if (strcmp(val, "locked") == 0) o->strategy = BG_ROTATE_LOCKED;
+      else FAIL("--strategy: '%s' is not swap, locked or naive", val);
       seen |= OPT_STRATEGY;
       continue;
     }

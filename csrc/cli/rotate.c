@@ -277,7 +277,7 @@ static int begin(rot_state *s, bg_options *opts) {
 
 static void print_summary(const rot_state *s, uint64_t items, uint64_t bytes, uint64_t us) {
   const cli_opts *o = s->o;
-  const char *strategy = o->strategy == BG_ROTATE_NAIVE ? "naive" : "swap";
+  const char *strategy = o->strategy == BG_ROTATE_NAIVE ? "naive" : o->strategy == BG_ROTATE_LOCKED ? "locked" : "swap";
   double secs = (double)us / 1e6;
   double rate = secs > 0 ? (double)items / secs : 0;
   if (!o->json) {

@@ -27,6 +27,9 @@ struct bg_filter {
   /* keys of a rotation in progress (see rotation.h): lease hash, staging bitmap, delta bitmap */
   char *rotation_key, *next_key, *delta_key;
   size_t rotation_key_len, next_key_len, delta_key_len;
+  /* the filter's write lock (bg_lock_open_filter): queries wait while it is held in WRITE mode */
+  char *lock_key;
+  size_t lock_key_len;
   atomic_uint_fast64_t cfg;
   /* the next generation's config while a SWAP rotation runs (adds record into its delta), else 0 */
   atomic_uint_fast64_t next_cfg;
@@ -56,6 +59,14 @@ int bgi_cfg_from_pair(const bg_filter *f, const bgi_reply *size, const bgi_reply
 int bgi_filter_load_config(bg_filter *f, uint64_t deadline_ns, bgi_err *err);
 /* The cached config, loading it first if needed. */
 int bgi_filter_config(bg_filter *f, uint64_t deadline_ns, uint64_t *cfg, bgi_err *err);
+
+/*
+ * The config field an in-place rebuild (BG_ROTATE_LOCKED) sets while it rewrites the bitmap under
+ * the write lock, and removes in its final step. Found without the lock held, it means that rebuild
+ * died half-way: the bitmap is incomplete until the next rotation (queries fail with BG_ELOCKED).
+ * Redisson reads only its own four fields.
+ */
+#define BGI_REBUILD_FIELD "bgRebuilding"
 
 /* Appends "HMGET config size hashIterations". */
 void bgi_append_hmget_config(bgi_buf *b, const bg_filter *f);

@@ -222,7 +222,7 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
   int tried_sub = !l->subscribe;
   bgi_acq a;
   for (;;) {
-    st = bgi_lock_step_acquire(l, call_deadline, tid, kind, fresh, intent_ms, &a, err);
+    st = bgi_lock_step_acquire(l, call_deadline, tid, kind, mode == BG_LOCK_WRITE, fresh, intent_ms, &a, err);
     if (st != BG_OK) break;
     if (a.status == 1) {
       pthread_mutex_lock(&l->mu);

@@ -68,8 +68,9 @@ typedef struct bgi_acq {
   char mode[16];        /* not acquired: the key's "mode" field ("" for an RLock layout) */
 } bgi_acq;
 
-int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int fresh, int64_t intent_ms,
-                          bgi_acq *out, bgi_err *err);
+/* write: the acquire is BG_LOCK_WRITE (a hold it starts is marked mode = "write") */
+int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int write, int fresh,
+                          int64_t intent_ms, bgi_acq *out, bgi_err *err);
 /* *released: 1 the hold ended (final), 0 one count less; *held: 0 if the server no longer had our hold */
 int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int final, int *held, bgi_err *err);
 /* *held: 1 renewed, 0 the hold is gone */

@@ -49,7 +49,9 @@
 
 /*
  * KEYS K F R W; ARGV lease, holder, kind ('x'|'r'), fresh ('1': the thread holds nothing
- * locally), intent ms (0: record none).
+ * locally), intent ms (0: record none), write ('1': a BG_LOCK_WRITE acquire - a hold it starts
+ * carries the field mode = "write", which filter queries check to wait for in-place rebuilds;
+ * Redisson's RLock scripts ignore the extra field: they look at EXISTS and their holder's field).
  * {1, token}: acquired (token 0: re-entered); {0, pttl, who, n, mode}: held by n others;
  * {2, ms, writer, n}: n writers wait (reads only); {3}: our hold is gone (fresh = '0').
  */
@@ -58,6 +60,7 @@ static bgi_script acquire_script = {
   .body = LUA_PRELUDE
     "local K, F, R, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n"
     "local lease, holder, kind, fresh, intent = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4], tonumber(ARGV[5])\n"
+    "local write = ARGV[6] == '1'\n"
     "local now = now_ms()\n"
     "local mode = prune(K, R, now)\n"
     "local exists = redis.call('EXISTS', K) == 1\n"
@@ -77,6 +80,7 @@ static bgi_script acquire_script = {
     "  if fresh == '0' then return {3} end\n"
     "  if not exists then\n"
     "    redis.call('HSET', K, holder, 1)\n"
+    "    if write then redis.call('HSET', K, 'mode', 'write') end\n"
     "    redis.call('PEXPIRE', K, lease)\n"
     "    redis.call('ZREM', W, holder)\n"
     "    return {1, redis.call('INCR', F)}\n"
@@ -111,7 +115,7 @@ static bgi_script acquire_script = {
     "  end\n"
     "end\n"
     "local n = redis.call('HLEN', K)\n"
-    "if mode == 'read' then n = n - 1 end\n"
+    "if mode then n = n - 1 end\n"
     "local who = ''\n"
     "local scan = redis.call('HSCAN', K, 0, 'COUNT', 8)[2]\n"
     "for i = 1, #scan, 2 do if scan[i] ~= 'mode' then who = scan[i]; break end end\n"
@@ -249,17 +253,18 @@ static int run_step(bg_lock *l, uint64_t deadline_ns, step *s, bgi_err *err) {
   }
 }
 
-int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int fresh, int64_t intent_ms,
-                          bgi_acq *out, bgi_err *err) {
+int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int write, int fresh,
+                          int64_t intent_ms, bgi_acq *out, bgi_err *err) {
   char holder[96], lease[24], intent[24];
   const char *k = kind == BGI_KIND_X ? "x" : "r", *f = fresh ? "1" : "0";
   size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
   snprintf(intent, sizeof intent, "%lld", (long long)intent_ms);
-  const char *argv[] = {l->key, l->fence_key, l->readers_key, l->writers_key, lease, holder, k, f, intent};
+  const char *argv[] = {l->key, l->fence_key, l->readers_key, l->writers_key, lease, holder, k, f, intent,
+                        write ? "1" : "0"};
   size_t lens[] = {l->key_len, l->fence_key_len, l->readers_key_len, l->writers_key_len, strlen(lease), hlen,
-                   1, 1, strlen(intent)};
-  step s = {.script = &acquire_script, .nkeys = 4, .nargs = 5, .argv = argv, .lens = lens};
+                   1, 1, strlen(intent), 1};
+  step s = {.script = &acquire_script, .nkeys = 4, .nargs = 6, .argv = argv, .lens = lens};
   int st = run_step(l, deadline_ns, &s, err);
   if (st != BG_OK) return st;
   memset(out, 0, sizeof *out);

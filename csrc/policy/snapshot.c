@@ -13,8 +13,10 @@
  *    rotation begins or commits: every one of these writes the config hash (DEL/HSET, or PEXPIRE
  *    by bg_filter_expire) or the rotation lease hash (created at begin, renewed, deleted at
  *    commit) - and never touches only the bitmap.
- * So the download WATCHes the config key and the rotation lease key on one connection, reads the
- * config, the lease's existence and the bitmap's length, then the chunks, and ends with
+ * So the download WATCHes the config key, the rotation lease key and the filter's lock key on one
+ * connection, reads the config, the lease's existence, the bitmap's length and the write lock's
+ * mode (an in-place rebuild, BG_ROTATE_LOCKED or a caller's own, rewrites only the bitmap: it is
+ * seen through its lock, which it takes first and which the WATCH covers), then the chunks, and ends with
  * MULTI { HMGET config } EXEC: EXEC answers nil if a watched key was touched in between, and the
  * download starts over (3 attempts). A rotation running when the download starts (its lease
  * exists) fails it with BG_EROTATING: the next refresh comes after the swap. Comparing the config
@@ -96,13 +98,15 @@ static int build_watch(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   download *d = ctx;
   const bg_filter *f = d->f;
   d->taken_ns = bgi_now_ns();
-  if (bgi_buf_reserve(&c->out, 128 + bgi_hmget_config_bound(f) +
-                                   bgi_resp_bound(6, f->config_key_len + 2 * f->rotation_key_len + f->name_len)) != BG_OK)
+  if (bgi_buf_reserve(&c->out, 256 + bgi_hmget_config_bound(f) +
+                                   bgi_resp_bound(13, 2 * f->config_key_len + 2 * f->rotation_key_len + f->name_len +
+                                                          2 * f->lock_key_len + 64)) != BG_OK)
     return nomem(err);
-  bgi_resp_array(&c->out, 3);
+  bgi_resp_array(&c->out, 4);
   bgi_resp_bulk(&c->out, "WATCH", 5);
   bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
   bgi_resp_bulk(&c->out, f->rotation_key, f->rotation_key_len);
+  bgi_resp_bulk(&c->out, f->lock_key, f->lock_key_len);
   bgi_append_hmget_config(&c->out, f);
   bgi_resp_array(&c->out, 2);
   bgi_resp_bulk(&c->out, "EXISTS", 6);
@@ -110,7 +114,15 @@ static int build_watch(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   bgi_resp_array(&c->out, 2);
   bgi_resp_bulk(&c->out, "STRLEN", 6);
   bgi_resp_bulk(&c->out, f->name, f->name_len);
-  *nreplies = 4;
+  bgi_resp_array(&c->out, 3);
+  bgi_resp_bulk(&c->out, "HGET", 4);
+  bgi_resp_bulk(&c->out, f->lock_key, f->lock_key_len);
+  bgi_resp_bulk(&c->out, "mode", 4);
+  bgi_resp_array(&c->out, 3);
+  bgi_resp_bulk(&c->out, "HEXISTS", 7);
+  bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
+  bgi_resp_bulk(&c->out, BGI_REBUILD_FIELD, sizeof BGI_REBUILD_FIELD - 1);
+  *nreplies = 6;
   return BG_OK;
 }
 
@@ -150,11 +162,18 @@ static int parse_download(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi
   int64_t ms = 0;
   int st;
   (void)n;
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 6; i++)
     if (rep[i]->type == REDIS_REPLY_ERROR) return unwatch(c, d, bgi_reply_error(rep[i], "snapshot", err));
   if (rep[1]->type != REDIS_REPLY_ARRAY || rep[1]->elements != 2 || rep[2]->type != REDIS_REPLY_INTEGER ||
-      rep[3]->type != REDIS_REPLY_INTEGER)
+      rep[3]->type != REDIS_REPLY_INTEGER || rep[5]->type != REDIS_REPLY_INTEGER)
     return unwatch(c, d, bgi_err_set(err, BG_EPROTO, "snapshot: unexpected reply"));
+  /* an in-place rebuild is rewriting the bitmap (or died doing it): no generation to copy */
+  if ((rep[4]->type == REDIS_REPLY_STRING && rep[4]->len == 5 && memcmp(rep[4]->str, "write", 5) == 0) ||
+      rep[5]->integer)
+    return unwatch(c, d, bgi_err_set(err, BG_ELOCKED, "snapshot: \"%s\" is being rebuilt in place (%s); the "
+                                     "snapshot is taken after it", f->name,
+                                     rep[5]->integer ? "an interrupted rebuild's mark is in its config"
+                                                     : "its write lock is held"));
   if ((st = bgi_cfg_from_pair(f, rep[1]->element[0], rep[1]->element[1], &cfg, err)) != BG_OK)
     return unwatch(c, d, st);
   if (rep[2]->integer)

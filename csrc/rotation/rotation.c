@@ -1,4 +1,4 @@
-/* bg_rotation: begin / add / commit / abort for the SWAP and NAIVE strategies. */
+/* bg_rotation: begin / add / commit / abort; LOCKED's own commit is in locked.c. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,12 +89,9 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
   *out = NULL;
   if (!f) return BG_EINVAL;
   bgi_errslot_set(&f->err, BG_OK, "%s", "");  /* no stale message from an earlier failure */
-  if (strategy == BG_ROTATE_LOCKED)
-    return bgi_errslot_set(&f->err, BG_ENOTSUP, "rotation: BG_ROTATE_LOCKED needs the lock engine, which this "
-                           "version does not have yet; use BG_ROTATE_SWAP");
-  if (strategy != BG_ROTATE_SWAP && strategy != BG_ROTATE_NAIVE)
-    return bgi_errslot_set(&f->err, BG_EINVAL, "rotation: unknown strategy %d (BG_ROTATE_SWAP or BG_ROTATE_NAIVE)",
-                           strategy);
+  if (strategy != BG_ROTATE_SWAP && strategy != BG_ROTATE_NAIVE && strategy != BG_ROTATE_LOCKED)
+    return bgi_errslot_set(&f->err, BG_EINVAL, "rotation: unknown strategy %d (BG_ROTATE_SWAP, BG_ROTATE_NAIVE or "
+                           "BG_ROTATE_LOCKED)", strategy);
   if (!(r = calloc(1, sizeof *r))) return bgi_errslot_set(&f->err, BG_ENOMEM, "rotation: out of memory");
   if (bgi_params(expected_insertions, fpp, &r->size, &r->k, why, sizeof why) != BG_OK) {
     free(r);
@@ -120,8 +117,11 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
   snprintf(r->owner, sizeof r->owner, "%s:%d", host, (int)getpid());
   r->started_ns = bgi_now_ns();
 
-  int st = strategy == BG_ROTATE_SWAP ? begin_swap(r, &err) : begin_naive(r, &err);
+  /* LOCKED opens its lock before it takes the lease: a failure then leaves nothing to undo */
+  int st = strategy == BG_ROTATE_LOCKED ? bgi_locked_begin(r, &err) : BG_OK;
+  if (st == BG_OK) st = strategy == BG_ROTATE_NAIVE ? begin_naive(r, &err) : begin_swap(r, &err);
   if (st != BG_OK) {
+    bg_lock_close(r->lock);
     bgi_errslot_store(&f->err, &err);
     bgi_bitmap_free(&r->next);
     bgi_errslot_destroy(&r->err);
@@ -144,14 +144,18 @@ static int check_active(bg_rotation *r, const char *what, bgi_err *err) {
   if (r->state != BGI_ROT_ACTIVE)
     return bgi_err_set(err, BG_EINVAL, "%s: the rotation of \"%s\" is already %s", what, r->f->name,
                        r->state == BGI_ROT_COMMITTED ? "committed" : r->state == BGI_ROT_ABORTED ? "aborted" : "over (it failed)");
-  if (r->strategy == BG_ROTATE_SWAP && atomic_load(&r->lease.lost))
+  if (r->strategy != BG_ROTATE_NAIVE && atomic_load(&r->lease.lost))
     return bgi_err_set(err, BG_EROTATING, "%s", r->lease.lost_why);
   return BG_OK;
 }
 
+int bgi_rot_check_active(bg_rotation *r, const char *what, bgi_err *err) { return check_active(r, what, err); }
+int bgi_rot_report(bg_rotation *r, int phase, int force, bgi_err *err) { return report(r, phase, force, err); }
+
 /* Ends the rotation after a failure: nothing of it may linger on the server. */
 static void fail(bg_rotation *r) {
-  if (r->strategy == BG_ROTATE_SWAP) {
+  bgi_locked_release(r);
+  if (r->strategy != BG_ROTATE_NAIVE) {
     bgi_lease_stop(r);
     bgi_err ignored = {0};
     bgi_rot_step_abort(r, &ignored);
@@ -167,7 +171,7 @@ BG_API int bg_rotation_add_many(bg_rotation *r, const void *const *items, const 
   if (check_active(r, "rotation add", &err) != BG_OK ||
       bgi_check_items("rotation add", items, lens, n, lens, &err) != BG_OK)
     return finish(r, &err);
-  if (r->strategy == BG_ROTATE_SWAP) {
+  if (r->strategy != BG_ROTATE_NAIVE) {
     bgi_bitmap_add(&r->next, items, lens, n, (int)r->opts.rotate_threads);
     r->items += n;
   } else {
@@ -214,10 +218,15 @@ BG_API int bg_rotation_commit(bg_rotation *r) {
     if (err.status == BG_EROTATING) fail(r);
     return finish(r, &err);
   }
-  if (r->strategy == BG_ROTATE_SWAP) {
-    int st = upload(r, &err);
-    if (st == BG_OK) st = report(r, BG_PHASE_COMMITTING, 1, &err);
-    if (st == BG_OK) st = bgi_rot_step_commit(r, &err);
+  if (r->strategy != BG_ROTATE_NAIVE) {
+    int st;
+    if (r->strategy == BG_ROTATE_LOCKED) {
+      st = bgi_locked_commit(r, &err);
+    } else {
+      st = upload(r, &err);
+      if (st == BG_OK) st = report(r, BG_PHASE_COMMITTING, 1, &err);
+      if (st == BG_OK) st = bgi_rot_step_commit(r, &err);
+    }
     if (st != BG_OK) {
       fail(r);
       return finish(r, &err);
@@ -237,7 +246,7 @@ BG_API int bg_rotation_abort(bg_rotation *r) {
   bgi_err err = {0};
   if (!r) return BG_EINVAL;
   if (r->state != BGI_ROT_ACTIVE) return BG_OK;
-  if (r->strategy == BG_ROTATE_SWAP) {
+  if (r->strategy != BG_ROTATE_NAIVE) {
     bgi_lease_stop(r);
     bgi_rot_step_abort(r, &err);
     uint64_t mine = bgi_cfg_pack(r->size, r->k);
@@ -251,6 +260,7 @@ BG_API void bg_rotation_free(bg_rotation *r) {
   if (!r) return;
   if (r->state == BGI_ROT_ACTIVE) bg_rotation_abort(r);
   bgi_lease_stop(r);
+  bg_lock_close(r->lock);
   bgi_bitmap_free(&r->next);
   bgi_options_clear(&r->opts);
   bgi_errslot_destroy(&r->err);

@@ -5,6 +5,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "bloomguard/lock.h"
 #include "bloomguard/rotation.h"
 #include "common/options.h"
 #include "filter/filter.h"
@@ -49,8 +50,10 @@ struct bg_rotation {
   int64_t n;
   double fpp_value;
   char fpp[32];         /* Java's Double.toString, as the config hash stores it */
-  bgi_bitmap next;      /* SWAP */
-  bgi_lease lease;      /* SWAP */
+  bgi_bitmap next;      /* SWAP, LOCKED */
+  bgi_lease lease;      /* SWAP, LOCKED */
+  bg_lock *lock;        /* LOCKED: the filter's write lock */
+  int lock_held;        /* LOCKED: taken by the commit, on the committing thread */
   uint64_t items;
   uint64_t bytes_uploaded;   /* bytes actually sent (all-zero chunks are skipped) */
   uint64_t upload_pos;       /* how far the upload got, for progress */
@@ -68,6 +71,17 @@ int bgi_rot_step_upload(bg_rotation *r, size_t offset, const uint8_t *data, size
 int bgi_rot_step_renew(bg_rotation *r, bgi_err *err);
 int bgi_rot_step_commit(bg_rotation *r, bgi_err *err);
 int bgi_rot_step_abort(bg_rotation *r, bgi_err *err);
+
+/* Shared by the strategies (rotation.c): the progress callback (BG_EABORTED if it says stop),
+ * and the check that the rotation is still on and its lease still held. */
+int bgi_rot_report(bg_rotation *r, int phase, int force, bgi_err *err);
+int bgi_rot_check_active(bg_rotation *r, const char *what, bgi_err *err);
+
+/* BG_ROTATE_LOCKED (locked.c): open the write lock at begin; the in-place commit; release the
+ * lock if the commit holds it (after a failure too). */
+int bgi_locked_begin(bg_rotation *r, bgi_err *err);
+int bgi_locked_commit(bg_rotation *r, bgi_err *err);
+void bgi_locked_release(bg_rotation *r);
 
 int bgi_lease_start(bg_rotation *r);
 void bgi_lease_stop(bg_rotation *r);

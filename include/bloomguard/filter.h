@@ -8,7 +8,9 @@
  * together, in one round trip for one item or for a whole batch. When another client changed the
  * config (a rebuild with other parameters), the step returns the new config and the call is
  * retried with it, up to BG_OPT_CONFIG_RETRIES times: the caller never sees an error or a silent
- * "absent" for that. A filter without a config hash answers BG_ENOTINIT.
+ * "absent" for that. A filter without a config hash answers BG_ENOTINIT. The same step reads the
+ * filter's write lock (lock.h, bg_lock_open_filter): while it is held in WRITE mode (an in-place
+ * rebuild) a query waits up to BG_OPT_LOCK_WAIT_MS, then fails with BG_ELOCKED.
  *
  * Thread safety: a bg_filter may be shared between threads. Its error message is the most recent
  * failure on the handle, possibly another thread's; a bg_call (call.h) carries one call's own.

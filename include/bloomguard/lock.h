@@ -29,8 +29,10 @@
  *    each other, and each wakes when the other releases.
  *
  * Reader/writer modes (bloomguard's own layout on the same key, not Redisson's RReadWriteLock):
- *  - BG_LOCK_WRITE is an exclusive hold, stored exactly like BG_LOCK_EXCLUSIVE: a writer also
- *    excludes (and is excluded by) Redisson RLock holders;
+ *  - BG_LOCK_WRITE is an exclusive hold, stored like BG_LOCK_EXCLUSIVE plus the field mode =
+ *    "write" (Redisson's scripts ignore it): a writer also excludes (and is excluded by) Redisson
+ *    RLock holders. On a filter's lock (bg_filter_lock_open, filter.h) the mark is what makes
+ *    that filter's queries wait: a write hold is an in-place rebuild in progress;
  *  - BG_LOCK_READ holders share the key: a hash with field "mode" = "read" and one field per
  *    reader (holder id -> count); each reader's lease is its score in the sorted set
  *    suffix(KEY, "readers") (server time, ms), and the key's PEXPIRE is the latest reader lease,
@@ -79,6 +81,7 @@
 #include "call.h"
 #include "client.h"
 #include "common.h"
+#include "filter.h"
 #include "options.h"
 
 BG_BEGIN_DECLS
@@ -98,6 +101,16 @@ typedef struct bg_lock bg_lock;
  * on the client (bg_client_errmsg).
  */
 BG_API int  bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_options *opts);
+/*
+ * The lock of a filter: key suffix(NAME, "lock") - "{NAME}:lock", or "NAME:lock" when NAME has a
+ * hash tag - in the filter's cluster slot (the handle is bg_lock_open's with the name "{NAME}").
+ * While a thread holds it in BG_LOCK_WRITE mode, the filter's queries (from any process) wait
+ * up to BG_OPT_LOCK_WAIT_MS and then fail with BG_ELOCKED (the policy's BG_FAIL_LOCKED class):
+ * this is how BG_ROTATE_LOCKED rebuilds in place, and how a caller can do its own in-place
+ * writes. EXCLUSIVE and READ holds do not stop queries. A Java service shares it as
+ * redisson.getLock("{NAME}:lock"). On failure *out is NULL and the message is on the filter.
+ */
+BG_API int  bg_lock_open_filter(bg_lock **out, bg_filter *f, const bg_options *opts);
 /* Releases every hold still held through the handle (errors ignored), stops its renewal thread
  * and frees it. Accepts NULL. No other call on the handle may be running or follow. */
 BG_API void bg_lock_close(bg_lock *l);

@@ -19,6 +19,9 @@ typedef struct bg_options bg_options;
 #define BG_OPT_POOL_SIZE            3  /* connections kept by a client; default 4; 1..1024 */
 #define BG_OPT_DB                   4  /* database to SELECT; overrides the URL's; 0..1000000 */
 #define BG_OPT_CONFIG_RETRIES       5  /* retries when the filter's config changed under a call; default 5; 0..100 */
+#define BG_OPT_LOCK_WAIT_MS         6  /* how long a query waits while its filter is write-locked (an in-place
+                                          rebuild, filter.h) before failing with BG_ELOCKED; default 100;
+                                          0..3600000 (never past the call's deadline) */
 /* Rotation options (bg_rotation_begin; see rotation.h). */
 #define BG_OPT_ROTATE_LEASE_MS       20  /* lease of the rotator, renewed every third of it; 100..3600000 */
 #define BG_OPT_ROTATE_WAIT_MS        21  /* wait for another rotation to end; 0..3600000 */

@@ -1,3 +1,4 @@
 # Rotation: guarantees one by one, crash tests, and the rotate-vs-query race with its negative control.
 bg_add_test(test_rotation SOURCES test_rotation.c LABELS "redis;rotation")
 bg_add_test(test_race SOURCES test_race.c LABELS "redis;rotation;race")
+bg_add_test(test_locked SOURCES test_locked.c LABELS "redis;rotation;lock")

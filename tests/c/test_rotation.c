@@ -238,9 +238,8 @@ static void test_bad_input(void) {
   bg_rotation *r = NULL;
   CHECK_STATUS(bg_rotation_begin(NULL, f, 100, 0.01, BG_ROTATE_SWAP, NULL), BG_EINVAL);
   CHECK_STATUS(bg_rotation_begin(&r, NULL, 100, 0.01, BG_ROTATE_SWAP, NULL), BG_EINVAL);
-  CHECK_STATUS(bg_rotation_begin(&r, f, 100, 0.01, BG_ROTATE_LOCKED, NULL), BG_ENOTSUP);
-  CHECK_CONTAINS(bg_filter_errmsg(f), "BG_ROTATE_SWAP");
   CHECK_STATUS(bg_rotation_begin(&r, f, 100, 0.01, 42, NULL), BG_EINVAL);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "BG_ROTATE_LOCKED");
   CHECK_STATUS(bg_rotation_begin(&r, f, 100, 1.5, BG_ROTATE_SWAP, NULL), BG_EBADPARAMS);
   CHECK_CONTAINS(bg_filter_errmsg(f), "can't be greater than 1");
   CHECK(r == NULL);

@@ -377,9 +377,9 @@ expect_rc "rotate without --fpp" 64
 expect_err "rotate without --fpp: message" 'rotate needs --expected N and --fpp P'
 run_raw rotate x --fpp 0.01
 expect_rc "rotate without --expected" 64
-run_raw rotate x --expected 100 --fpp 0.01 --strategy locked
-expect_rc "rotate --strategy locked" 64
-expect_err "--strategy names the choices" 'not swap or naive'
+run_raw rotate x --expected 100 --fpp 0.01 --strategy lockd
+expect_rc "rotate --strategy lockd" 64
+expect_err "--strategy names the choices" 'not swap, locked or naive'
 run_raw rotate x --expected 100 --fpp 0.01 --threads 0
 expect_rc "rotate --threads 0" 64
 run_raw rotate x --expected 100 --fpp 0.01 --chunk-bytes 100
@@ -402,7 +402,7 @@ run_raw contains x --strategy swap
 expect_rc "--strategy does not apply to contains" 64
 run_raw rotate --help
 expect_rc "rotate --help" 0
-expect_out "rotate --help: synopsis" '^usage: bloomguard .*rotate NAME --expected N --fpp P \[--strategy swap\|naive\] \[--from FILE\|-\]'
+expect_out "rotate --help: synopsis" '^usage: bloomguard .*rotate NAME --expected N --fpp P \[--strategy swap\|locked\|naive\] \[--from FILE\|-\]'
 expect_out "rotate --help: options" '--wait-ms MS'
 run_raw --help
 expect_out "--help lists rotate" '^  rotate NAME --expected N --fpp P'
@@ -417,10 +417,10 @@ expect_err "rotate --fpp 1.5 names BG_EBADPARAMS" 'BG_EBADPARAMS'
 R=$(name rot)
 run init "$R" --expected 1000 --fpp 0.01
 run add "$R" old-1 old-2 old-3
-staging_gone() { # DESC: no rotation/next/delta keys left for $R
+staging_gone() { # DESC: no rotation/next/delta/lock keys left for $R
   if [ $have_rediscli -eq 1 ]; then
     local n
-    n=$(rcli exists "{$R}:rotation" "{$R}:next" "{$R}:delta")
+    n=$(rcli exists "{$R}:rotation" "{$R}:next" "{$R}:delta" "{$R}:lock")
     if [ "$n" = 0 ]; then ok "$1: no staging keys left"; else RC=0; bad "$1: no staging keys left" "$n exist"; fi
   fi
 }
@@ -495,6 +495,17 @@ run --json info "$R"
 expect_json "naive: config is the new (n, p)" "d['size'] == $NSZ and d['hashIterations'] == $NK and d['expectedInsertions'] == 8000 and d['falseProbability'] == 0.02"
 run --json rotate "$R" --expected 8000 --fpp 0.02 --strategy naive --from "$WORK/in3000"
 expect_json "naive --json" "d['strategy'] == 'naive' and d['items'] == 3000 and d['bytesUploaded'] == 0 and d['size'] == $NSZ"
+
+# locked: rewritten in place under the filter's write lock; nothing left behind
+run -i "$WORK/in5000" rotate "$R" --expected 6000 --fpp 0.01 --strategy locked
+expect_rc "rotate --strategy locked" 0
+expect_out "locked summary" "^rotated $R \\(locked\\): 5000 items"
+run -i "$WORK/in5000" contains "$R"
+expect_rc "locked: items present" 0
+read -r LSZ LK < <(params 6000 0.01)
+run --json info "$R"
+expect_json "locked: config is the new (n, p)" "d['size'] == $LSZ and d['hashIterations'] == $LK and d['expectedInsertions'] == 6000"
+staging_gone "locked"
 
 # a filter that does not exist yet: the rotation creates it
 NEWR=$(name rot-new)
