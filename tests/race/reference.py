@@ -26,3 +26,12 @@ def first_difference(a: bytes, b: bytes) -> str:
         if a[i] != b[i]:
             return "byte %d: %02x vs %02x" % (i, a[i], b[i])
     return "lengths %d vs %d (after stripping trailing zeros)" % (len(a), len(b))
+
+
+def bit_differences(live: bytes, want: bytes) -> "tuple[int, int]":
+    """(bits set in live but not in want, bits set in want but not in live)."""
+    n = max(len(live), len(want))
+    a, b = live.ljust(n, b"\0"), want.ljust(n, b"\0")
+    extra = sum(bin(x & ~y & 0xFF).count("1") for x, y in zip(a, b))
+    lost = sum(bin(y & ~x & 0xFF).count("1") for x, y in zip(a, b))
+    return extra, lost

@@ -6,7 +6,8 @@ from typing import List
 from scenario import Outcome
 
 COLUMNS = [("queries", "queries"), ("checked", "items checked"), ("errors", "errors"),
-           ("false_negatives", "false neg."), ("adds", "adds"), ("add_errors", "add errors"),
+           ("locked", "of which ELOCKED"), ("false_negatives", "false neg."),
+           ("false_negatives_base", "of which base"), ("adds", "adds"), ("add_errors", "add errors"),
            ("rotations", "rotations"), ("rotation_errors", "rot. errors")]
 
 
@@ -19,7 +20,8 @@ def table(o: Outcome) -> str:
     rows: List[List[str]] = [["lang"] + [title for _, title in COLUMNS]]
     totals = {k: 0 for k, _ in COLUMNS}
     for lang, counts in o.by_lang().items():
-        rows.append([lang] + [str(counts.get(k, 0)) for k, _ in COLUMNS])
+        # "-": a count this worker does not keep (base false negatives: the Redisson reader only)
+        rows.append([lang] + [str(counts[k]) if k in counts else "-" for k, _ in COLUMNS])
         for k, _ in COLUMNS:
             totals[k] += counts.get(k, 0)
     rows.append(["all"] + [str(totals[k]) for k, _ in COLUMNS])
@@ -35,7 +37,8 @@ def table(o: Outcome) -> str:
     else:
         lines.append("  final filter: size %d, k %d; db items absent: %d; bitmap %s the reference%s"
                      % (o.final_size, o.final_k, o.missing, "==" if o.bitmap_equal else "!=",
-                        "" if o.bitmap_equal else " (%s)" % o.bitmap_diff))
+                        "" if o.bitmap_equal else " (%s; %d extra bits, %d missing bits)"
+                        % (o.bitmap_diff, o.extra_bits, o.lost_bits)))
     for e in o.first_errors()[:8]:
         lines.append("  first: " + e[:300])
     return "\n".join(lines)

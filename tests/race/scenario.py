@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 import bloomguard
 
 from redis_server import RedisServer
-from reference import first_difference, reference_bitmap
+from reference import bit_differences, first_difference, reference_bitmap
 from workers import WRITERS
 
 #: pauses between two operations, in microseconds: enough readers' traffic to land inside every
@@ -92,6 +92,8 @@ class Outcome:
     final_k: int = 0
     bitmap_equal: Optional[bool] = None
     bitmap_diff: str = ""
+    extra_bits: int = 0       # set in the live bitmap, in no item's indexes
+    lost_bits: int = 0        # of the reference, not set in the live bitmap
     db_items: int = 0
     missing: int = 0          # db items the final filter says are absent
     seconds: float = 0.0
@@ -251,3 +253,4 @@ class Race:
         out.bitmap_equal = live == want
         if not out.bitmap_equal:
             out.bitmap_diff = first_difference(live, want)
+            out.extra_bits, out.lost_bits = bit_differences(live, want)

@@ -54,6 +54,7 @@ static void run_query(const worker_args *a, bg_filter *f, counts *c) {
     c->checked++;
     if (st != BG_OK) {
       c->errors++;
+      c->locked += st == BG_ELOCKED;
       kit_note_error(c->first_error, sizeof c->first_error, "contains", st, bg_filter_errmsg(f));
     } else if (!p) {
       c->false_negatives++;
@@ -69,6 +70,7 @@ static void run_query(const worker_args *a, bg_filter *f, counts *c) {
     c->checked += BATCH;
     if (st != BG_OK) {
       c->errors++;
+      c->locked += st == BG_ELOCKED;
       kit_note_error(c->first_error, sizeof c->first_error, "contains_many", st, bg_filter_errmsg(f));
     } else {
       for (int j = 0; j < BATCH; j++)
@@ -156,9 +158,12 @@ int main(int argc, char **argv) {
   char err[512];
   bg_client *client = NULL;
   bg_filter *f = NULL;
-  /* generous timeouts: the suite judges correctness, not latency on a loaded machine */
+  /* generous timeouts: the suite judges correctness, not latency on a loaded machine; a query
+   * waits out a LOCKED rewrite (default 100 ms: a rotator descheduled on a busy machine outlasts
+   * that, and the answer would be BG_ELOCKED for the policy - no policy here) */
   if (bg_options_new(&o) != BG_OK || bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 10000) != BG_OK ||
-      bg_options_set_int(o, BG_OPT_CONNECT_TIMEOUT_MS, 10000) != BG_OK) return 2;
+      bg_options_set_int(o, BG_OPT_CONNECT_TIMEOUT_MS, 10000) != BG_OK ||
+      bg_options_set_int(o, BG_OPT_LOCK_WAIT_MS, 10000) != BG_OK) return 2;
   int st = bg_client_open_ex(&client, a.url, o, err, sizeof err);
   bg_options_free(o);
   if (st != BG_OK) {

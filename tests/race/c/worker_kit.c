@@ -163,10 +163,10 @@ void kit_print_counts(const worker_args *a, const counts *c) {
   printf(",\"strategy\":");
   json_string(a->strategy);
   printf(",\"queries\":%ld,\"checked\":%ld,\"errors\":%ld,\"false_negatives\":%ld,\"adds\":%ld,"
-         "\"add_errors\":%ld,\"rotations\":%ld,\"rotation_errors\":%ld,\"last_expected\":%ld,"
-         "\"first_error\":",
+         "\"add_errors\":%ld,\"rotations\":%ld,\"rotation_errors\":%ld,\"locked\":%ld,"
+         "\"last_expected\":%ld,\"first_error\":",
          c->queries, c->checked, c->errors, c->false_negatives, c->adds, c->add_errors, c->rotations,
-         c->rotation_errors, c->last_expected);
+         c->rotation_errors, c->locked, c->last_expected);
   json_string(c->first_error);
   printf("}\n");
   fflush(stdout);

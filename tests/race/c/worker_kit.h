@@ -58,6 +58,7 @@ void kit_note_error(char *first, size_t cap, const char *what, int st, const cha
 /* {"lang":..,"role":..,"strategy":..,"queries":..,...} on stdout, then newline. */
 typedef struct counts {
   long queries, checked, errors, false_negatives, adds, add_errors, rotations, rotation_errors;
+  long locked; /* of the errors: BG_ELOCKED (a LOCKED rewrite outlasted the reader's lock wait) */
   long last_expected;
   char first_error[512];
 } counts;
