@@ -8,6 +8,8 @@
 #   BG_RACE_BUILD     CMake build directory for the C worker (default: build; configured if empty)
 #   BG_PY_VENV        virtualenv with bloomguard + pytest (default: build-python/venv, as
 #                     bindings/python/ci.sh makes it; created and installed here if missing)
+#   BG_RACE_REINSTALL=1  reinstall the binding there first (it embeds the C library: after a C
+#                     change, unless bindings/python/ci.sh ran since)
 #   BG_SKIP_INTEROP=1 no Java (Redisson) reader, so no Maven and no JDK needed
 #   BG_RACE_LANGS     the languages to run (default c,python,go,java)
 # Exits with pytest's status; "no tests collected" (5) is a failure like any other non-zero one.
@@ -27,7 +29,7 @@ cmake --build "$BUILD" -j 2 --target bg_race_worker >/dev/null
 export BG_RACE_C_WORKER=$BUILD/race/bg_race_worker
 
 # Python: the binding in the virtualenv the Python step uses
-if ! "$VENV/bin/python" -c 'import bloomguard, pytest' 2>/dev/null; then
+if [ "${BG_RACE_REINSTALL:-0}" = 1 ] || ! "$VENV/bin/python" -c 'import bloomguard, pytest' 2>/dev/null; then
   say "installing the Python binding into $VENV"
   [ -x "$VENV/bin/python" ] || "${PYTHON:-python3}" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check '.[test]'

@@ -6,10 +6,11 @@ redis-server while rotators in C, Python and Go take turns rotating the same fil
   swap, locked: 0 reader errors, 0 false negatives (base items are in every generation; an added
                 item is queried only after its add returned OK), 0 add and rotation errors, and
                 the final bitmap byte-identical to a reference built from every item the
-                database ever held;
-  naive:        the control - errors or false negatives must be observed, or the harness
-                proves nothing and the suite fails.
-Redisson readers are asserted where Redisson can be right: swap to unchanged (n, p).
+                database ever held (one known LOCKED defect: see test_locked_resize_bits.py);
+  naive:        the control - errors or false negatives must be observed (by bloomguard readers
+                and by Redisson readers), or the harness proves nothing and the suite fails.
+Redisson readers are asserted where rotation.h says Redisson is right: swap to unchanged (n, p)
+(every item) and locked to unchanged (n, p) (items in both generations: the base items).
 """
 from __future__ import annotations
 
