@@ -18,13 +18,14 @@ def table(o: Outcome) -> str:
             % (s.strategy, "unchanged" if s.params == "same" else "alternating",
                "/".join(map(str, s.expected)), s.fpp, o.planned_rotations, s.base_items, o.db_items, o.seconds))
     rows: List[List[str]] = [["lang"] + [title for _, title in COLUMNS]]
-    totals = {k: 0 for k, _ in COLUMNS}
+    totals: dict = {}
     for lang, counts in o.by_lang().items():
         # "-": a count this worker does not keep (base false negatives: the Redisson reader only)
         rows.append([lang] + [str(counts[k]) if k in counts else "-" for k, _ in COLUMNS])
         for k, _ in COLUMNS:
-            totals[k] += counts.get(k, 0)
-    rows.append(["all"] + [str(totals[k]) for k, _ in COLUMNS])
+            if k in counts:
+                totals[k] = totals.get(k, 0) + counts[k]
+    rows.append(["all"] + [str(totals[k]) if k in totals else "-" for k, _ in COLUMNS])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [head]
     if o.cut_short:
