@@ -18,6 +18,7 @@
 
 #include "lock/lock.h"
 #include "redis/script.h"
+#include "script_step.h"
 
 #define LUA_PRELUDE \
   "if redis.replicate_commands then redis.replicate_commands() end\n" \
@@ -189,68 +190,10 @@ static bgi_script cancel_script = {
     "return {1}\n",
 };
 
-/*
- * One script call with byte-string arguments whose reply is an array of integers and strings
- * (the pattern of rotation/steps.c, with room for two strings; a candidate for a shared helper).
- */
-typedef struct step {
-  bgi_script *script;
-  size_t nkeys, nargs;
-  const char *const *argv;
-  const size_t *lens;
-  int use_body, noscript;
-  size_t nints, nstrs;
-  long long ints[4];
-  char str[2][128];
-} step;
-
-static int build_step(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
-  step *s = ctx;
-  size_t payload = 0;
-  for (size_t i = 0; i < s->nkeys + s->nargs; i++) payload += s->lens[i];
-  if (bgi_script_begin(&c->out, s->script, s->use_body, s->nkeys, s->nargs) != BG_OK ||
-      bgi_buf_reserve(&c->out, bgi_resp_bound(s->nkeys + s->nargs, payload)) != BG_OK)
-    return bgi_err_set(err, BG_ENOMEM, "out of memory");
-  for (size_t i = 0; i < s->nkeys + s->nargs; i++) bgi_resp_bulk(&c->out, s->argv[i], s->lens[i]);
-  *nreplies = 1;
-  return BG_OK;
-}
-
-static int parse_step(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
-  step *s = ctx;
-  const bgi_reply *x = rep[0];
-  (void)c, (void)n;
-  if (bgi_reply_is_error(x, "NOSCRIPT")) {
-    s->noscript = 1;
-    return BG_OK;
-  }
-  if (x->type == REDIS_REPLY_ERROR) return bgi_reply_error(x, s->script->name, err);
-  if (x->type != REDIS_REPLY_ARRAY || x->elements == 0)
-    return bgi_err_set(err, BG_EPROTO, "%s: unexpected reply", s->script->name);
-  s->nints = s->nstrs = 0;
-  s->str[0][0] = s->str[1][0] = 0;
-  for (size_t i = 0; i < x->elements; i++) {
-    const bgi_reply *e = x->element[i];
-    if (e->type == REDIS_REPLY_INTEGER) {
-      if (s->nints < 4) s->ints[s->nints++] = e->integer;
-    } else if (e->str && s->nstrs < 2) {
-      snprintf(s->str[s->nstrs++], sizeof s->str[0], "%s", e->str);
-    }
-  }
-  if (s->nints == 0) return bgi_err_set(err, BG_EPROTO, "%s: unexpected reply", s->script->name);
-  return BG_OK;
-}
-
-static int run_step(bg_lock *l, uint64_t deadline_ns, step *s, bgi_err *err) {
-  for (;;) {
-    s->noscript = 0;
-    int st = bgi_client_call(l->client, deadline_ns, build_step, parse_step, s, err);
-    if (st != BG_OK) return st;
-    if (!s->noscript) return BG_OK;
-    /* the server lost its script cache (restart, SCRIPT FLUSH): send the body once */
-    if (s->use_body) return bgi_err_set(err, BG_EPROTO, "%s: the server keeps answering NOSCRIPT", s->script->name);
-    s->use_body = 1;
-  }
+static int run_step(bg_lock *l, uint64_t deadline_ns, bgi_step *s, bgi_err *err) {
+  int st = bgi_step_run(l->client, deadline_ns, s, err);
+  if (st == BG_OK && s->nints == 0) st = bgi_err_set(err, BG_EPROTO, "%s: unexpected reply", s->script->name);
+  return st;
 }
 
 int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int write, int fresh,
@@ -264,7 +207,7 @@ int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind,
                         write ? "1" : "0"};
   size_t lens[] = {l->key_len, l->fence_key_len, l->readers_key_len, l->writers_key_len, strlen(lease), hlen,
                    1, 1, strlen(intent), 1};
-  step s = {.script = &acquire_script, .nkeys = 4, .nargs = 6, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &acquire_script, .nkeys = 4, .nargs = 6, .argv = argv, .lens = lens};
   int st = run_step(l, deadline_ns, &s, err);
   if (st != BG_OK) return st;
   memset(out, 0, sizeof *out);
@@ -296,7 +239,7 @@ int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind,
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
   const char *argv[] = {l->key, l->readers_key, holder, lease, k, f, l->channel};
   size_t lens[] = {l->key_len, l->readers_key_len, hlen, strlen(lease), 1, 1, l->channel_len};
-  step s = {.script = &release_script, .nkeys = 2, .nargs = 5, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &release_script, .nkeys = 2, .nargs = 5, .argv = argv, .lens = lens};
   int st = run_step(l, deadline_ns, &s, err);
   if (st != BG_OK) return st;
   *held = s.ints[0] == 1;
@@ -310,7 +253,7 @@ int bgi_lock_step_renew(bg_lock *l, pid_t tid, int kind, int *held, bgi_err *err
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
   const char *argv[] = {l->key, l->readers_key, holder, lease, k};
   size_t lens[] = {l->key_len, l->readers_key_len, hlen, strlen(lease), 1};
-  step s = {.script = &renew_script, .nkeys = 2, .nargs = 3, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &renew_script, .nkeys = 2, .nargs = 3, .argv = argv, .lens = lens};
   int st = run_step(l, 0, &s, err);
   if (st != BG_OK) return st;
   *held = s.ints[0] == 1;
@@ -322,6 +265,6 @@ int bgi_lock_step_cancel_intent(bg_lock *l, pid_t tid, bgi_err *err) {
   size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
   const char *argv[] = {l->writers_key, holder, l->channel};
   size_t lens[] = {l->writers_key_len, hlen, l->channel_len};
-  step s = {.script = &cancel_script, .nkeys = 1, .nargs = 2, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &cancel_script, .nkeys = 1, .nargs = 2, .argv = argv, .lens = lens};
   return run_step(l, 0, &s, err);
 }

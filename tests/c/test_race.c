@@ -69,7 +69,8 @@ static void *querier(void *arg) {
     st = bg_filter_contains_many(r->f, batch, lens, 100, present);
     atomic_fetch_add(&r->queries, 1);
     if (st != BG_OK) {
-      atomic_fetch_add(&r->errors, 1);
+      if (atomic_fetch_add(&r->errors, 1) == 0)
+        snprintf(r->first_error, sizeof r->first_error, "%s: %s", bg_strerror(st), bg_filter_errmsg(r->f));
     } else {
       for (int j = 0; j < 100; j++)
         if (!present[j]) atomic_fetch_add(&r->false_negatives, 1);
@@ -108,7 +109,10 @@ static int rotate_once(race *r, bg_filter *rf, int i) {
   /* alternate the parameters: every other swap changes size and k under the readers */
   int64_t n = i % 2 ? 6000 : 5000;
   int st = bg_rotation_begin(&rot, rf, n, 0.01, r->strategy, NULL);
-  if (st != BG_OK) return st;
+  if (st != BG_OK) {
+    fprintf(stderr, "rotation %d: begin: %s\n", i, bg_filter_errmsg(rf));
+    return st;
+  }
   pthread_mutex_lock(&r->db_mu);
   size_t n_items = r->db_n;
   pthread_mutex_unlock(&r->db_mu);
@@ -134,8 +138,11 @@ static int run_race(race *r, int rotations) {
   CHECK_OK(bg_options_set_int(o, BG_OPT_POOL_SIZE, QUERIERS + 2));
   /* no policy here: a LOCKED rebuild's readers must get their answers by waiting, never an error */
   CHECK_OK(bg_options_set_int(o, BG_OPT_LOCK_WAIT_MS, 30000));
+  /* a loaded machine under TSan can stall a reply past the default 1 s: timeouts are not what
+   * this race is about (the policy fault tests are) */
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 20000));
   CHECK_OK(bg_client_open(&readers, srv.url, o));
-  CHECK_OK(bg_client_open(&rotator, srv.url, NULL));
+  CHECK_OK(bg_client_open(&rotator, srv.url, o));
   bg_options_free(o);
   CHECK_OK(bg_filter_open(&r->f, readers, r->name));
   CHECK_OK(bg_filter_open(&rf, rotator, r->name));

@@ -228,6 +228,54 @@ class RotationInteropTest {
     assertEquals(before, pick(config(name), before.keySet()), "Redisson's config fields unchanged");
   }
 
+  /**
+   * LOCKED rewrites the bitmap in place under bloomguard's write lock, which Redisson readers do
+   * not know about: with unchanged (n, p) every byte is either old or new, and an item of both
+   * generations has its bits set in both, so a Redisson reader still sees every base item.
+   */
+  @Test
+  void cachedReaderSeesEveryItemAcrossSameParamLockedRotations() throws InterruptedException {
+    String name = fresh("locked");
+    List<String> base = items(5_000, i -> "base-" + i);
+    RBloomFilter<String> reader = bloom(name);
+    assertTrue(reader.tryInit(20_000, 0.01));
+    reader.add(base);
+    assertTrue(reader.contains(base.get(0)));
+
+    Readers readers = rotateUnderReaders(name, reader, base, 20, 20_000, 0.01,
+        "--strategy", "locked", "--chunk-bytes", "4096");
+    assertEquals(0, readers.exceptions.get(), "no exception: " + readers);
+    assertEquals(0, readers.falses.get(), "no false answer for a base item: " + readers);
+    List<String> last = items(200, i -> "extra-19-" + i);
+    assertEquals(last.size(), reader.contains(last), "the last rotation's extras are there");
+    assertFalse(config(name).containsKey("bgRebuilding"), "no rebuild mark left: " + config(name));
+  }
+
+  /** A Redisson RLock on "{NAME}:lock" is the filter's write lock: a locked rotation waits for it. */
+  @Test
+  void lockedRotationWaitsForARedissonLockOnTheFilter() throws Exception {
+    String name = fresh("rlock");
+    List<String> base = items(1_000, i -> "base-" + i);
+    assertTrue(bloom(name).tryInit(2_000, 0.01));
+    org.redisson.api.RLock lock = redisson.getLock("{" + name + "}:lock");
+    lock.lock();
+    java.util.concurrent.atomic.AtomicReference<JsonNode> done = new java.util.concurrent.atomic.AtomicReference<>();
+    Thread rotator = new Thread(() -> done.set(rotate(name, base, 2_000, 0.01, "--strategy", "locked")));
+    long t0 = System.nanoTime();
+    rotator.start();
+    try {
+      Thread.sleep(1_000);
+      assertTrue(rotator.isAlive(), "the locked rotation went ahead while Redisson held the lock");
+      assertEquals(0, bloom(name).contains(base), "nothing was written yet");
+    } finally {
+      lock.unlock();
+    }
+    rotator.join(60_000);
+    assertTrue(done.get() != null, "the rotation finished after the unlock");
+    assertTrue(System.nanoTime() - t0 >= 1_000_000_000L);
+    assertEquals(base.size(), bloom(name).contains(base));
+  }
+
   /** The negative control: the same harness against the naive rebuild must see false answers. */
   @Test
   void cachedReaderMissesItemsAcrossNaiveRotations() throws InterruptedException {
