@@ -3,7 +3,8 @@
 # bindings, and live interop with Redisson.
 # Every part starts its own redis-server on a free loopback port.
 #   bash scripts/test.sh
-# BG_NO_INSTALL=1: don't install missing packages.  BG_SKIP_INTEROP=1: skip the Java step.
+# BG_NO_INSTALL=1: don't install missing packages.  BG_SKIP_INTEROP=1: skip the Java step (and the
+# race suite's Redisson reader).  BG_SKIP_RACE=1: skip the cross-language race suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOP=$PWD
@@ -59,6 +60,11 @@ step "Go binding (cgo): vet, test -race, test (shared library), test (static lib
 if [ "${BG_SKIP_INTEROP:-0}" != 1 ]; then
   step "Live interop with Redisson (Java)"
   BLOOMGUARD_CLI=$TOP/build/bloomguard bash tests/interop/run.sh
+fi
+
+if [ "${BG_SKIP_RACE:-0}" != 1 ]; then
+  step "Cross-language race suite: rotators, readers and adders in C, Python, Go (+ Redisson readers)"
+  BG_RACE_BUILD=$TOP/build bash tests/race/run.sh
 fi
 
 step "all test steps passed"

@@ -1,0 +1,53 @@
+"""Fixtures of the race suite: one redis-server for the session (free 127.0.0.1 port, stopped
+by pid), the workers' commands, and the tables printed at the end of the run."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import List
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from redis_server import RedisServer  # noqa: E402
+from workers import commands, languages  # noqa: E402
+
+_tables: List[str] = []
+
+
+def record_table(text: str) -> None:
+    """Printed in the terminal summary, even with -q and for passing tests."""
+    _tables.append(text)
+    print(text)
+
+
+def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
+    if _tables:
+        terminalreporter.section("cross-language race: counts per strategy and language")
+        for t in _tables:
+            terminalreporter.write_line(t)
+            terminalreporter.write_line("")
+
+
+@pytest.fixture(scope="session")
+def redis_server():
+    server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def langs() -> List[str]:
+    return languages()
+
+
+@pytest.fixture(scope="session")
+def worker_commands(langs):
+    try:
+        return commands(langs)
+    except RuntimeError as e:  # a requested language without its worker fails, never skips
+        pytest.fail(str(e), pytrace=False)

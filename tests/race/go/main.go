@@ -1,0 +1,299 @@
+// Command race_worker is the Go worker of the cross-language race suite (tests/race/README.md),
+// through the bloomguard Go binding.
+//
+// Roles, as in the C worker (tests/race/c/race_worker.c):
+//
+//	query   queries base items and items whose add already returned OK (read from the added
+//	        file before they are queried), one at a time and in batches;
+//	add     appends each new item to the database file, adds it, and appends it to the added
+//	        file only once the add returned OK;
+//	rotate  -count rotations in a row, each reading the database file after the rotation began.
+//
+// Prints one JSON line of counts; exits 2 only on a harness failure.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	bloomguard "github.com/bloomguard/bloomguard/bindings/go"
+)
+
+const batchSize = 64
+
+type args struct {
+	url, filter, role, strategy, items, db, added, stop, ready, id string
+	duration                                                       time.Duration
+	count                                                          int
+	expected                                                       []int64
+	fpp                                                            float64
+	holdMS, pauseUS                                                int
+}
+
+type counts struct {
+	Lang           string `json:"lang"`
+	Role           string `json:"role"`
+	Strategy       string `json:"strategy"`
+	Queries        int64  `json:"queries"`
+	Checked        int64  `json:"checked"`
+	Errors         int64  `json:"errors"`
+	FalseNegatives int64  `json:"false_negatives"`
+	Adds           int64  `json:"adds"`
+	AddErrors      int64  `json:"add_errors"`
+	Rotations      int64  `json:"rotations"`
+	RotationErrors int64  `json:"rotation_errors"`
+	Locked         int64  `json:"locked"` // of the errors: ErrLocked (the binding's lock wait: 100 ms)
+	LastExpected   int64  `json:"last_expected"`
+	FirstError     string `json:"first_error"`
+}
+
+func (c *counts) note(format string, a ...any) {
+	if c.FirstError == "" {
+		c.FirstError = fmt.Sprintf(format, a...)
+	}
+}
+
+func fail(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "race worker: "+format+"\n", a...)
+	os.Exit(2)
+}
+
+// readLines returns the complete lines of path from offset on, and the offset past them (a line
+// still being written waits for the next call).
+func readLines(path string, offset int64) ([][]byte, int64) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fail("%v", err)
+	}
+	data = data[offset:]
+	end := bytes.LastIndexByte(data, '\n') + 1
+	if end == 0 {
+		return nil, offset
+	}
+	return bytes.Split(data[:end-1], []byte("\n")), offset + int64(end)
+}
+
+// appendLine writes "item\n" with one write on an O_APPEND file: lines never interleave.
+func appendLine(f *os.File, item string) {
+	if _, err := f.Write([]byte(item + "\n")); err != nil {
+		fail("%v", err)
+	}
+}
+
+func touch(path string) {
+	if path == "" {
+		return
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err == nil {
+		f.Close()
+	}
+}
+
+func stopper(a *args) func() bool {
+	deadline := time.Now().Add(a.duration)
+	return func() bool {
+		if time.Now().After(deadline) {
+			return true
+		}
+		if a.stop == "" {
+			return false
+		}
+		_, err := os.Stat(a.stop)
+		return err == nil
+	}
+}
+
+func runQuery(ctx context.Context, a *args, f *bloomguard.Filter, c *counts) {
+	pool, _ := readLines(a.items, 0)
+	if len(pool) == 0 {
+		fail("no base items in %s", a.items)
+	}
+	var addedOff int64
+	var refreshed time.Time
+	stop := stopper(a)
+	batch := make([][]byte, batchSize)
+	for first := true; !stop(); first = false {
+		if time.Since(refreshed) > 20*time.Millisecond { // items added meanwhile: checked from now on
+			var more [][]byte
+			more, addedOff = readLines(a.added, addedOff)
+			pool = append(pool, more...)
+			refreshed = time.Now()
+		}
+		item := pool[rand.IntN(len(pool))]
+		c.Queries++
+		c.Checked++
+		if ok, err := f.Contains(ctx, item); err != nil {
+			c.Errors++
+			if errors.Is(err, bloomguard.ErrLocked) {
+				c.Locked++
+			}
+			c.note("contains: %v", err)
+		} else if !ok {
+			c.FalseNegatives++
+			c.note("false negative: %s", item)
+		}
+		for j := range batch {
+			batch[j] = pool[rand.IntN(len(pool))]
+		}
+		c.Queries++
+		c.Checked += batchSize
+		if present, err := f.ContainsMany(ctx, batch); err != nil {
+			c.Errors++
+			if errors.Is(err, bloomguard.ErrLocked) {
+				c.Locked++
+			}
+			c.note("contains_many: %v", err)
+		} else {
+			for j, ok := range present {
+				if !ok {
+					c.FalseNegatives++
+					c.note("false negative: %s", batch[j])
+				}
+			}
+		}
+		if first {
+			touch(a.ready)
+		}
+		if a.pauseUS > 0 {
+			time.Sleep(time.Duration(a.pauseUS) * time.Microsecond)
+		}
+	}
+}
+
+func runAdd(ctx context.Context, a *args, f *bloomguard.Filter, c *counts) {
+	open := func(p string) *os.File {
+		fh, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			fail("%v", err)
+		}
+		return fh
+	}
+	db, added := open(a.db), open(a.added)
+	defer db.Close()
+	defer added.Close()
+	touch(a.ready)
+	stop := stopper(a)
+	for seq := 0; seq < a.count && !stop(); seq++ {
+		item := fmt.Sprintf("add-%s-%d", a.id, seq)
+		appendLine(db, item) // the database first
+		if _, err := f.AddString(ctx, item); err != nil {
+			c.AddErrors++
+			c.note("add: %v", err)
+		} else {
+			c.Adds++
+			appendLine(added, item)
+		}
+		if a.pauseUS > 0 {
+			time.Sleep(time.Duration(a.pauseUS) * time.Microsecond)
+		}
+	}
+}
+
+func runRotate(ctx context.Context, a *args, f *bloomguard.Filter, c *counts) {
+	strategy := map[string]bloomguard.Strategy{
+		"swap": bloomguard.Swap, "locked": bloomguard.Locked, "naive": bloomguard.Naive}[a.strategy]
+	touch(a.ready)
+	stop := stopper(a)
+	for i := 0; i < a.count && !stop(); i++ {
+		expected := a.expected[i%len(a.expected)]
+		err := f.Rotate(ctx, expected, a.fpp, strategy, func(r *bloomguard.Rotation) error {
+			items, _ := readLines(a.db, 0) // read after the rotation began, as rotation.h asks
+			if err := r.AddMany(items); err != nil {
+				return err
+			}
+			time.Sleep(time.Duration(a.holdMS) * time.Millisecond) // adds and queries land meanwhile
+			return nil
+		})
+		if err != nil {
+			c.RotationErrors++
+			c.note("rotation: %v", err)
+			time.Sleep(10 * time.Millisecond)
+		} else {
+			c.Rotations++
+			c.LastExpected = expected
+		}
+	}
+}
+
+func parseArgs() *args {
+	a := &args{}
+	var duration float64
+	var expected string
+	flag.StringVar(&a.url, "url", "", "redis URL")
+	flag.StringVar(&a.filter, "filter", "", "filter name")
+	flag.StringVar(&a.role, "role", "", "query, add or rotate")
+	flag.StringVar(&a.strategy, "strategy", "", "swap, locked or naive")
+	flag.StringVar(&a.items, "items", "", "base items file")
+	flag.StringVar(&a.db, "db", "", "database file")
+	flag.StringVar(&a.added, "added", "", "added items file")
+	flag.StringVar(&a.stop, "stop", "", "stop when this file exists")
+	flag.StringVar(&a.ready, "ready", "", "created once running")
+	flag.StringVar(&a.id, "id", "go", "adder's item prefix")
+	flag.Float64Var(&duration, "duration", 60, "seconds (cap)")
+	flag.IntVar(&a.count, "count", 1000000, "rotations or adds (cap)")
+	flag.StringVar(&expected, "expected", "", "N[,N...]: rotation i uses the (i mod len)th")
+	flag.Float64Var(&a.fpp, "fpp", 0.01, "false probability")
+	flag.IntVar(&a.holdMS, "hold-ms", 0, "pause before each commit")
+	flag.IntVar(&a.pauseUS, "pause-us", 0, "pause between operations")
+	flag.Parse()
+	a.duration = time.Duration(duration * float64(time.Second))
+	for _, s := range strings.Split(expected, ",") {
+		if s == "" {
+			continue
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			fail("--expected: %v", err)
+		}
+		a.expected = append(a.expected, n)
+	}
+	if a.url == "" || a.filter == "" || a.items == "" || a.db == "" || a.added == "" {
+		fail("--url, --filter, --items, --db and --added are required")
+	}
+	if a.role == "rotate" && len(a.expected) == 0 {
+		fail("rotate needs --expected")
+	}
+	return a
+}
+
+func main() {
+	a := parseArgs()
+	ctx := context.Background()
+	// generous timeouts: the suite judges correctness, not latency on a loaded machine. The
+	// binding has no option for BG_OPT_LOCK_WAIT_MS yet: queries wait out a LOCKED rewrite for
+	// the library's default 100 ms, then get ErrLocked (counted apart: see the README).
+	client, err := bloomguard.Open(a.url, bloomguard.WithCommandTimeout(10*time.Second),
+		bloomguard.WithConnectTimeout(10*time.Second))
+	if err != nil {
+		fail("connect %s: %v", a.url, err)
+	}
+	defer client.Close()
+	f, err := client.Filter(a.filter)
+	if err != nil {
+		fail("open %s: %v", a.filter, err)
+	}
+	defer f.Close()
+	c := &counts{Lang: "go", Role: a.role, Strategy: a.strategy}
+	switch a.role {
+	case "query":
+		runQuery(ctx, a, f, c)
+	case "add":
+		runAdd(ctx, a, f, c)
+	case "rotate":
+		runRotate(ctx, a, f, c)
+	default:
+		fail("unknown role %q", a.role)
+	}
+	out, _ := json.Marshal(c)
+	fmt.Println(string(out))
+}

@@ -1,0 +1,45 @@
+"""The table printed for each scenario: one row per language, every role's counts summed."""
+from __future__ import annotations
+
+from typing import List
+
+from scenario import Outcome
+
+COLUMNS = [("queries", "queries"), ("checked", "items checked"), ("errors", "errors"),
+           ("locked", "of which ELOCKED"), ("false_negatives", "false neg."),
+           ("false_negatives_base", "of which base"), ("adds", "adds"), ("add_errors", "add errors"),
+           ("rotations", "rotations"), ("rotation_errors", "rot. errors")]
+
+
+def table(o: Outcome) -> str:
+    s = o.scenario
+    head = ("%s, %s (n, p): expected %s, fpp %s; %d rotations planned, %d base items, %d items in the "
+            "database at the end; %.1f s"
+            % (s.strategy, "unchanged" if s.params == "same" else "alternating",
+               "/".join(map(str, s.expected)), s.fpp, o.planned_rotations, s.base_items, o.db_items, o.seconds))
+    rows: List[List[str]] = [["lang"] + [title for _, title in COLUMNS]]
+    totals: dict = {}
+    for lang, counts in o.by_lang().items():
+        # "-": a count this worker does not keep (base false negatives: the Redisson reader only)
+        rows.append([lang] + [str(counts[k]) if k in counts else "-" for k, _ in COLUMNS])
+        for k, _ in COLUMNS:
+            if k in counts:
+                totals[k] = totals.get(k, 0) + counts[k]
+    rows.append(["all"] + [str(totals[k]) if k in totals else "-" for k, _ in COLUMNS])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [head]
+    if o.cut_short:
+        lines.append("  (cut short: the rotation budget ran out before every round; a busy machine)")
+    for r in rows:
+        lines.append("  " + "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in
+                                       enumerate(zip(r, widths))))
+    if o.bitmap_equal is None:
+        lines.append("  final filter: not initialized (caught between a delete and an init)")
+    else:
+        lines.append("  final filter: size %d, k %d; db items absent: %d; bitmap %s the reference%s"
+                     % (o.final_size, o.final_k, o.missing, "==" if o.bitmap_equal else "!=",
+                        "" if o.bitmap_equal else " (%s; %d extra bits, %d missing bits)"
+                        % (o.bitmap_diff, o.extra_bits, o.lost_bits)))
+    for e in o.first_errors()[:8]:
+        lines.append("  first: " + e[:300])
+    return "\n".join(lines)

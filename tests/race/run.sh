@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The cross-language race suite (tests/race/README.md): builds the C, Go and Java workers, then
+# runs the pytest suite, which starts its own redis-server on a free 127.0.0.1 port.
+#
+#   bash tests/race/run.sh [pytest args...]        e.g. -k swap-same
+#
+# Environment:
+#   BG_RACE_BUILD     CMake build directory for the C worker (default: build; configured if empty)
+#   BG_PY_VENV        virtualenv with bloomguard + pytest (default: build-python/venv, as
+#                     bindings/python/ci.sh makes it; created and installed here if missing)
+#   BG_RACE_REINSTALL=1  reinstall the binding there first (it embeds the C library: after a C
+#                     change, unless bindings/python/ci.sh ran since)
+#   BG_SKIP_INTEROP=1 no Java (Redisson) reader, so no Maven and no JDK needed
+#   BG_RACE_LANGS     the languages to run (default c,python,go,java)
+# Exits with pytest's status; "no tests collected" (5) is a failure like any other non-zero one.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+TOP=$PWD
+BUILD=${BG_RACE_BUILD:-build}
+case $BUILD in /*) ;; *) BUILD=$TOP/$BUILD ;; esac
+VENV=${BG_PY_VENV:-build-python/venv}
+say() { printf 'race: %s\n' "$*" >&2; }
+
+# C worker: a target of the main build (tests/race/race.cmake)
+if [ ! -f "$BUILD/CMakeCache.txt" ]; then
+  cmake -S "$TOP" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBG_BUILD_BENCH=OFF >/dev/null
+fi
+cmake --build "$BUILD" -j 2 --target bg_race_worker >/dev/null
+export BG_RACE_C_WORKER=$BUILD/race/bg_race_worker
+
+# Python: the binding in the virtualenv the Python step uses
+if [ "${BG_RACE_REINSTALL:-0}" = 1 ] || ! "$VENV/bin/python" -c 'import bloomguard, pytest' 2>/dev/null; then
+  say "installing the Python binding into $VENV"
+  [ -x "$VENV/bin/python" ] || "${PYTHON:-python3}" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check '.[test]'
+fi
+
+# Go worker: statically linked against the library, so it needs no LD_LIBRARY_PATH
+(
+  eval "$(BG_LINK=static bash bindings/go/setup.sh 2>/dev/null)"
+  cd tests/race/go
+  go build -o "$BUILD/race/race_worker_go" .
+)
+export BG_RACE_GO_WORKER=$BUILD/race/race_worker_go
+
+# Java (Redisson) reader: compiled, and its classpath written by the dependency plugin
+if [ "${BG_SKIP_INTEROP:-0}" = 1 ]; then
+  export BG_RACE_LANGS=${BG_RACE_LANGS:-c,python,go}
+  say "BG_SKIP_INTEROP=1: no Redisson reader"
+else
+  mvn_build() {
+    (cd tests/race/java && mvn -B -q -ntp -Dstyle.color=never "$@" compile dependency:build-classpath </dev/null)
+  }
+  # offline first when ~/.m2 already has everything (as tests/interop/run.sh does)
+  if ! mvn_build -o >/dev/null 2>&1; then
+    say "offline Maven build failed; retrying online"
+    mvn_build
+  fi
+  export BG_RACE_JAVA_CP="$TOP/tests/race/java/target/classes:$(cat tests/race/java/target/classpath.txt)"
+fi
+
+say "workers built; running the suite (${BG_RACE_LANGS:-c,python,go,java})"
+"$VENV/bin/python" -m pytest -p no:cacheprovider -q tests/race "$@"
