@@ -1,11 +1,8 @@
-"""Deterministic reproduction of what the race found under LOCKED to other (n, p): adds made while
-the rotation rewrites the live bitmap leave bits at the OLD parameters' positions in the new
-generation. Adds are made from the rotation's progress callback after each rewritten chunk (4 KiB
-chunks), so they land inside the rewrite every time.
-
-SWAP, and LOCKED to unchanged (n, p), give exactly the reference bitmap; LOCKED to other (n, p)
-keeps extra bits (no item is lost). The last case is a strict xfail: once the library drops those
-bits (or rewrites them for the new parameters) it passes, and the marker must go.
+"""Adds made while a rotation rewrites the live bitmap leave exactly the reference bitmap. The race
+found LOCKED to other (n, p) keeping such adds' bits at the OLD parameters' positions in the new
+generation (fixed: during the rewrite an add goes to the delta only). Adds are made from the
+rotation's progress callback after each rewritten chunk (4 KiB chunks), so they land inside the
+rewrite every time.
 """
 from __future__ import annotations
 
@@ -15,13 +12,10 @@ import pytest
 from reference import bit_differences, reference_bitmap
 
 BASE = [b"base-%d" % i for i in range(3000)]
-KNOWN = pytest.mark.xfail(strict=True, reason="LOCKED to other (n, p): an add during the in-place rewrite sets its "
-                                              "bits for the old (size, k), and they stay in the new generation")
 
 
 @pytest.mark.parametrize("strategy, expected", [
-    ("swap", 30000), ("swap", 10000), ("locked", 20000),
-    pytest.param("locked", 30000, marks=KNOWN), pytest.param("locked", 10000, marks=KNOWN),
+    ("swap", 30000), ("swap", 10000), ("locked", 20000), ("locked", 30000), ("locked", 10000),
 ])
 def test_adds_during_the_rewrite_leave_exactly_the_reference(redis_server, strategy: str, expected: int) -> None:
     name = "race:rewrite-adds:%s:%d" % (strategy, expected)

@@ -163,7 +163,7 @@ int main(int argc, char **argv) {
    * that, and the answer would be BG_ELOCKED for the policy - no policy here) */
   if (bg_options_new(&o) != BG_OK || bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 10000) != BG_OK ||
       bg_options_set_int(o, BG_OPT_CONNECT_TIMEOUT_MS, 10000) != BG_OK ||
-      bg_options_set_int(o, BG_OPT_LOCK_WAIT_MS, 10000) != BG_OK) return 2;
+      bg_options_set_int(o, BG_OPT_WRITE_LOCK_WAIT_MS, 10000) != BG_OK) return 2;
   int st = bg_client_open_ex(&client, a.url, o, err, sizeof err);
   bg_options_free(o);
   if (st != BG_OK) {

@@ -184,23 +184,12 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     return args
 
 
-def lock_wait_option() -> dict:
-    """lock_wait=10 s: a query waits out a LOCKED rewrite (the library's default is 100 ms, which
-    a rotator descheduled on a busy machine outlasts: the answer is then Locked, for a policy).
-    The binding has no keyword for BG_OPT_LOCK_WAIT_MS (6, pinned) yet: until it has, it is
-    added to the binding's option table here - test code only."""
-    from bloomguard import _options
-
-    if "lock_wait" not in _options.OPTIONS:
-        _options.OPTIONS["lock_wait"] = (getattr(_options.lib, "BG_OPT_LOCK_WAIT_MS", 6), "seconds")
-    return {"lock_wait": 10}
-
-
 def main(argv: List[str]) -> int:
     args = parse_args(argv)
     c = Counts()
     # generous timeouts: the suite judges correctness, not latency on a loaded machine
-    with bloomguard.Client(args.url, command_timeout=10, connect_timeout=10, **lock_wait_option()) as client:
+    # and a query waits out a LOCKED rewrite for up to 10 s (the default 100 ms is for services)
+    with bloomguard.Client(args.url, command_timeout=10, connect_timeout=10, write_lock_wait=10) as client:
         with client.filter(args.filter) as f:
             {"query": run_query, "add": run_add, "rotate": run_rotate}[args.role](args, f, c)
     out = {"lang": "python", "role": args.role, "strategy": args.strategy}
