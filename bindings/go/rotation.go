@@ -142,7 +142,7 @@ func WithStagingTTL(d time.Duration) RotateOption {
 }
 
 // WithThreads sets how many threads hash the items of a Swap rotation (BG_OPT_ROTATE_THREADS;
-// default: the online CPUs, 1..256).
+// default: the online CPUs - 1, at least 1; 1..256).
 func WithThreads(n int) RotateOption {
 	return rotateOption(intSetting("WithThreads", C.BG_OPT_ROTATE_THREADS, int64(n)))
 }

@@ -55,7 +55,7 @@ typedef struct cli_opts {
   int64_t lease_ms;        /* --lease-ms; 0 = library default */
   int have_wait;
   int64_t wait_ms;         /* --wait-ms */
-  int64_t threads;         /* --threads; 0 = library default (online CPUs) */
+  int64_t threads;         /* --threads; 0 = library default (online CPUs - 1) */
   int64_t chunk_bytes;     /* --chunk-bytes; 0 = library default */
   int64_t staging_ttl_ms;  /* --staging-ttl-ms; 0 = library default */
   const char *name;        /* filter name (first positional) */

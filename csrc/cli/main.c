@@ -94,7 +94,7 @@ static const command commands[] = {
    "  --lease-ms MS      the rotator's lease, renewed every third of it (default 30000);\n"
    "                     if this process dies, another rotation can start after it\n"
    "  --staging-ttl-ms MS  time to live of the staging keys (default 300000)\n"
-   "  --threads N        hashing threads (default: the online CPUs)\n"
+   "  --threads N        hashing threads (default: the online CPUs - 1, at least 1)\n"
    "  --chunk-bytes N    upload chunk in bytes, 4096..67108864 (default 1048576)\n"
    "  --batch N          items read per batch (default 262144); naive: items per round trip\n"
    "                     (default 1000)\n"

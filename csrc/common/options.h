@@ -16,7 +16,7 @@ struct bg_options {
   int64_t rotate_lease_ms;
   int64_t rotate_wait_ms;
   int64_t rotate_staging_ttl_ms;
-  int64_t rotate_threads;        /* 0: the online CPUs */
+  int64_t rotate_threads;        /* 0: the online CPUs - 1, at least 1 */
   int64_t rotate_chunk_bytes;
   int64_t rotate_batch;
   int64_t lock_lease_ms;

@@ -331,7 +331,7 @@ class Filter:
         for another rotation of this filter to end, in slices of 0.25 s so that Ctrl-C and other
         signals are handled meanwhile; default 0: raise :class:`~bloomguard.RotationInProgress` at
         once), ``staging_ttl_ms`` (300000),
-        ``threads`` (hashing threads; the online CPUs), ``chunk_bytes`` (upload chunk; 1 MiB),
+        ``threads`` (hashing threads; the online CPUs - 1, at least 1), ``chunk_bytes`` (upload chunk; 1 MiB),
         ``batch`` (naive: items per round trip; 1000). Out-of-range values raise
         :class:`~bloomguard.InvalidArgument`.
 
