@@ -5,7 +5,7 @@
 set -euo pipefail
 
 pkgs=(cmake ninja-build gcc g++ pkg-config libhiredis-dev libhighwayhash-dev libcjson-dev redis-server
-      python3 python3-dev python3-venv maven default-jdk-headless)
+      python3 python3-dev python3-venv maven default-jdk-headless curl ca-certificates)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -14,10 +14,8 @@ done
 if command -v javac >/dev/null 2>&1; then missing=("${missing[@]/default-jdk-headless}"); fi
 if command -v mvn >/dev/null 2>&1; then missing=("${missing[@]/maven}"); fi
 read -r -a missing <<< "${missing[*]:-}"
-# Go is not taken from Debian 12 (1.19 is too old for the binding, which needs 1.24): say so early
-if ! command -v go >/dev/null 2>&1; then
-  echo "note: Go (>= 1.24) is not on PATH; the Go binding's tests need it (https://go.dev/dl or your distribution)" >&2
-fi
+# Go is not taken from Debian 12 (1.19 is too old for the binding, which needs 1.24): test.sh gets
+# it through scripts/go-toolchain.sh (the go on PATH, or the official toolchain from the module proxy)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 if [ "${BG_NO_INSTALL:-0}" = 1 ]; then

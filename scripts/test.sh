@@ -11,6 +11,9 @@ TOP=$PWD
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 bash scripts/deps.sh
+# Go >= 1.24 for the binding: the one on PATH, or fetched once into build-tools/
+PATH="$(bash scripts/go-toolchain.sh):$PATH"
+export PATH
 
 START=$SECONDS
 step() { printf '\n=== [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
