@@ -74,7 +74,6 @@ static bgi_script finish_script = {
     "return {1}\n",
 };
 
-#define ARG(s) (s), strlen(s)
 
 static int step_failed(bg_rotation *r, const bgi_step *s, const char *what, bgi_err *err) {
   if (s->ints[0] == 0)

@@ -18,6 +18,7 @@
 #include "redis/script.h"
 #include "rotation/delta.h"
 #include "rotation/rotation.h"
+#include "script_step.h"
 
 /* KEYS: rotation, staging, delta, spare. ARGV: token, owner, lease ms, size, k, n, fpp, staging
  * TTL, bitmap bytes. Reply {1, spare bytes now in staging} or {0, owner, pttl} when busy. */
@@ -121,54 +122,8 @@ static bgi_script abort_script = {
     "return {1}\n",
 };
 
-/* One script call with byte-string arguments; the reply is an array of integers and strings. */
-typedef struct step {
-  bgi_script *script;
-  size_t nkeys, nargs;
-  const char *const *argv;
-  const size_t *lens;
-  bgi_script_run run;
-  long long ints[4];
-  char str[128];
-} step;
+static int run_step(bg_rotation *r, bgi_step *s, bgi_err *err) { return bgi_step_run(r->f->client, 0, s, err); }
 
-static int build_step(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
-  step *s = ctx;
-  size_t payload = 0;
-  for (size_t i = 0; i < s->nkeys + s->nargs; i++) payload += s->lens[i];
-  if (bgi_script_begin(&c->out, s->script, s->run.use_body, s->nkeys, s->nargs) != BG_OK ||
-      bgi_buf_reserve(&c->out, bgi_resp_bound(s->nkeys + s->nargs, payload)) != BG_OK)
-    return bgi_err_set(err, BG_ENOMEM, "out of memory");
-  for (size_t i = 0; i < s->nkeys + s->nargs; i++) bgi_resp_bulk(&c->out, s->argv[i], s->lens[i]);
-  *nreplies = 1;
-  return BG_OK;
-}
-
-static int parse_step(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
-  step *s = ctx;
-  const bgi_reply *x = rep[0];
-  size_t ni = 0;
-  (void)c, (void)n;
-  if (bgi_reply_is_error(x, "NOSCRIPT")) {
-    s->run.noscript = 1;
-    return BG_OK;
-  }
-  if (x->type == REDIS_REPLY_ERROR) return bgi_reply_error(x, s->script->name, err);
-  if (x->type != REDIS_REPLY_ARRAY || x->elements == 0)
-    return bgi_err_set(err, BG_EPROTO, "%s: unexpected reply", s->script->name);
-  s->str[0] = 0;
-  for (size_t i = 0; i < x->elements && ni < 4; i++) {
-    if (x->element[i]->type == REDIS_REPLY_INTEGER) s->ints[ni++] = x->element[i]->integer;
-    else if (x->element[i]->str) snprintf(s->str, sizeof s->str, "%s", x->element[i]->str);
-  }
-  return BG_OK;
-}
-
-static int run_step(bg_rotation *r, step *s, bgi_err *err) {
-  return bgi_client_call_script(r->f->client, 0, &s->run, s->script->name, build_step, parse_step, s, err);
-}
-
-#define ARG(s) (s), strlen(s)
 
 static int lease_lost(bg_rotation *r, const char *what, bgi_err *err) {
   return bgi_err_set(err, BG_EROTATING, "%s: this rotation of \"%s\" lost its lease (it expired, or another "
@@ -188,7 +143,7 @@ int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, siz
                         size, k, n, r->fpp, ttl, bytes};
   size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, r->spare_key_len, 32, strlen(r->owner),
                    strlen(lease), strlen(size), strlen(k), strlen(n), strlen(r->fpp), strlen(ttl), strlen(bytes)};
-  step s = {.script = &begin_script, .nkeys = 4, .nargs = 9, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &begin_script, .nkeys = 4, .nargs = 9, .argv = argv, .lens = lens};
   int st = run_step(r, &s, err);
   if (st != BG_OK) return st;
   if (s.ints[0] == 1) {
@@ -196,9 +151,9 @@ int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, siz
     return BG_OK;
   }
   *busy_pttl = s.ints[1];
-  snprintf(busy_owner, owner_cap, "%s", s.str);
+  snprintf(busy_owner, owner_cap, "%s", s.str[0]);
   return bgi_err_set(err, BG_EROTATING, "a rotation of \"%s\" is in progress (by %s; its lease expires in %lld ms "
-                     "unless renewed)", f->name, s.str[0] ? s.str : "?", (long long)s.ints[1]);
+                     "unless renewed)", f->name, s.str[0][0] ? s.str[0] : "?", (long long)s.ints[1]);
 }
 
 /* One upload chunk: MULTI, SETRANGE staging, PEXPIRE staging, EXEC - no script. */
@@ -254,7 +209,7 @@ int bgi_rot_step_renew(bg_rotation *r, bgi_err *err) {
   const bg_filter *f = r->f;
   const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, r->token, lease, ttl};
   size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, 32, strlen(lease), strlen(ttl)};
-  step s = {.script = &renew_script, .nkeys = 3, .nargs = 3, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &renew_script, .nkeys = 3, .nargs = 3, .argv = argv, .lens = lens};
   int st = run_step(r, &s, err);
   if (st == BG_OK && s.ints[0] != 1) return lease_lost(r, "lease renewal", err);
   return st;
@@ -267,7 +222,7 @@ int bgi_rot_step_commit(bg_rotation *r, bgi_err *err) {
   const char *argv[] = {f->config_key, f->name, f->rotation_key, r->staging_key, f->delta_key, r->spare_key, r->token, ttl};
   size_t lens[] = {f->config_key_len, f->name_len, f->rotation_key_len, r->staging_key_len, f->delta_key_len,
                    r->spare_key_len, 32, strlen(ttl)};
-  step s = {.script = &commit_script, .nkeys = 6, .nargs = 2, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &commit_script, .nkeys = 6, .nargs = 2, .argv = argv, .lens = lens};
   int st = run_step(r, &s, err);
   if (st == BG_OK && s.ints[0] != 1) return lease_lost(r, "commit", err);
   return st;
@@ -279,6 +234,6 @@ int bgi_rot_step_abort(bg_rotation *r, bgi_err *err) {
   const bg_filter *f = r->f;
   const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, r->spare_key, r->token, ttl};
   size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, r->spare_key_len, 32, strlen(ttl)};
-  step s = {.script = &abort_script, .nkeys = 4, .nargs = 2, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &abort_script, .nkeys = 4, .nargs = 2, .argv = argv, .lens = lens};
   return run_step(r, &s, err);
 }
