@@ -16,7 +16,6 @@ typedef struct adder {
   int rotation_seen;   /* some step found a rotation running */
   bgi_script_run run;
   size_t added;
-  uint64_t deadline_ns;
 } adder;
 
 static int build_add(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
@@ -101,7 +100,7 @@ static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
 
 int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
                        size_t *added, size_t *done, bgi_err *err) {
-  adder a = {.f = f, .items = items, .lens = lens, .deadline_ns = deadline_ns};
+  adder a = {.f = f, .items = items, .lens = lens};
   int64_t retries = f->client->opts.config_retries;
   *added = 0;
   for (size_t from = 0; from < n; from += BGI_WINDOW_ITEMS) {
