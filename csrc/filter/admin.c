@@ -247,14 +247,19 @@ static void append_keyop(bgi_buf *b, const keyop *op, const char *key, size_t le
 static int build_keyop(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   const keyop *op = ctx;
   const bg_filter *f = op->f;
-  if (bgi_buf_reserve(&c->out, 64 + bgi_resp_bound(6, f->name_len + f->config_key_len + 64)) != BG_OK)
+  if (bgi_buf_reserve(&c->out, 64 + bgi_resp_bound(8, f->name_len + f->config_key_len + f->spare_key_len + 64)) != BG_OK)
     return NOMEM(err);
   if (!strcmp(op->cmd, "DEL")) {
     bgi_resp_array(&c->out, 3);
     bgi_resp_cstr(&c->out, "DEL");
     bgi_resp_bulk(&c->out, f->name, f->name_len);
     bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
-    *nreplies = 1;
+    /* the old bitmap a swap kept as its next upload buffer belongs to the filter too; a
+     * rotation's own keys stay (its commit would re-create the filter: rotation.h) */
+    bgi_resp_array(&c->out, 2);
+    bgi_resp_cstr(&c->out, "DEL");
+    bgi_resp_bulk(&c->out, f->spare_key, f->spare_key_len);
+    *nreplies = 2;
     return BG_OK;
   }
   /* one MULTI so the two keys never disagree about their time to live */
@@ -274,9 +279,9 @@ static int parse_keyop(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
   for (size_t i = 0; i < n; i++)
     if (rep[i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[i], op->cmd, err);
   const bgi_reply *x = rep[n - 1];
-  if (n == 1) {
-    if (x->type != REDIS_REPLY_INTEGER) return bgi_err_set(err, BG_EPROTO, "DEL: unexpected reply");
-    op->result = x->integer > 0;
+  if (!strcmp(op->cmd, "DEL")) {
+    if (rep[0]->type != REDIS_REPLY_INTEGER) return bgi_err_set(err, BG_EPROTO, "DEL: unexpected reply");
+    op->result = rep[0]->integer > 0;
     return BG_OK;
   }
   if (x->type != REDIS_REPLY_ARRAY || x->elements != 2) return bgi_err_set(err, BG_EPROTO, "%s: unexpected reply", op->cmd);

@@ -9,6 +9,7 @@
 
 static void free_names(bg_filter *f) {
   free(f->lock_key);
+  free(f->spare_key);
   free(f->delta_key);
   free(f->next_key);
   free(f->rotation_key);
@@ -39,7 +40,9 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg
   f->next_key = f->name ? bgi_suffix_name(name, f->name_len, "next", &f->next_key_len) : NULL;
   f->delta_key = f->name ? bgi_suffix_name(name, f->name_len, "delta", &f->delta_key_len) : NULL;
   f->lock_key = f->name ? bgi_suffix_name(name, f->name_len, "lock", &f->lock_key_len) : NULL;
-  if (!f->name || !f->config_key || !f->rotation_key || !f->next_key || !f->delta_key || !f->lock_key) {
+  f->spare_key = f->name ? bgi_suffix_name(name, f->name_len, "spare", &f->spare_key_len) : NULL;
+  if (!f->name || !f->config_key || !f->rotation_key || !f->next_key || !f->delta_key || !f->lock_key ||
+      !f->spare_key) {
     free_names(f);
     free(f);
     bgi_err_set(&err, BG_ENOMEM, "out of memory");

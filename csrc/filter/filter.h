@@ -30,6 +30,9 @@ struct bg_filter {
   /* the filter's write lock (bg_lock_open_filter): queries wait while it is held in WRITE mode */
   char *lock_key;
   size_t lock_key_len;
+  /* the previous bitmap a SWAP commit keeps for the next upload (rotation/steps.c) */
+  char *spare_key;
+  size_t spare_key_len;
   atomic_uint_fast64_t cfg;
   /* the next generation's config while a SWAP rotation runs (adds record into its delta), else 0 */
   atomic_uint_fast64_t next_cfg;

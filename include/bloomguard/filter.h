@@ -65,7 +65,8 @@ BG_API int bg_filter_count(bg_filter *f, int64_t *count);
 BG_API int bg_filter_info(bg_filter *f, uint64_t *size, uint32_t *hash_iterations,
                           int64_t *expected_insertions, double *fpp);
 
-/* Deletes the bitmap and the config; *deleted (may be NULL) is 1 if anything existed. */
+/* Deletes the bitmap and the config (and the spare bitmap a swap rotation keeps for the next one);
+ * *deleted (may be NULL) is 1 if the bitmap or the config existed. */
 BG_API int bg_filter_delete(bg_filter *f, int *deleted);
 /* Sets (PEXPIRE) or clears (PERSIST) a time to live on both keys; *applied: 1 if any key changed. */
 BG_API int bg_filter_expire(bg_filter *f, int64_t ttl_ms, int *applied);

@@ -173,6 +173,14 @@ static void test_spare_is_reused_without_stale_bits(void) {
   unsigned char *x = bgt_redis_get(&srv, "spare", &a_len), *y = bgt_redis_get(&srv, "spare-ref", &b_len);
   CHECK_MSG(x && y && a_len == b_len && !memcmp(x, y, a_len), "shrunk filter differs from a fresh build");
   free(x), free(y);
+  /* deleting the filter deletes its spare too */
+  expect_reply("EXISTS %s", "{spare}:spare", "1");
+  int deleted = 0;
+  CHECK_OK(bg_filter_delete(f, &deleted));
+  CHECK_EQ_INT(deleted, 1);
+  expect_reply("EXISTS %s", "{spare}:spare", "0");
+  CHECK_OK(bg_filter_delete(f, &deleted));
+  CHECK_EQ_INT(deleted, 0);
   bg_filter_close(ref);
   bg_filter_close(f);
   items_free(&many);
