@@ -9,25 +9,32 @@
  *
  * BGI_LUA_MERGE_DELTA defines, for the script it is pasted in front of, the Lua function
  *
- *   bgi_merge_delta(target, delta) -> number of offsets applied
+ *   bgi_merge_delta(target, delta[, limit]) -> number of offsets applied
  *
  *   target: a string key (the bitmap to complete; created if missing, grown as SETBIT would);
  *   delta:  a list key of bit offsets as decimal strings (missing = empty).
  *   Sets every listed bit of target to 1 with BITFIELD SET u1 (1024 offsets per command, so
  *   unpack stays far below Lua's stack limit) and consumes the list as it goes: LRANGE + LTRIM
  *   of 1024 from the head, O(total), any Redis version; the delta key no longer exists after.
+ *   limit (a number): stop after about that many offsets (whole slices of 1024), leaving the
+ *   rest - how a rotation drains a long delta in short steps before its final one.
  *   Both keys must be among the script's KEYS (same slot). It neither checks a lease nor sets a
  *   TTL: the calling commit script does both, in the same atomic step as its swap.
  *
  * Usage: static bgi_script s = {.body = BGI_LUA_MERGE_DELTA "... bgi_merge_delta(KEYS[2], KEYS[3]) ..."};
+ *
+ * Draining (bgi_rot_drain_delta, steps.c): a delta of many adds would make the final step long
+ * (BITFIELD over every offset, the server blocked meanwhile), so once the bitmap is in place
+ * the rotation applies it in steps of BGI_DRAIN_SLICE offsets, each checking the lease, until
+ * what is left is short; the final step applies the rest, atomically with the swap.
  */
 #ifndef BG_INTERNAL_ROTATION_DELTA_H
 #define BG_INTERNAL_ROTATION_DELTA_H
 
 #define BGI_LUA_MERGE_DELTA                                                          \
-  "local function bgi_merge_delta(target, delta)\n"                                  \
+  "local function bgi_merge_delta(target, delta, limit)\n"                           \
   "  local applied = 0\n"                                                            \
-  "  while true do\n"                                                                \
+  "  while not limit or applied < limit do\n"                                        \
   "    local idx = redis.call('LRANGE', delta, 0, 1023)\n"                           \
   "    if #idx == 0 then break end\n"                                                \
   "    local ops = {}\n"                                                             \
@@ -41,5 +48,8 @@
   "  end\n"                                                                          \
   "  return applied\n"                                                               \
   "end\n"
+
+/* Offsets per drain step: 8 BITFIELD commands, about a millisecond of server time. */
+#define BGI_DRAIN_SLICE 8192
 
 #endif

@@ -160,6 +160,7 @@ int bgi_locked_commit(bg_rotation *r, bgi_err *err) {
   bgi_step s = {.script = &start_script, .nkeys = 4, .nargs = 4, .argv = start_argv, .lens = start_lens};
   st = run(r, &s, "commit", err);
   if (st == BG_OK) st = write_bitmap(r, s.nints > 1 && s.ints[1] > 0 ? (size_t)s.ints[1] : 0, err);
+  if (st == BG_OK) st = bgi_rot_drain_delta(r, f->name, f->name_len, err);
   if (st == BG_OK) progress(r, BG_PHASE_COMMITTING);
   if (st == BG_OK) {
     const char *argv[] = {f->config_key, f->name, f->rotation_key, f->delta_key, bg_lock_key(r->lock),

@@ -236,6 +236,7 @@ BG_API int bg_rotation_commit(bg_rotation *r) {
       st = bgi_locked_commit(r, &err);
     } else {
       st = upload(r, &err);
+      if (st == BG_OK) st = bgi_rot_drain_delta(r, r->staging_key, r->staging_key_len, &err);
       if (st == BG_OK) st = report(r, BG_PHASE_COMMITTING, 1, &err);
       if (st == BG_OK) st = bgi_rot_step_commit(r, &err);
     }

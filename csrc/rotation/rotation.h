@@ -77,6 +77,9 @@ int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, siz
 int bgi_rot_step_upload(bg_rotation *r, size_t offset, const uint8_t *data, size_t len, bgi_err *err);
 int bgi_rot_step_renew(bg_rotation *r, bgi_err *err);
 int bgi_rot_step_commit(bg_rotation *r, bgi_err *err);
+/* Applies the delta to target (the uploaded or rewritten bitmap) in short lease-checked steps,
+ * until what is left is short enough for the final step (rotation/delta.h). */
+int bgi_rot_drain_delta(bg_rotation *r, const char *target, size_t target_len, bgi_err *err);
 int bgi_rot_step_abort(bg_rotation *r, bgi_err *err);
 
 /* Shared by the strategies (rotation.c): the progress callback (BG_EABORTED if it says stop),

@@ -105,6 +105,16 @@ static bgi_script commit_script = {
  * ours it becomes the spare (its content does not matter: an upload rewrites all of it), so an
  * aborted rotation frees nothing either.
  */
+/* KEYS: rotation, target, delta. ARGV: token, limit. {1, offsets left}; {0}: the lease is gone. */
+static bgi_script drain_script = {
+  .name = "rotation drain",
+  .body =
+    BGI_LUA_MERGE_DELTA
+    "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return {0} end\n"
+    "bgi_merge_delta(KEYS[2], KEYS[3], tonumber(ARGV[2]))\n"
+    "return {1, redis.call('LLEN', KEYS[3])}\n",
+};
+
 static bgi_script abort_script = {
   .name = "rotation abort",
   .body =
@@ -236,4 +246,21 @@ int bgi_rot_step_abort(bg_rotation *r, bgi_err *err) {
   size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, r->spare_key_len, 32, strlen(ttl)};
   bgi_step s = {.script = &abort_script, .nkeys = 4, .nargs = 2, .argv = argv, .lens = lens};
   return run_step(r, &s, err);
+}
+
+int bgi_rot_drain_delta(bg_rotation *r, const char *target, size_t target_len, bgi_err *err) {
+  const bg_filter *f = r->f;
+  char limit[24];
+  snprintf(limit, sizeof limit, "%d", BGI_DRAIN_SLICE);
+  const char *argv[] = {f->rotation_key, target, f->delta_key, r->token, limit};
+  size_t lens[] = {f->rotation_key_len, target_len, f->delta_key_len, 32, strlen(limit)};
+  /* bounded: adds arriving faster than the drain are left to the final step */
+  for (int i = 0; i < 64; i++) {
+    bgi_step s = {.script = &drain_script, .nkeys = 3, .nargs = 2, .argv = argv, .lens = lens};
+    int st = run_step(r, &s, err);
+    if (st != BG_OK) return st;
+    if (s.ints[0] != 1) return lease_lost(r, "commit", err);
+    if (s.nints < 2 || s.ints[1] <= BGI_DRAIN_SLICE) return BG_OK;
+  }
+  return BG_OK;
 }

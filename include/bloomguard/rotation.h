@@ -12,7 +12,9 @@
  * config in one atomic server-side step. Until then the live keys are never touched:
  *  - readers see the old generation, then the new one; never a missing or half-built filter;
  *  - items added through bloomguard (any process) after begin() are recorded for the next
- *    generation too, and merged inside the atomic swap: none is lost;
+ *    generation too (a list of bit offsets), applied to the uploaded bitmap in short steps of
+ *    8192 offsets and, for the last few, inside the atomic swap: none is lost, and many adds
+ *    do not make the swap long;
  *  - a second rotation of the same filter gets BG_EROTATING (or waits, BG_OPT_ROTATE_WAIT_MS);
  *  - the rotator holds a lease renewed by a background thread; if it dies, the lease expires and
  *    the staging keys expire on their own TTL, the live filter serving throughout.

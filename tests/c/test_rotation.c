@@ -186,6 +186,51 @@ static void test_spare_is_reused_without_stale_bits(void) {
   items_free(&many);
 }
 
+/* Many adds during a rotation: the delta (here 210,000 offsets) is drained in short steps before
+ * the final one, and every add is there after it, with either strategy that records a delta. */
+static long delta_left_at_commit;
+static int note_delta_at_commit(void *key, int phase, uint64_t n, uint64_t done, uint64_t total) {
+  (void)n, (void)done, (void)total;
+  if (phase == BG_PHASE_COMMITTING) {
+    char *len = cmd("LLEN %s", key);
+    delta_left_at_commit = atol(len);
+    free(len);
+  }
+  return 0;
+}
+
+static void many_adds_during(int strategy, const char *name) {
+  items base = make_items("mb", 1000), during = make_items("md", 30000);
+  bg_filter *f = fresh(name, 1000, 0.01, &base);
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 40000, 0.01, strategy, NULL));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(base), base.len, base.n));
+  for (size_t from = 0; from < during.n; from += 2000)
+    CHECK_OK(bg_filter_add_many(f, PTRS(during) + from, during.len + from, 2000, NULL));
+  char key[64];
+  snprintf(key, sizeof key, "{%s}:delta", name);
+  char *len = cmd("LLEN %s", key);
+  CHECK_MSG(atol(len) == 30000 * 7, "delta of %s offsets, want %d", len, 30000 * 7);
+  free(len);
+  delta_left_at_commit = -1;
+  CHECK_OK(bg_rotation_set_progress(r, note_delta_at_commit, key));
+  CHECK_OK(bg_rotation_commit(r));
+  bg_rotation_free(r);
+  /* the final step had at most one slice left to apply (8192 offsets: rotation/delta.h) */
+  CHECK_MSG(delta_left_at_commit >= 0 && delta_left_at_commit <= 8192, "%ld offsets left for the final step",
+            delta_left_at_commit);
+  expect_reply("EXISTS %s", key, "0");
+  CHECK_EQ_U64(count_present(f, &base), base.n);
+  CHECK_EQ_U64(count_present(f, &during), during.n);
+  bg_filter_close(f);
+  items_free(&base), items_free(&during);
+}
+
+static void test_many_adds_during_a_swap_are_drained(void) { many_adds_during(BG_ROTATE_SWAP, "drain-swap"); }
+static void test_many_adds_during_a_locked_rotation_are_drained(void) {
+  many_adds_during(BG_ROTATE_LOCKED, "drain-locked");
+}
+
 /* Adds made while the rotation runs - by this handle and by another client - survive the swap. */
 static void test_adds_during_rotation_are_kept(void) {
   items base = make_items("base", 2000), during = make_items("during", 600);
@@ -446,7 +491,8 @@ static void teardown(void) {
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_swap_to_new_params_matches_a_fresh_build),
         BGT_CASE(test_threaded_build_matches_a_fresh_build), BGT_CASE(test_spare_is_reused_without_stale_bits),
-        BGT_CASE(test_adds_during_rotation_are_kept), BGT_CASE(test_second_rotation_is_refused_or_waits),
+        BGT_CASE(test_adds_during_rotation_are_kept), BGT_CASE(test_many_adds_during_a_swap_are_drained),
+        BGT_CASE(test_many_adds_during_a_locked_rotation_are_drained), BGT_CASE(test_second_rotation_is_refused_or_waits),
         BGT_CASE(test_abort_removes_staging_at_once), BGT_CASE(test_progress_and_callback_abort),
         BGT_CASE(test_ttl_carries_over), BGT_CASE(test_naive_strategy_is_the_redisson_rebuild),
         BGT_CASE(test_bad_input), BGT_CASE(test_kill9_while_hashing), BGT_CASE(test_kill9_mid_upload),
