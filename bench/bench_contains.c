@@ -12,7 +12,8 @@
  *        batch appended to the context in one redisAppendFormattedCommand, then one redisGetReply
  *        per item (hiredis' default reply objects). No config check, no MULTI.
  *  bg    a bg_client with BG_OPT_POOL_SIZE 1: bg_filter_contains for batch 1,
- *        bg_filter_contains_many otherwise (MULTI { HMGET config; BITFIELD_RO } EXEC per chunk).
+ *        bg_filter_contains_many otherwise (MULTI { HMGET config; HGET lock mode; BITFIELD_RO } EXEC
+ *        per chunk: the write-lock read came with BG_ROTATE_LOCKED).
  *  argv  (reference line, batch 100 only) the raw baseline built with the stock
  *        redisAppendCommandArgv, one call per item.
  * Both raw sides compute the 7 indexes inside the timed loop with bg_indexes (the same

@@ -6,8 +6,11 @@
  * Shapes (items alternate present / absent; the hand-built ones hash with bg_indexes per call):
  *  ping      PING (the bare round trip)
  *  bitfield  BITFIELD_RO name GET u1 i1 .. GET u1 i7 (bench_contains' raw baseline at batch 1)
- *  multi     MULTI; HMGET config size hashIterations; BITFIELD_RO ...; EXEC, hand-built: the same
- *            bytes bg_filter_contains sends, with hiredis' default replies
+ *  multi     MULTI; HMGET config size hashIterations; BITFIELD_RO ...; EXEC, hand-built: the block
+ *            bg_filter_contains sent before BG_ROTATE_LOCKED (2 commands), hiredis' default replies
+ *  multi3    MULTI; HMGET config size hashIterations bgRebuilding; HGET {NAME}:lock mode;
+ *            BITFIELD_RO ...; EXEC, hand-built: the bytes bg_filter_contains sends now (the write
+ *            lock read in the same block), so multi3 vs multi is the price of the lock check
  *  pipe2     HMGET ...; BITFIELD_RO ... pipelined WITHOUT MULTI (not atomic: reference only)
  *  evalsha   EVALSHA of a script doing the HMGET check then one BITFIELD_RO call (atomic)
  *  bg        bg_filter_contains on a client with BG_OPT_POOL_SIZE 1
@@ -47,7 +50,7 @@ typedef struct rt {
   size_t cursor;
   uint64_t size;
   uint32_t k;
-  char name[64], config_key[80], size_s[24], k_s[24], sha[48];
+  char name[64], config_key[80], lock_key[80], size_s[24], k_s[24], sha[48];
   char out[8192];
   uint64_t sink;
 } rt;
@@ -104,6 +107,20 @@ static char *hmget(rt *t, char *p) {
   return str(p, "hashIterations");
 }
 
+/* the current query block's config read (with the in-place rebuild mark) and write-lock read */
+static char *hmget3_hget(rt *t, char *p) {
+  p = array(p, 5);
+  p = str(p, "HMGET");
+  p = str(p, t->config_key);
+  p = str(p, "size");
+  p = str(p, "hashIterations");
+  p = str(p, "bgRebuilding");
+  p = array(p, 3);
+  p = str(p, "HGET");
+  p = str(p, t->lock_key);
+  return str(p, "mode");
+}
+
 static void roundtrip(rt *t, char *end, int nreplies) {
   if (redisAppendFormattedCommand(t->raw, t->out, (size_t)(end - t->out)) != REDIS_OK)
     bgb_die("append: %s%s", t->raw->errstr, NULL);
@@ -127,6 +144,12 @@ static void shape_multi(rt *t) {
   char *p = str(array(t->out, 1), "MULTI");
   p = bitfield(t, hmget(t, p));
   roundtrip(t, str(array(p, 1), "EXEC"), 4);
+}
+
+static void shape_multi3(rt *t) {
+  char *p = str(array(t->out, 1), "MULTI");
+  p = bitfield(t, hmget3_hget(t, p));
+  roundtrip(t, str(array(p, 1), "EXEC"), 5);
 }
 
 static void shape_pipe2(rt *t) { roundtrip(t, bitfield(t, hmget(t, t->out)), 2); }
@@ -159,7 +182,8 @@ static const struct {
 } SHAPES[] = {
     {"ping", shape_ping, "PING"},
     {"bitfield", shape_bitfield, "BITFIELD_RO (raw baseline)"},
-    {"multi", shape_multi, "MULTI/HMGET/BITFIELD_RO/EXEC, hand-built"},
+    {"multi", shape_multi, "MULTI/HMGET/BITFIELD_RO/EXEC (old, 2 cmds)"},
+    {"multi3", shape_multi3, "MULTI/HMGET/HGET lock/BITFIELD_RO/EXEC (now)"},
     {"pipe2", shape_pipe2, "HMGET+BITFIELD_RO, no MULTI (not atomic)"},
     {"evalsha", shape_evalsha, "EVALSHA: HMGET check + BITFIELD_RO"},
     {"bg", shape_bg, "bg_filter_contains"},
@@ -202,6 +226,7 @@ int main(int argc, char **argv) {
   bg_options_free(o);
   snprintf(t.name, sizeof t.name, "bloomguard-bench:roundtrip:%ld", (long)getpid());
   snprintf(t.config_key, sizeof t.config_key, "{%s}:config", t.name);
+  snprintf(t.lock_key, sizeof t.lock_key, "{%s}:lock", t.name); /* as bgi_suffix_name names it */
   if (bg_filter_open(&t.f, cl, t.name) != BG_OK) bgb_die("bg_filter_open: %s%s", bg_client_errmsg(cl), NULL);
   bg_filter_delete(t.f, NULL);
   if (bg_filter_init(t.f, 1000000, 0.01, NULL) != BG_OK || bg_filter_info(t.f, &t.size, &t.k, NULL, NULL) != BG_OK)
@@ -246,8 +271,8 @@ int main(int argc, char **argv) {
       ccpu[i][rd] = cpu[i] * 1e6 / calls[i];
       scpu[i][rd] = sc[i] * 1e6 / calls[i];
     }
-    fprintf(stderr, "  round %d: bitfield %.0f/s, multi %.0f/s, bg %.0f/s\n", rd + 1, rate[BASE][rd], rate[2][rd],
-            rate[NSHAPES - 1][rd]);
+    fprintf(stderr, "  round %d: bitfield %.0f/s, multi %.0f/s, multi3 %.0f/s, bg %.0f/s\n", rd + 1, rate[BASE][rd],
+            rate[2][rd], rate[3][rd], rate[NSHAPES - 1][rd]);
   }
 
   printf("\n%-9s %-42s %9s %8s %9s %11s %11s\n", "shape", "what", "calls/s", "us/call", "ratio", "client us",
