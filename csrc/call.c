@@ -15,6 +15,7 @@ int bgi_call_null_handle(bg_call *call, const char *what) {
   if (call) {
     call->status = BG_EINVAL;
     call->source = BG_SOURCE_NONE;
+    call->degraded = BG_OK;
     snprintf(call->msg, sizeof call->msg, "%s handle is NULL", what);
   }
   return BG_EINVAL;
@@ -37,11 +38,13 @@ BG_API int bg_call_set_timeout_ms(bg_call *call, int64_t timeout_ms) {
 BG_API int bg_call_status(const bg_call *call) { return call ? call->status : BG_EINVAL; }
 BG_API const char *bg_call_errmsg(const bg_call *call) { return call ? call->msg : "call handle is NULL"; }
 BG_API int bg_call_source(const bg_call *call) { return call ? call->source : BG_SOURCE_NONE; }
+BG_API int bg_call_degraded_status(const bg_call *call) { return call ? call->degraded : BG_OK; }
 
 int bgi_call_finish(bg_call *call, bgi_errslot *slot, const bgi_err *err, int source) {
   if (call) {
     call->status = err->status;
     call->source = err->status == BG_OK ? source : BG_SOURCE_NONE;
+    call->degraded = BG_OK;
     if (err->status == BG_OK) call->msg[0] = 0;
     else memcpy(call->msg, err->msg, sizeof call->msg);
     return err->status;

@@ -9,6 +9,7 @@ struct bg_call {
   int64_t timeout_ms;   /* 0: the client's command timeout */
   int status;
   int source;
+  int degraded;         /* the failure a degraded answer replaced, else BG_OK */
   char msg[BGI_ERRMSG_MAX];
 };
 

@@ -39,8 +39,10 @@ type Answer struct {
 	Present bool   // for ContainsSource; unused by ContainsManySource
 	Source  Source // where the answer came from
 	// Reason is the library's message of the failure the policy answered for ("" when Redis
-	// answered). The C API gives no status for it (bg_call_status is BG_OK after a degraded answer).
+	// answered); Cause is that failure as the error it would have been without a policy (nil when
+	// Redis answered), usable with errors.Is (ErrLocked, ErrNotInitialized, ErrTimeout, ...).
 	Reason string
+	Cause  error
 }
 
 // BatchAnswer is ContainsManySource's answer: one Source for the call (for a batch larger than
@@ -49,6 +51,7 @@ type BatchAnswer struct {
 	Present []bool
 	Source  Source
 	Reason  string
+	Cause   error
 }
 
 // ContainsSource is Contains with the answer's provenance: which Source answered, and the failure
@@ -58,7 +61,7 @@ func (f *Filter) ContainsSource(ctx context.Context, item []byte) (Answer, error
 	if err != nil {
 		return Answer{}, err
 	}
-	return Answer{Present: a.Present[0], Source: a.Source, Reason: a.Reason}, nil
+	return Answer{Present: a.Present[0], Source: a.Source, Reason: a.Reason, Cause: a.Cause}, nil
 }
 
 // ContainsManySource is ContainsMany with the answer's provenance.
@@ -71,22 +74,26 @@ func (f *Filter) ContainsManySource(ctx context.Context, items [][]byte) (BatchA
 	if len(items) == 0 {
 		return a, f.end(ctx, c, C.BG_OK)
 	}
-	a.Source, a.Reason, err = f.query(ctx, p, c, items, a.Present, true)
+	var cause C.int
+	a.Source, a.Reason, cause, err = f.query(ctx, p, c, items, a.Present, true)
 	if err != nil {
 		return BatchAnswer{}, err
+	}
+	if cause != C.BG_OK {
+		a.Cause = newError(cause, a.Reason)
 	}
 	return a, nil
 }
 
 // query runs one query on a call begun by f.begin (and ends it): through the callback path when
 // the filter's policy has a Go fallback. With want, it also returns the answer's source and, for a
-// degraded answer, the failure's message.
+// degraded answer, the failure's message and status.
 func (f *Filter) query(ctx context.Context, p *C.bg_filter, c *call, items [][]byte, present []bool,
-	want bool) (src Source, reason string, err error) {
+	want bool) (src Source, reason string, cause C.int, err error) {
 	b, err := marshalItems(items)
 	if err != nil {
 		f.end(ctx, c, C.BG_OK)
-		return 0, "", err
+		return 0, "", C.BG_OK, err
 	}
 	defer b.free()
 	var st C.int
@@ -112,11 +119,12 @@ func (f *Filter) query(ctx context.Context, p *C.bg_filter, c *call, items [][]b
 		src = Source(C.bg_call_source(c.p))
 		if src.Degraded() {
 			reason = C.GoString(C.bg_call_errmsg(c.p))
+			cause = C.bg_call_degraded_status(c.p)
 		}
 	}
 	err = f.end(ctx, c, st)
 	if pe != nil {
-		return 0, "", pe
+		return 0, "", C.BG_OK, pe
 	}
-	return src, reason, err
+	return src, reason, cause, err
 }

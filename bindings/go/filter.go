@@ -256,7 +256,7 @@ func (f *Filter) contains1(ctx context.Context, data unsafe.Pointer, n int) (boo
 	}
 	if f.h.fallback != 0 { // the policy's Go fallback may run: the callback path
 		var present [1]bool
-		_, _, err := f.query(ctx, p, c, [][]byte{unsafe.Slice((*byte)(data), n)}, present[:], false)
+		_, _, _, err := f.query(ctx, p, c, [][]byte{unsafe.Slice((*byte)(data), n)}, present[:], false)
 		return present[0], err
 	}
 	var present C.uint8_t
@@ -275,7 +275,7 @@ func (f *Filter) ContainsMany(ctx context.Context, items [][]byte) (present []bo
 	}
 	// A Go bool is one byte holding 0 or 1, which is exactly what the library writes.
 	present = make([]bool, len(items))
-	if _, _, err := f.query(ctx, p, c, items, present, false); err != nil {
+	if _, _, _, err := f.query(ctx, p, c, items, present, false); err != nil {
 		return nil, err
 	}
 	return present, nil

@@ -55,14 +55,14 @@ func TestFilterLockMakesQueriesWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, err := f.ContainsSource(ctx, item)
-	if err != nil || !a.Present || a.Source != SourceAssumedPresent {
+	if err != nil || !a.Present || a.Source != SourceAssumedPresent || !errors.Is(a.Cause, ErrLocked) {
 		t.Fatalf("with a policy: %+v %v", a, err)
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
 	a, err = f.ContainsSource(ctx, item)
-	if err != nil || !a.Present || a.Source != SourceRedis {
+	if err != nil || !a.Present || a.Source != SourceRedis || a.Cause != nil {
 		t.Fatalf("after the release: %+v %v", a, err)
 	}
 }

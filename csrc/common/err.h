@@ -15,6 +15,7 @@
 
 typedef struct bgi_err {
   int status;
+  int degraded;   /* status BG_OK from the policy: the status of the failure it answered for */
   char msg[BGI_ERRMSG_MAX];
 } bgi_err;
 

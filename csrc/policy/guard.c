@@ -212,6 +212,7 @@ static int run_chain(bgi_guard *g, const bgi_policy *p, const bgi_op *op, int cl
   }
   if (!answered) return st;
   bgi_err_prefix(err, source_name(answered));
+  err->degraded = st;
   err->status = BG_OK;
   *source = answered;
   return BG_OK;
@@ -292,7 +293,10 @@ int bgi_guard_finish(bg_filter *f, bg_call *call, const bgi_err *err, int source
   int st = bgi_call_finish(call, &f->err, err, source);
   if (st == BG_OK && source > BG_SOURCE_REDIS) {
     /* a degraded answer is a success that still says what failed */
-    if (call) snprintf(call->msg, sizeof call->msg, "%s", err->msg);
+    if (call) {
+      snprintf(call->msg, sizeof call->msg, "%s", err->msg);
+      call->degraded = err->degraded;
+    }
     else bgi_errslot_set(&f->err, BG_OK, "%s", err->msg);
   }
   return st;

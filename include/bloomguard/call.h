@@ -42,6 +42,10 @@ BG_API int  bg_call_status(const bg_call *call);
 BG_API const char *bg_call_errmsg(const bg_call *call);
 /* BG_SOURCE_* of the last call's answer. */
 BG_API int  bg_call_source(const bg_call *call);
+/* When the last call's answer came from the degrade policy (source past BG_SOURCE_REDIS): the
+ * status of the failure it answered for (BG_ENOTINIT, BG_ETIMEOUT, BG_ELOCKED, ...; its message
+ * is bg_call_errmsg). BG_OK otherwise. */
+BG_API int  bg_call_degraded_status(const bg_call *call);
 
 BG_END_DECLS
 

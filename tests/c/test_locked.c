@@ -146,10 +146,12 @@ static void test_queries_wait_for_a_write_hold_only(void) {
   bg_policy_free(p);
   CHECK_OK(bg_filter_contains_many_ex(fi, call, PTRS(it), it.len, 1, many));
   CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_ASSUMED_PRESENT);
+  CHECK_EQ_INT(bg_call_degraded_status(call), BG_ELOCKED);
   CHECK_CONTAINS(bg_call_errmsg(call), "write-locked");
   CHECK_OK(bg_lock_release(l));
   CHECK_OK(bg_filter_contains_many_ex(fi, call, PTRS(it), it.len, 1, many));
   CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_REDIS);
+  CHECK_EQ_INT(bg_call_degraded_status(call), BG_OK);
 
   /* snapshots are not taken of a bitmap being rewritten */
   CHECK_OK(bg_lock_acquire(l, BG_LOCK_WRITE, 0, NULL));

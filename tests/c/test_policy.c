@@ -107,6 +107,7 @@ static void test_default_policy_fails_open_for_queries_only(void) {
   CHECK_EQ_INT(bg_call_status(call), BG_OK);
   CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_ASSUMED_PRESENT);
   /* the answer says what was degraded */
+  CHECK_EQ_INT(bg_call_degraded_status(call), BG_ENOTINIT);
   CHECK_CONTAINS(bg_call_errmsg(call), "assumed present: ");
   CHECK_CONTAINS(bg_call_errmsg(call), "not initialized");
   CHECK_EQ_INT(stat(f, BG_STAT_RETRIES), 2);
@@ -207,6 +208,7 @@ static void test_actions_against_missing_filter(void) {
   CHECK_OK(bg_filter_set_policy(f, p));
   CHECK_OK(bg_filter_contains_many_ex(f, call, items, lens, 3, present));
   CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_CALLBACK);
+  CHECK_EQ_INT(bg_call_degraded_status(call), BG_ENOTINIT);
   CHECK(present[0] == 1 && present[1] == 0 && present[2] == 1);
   CHECK_EQ_INT(d.calls, 1);
   d.rc = -1;   /* the database cannot answer either */

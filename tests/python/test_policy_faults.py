@@ -76,7 +76,7 @@ def test_breaker_opens_under_client_pause(fast_client, fname, raw):
         with pytest.raises(bloomguard.Timeout):
             f.query(known[0])
         wait_out(raw)
-        assert f.query_many(known) == (([True] * len(known)), "redis", "")
+        assert f.query_many(known)[:3] == (([True] * len(known)), "redis", "")
         f.delete()
 
 
@@ -91,7 +91,7 @@ def test_breaker_probe_closes_it_after_the_pause(fast_client, fname, raw):
         assert f.breaker_state == "open"
         wait_out(raw)
         time.sleep(0.4)  # past the cooldown (counted from the second failure): the next call is the probe
-        assert f.query("a") == (True, "redis", "")
+        assert f.query("a")[:3] == (True, "redis", "")
         assert f.stats()["breaker_probes"] == 1 and f.breaker_state == "closed"
         f.delete()
 
@@ -255,8 +255,9 @@ def test_locked_rotation_queries_degrade_to_the_fallback(client, fname):
         with f.rotate(20000, 0.01, strategy="locked", progress=progress, chunk_bytes=4096) as rot:
             rot.add_many(known)
         assert rot.state == "committed"
-        assert seen["guarded"] == ([True] * 10, "callback", seen["guarded"].failure)
+        assert seen["guarded"][:3] == ([True] * 10, "callback", seen["guarded"].failure)
+        assert isinstance(seen["guarded"].error, bloomguard.Locked)
         assert guarded.stats()["fail_locked"] >= 1
         assert isinstance(seen.get("plain"), bloomguard.Locked), seen
-        assert guarded.query_many(known) == ([True] * len(known), "redis", "")
+        assert guarded.query_many(known)[:3] == ([True] * len(known), "redis", "")
         f.delete()

@@ -545,7 +545,8 @@ def test_filter_lock_write_hold_makes_queries_wait(url, fname):
                 f.policy = bloomguard.Policy()
                 answer = f.query("x")
                 assert answer.present and answer.source == "assumed_present"
-            assert f.query("x").source == "redis"
+                assert isinstance(answer.error, bloomguard.Locked)
+            assert f.query("x").source == "redis" and f.query("x").error is None
 
 
 @pytest.mark.parametrize("strategy,exc", [("SWAP", bloomguard.InvalidArgument), ("", bloomguard.InvalidArgument),

@@ -8,19 +8,24 @@ for. Sources: ``"redis"``, ``"snapshot"``, ``"callback"``, ``"assumed_present"``
 """
 from __future__ import annotations
 
-from typing import List, NamedTuple
+from typing import TYPE_CHECKING, List, NamedTuple, Optional
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ._errors import BloomGuardError
 
 __all__ = ["Answer", "Answers"]
 
 
 class Answer(NamedTuple):
     """One item's answer: ``present``, its ``source`` and, for a degraded answer, the ``failure``
-    message it stands in for ("" when Redis answered). Its truth value is ``present`` (not the
-    tuple's), so ``if f.query(item):`` reads as expected."""
+    message it stands in for ("" when Redis answered) and ``error``, that failure as the exception
+    it would have raised without a policy (None when Redis answered). Its truth value is
+    ``present`` (not the tuple's), so ``if f.query(item):`` reads as expected."""
 
     present: bool
     source: str
     failure: str
+    error: Optional["BloomGuardError"] = None
 
     def __bool__(self) -> bool:
         return self.present
@@ -41,6 +46,7 @@ class Answers(NamedTuple):
     present: List[bool]
     source: str
     failure: str
+    error: Optional["BloomGuardError"] = None
 
     @property
     def degraded(self) -> bool:

@@ -99,7 +99,8 @@ def failure(call: Any, st: int) -> BloomGuardError:
     return error_for(st, msg)
 
 
-def _run(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, answer: bool, args: Any) -> Tuple[int, str]:
+def _run(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, answer: bool,
+         args: Any) -> Tuple[int, str, Optional[BloomGuardError]]:
     ms = timeout_ms(timeout)
     ptr = handle.enter()
     try:
@@ -117,8 +118,10 @@ def _run(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, answer: bo
             if st != lib.BG_OK:
                 raise failure(call, st)
             if answer:
-                return lib.bg_call_source(call), cstr(lib.bg_call_errmsg(call))
-            return 0, ""
+                msg = cstr(lib.bg_call_errmsg(call))
+                degraded = lib.bg_call_degraded_status(call)
+                return lib.bg_call_source(call), msg, error_for(degraded, msg) if degraded else None
+            return 0, "", None
         finally:
             _give_back(call)
     finally:
@@ -132,7 +135,9 @@ def invoke(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, *args: A
     _run(handle, fn, timeout, False, args)
 
 
-def invoke_answer(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, *args: Any) -> Tuple[int, str]:
+def invoke_answer(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg,
+                  *args: Any) -> Tuple[int, str, Optional[BloomGuardError]]:
     """:func:`invoke` for a query: returns (BG_SOURCE_* of the answer, the message of the failure
-    a degraded answer stands in for, "" when Redis answered)."""
+    a degraded answer stands in for ("" when Redis answered), that failure as the exception it
+    would have raised without a policy (None when Redis answered))."""
     return _run(handle, fn, timeout, True, args)

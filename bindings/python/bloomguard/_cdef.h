@@ -76,6 +76,7 @@ int bg_call_set_timeout_ms(bg_call *call, int64_t timeout_ms);
 int bg_call_status(const bg_call *call);
 const char *bg_call_errmsg(const bg_call *call);
 int bg_call_source(const bg_call *call);
+int bg_call_degraded_status(const bg_call *call);
 
 /* client.h */
 typedef struct bg_client bg_client;

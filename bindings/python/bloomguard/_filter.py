@@ -174,27 +174,29 @@ class Filter:
         return result
 
     def query(self, item: Item, *, timeout: TimeoutArg = None) -> Answer:
-        """:meth:`contains` with provenance: ``Answer(present, source, failure)``, ``source`` one of
-        ``"redis"``, ``"snapshot"``, ``"callback"``, ``"assumed_present"``, ``"assumed_absent"``
-        and ``failure`` the message of the failure a degraded answer stands in for."""
+        """:meth:`contains` with provenance: ``Answer(present, source, failure, error)``, ``source``
+        one of ``"redis"``, ``"snapshot"``, ``"callback"``, ``"assumed_present"``,
+        ``"assumed_absent"``; for a degraded answer ``failure`` is the message of the failure it
+        stands in for and ``error`` that failure as the exception it would have raised (e.g.
+        :class:`~bloomguard.Locked`), else "" and None."""
         batch = Batch.one(item)
         present = ffi.new("uint8_t[1]")
-        source, failure = invoke_answer(self._handle, lib.bg_filter_contains_many_ex, timeout, batch.ptrs,
-                                        batch.lens, 1, present)
-        return Answer(bool(present[0]), SOURCES.get(source, "source %d" % source), failure)
+        source, failure, error = invoke_answer(self._handle, lib.bg_filter_contains_many_ex, timeout, batch.ptrs,
+                                               batch.lens, 1, present)
+        return Answer(bool(present[0]), SOURCES.get(source, "source %d" % source), failure, error)
 
     def query_many(self, items: Iterable[Item], *, timeout: TimeoutArg = None) -> Answers:
         """:meth:`contains_many` with provenance: ``Answers(present, source, failure)``."""
         result: List[bool] = []
-        source, failure = lib.BG_SOURCE_REDIS, ""
+        source, failure, error = lib.BG_SOURCE_REDIS, "", None
         for batch in chunks(items):
             present = ffi.new("uint8_t[]", batch.n)
-            src, msg = invoke_answer(self._handle, lib.bg_filter_contains_many_ex, timeout, batch.ptrs, batch.lens,
-                                     batch.n, present)
+            src, msg, err = invoke_answer(self._handle, lib.bg_filter_contains_many_ex, timeout, batch.ptrs,
+                                          batch.lens, batch.n, present)
             if source == lib.BG_SOURCE_REDIS and src != lib.BG_SOURCE_REDIS:
-                source, failure = src, msg
+                source, failure, error = src, msg, err
             result.extend(map(bool, ffi.unpack(present, batch.n)))
-        return Answers(result, SOURCES.get(source, "source %d" % source), failure)
+        return Answers(result, SOURCES.get(source, "source %d" % source), failure, error)
 
     # --- degrade policy -----------------------------------------------------------------------
 
