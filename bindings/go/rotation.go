@@ -153,6 +153,13 @@ func WithChunkBytes(n int) RotateOption {
 	return rotateOption(intSetting("WithChunkBytes", C.BG_OPT_ROTATE_CHUNK_BYTES, int64(n)))
 }
 
+// WithNice raises the nice value of the threads that hash a large build by n (BG_OPT_ROTATE_NICE;
+// default 10, 0..19), so that on a busy machine the rebuild yields the CPU to the queries; 0 runs
+// the build on the calling thread too, at its priority.
+func WithNice(n int) RotateOption {
+	return rotateOption(intSetting("WithNice", C.BG_OPT_ROTATE_NICE, int64(n)))
+}
+
 // WithBatch sets how many items a Naive rotation sends per round trip (BG_OPT_ROTATE_BATCH;
 // default 1000, 1..1000000).
 func WithBatch(n int) RotateOption {

@@ -17,6 +17,7 @@ void bgi_options_defaults(struct bg_options *o) {
   o->rotate_wait_ms = 0;
   o->rotate_staging_ttl_ms = 300000;
   o->rotate_threads = 0;
+  o->rotate_nice = 10;
   o->rotate_chunk_bytes = 1 << 20;
   o->rotate_batch = 1000;
   o->lock_lease_ms = 30000;
@@ -99,6 +100,7 @@ BG_API int bg_options_set_int(bg_options *o, int option, int64_t v) {
     case BG_OPT_ROTATE_THREADS: return set_ranged(&o->rotate_threads, v, 1, 256);
     case BG_OPT_ROTATE_CHUNK_BYTES: return set_ranged(&o->rotate_chunk_bytes, v, 4096, 67108864);
     case BG_OPT_ROTATE_BATCH: return set_ranged(&o->rotate_batch, v, 1, 1000000);
+    case BG_OPT_ROTATE_NICE: return set_ranged(&o->rotate_nice, v, 0, 19);
     case BG_OPT_LOCK_LEASE_MS: return set_ranged(&o->lock_lease_ms, v, 30, 3600000);
     case BG_OPT_LOCK_RENEW: return set_ranged(&o->lock_renew, v, 0, 1);
     case BG_OPT_LOCK_SUBSCRIBE: return set_ranged(&o->lock_subscribe, v, 0, 1);

@@ -13,8 +13,12 @@
  * Scratch is sized by the round, not by the item count, and kept with the bitmap across calls.
  * Small calls (bg_rotation_add of a few items) skip all this: a direct loop.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "bloomguard/hash.h"
 #include "hash/hash.h"
@@ -112,6 +116,7 @@ typedef struct worker {
   size_t from, to;    /* hash phase: this thread's items of the round */
   size_t rfrom, rto;  /* set phase: the regions this thread owns */
   int phase;          /* 0: hash, 1: set */
+  int nice;           /* added to the thread's nice value (BG_OPT_ROTATE_NICE) */
 } worker;
 
 static void hash_phase(worker *w) {
@@ -161,20 +166,37 @@ static void set_phase(worker *w) {
 
 static void *work(void *arg) {
   worker *w = arg;
+  if (w->nice > 0) {
+    /* a thread of its own (run_all): on Linux the nice value is per thread, so this one yields the
+     * CPU to the process's serving threads and ends with its work - nothing to restore */
+    id_t tid = (id_t)syscall(SYS_gettid);
+    errno = 0;
+    int cur = getpriority(PRIO_PROCESS, tid);
+    if (errno == 0) setpriority(PRIO_PROCESS, tid, cur + w->nice);
+  }
   if (w->phase == 0) hash_phase(w);
   else set_phase(w);
   return NULL;
 }
 
-/* Runs w[0..t) on t - 1 new threads plus this one; a thread that cannot start runs here. */
+/* Runs w[0..t) on t - 1 new threads plus this one - or, when they run at a lower priority, on t
+ * new threads (this thread's own priority is the caller's); a thread that cannot start runs here
+ * at this thread's priority. */
 static void run_all(worker *w, size_t t) {
   pthread_t th[BGI_MAX_THREADS];
   int started[BGI_MAX_THREADS];
-  for (size_t i = 1; i < t; i++) started[i] = pthread_create(&th[i], NULL, work, &w[i]) == 0;
-  work(&w[0]);
-  for (size_t i = 1; i < t; i++) {
-    if (started[i]) pthread_join(th[i], NULL);
-    else work(&w[i]);
+  size_t first = w[0].nice > 0 ? 0 : 1;
+  for (size_t i = first; i < t; i++) started[i] = pthread_create(&th[i], NULL, work, &w[i]) == 0;
+  if (first) work(&w[0]);
+  for (size_t i = first; i < t; i++) {
+    if (started[i]) {
+      pthread_join(th[i], NULL);
+    } else {
+      int nice = w[i].nice;
+      w[i].nice = 0;
+      work(&w[i]);
+      w[i].nice = nice;
+    }
   }
 }
 
@@ -201,7 +223,7 @@ static int scratch_get(bgi_bitmap *b, size_t t, size_t cap, size_t nregions) {
   return BG_OK;
 }
 
-void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens, size_t n, int threads) {
+void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens, size_t n, int threads, int nice) {
   size_t t = n / BGI_ITEMS_PER_THREAD_MIN;
   if (t > (size_t)threads) t = (size_t)threads;
   if (t > BGI_MAX_THREADS) t = BGI_MAX_THREADS;
@@ -217,7 +239,7 @@ void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens,
   worker w[BGI_MAX_THREADS];
   for (size_t i = 0; i < t; i++)
     w[i] = (worker){.b = b, .all = b->scratch, .nthreads = t, .nregions = nregions, .mine = &((scratch *)b->scratch)[i],
-                    .items = items, .lens = lens,
+                    .items = items, .lens = lens, .nice = nice,
                     .rfrom = nregions * i / t, .rto = nregions * (i + 1) / t};
   for (size_t done = 0; done < n;) {
     size_t round = n - done < per_thread * t ? n - done : per_thread * t;

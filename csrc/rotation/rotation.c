@@ -181,7 +181,7 @@ BG_API int bg_rotation_add_many(bg_rotation *r, const void *const *items, const 
       bgi_check_items("rotation add", items, lens, n, lens, &err) != BG_OK)
     return finish(r, &err);
   if (r->strategy != BG_ROTATE_NAIVE) {
-    bgi_bitmap_add(&r->next, items, lens, n, (int)r->opts.rotate_threads);
+    bgi_bitmap_add(&r->next, items, lens, n, (int)r->opts.rotate_threads, (int)r->opts.rotate_nice);
     r->items += n;
   } else {
     for (size_t done = 0; done < n && err.status == BG_OK;) {

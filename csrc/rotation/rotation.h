@@ -22,9 +22,10 @@ typedef struct bgi_bitmap {
 
 int bgi_bitmap_init(bgi_bitmap *b, uint64_t size, uint32_t k);
 void bgi_bitmap_free(bgi_bitmap *b);
-/* Hashes the items into the bitmap on up to `threads` threads; no allocation per item (scratch
- * buffers sized by a round, not by n, are kept with the bitmap). */
-void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens, size_t n, int threads);
+/* Hashes the items into the bitmap on up to `threads` threads, their nice value raised by `nice`
+ * (0: the caller's thread takes part, at its priority); no allocation per item (scratch buffers
+ * sized by a round, not by n, are kept with the bitmap). */
+void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens, size_t n, int threads, int nice);
 /* Length Redis would give the string after SETBITs of the same bits: last non-zero byte + 1. */
 size_t bgi_bitmap_used_len(const bgi_bitmap *b);
 

@@ -98,10 +98,14 @@ typedef int (*bg_progress_fn)(void *userdata, int phase, uint64_t items, uint64_
  * opts may be NULL; these options apply (others are ignored):
  *   BG_OPT_ROTATE_LEASE_MS (default 30000), BG_OPT_ROTATE_WAIT_MS (default 0: fail at once with
  *   BG_EROTATING), BG_OPT_ROTATE_STAGING_TTL_MS (default 300000), BG_OPT_ROTATE_THREADS (threads
- *   hashing the build, the calling one included; default: the online CPUs - 1, at least 1, so a
- *   CPU stays free for the process's queries and a co-located redis-server; set it to the online
- *   CPUs for the fastest build on an otherwise idle machine), BG_OPT_ROTATE_CHUNK_BYTES (default 1 MiB), BG_OPT_ROTATE_BATCH (NAIVE's
- *   items per round trip, default 1000).
+ *   hashing the build; default: the online CPUs - 1, at least 1, so a CPU stays free for the
+ *   process's queries and a co-located redis-server; set it to the online CPUs for the fastest
+ *   build on an otherwise idle machine), BG_OPT_ROTATE_NICE (default 10: large builds hash on
+ *   threads of their own whose nice value is raised by this much, so that on a busy machine the
+ *   rebuild yields the CPU to the queries rather than the other way round - it costs nothing
+ *   on an idle one; 0: the calling thread takes part, at its own priority),
+ *   BG_OPT_ROTATE_CHUNK_BYTES (default 1 MiB), BG_OPT_ROTATE_BATCH (NAIVE's items per round
+ *   trip, default 1000).
  * On failure *out is NULL and the message is on the filter handle.
  */
 BG_API int  bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp,

@@ -111,6 +111,17 @@ static void test_threaded_build_matches_a_fresh_build(void) {
   unsigned char *a = bgt_redis_get(&srv, "thr", &a_len), *b = bgt_redis_get(&srv, "thr-ref", &b_len);
   CHECK_EQ_U64(a_len, b_len);
   CHECK_MSG(a && b && a_len == b_len && !memcmp(a, b, a_len), "threaded build differs from a plain add");
+  free(a);
+  /* the same with BG_OPT_ROTATE_NICE 0: the calling thread hashes too (by default only threads of
+   * the build's own do, at a raised nice value) */
+  CHECK_STATUS(bg_options_set_int(o, BG_OPT_ROTATE_NICE, 20), BG_EINVAL);
+  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_NICE, 0));
+  CHECK_OK(bg_rotation_begin(&r, f, 500000, 0.01, BG_ROTATE_SWAP, o));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(it), it.len, it.n));
+  CHECK_OK(bg_rotation_commit(r));
+  bg_rotation_free(r);
+  a = bgt_redis_get(&srv, "thr", &a_len);
+  CHECK_MSG(a && a_len == b_len && !memcmp(a, b, a_len), "threaded build at the caller's priority differs");
   free(a), free(b);
   bg_filter_close(ref);
   bg_options_free(o);

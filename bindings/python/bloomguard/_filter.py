@@ -307,7 +307,7 @@ class Filter:
                progress: Optional[ProgressFn] = None, *, lease_ms: Optional[int] = None,
                wait: Optional[Union[float, "timedelta"]] = None, staging_ttl_ms: Optional[int] = None,
                threads: Optional[int] = None, chunk_bytes: Optional[int] = None,
-               batch: Optional[int] = None) -> Rotation:
+               batch: Optional[int] = None, nice: Optional[int] = None) -> Rotation:
         """Begins rebuilding this live filter for ``expected`` insertions at ``fpp`` (the same or
         other parameters) and returns the :class:`~bloomguard.Rotation`, best used as a context
         manager: it commits when the block ends normally and aborts when it raises::
@@ -315,12 +315,13 @@ class Filter:
             with f.rotate(10_000_000, 0.01) as rot:
                 rot.add_many(read_source_of_truth())   # read it after rotate() returned
 
-        ``strategy``: ``"swap"`` (default: built in memory on all cores, uploaded to staging keys,
+        ``strategy``: ``"swap"`` (default: built in memory, uploaded to staging keys,
         swapped in one atomic step; readers never see a missing or half-built filter and adds made
         meanwhile through bloomguard are kept) or ``"naive"`` (delete + tryInit + add into the
         live keys: the rebuild that fails in production, for tests and demos) or ``"locked"`` (in
-        place under the filter's write lock; :class:`~bloomguard.NotSupported` from a library
-        that does not have it yet).
+        place under the filter's write lock: no second copy in Redis; readers wait for the lock up
+        to the client's ``write_lock_wait``, then raise :class:`~bloomguard.Locked` or get their
+        policy's answer).
 
         ``progress(phase, items, bytes_done, bytes_total)`` is called on the thread driving the
         rotation, during :meth:`Rotation.add_many` (phase ``"building"``, at most every 50 ms) and
@@ -333,8 +334,10 @@ class Filter:
         for another rotation of this filter to end, in slices of 0.25 s so that Ctrl-C and other
         signals are handled meanwhile; default 0: raise :class:`~bloomguard.RotationInProgress` at
         once), ``staging_ttl_ms`` (300000),
-        ``threads`` (hashing threads; the online CPUs - 1, at least 1), ``chunk_bytes`` (upload chunk; 1 MiB),
-        ``batch`` (naive: items per round trip; 1000). Out-of-range values raise
+        ``threads`` (hashing threads; the online CPUs - 1, at least 1), ``nice`` (raised nice value
+        of the hashing threads, so a rebuild yields the CPU to queries; 10; 0 - 19),
+        ``chunk_bytes`` (upload chunk; 1 MiB), ``batch`` (naive: items per round trip; 1000).
+        Out-of-range values raise
         :class:`~bloomguard.InvalidArgument`.
 
         Raises :class:`~bloomguard.RotationInProgress` when another rotation holds the filter,
@@ -344,7 +347,7 @@ class Filter:
         if isinstance(fpp, bool) or not isinstance(fpp, numbers.Real):
             raise TypeError("fpp must be a float, not %s" % type(fpp).__name__)
         given = {"lease_ms": lease_ms, "wait": wait, "staging_ttl_ms": staging_ttl_ms, "threads": threads,
-                 "chunk_bytes": chunk_bytes, "batch": batch}
+                 "chunk_bytes": chunk_bytes, "batch": batch, "nice": nice}
         opts = build_options({k: v for k, v in given.items() if v is not None}, ROTATE_OPTIONS)
         wait_ms = seconds_to_ms(wait, "wait") if wait is not None else 0  # in range: build_options checked
         try:

@@ -39,6 +39,7 @@ ROTATE_OPTIONS: Dict[str, Tuple[int, str]] = {
     "threads": (lib.BG_OPT_ROTATE_THREADS, "int"),
     "chunk_bytes": (lib.BG_OPT_ROTATE_CHUNK_BYTES, "int"),
     "batch": (lib.BG_OPT_ROTATE_BATCH, "int"),
+    "nice": (lib.BG_OPT_ROTATE_NICE, "int"),
 }
 
 # Lock's keyword options (bg_lock_open): name -> (BG_OPT_LOCK_* value, kind). renew and subscribe
