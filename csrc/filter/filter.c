@@ -11,7 +11,6 @@ static void free_names(bg_filter *f) {
   free(f->lock_key);
   free(f->spare_key);
   free(f->delta_key);
-  free(f->next_key);
   free(f->rotation_key);
   free(f->config_key);
   free(f->name);
@@ -37,11 +36,10 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg
   f->name = strdup(name);
   f->config_key = f->name ? bgi_suffix_name(name, f->name_len, "config", &f->config_key_len) : NULL;
   f->rotation_key = f->name ? bgi_suffix_name(name, f->name_len, "rotation", &f->rotation_key_len) : NULL;
-  f->next_key = f->name ? bgi_suffix_name(name, f->name_len, "next", &f->next_key_len) : NULL;
   f->delta_key = f->name ? bgi_suffix_name(name, f->name_len, "delta", &f->delta_key_len) : NULL;
   f->lock_key = f->name ? bgi_suffix_name(name, f->name_len, "lock", &f->lock_key_len) : NULL;
   f->spare_key = f->name ? bgi_suffix_name(name, f->name_len, "spare", &f->spare_key_len) : NULL;
-  if (!f->name || !f->config_key || !f->rotation_key || !f->next_key || !f->delta_key || !f->lock_key ||
+  if (!f->name || !f->config_key || !f->rotation_key || !f->delta_key || !f->lock_key ||
       !f->spare_key) {
     free_names(f);
     free(f);

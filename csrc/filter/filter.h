@@ -24,13 +24,14 @@ struct bg_filter {
   size_t name_len;
   char *config_key;
   size_t config_key_len;
-  /* keys of a rotation in progress (see rotation.h): lease hash, staging bitmap, delta bitmap */
-  char *rotation_key, *next_key, *delta_key;
-  size_t rotation_key_len, next_key_len, delta_key_len;
+  /* keys of a rotation in progress (see rotation.h): lease hash, delta list (the staging bitmap is
+   * the rotation's own, named after its token) */
+  char *rotation_key, *delta_key;
+  size_t rotation_key_len, delta_key_len;
   /* the filter's write lock (bg_lock_open_filter): queries wait while it is held in WRITE mode */
   char *lock_key;
   size_t lock_key_len;
-  /* the previous bitmap a SWAP commit keeps for the next upload (rotation/steps.c) */
+  /* the previous bitmap a SWAP commit keeps for the next upload (rotation/steps.c); delete drops it */
   char *spare_key;
   size_t spare_key_len;
   atomic_uint_fast64_t cfg;

@@ -164,9 +164,9 @@ int bgi_locked_commit(bg_rotation *r, bgi_err *err) {
   if (st == BG_OK) progress(r, BG_PHASE_COMMITTING);
   if (st == BG_OK) {
     const char *argv[] = {f->config_key, f->name, f->rotation_key, f->delta_key, bg_lock_key(r->lock),
-                          r->staging_key, r->spare_key, r->token, holder};
+                          r->staging_key, f->spare_key, r->token, holder};
     size_t lens[] = {f->config_key_len, f->name_len, f->rotation_key_len, f->delta_key_len,
-                     strlen(bg_lock_key(r->lock)), r->staging_key_len, r->spare_key_len, 32, hlen};
+                     strlen(bg_lock_key(r->lock)), r->staging_key_len, f->spare_key_len, 32, hlen};
     bgi_step fin = {.script = &finish_script, .nkeys = 7, .nargs = 2, .argv = argv, .lens = lens};
     st = run(r, &fin, "commit", err);
   }

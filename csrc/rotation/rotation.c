@@ -117,21 +117,19 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
   char staging[40];
   snprintf(staging, sizeof staging, "next:%s", r->token);
   r->staging_key = bgi_suffix_name(f->name, f->name_len, staging, &r->staging_key_len);
-  r->spare_key = bgi_suffix_name(f->name, f->name_len, "spare", &r->spare_key_len);
   char host[64] = "?";
   gethostname(host, sizeof host - 1);
   snprintf(r->owner, sizeof r->owner, "%s:%d", host, (int)getpid());
   r->started_ns = bgi_now_ns();
 
   /* LOCKED opens its lock before it takes the lease: a failure then leaves nothing to undo */
-  int st = !r->staging_key || !r->spare_key ? bgi_err_set(&err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
+  int st = !r->staging_key ? bgi_err_set(&err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
   if (st == BG_OK && strategy == BG_ROTATE_LOCKED) st = bgi_locked_begin(r, &err);
   if (st == BG_OK) st = strategy == BG_ROTATE_NAIVE ? begin_naive(r, &err) : begin_swap(r, &err);
   if (st != BG_OK) {
     bg_lock_close(r->lock);
     bgi_errslot_store(&f->err, &err);
     free(r->staging_key);
-    free(r->spare_key);
     bgi_bitmap_free(&r->next);
     bgi_errslot_destroy(&r->err);
     bgi_options_clear(&r->opts);
@@ -276,7 +274,6 @@ BG_API void bg_rotation_free(bg_rotation *r) {
   bg_lock_close(r->lock);
   bgi_bitmap_free(&r->next);
   free(r->staging_key);
-  free(r->spare_key);
   bgi_options_clear(&r->opts);
   bgi_errslot_destroy(&r->err);
   free(r);

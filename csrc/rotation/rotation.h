@@ -48,9 +48,10 @@ struct bg_rotation {
   int state;
   struct bg_options opts;
   char token[33];       /* random: proves this rotator holds the lease */
-  char *staging_key;    /* SWAP: NAME's "next:TOKEN", the upload's target (this rotation's own) */
-  char *spare_key;      /* SWAP: NAME's "spare", the previous bitmap kept as an upload buffer */
-  size_t staging_key_len, spare_key_len;
+  /* SWAP: NAME's "next:TOKEN", the upload's target (this rotation's own); the previous bitmap,
+   * handed over as its buffer, is the filter's spare_key */
+  char *staging_key;
+  size_t staging_key_len;
   uint64_t spare_len;   /* bytes of the spare begin moved into the staging key (0: none) */
   char owner[128];      /* host:pid, for the "rotation in progress" message */
   uint64_t size;

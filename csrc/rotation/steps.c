@@ -149,9 +149,9 @@ int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, siz
   snprintf(ttl, sizeof ttl, "%lld", (long long)r->opts.rotate_staging_ttl_ms);
   snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)((r->size + 7) / 8));
   const bg_filter *f = r->f;
-  const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, r->spare_key, r->token, r->owner, lease,
+  const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, f->spare_key, r->token, r->owner, lease,
                         size, k, n, r->fpp, ttl, bytes};
-  size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, r->spare_key_len, 32, strlen(r->owner),
+  size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, f->spare_key_len, 32, strlen(r->owner),
                    strlen(lease), strlen(size), strlen(k), strlen(n), strlen(r->fpp), strlen(ttl), strlen(bytes)};
   bgi_step s = {.script = &begin_script, .nkeys = 4, .nargs = 9, .argv = argv, .lens = lens};
   int st = run_step(r, &s, err);
@@ -229,9 +229,9 @@ int bgi_rot_step_commit(bg_rotation *r, bgi_err *err) {
   char ttl[24];
   snprintf(ttl, sizeof ttl, "%lld", (long long)r->opts.rotate_staging_ttl_ms);
   const bg_filter *f = r->f;
-  const char *argv[] = {f->config_key, f->name, f->rotation_key, r->staging_key, f->delta_key, r->spare_key, r->token, ttl};
+  const char *argv[] = {f->config_key, f->name, f->rotation_key, r->staging_key, f->delta_key, f->spare_key, r->token, ttl};
   size_t lens[] = {f->config_key_len, f->name_len, f->rotation_key_len, r->staging_key_len, f->delta_key_len,
-                   r->spare_key_len, 32, strlen(ttl)};
+                   f->spare_key_len, 32, strlen(ttl)};
   bgi_step s = {.script = &commit_script, .nkeys = 6, .nargs = 2, .argv = argv, .lens = lens};
   int st = run_step(r, &s, err);
   if (st == BG_OK && s.ints[0] != 1) return lease_lost(r, "commit", err);
@@ -242,8 +242,8 @@ int bgi_rot_step_abort(bg_rotation *r, bgi_err *err) {
   char ttl[24];
   snprintf(ttl, sizeof ttl, "%lld", (long long)r->opts.rotate_staging_ttl_ms);
   const bg_filter *f = r->f;
-  const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, r->spare_key, r->token, ttl};
-  size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, r->spare_key_len, 32, strlen(ttl)};
+  const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, f->spare_key, r->token, ttl};
+  size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, f->spare_key_len, 32, strlen(ttl)};
   bgi_step s = {.script = &abort_script, .nkeys = 4, .nargs = 2, .argv = argv, .lens = lens};
   return run_step(r, &s, err);
 }
