@@ -16,7 +16,7 @@
 static int finish(bg_rotation *r, const bgi_err *err) { return bgi_errslot_store(&r->err, err); }
 
 /* Calls the progress callback; BG_EABORTED if it asks to stop. */
-static int report(bg_rotation *r, int phase, int force, bgi_err *err) {
+int bgi_rot_report(bg_rotation *r, int phase, int force, bgi_err *err) {
   if (!r->progress) return BG_OK;
   uint64_t now = bgi_now_ns();
   if (!force && now - r->last_progress_ns < BGI_PROGRESS_EVERY_NS) return BG_OK;
@@ -147,7 +147,7 @@ BG_API int bg_rotation_set_progress(bg_rotation *r, bg_progress_fn fn, void *use
   return BG_OK;
 }
 
-static int check_active(bg_rotation *r, const char *what, bgi_err *err) {
+int bgi_rot_check_active(bg_rotation *r, const char *what, bgi_err *err) {
   if (r->state != BGI_ROT_ACTIVE)
     return bgi_err_set(err, BG_EINVAL, "%s: the rotation of \"%s\" is already %s", what, r->f->name,
                        r->state == BGI_ROT_COMMITTED ? "committed" : r->state == BGI_ROT_ABORTED ? "aborted" : "over (it failed)");
@@ -156,8 +156,6 @@ static int check_active(bg_rotation *r, const char *what, bgi_err *err) {
   return BG_OK;
 }
 
-int bgi_rot_check_active(bg_rotation *r, const char *what, bgi_err *err) { return check_active(r, what, err); }
-int bgi_rot_report(bg_rotation *r, int phase, int force, bgi_err *err) { return report(r, phase, force, err); }
 
 /* Ends the rotation after a failure: nothing of it may linger on the server. */
 static void fail(bg_rotation *r) {
@@ -175,7 +173,7 @@ static void fail(bg_rotation *r) {
 BG_API int bg_rotation_add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n) {
   bgi_err err = {0};
   if (!r) return BG_EINVAL;
-  if (check_active(r, "rotation add", &err) != BG_OK ||
+  if (bgi_rot_check_active(r, "rotation add", &err) != BG_OK ||
       bgi_check_items("rotation add", items, lens, n, lens, &err) != BG_OK)
     return finish(r, &err);
   if (r->strategy != BG_ROTATE_NAIVE) {
@@ -187,10 +185,10 @@ BG_API int bg_rotation_add_many(bg_rotation *r, const void *const *items, const 
       int st = bg_filter_add_many_ex(r->f, NULL, items + done, lens + done, m, NULL);
       if (st != BG_OK) bgi_err_set(&err, st, "%s", bg_filter_errmsg(r->f));
       else r->items += m, done += m;
-      if (err.status == BG_OK) report(r, BG_PHASE_BUILDING, 0, &err);
+      if (err.status == BG_OK) bgi_rot_report(r, BG_PHASE_BUILDING, 0, &err);
     }
   }
-  if (err.status == BG_OK) report(r, BG_PHASE_BUILDING, 0, &err);
+  if (err.status == BG_OK) bgi_rot_report(r, BG_PHASE_BUILDING, 0, &err);
   if (err.status == BG_EABORTED) fail(r);
   return finish(r, &err);
 }
@@ -205,17 +203,17 @@ static int upload(bg_rotation *r, bgi_err *err) {
    * begin script only hands over a spare no longer than this bitmap */
   if (r->spare_len > used) used = r->spare_len <= r->next.len ? (size_t)r->spare_len : r->next.len;
   r->upload_total = used;
-  int st = report(r, BG_PHASE_UPLOADING, 1, err);
+  int st = bgi_rot_report(r, BG_PHASE_UPLOADING, 1, err);
   for (size_t off = 0; off < used && st == BG_OK; off += chunk) {
     size_t len = used - off < chunk ? used - off : chunk;
     const uint8_t *p = r->next.bytes + off;
     /* SETRANGE zero-fills gaps, so all-zero chunks past the spare and before the last need not travel */
     int zero = off >= r->spare_len && off + len < used && p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
     if (!zero && (st = bgi_rot_step_upload(r, off, p, len, err)) == BG_OK) r->bytes_uploaded += len;
-    if (st == BG_OK && (st = check_active(r, "upload", err)) == BG_OK) {
+    if (st == BG_OK && (st = bgi_rot_check_active(r, "upload", err)) == BG_OK) {
       r->upload_pos = off + len;
       /* every chunk: chunks are large (1 MiB by default), and each is a point to stop at */
-      st = report(r, BG_PHASE_UPLOADING, 1, err);
+      st = bgi_rot_report(r, BG_PHASE_UPLOADING, 1, err);
     }
   }
   return st;
@@ -224,7 +222,7 @@ static int upload(bg_rotation *r, bgi_err *err) {
 BG_API int bg_rotation_commit(bg_rotation *r) {
   bgi_err err = {0};
   if (!r) return BG_EINVAL;
-  if (check_active(r, "commit", &err) != BG_OK) {
+  if (bgi_rot_check_active(r, "commit", &err) != BG_OK) {
     if (err.status == BG_EROTATING) fail(r);
     return finish(r, &err);
   }
@@ -235,7 +233,7 @@ BG_API int bg_rotation_commit(bg_rotation *r) {
     } else {
       st = upload(r, &err);
       if (st == BG_OK) st = bgi_rot_drain_delta(r, r->staging_key, r->staging_key_len, &err);
-      if (st == BG_OK) st = report(r, BG_PHASE_COMMITTING, 1, &err);
+      if (st == BG_OK) st = bgi_rot_report(r, BG_PHASE_COMMITTING, 1, &err);
       if (st == BG_OK) st = bgi_rot_step_commit(r, &err);
     }
     if (st != BG_OK) {
@@ -249,7 +247,7 @@ BG_API int bg_rotation_commit(bg_rotation *r) {
   }
   r->state = BGI_ROT_COMMITTED;
   bgi_guard_note_rotation(r->f);
-  report(r, BG_PHASE_DONE, 1, &(bgi_err){0});
+  bgi_rot_report(r, BG_PHASE_DONE, 1, &(bgi_err){0});
   return finish(r, &err);
 }
 
