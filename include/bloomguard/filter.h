@@ -12,6 +12,16 @@
  * filter's write lock (lock.h, bg_lock_open_filter): while it is held in WRITE mode (an in-place
  * rebuild) a query waits up to BG_OPT_WRITE_LOCK_WAIT_MS, then fails with BG_ELOCKED.
  *
+ * Queries with tracking (BG_OPT_TRACKING, on by default where hiredis >= 1.0 and Redis >= 6): once
+ * a full check has found the config, no write lock and no TTL on the config, its connection keeps
+ * that verdict, and the server tracks both keys for it (CLIENT TRACKING OPTIN over RESP3). Later
+ * queries on that connection send BITFIELD_RO alone. Any change to either key - a rebuild, a
+ * delete, a write lock taken (by bloomguard or by a Redisson RReadWriteLock), an EXPIRE, FLUSHDB -
+ * makes the server push an invalidation on that connection, ahead of the reply to any command it
+ * runs later; an answer preceded by one is dropped and the query asked again with the full check.
+ * So an answer is still read from a bitmap whose config and lock were as checked at the moment it
+ * was read - the same guarantee as the single MULTI step, at the cost of one BITFIELD_RO.
+ *
  * Thread safety: a bg_filter may be shared between threads. Its error message is the most recent
  * failure on the handle, possibly another thread's; a bg_call (call.h) carries one call's own.
  */

@@ -22,6 +22,11 @@ typedef struct bg_options bg_options;
 #define BG_OPT_WRITE_LOCK_WAIT_MS   6  /* how long a query waits while its filter is write-locked (an in-place
                                           rebuild, filter.h) before failing with BG_ELOCKED; default 100;
                                           0..3600000 (never past the call's deadline) */
+#define BG_OPT_TRACKING             7  /* 1 (default): where hiredis >= 1.0 and Redis >= 6 allow it, connections
+                                          speak RESP3 with CLIENT TRACKING (OPTIN), and a query whose config and
+                                          write lock were checked on its connection sends only BITFIELD_RO
+                                          until the server pushes an invalidation for either key (filter.h,
+                                          "Queries"); 0: every query sends the full MULTI check */
 /* Rotation options (bg_rotation_begin; see rotation.h). */
 #define BG_OPT_ROTATE_LEASE_MS       20  /* lease of the rotator, renewed every third of it; 100..3600000 */
 #define BG_OPT_ROTATE_WAIT_MS        21  /* wait for another rotation to end; 0..3600000 */

@@ -140,6 +140,10 @@ typedef struct bg_policy bg_policy;
 #define BG_STAT_SNAPSHOT_FAILURES       20  /* snapshot downloads that failed */
 #define BG_STAT_SNAPSHOT_AGE_MS         21  /* age of the snapshot held now; -1 if none */
 #define BG_STAT_SNAPSHOT_BYTES          22  /* its bitmap size in bytes; 0 if none */
+#define BG_STAT_TRACKED_READS           23  /* query round trips that sent only BITFIELD_RO, their config and write
+                                               lock tracked by the server (BG_OPT_TRACKING) */
+#define BG_STAT_TRACKED_STALE           24  /* of those, answers dropped because an invalidation of the config or
+                                               the lock arrived before them (asked again with the full check) */
 /* Failures seen, by class: every failed attempt (retries included; breaker rejections excluded). */
 #define BG_STAT_FAIL_NOTINIT           101
 #define BG_STAT_FAIL_CONFIG            102
