@@ -49,6 +49,7 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   c->ep.connect_timeout_ms = c->opts.connect_timeout_ms;
   c->ep.command_timeout_ms = c->opts.command_timeout_ms;
   c->ep.client_name = c->opts.client_name;
+  c->ep.tracking = c->opts.tracking != 0;
   if (bgi_pool_init(&c->pool, (size_t)c->opts.pool_size, &c->ep) != BG_OK) {
     bgi_url_free(&c->ep.url);
     bgi_options_clear(&c->opts);

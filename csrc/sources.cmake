@@ -12,6 +12,7 @@ target_sources(bloomguard_objects PRIVATE
   csrc/redis/pool.c
   csrc/redis/sha1.c
   csrc/redis/script.c
+  csrc/redis/tracking.c
   csrc/call.c
   csrc/client.c
   csrc/filter/config.c

@@ -191,7 +191,7 @@ static int parse_info(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   const bgi_reply *h = rep[0], *nil = &(bgi_reply){.type = REDIS_REPLY_NIL};
   (void)c, (void)n;
   if (h->type == REDIS_REPLY_ERROR) return bgi_reply_error(h, "info", err);
-  if (h->type != REDIS_REPLY_ARRAY) return bgi_err_set(err, BG_EPROTO, "info: unexpected reply to HGETALL");
+  if (!bgi_reply_is_pairs(h)) return bgi_err_set(err, BG_EPROTO, "info: unexpected reply to HGETALL");
   const bgi_reply *size = field(h, "size"), *k = field(h, "hashIterations");
   int st = bgi_cfg_from_pair(in->f, size ? size : nil, k ? k : nil, &in->cfg, err);
   if (st != BG_OK) return st;

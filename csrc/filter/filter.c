@@ -7,6 +7,9 @@
 #include "hash/hash.h"
 #include "redis/keyslot.h"
 
+/* 0 is an empty verdict slot */
+static atomic_uint_fast64_t next_filter_id = 1;
+
 static void free_names(bg_filter *f) {
   free(f->lock_key);
   free(f->spare_key);
@@ -56,6 +59,7 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg
     return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
   }
   atomic_init(&f->cfg, 0);
+  f->id = atomic_fetch_add_explicit(&next_filter_id, 1, memory_order_relaxed);
   atomic_init(&f->next_cfg, 0);
   bgi_errslot_init(&f->err);
   bgi_guard_init(&f->guard);

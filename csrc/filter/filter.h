@@ -35,6 +35,8 @@ struct bg_filter {
   char *spare_key;
   size_t spare_key_len;
   atomic_uint_fast64_t cfg;
+  /* names this handle in the connections' tracking verdicts (redis/tracking.h); never reused */
+  uint64_t id;
   /* the next generation's config while a SWAP rotation runs (adds record into its delta), else 0 */
   atomic_uint_fast64_t next_cfg;
   bgi_errslot err;

@@ -3,14 +3,25 @@
  *   HMGET config size hashIterations bgRebuilding;  HGET lock mode;  BITFIELD_RO bitmap GET u1 i...
  * so the config, the write lock and the bits are read in one atomic step: an answer is never
  * computed from a bitmap that an in-place rebuild (BG_ROTATE_LOCKED) is rewriting.
+ *
+ * On a connection with tracking (redis/tracking.h) that block is preceded by CLIENT CACHING YES
+ * and also reads PTTL config, so the server tracks the config and the lock for the connection; a
+ * block that finds the config as expected, no lock, no mark and no TTL leaves a verdict there.
+ * While it holds, the next queries of this filter on that connection send BITFIELD_RO alone: any
+ * change to the config or the lock since the verdict reaches the connection as a push ahead of
+ * the bits' reply, so an answer that arrives with no push before it was read from the bitmap of
+ * the config and lock state that was checked. One that arrives after a push is dropped and the
+ * query asked again with the block. (A config with a TTL gets no verdict: it can expire without
+ * being touched while only the bitmap is read, and a query must then say BG_ENOTINIT.)
  */
 #include "filter/filter.h"
 
 #include <string.h>
 #include <time.h>
 
-/* replies per chunk: +OK to MULTI, three QUEUED, then EXEC's array */
+/* replies per chunk: +OK to MULTI, three QUEUED (four with PTTL), then EXEC's array */
 #define BLOCK_REPLIES 5
+#define TRACKED_BLOCK_REPLIES 6
 
 typedef struct query {
   bg_filter *f;
@@ -22,7 +33,46 @@ typedef struct query {
   uint8_t *present;
   int locked;          /* the write lock was held */
   int interrupted;     /* an in-place rebuild's mark without its lock: it died half-way */
+  int bits_only;       /* sent BITFIELD_RO alone, on the connection's verdict */
+  int tracked;         /* sent the block under CLIENT CACHING YES, with PTTL */
+  int stale;           /* bits_only, and a push arrived before the answer */
+  uint64_t epoch;      /* the connection's push count when bits_only was sent */
 } query;
+
+static void append_bits(bgi_buf *out, const bg_filter *f, const uint64_t *idx, size_t n) {
+  bgi_resp_array(out, 2 + n * 3);
+  bgi_resp_bulk(out, "BITFIELD_RO", 11);
+  bgi_resp_bulk(out, f->name, f->name_len);
+  for (size_t j = 0; j < n; j++) {
+    /* per index: "$3\r\nGET\r\n" + "$2\r\nu1\r\n" + the offset */
+    memcpy(out->data + out->len, "$3\r\nGET\r\n$2\r\nu1\r\n", 17);
+    out->len += 17;
+    bgi_resp_u64(out, idx[j]);
+  }
+}
+
+static void append_block(bgi_buf *out, const bg_filter *f, const uint64_t *idx, size_t n, int tracked) {
+  bgi_resp_array(out, 1);
+  bgi_resp_bulk(out, "MULTI", 5);
+  bgi_resp_array(out, 5);
+  bgi_resp_bulk(out, "HMGET", 5);
+  bgi_resp_bulk(out, f->config_key, f->config_key_len);
+  bgi_resp_bulk(out, "size", 4);
+  bgi_resp_bulk(out, "hashIterations", 14);
+  bgi_resp_bulk(out, BGI_REBUILD_FIELD, sizeof BGI_REBUILD_FIELD - 1);
+  bgi_resp_array(out, 3);
+  bgi_resp_bulk(out, "HGET", 4);
+  bgi_resp_bulk(out, f->lock_key, f->lock_key_len);
+  bgi_resp_bulk(out, "mode", 4);
+  append_bits(out, f, idx, n);
+  if (tracked) {
+    bgi_resp_array(out, 2);
+    bgi_resp_bulk(out, "PTTL", 4);
+    bgi_resp_bulk(out, f->config_key, f->config_key_len);
+  }
+  bgi_resp_array(out, 1);
+  bgi_resp_bulk(out, "EXEC", 4);
+}
 
 static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   query *q = ctx;
@@ -31,58 +81,75 @@ static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   int st = bgi_compute_indexes(c, q->items, q->lens, q->from, q->to, q->cfg, 0, err);
   if (st != BG_OK) return st;
   size_t n = q->to - q->from, chunks = (n + BGI_CHUNK_ITEMS - 1) / BGI_CHUNK_ITEMS;
-  /* per index: "$3\r\nGET\r\n" + "$2\r\nu1\r\n" + the offset */
-  size_t need = chunks * (64 + bgi_resp_bound(5, f->config_key_len + 32) + bgi_resp_bound(3, f->lock_key_len + 8) +
-                          bgi_resp_bound(2, f->name_len + 16)) + n * k * (17 + BGI_RESP_U64_MAX);
+  q->bits_only = bgi_tracking_fresh(&c->track, f->id, q->cfg);
+  q->tracked = !q->bits_only && c->track.on;
+  q->epoch = c->track.epoch;
+  size_t need = 64 + chunks * (64 + bgi_resp_bound(5, f->config_key_len + 32) + bgi_resp_bound(3, f->lock_key_len + 8) +
+                               bgi_resp_bound(2, f->name_len + 16) + bgi_resp_bound(2, f->config_key_len + 8)) +
+                n * k * (17 + BGI_RESP_U64_MAX);
   if (bgi_buf_reserve(&c->out, need) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
-  const uint64_t *idx = c->idx;
+  if (q->tracked) {
+    /* OPTIN: only the next command - here the whole transaction - is tracked */
+    bgi_resp_array(&c->out, 3);
+    bgi_resp_bulk(&c->out, "CLIENT", 6);
+    bgi_resp_bulk(&c->out, "CACHING", 7);
+    bgi_resp_bulk(&c->out, "YES", 3);
+  }
   for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
     size_t m = n - done < BGI_CHUNK_ITEMS ? n - done : BGI_CHUNK_ITEMS;
-    bgi_resp_array(&c->out, 1);
-    bgi_resp_bulk(&c->out, "MULTI", 5);
-    bgi_resp_array(&c->out, 5);
-    bgi_resp_bulk(&c->out, "HMGET", 5);
-    bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
-    bgi_resp_bulk(&c->out, "size", 4);
-    bgi_resp_bulk(&c->out, "hashIterations", 14);
-    bgi_resp_bulk(&c->out, BGI_REBUILD_FIELD, sizeof BGI_REBUILD_FIELD - 1);
-    bgi_resp_array(&c->out, 3);
-    bgi_resp_bulk(&c->out, "HGET", 4);
-    bgi_resp_bulk(&c->out, f->lock_key, f->lock_key_len);
-    bgi_resp_bulk(&c->out, "mode", 4);
-    bgi_resp_array(&c->out, 2 + m * k * 3);
-    bgi_resp_bulk(&c->out, "BITFIELD_RO", 11);
-    bgi_resp_bulk(&c->out, f->name, f->name_len);
-    for (size_t j = 0; j < m * k; j++) {
-      memcpy(c->out.data + c->out.len, "$3\r\nGET\r\n$2\r\nu1\r\n", 17);
-      c->out.len += 17;
-      bgi_resp_u64(&c->out, *idx++);
-    }
-    bgi_resp_array(&c->out, 1);
-    bgi_resp_bulk(&c->out, "EXEC", 4);
+    if (q->bits_only) append_bits(&c->out, f, c->idx + done * k, m * k);
+    else append_block(&c->out, f, c->idx + done * k, m * k, q->tracked);
   }
-  *nreplies = chunks * BLOCK_REPLIES;
+  *nreplies = q->bits_only ? chunks : q->tracked + chunks * (q->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES);
   return BG_OK;
 }
 
-/* The queued replies of a MULTI block: errors there mean EXEC will abort; report the cause. */
-static int check_queued(bgi_reply **rep, const char *what, bgi_err *err) {
-  for (int i = 0; i < BLOCK_REPLIES - 1; i++)
-    if (rep[i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[i], what, err);
+/* present[item..] from one BITFIELD_RO reply of k bits per item; *item moves past them. */
+static int take_bits(query *q, const bgi_reply *bits, size_t *item, bgi_err *err) {
+  uint32_t k = bgi_cfg_k(q->cfg);
+  if (bits->type == REDIS_REPLY_ERROR) return bgi_reply_error(bits, "contains (bitmap)", err);
+  size_t m = bits->elements / k;
+  if (bits->type != REDIS_REPLY_ARRAY || bits->elements % k || *item + m > q->to)
+    return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to BITFIELD_RO");
+  for (size_t i = 0; i < m; i++, (*item)++) {
+    uint8_t all = 1;
+    for (uint32_t b = 0; b < k; b++) all &= bits->element[i * k + b]->integer == 1;
+    q->present[*item] = all;
+  }
   return BG_OK;
+}
+
+static int parse_bits_only(bgi_conn *c, bgi_reply **rep, size_t nreplies, query *q, bgi_err *err) {
+  size_t item = q->from;
+  /* a push came first: the config or the lock changed before (some of) these bits were read */
+  if (c->track.epoch != q->epoch) {
+    q->stale = 1;
+    return BG_OK;
+  }
+  for (size_t r = 0; r < nreplies; r++) {
+    int st = take_bits(q, rep[r], &item, err);
+    if (st != BG_OK) return st;
+  }
+  return item == q->to ? BG_OK : bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
 }
 
 static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err) {
   query *q = ctx;
-  uint32_t k = bgi_cfg_k(q->cfg);
-  size_t item = q->from;
-  (void)c;
-  for (size_t r = 0; r < nreplies; r += BLOCK_REPLIES) {
-    int st = check_queued(rep + r, "contains", err);
-    if (st != BG_OK) return st;
-    const bgi_reply *ex = rep[r + BLOCK_REPLIES - 1];
+  size_t item = q->from, per_block = q->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES;
+  int has_ttl = 0;
+  if (q->bits_only) return parse_bits_only(c, rep, nreplies, q, err);
+  if (q->tracked) {
+    /* refused (an ACL changed since the handshake): answer from the block, stop asking */
+    if (rep[0]->type == REDIS_REPLY_ERROR) c->track.on = 0;
+    rep++, nreplies--;
+  }
+  for (size_t r = 0; r < nreplies; r += per_block) {
+    /* queued replies: an error there means EXEC aborts; report the cause */
+    for (size_t i = 0; i + 1 < per_block; i++)
+      if (rep[r + i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[r + i], "contains", err);
+    const bgi_reply *ex = rep[r + per_block - 1];
     if (ex->type == REDIS_REPLY_ERROR) return bgi_reply_error(ex, "contains", err);
-    if (ex->type != REDIS_REPLY_ARRAY || ex->elements != 3)
+    if (ex->type != REDIS_REPLY_ARRAY || ex->elements != per_block - 2)
       return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to EXEC");
     const bgi_reply *fields = ex->element[0], *mode = ex->element[1], *bits = ex->element[2];
     if (fields->type == REDIS_REPLY_ERROR) return bgi_reply_error(fields, "contains (config)", err);
@@ -98,23 +165,18 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
       return BG_OK;
     }
     uint64_t cfg;
-    st = bgi_cfg_from_pair(q->f, fields->element[0], fields->element[1], &cfg, err);
+    int st = bgi_cfg_from_pair(q->f, fields->element[0], fields->element[1], &cfg, err);
     if (st != BG_OK) return st;
     if (cfg != q->cfg) {
       q->seen_cfg = cfg;
       return BG_OK;
     }
-    if (bits->type == REDIS_REPLY_ERROR) return bgi_reply_error(bits, "contains (bitmap)", err);
-    size_t m = bits->elements / k;
-    if (bits->type != REDIS_REPLY_ARRAY || bits->elements % k || item + m > q->to)
-      return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to BITFIELD_RO");
-    for (size_t i = 0; i < m; i++, item++) {
-      uint8_t all = 1;
-      for (uint32_t b = 0; b < k; b++) all &= bits->element[i * k + b]->integer == 1;
-      q->present[item] = all;
-    }
+    if ((st = take_bits(q, bits, &item, err)) != BG_OK) return st;
+    if (q->tracked) has_ttl |= ex->element[3]->type != REDIS_REPLY_INTEGER || ex->element[3]->integer != -1;
   }
-  return item == q->to ? BG_OK : bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
+  if (item != q->to) return bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
+  if (q->tracked && c->track.on && !has_ttl) bgi_tracking_remember(&c->track, q->f->id, q->cfg);
+  return BG_OK;
 }
 
 /* The wait of one call for the filter's write lock to go: polled, the first waits short. */
@@ -164,9 +226,14 @@ int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *cons
       int st = bgi_filter_config(f, deadline_ns, &q.cfg, err);
       if (st != BG_OK) return st;
       q.seen_cfg = 0;
-      q.locked = q.interrupted = 0;
+      q.locked = q.interrupted = q.stale = q.bits_only = q.tracked = 0;
       st = bgi_client_call(f->client, deadline_ns, build_query, parse_query, &q, err);
       if (st != BG_OK) return st;
+      if (q.bits_only) bgi_guard_count_tracked(&f->guard, q.stale);
+      if (q.stale) {
+        attempt--;   /* the verdict is gone: the next attempt sends the full block */
+        continue;
+      }
       if (q.interrupted)
         return bgi_err_set(err, BG_ELOCKED, "contains: an in-place rebuild of \"%s\" stopped half-way (its "
                            "rotator died or gave up: the config hash still has %s, the write lock is gone); "

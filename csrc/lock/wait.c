@@ -14,7 +14,10 @@
 int bgi_lock_sub_open(bg_lock *l, bgi_lock_sub *s, bgi_err *err) {
   bgi_reply *rep[1];
   memset(s, 0, sizeof *s);
-  int st = bgi_conn_open(&s->conn, &l->client->ep, 0, err);
+  /* a subscriber stays in RESP2: there, messages are replies, not pushes */
+  bgi_endpoint ep = l->client->ep;
+  ep.tracking = 0;
+  int st = bgi_conn_open(&s->conn, &ep, 0, err);
   if (st != BG_OK) {
     bgi_conn_free(&s->conn);
     return st;

@@ -317,6 +317,11 @@ BG_API int bg_filter_set_policy(bg_filter *f, const bg_policy *p) {
 
 static int64_t load(bgi_guard *g, int slot) { return atomic_load_explicit(&g->stats[slot], memory_order_relaxed); }
 
+void bgi_guard_count_tracked(bgi_guard *g, int stale) {
+  count(g, BGI_ST_TRACKED);
+  if (stale) count(g, BGI_ST_TRACKED_STALE);
+}
+
 int64_t bgi_guard_stat(bgi_guard *g, int stat, int *known) {
   *known = 1;
   if (stat >= BG_STAT_FAIL_NOTINIT && stat <= BG_STAT_FAIL_OTHER) return load(g, BGI_ST_FAIL + stat - 100);
@@ -345,6 +350,8 @@ int64_t bgi_guard_stat(bgi_guard *g, int stat, int *known) {
     case BG_STAT_ROTATIONS: return load(g, BGI_ST_ROTATIONS);
     case BG_STAT_SNAPSHOT_REFRESHES: return load(g, BGI_ST_SNAP_OK);
     case BG_STAT_SNAPSHOT_FAILURES: return load(g, BGI_ST_SNAP_FAILED);
+    case BG_STAT_TRACKED_READS: return load(g, BGI_ST_TRACKED);
+    case BG_STAT_TRACKED_STALE: return load(g, BGI_ST_TRACKED_STALE);
     case BG_STAT_SNAPSHOT_AGE_MS:
     case BG_STAT_SNAPSHOT_BYTES: {
       bgi_snapshot *s = bgi_guard_snapshot(g);

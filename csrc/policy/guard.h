@@ -134,6 +134,8 @@ enum {
   BGI_ST_ROTATIONS,
   BGI_ST_SNAP_OK,
   BGI_ST_SNAP_FAILED,
+  BGI_ST_TRACKED,
+  BGI_ST_TRACKED_STALE,
   BGI_ST_FAIL,              /* + BG_FAIL_* (1..8) */
   BGI_ST_COUNT = BGI_ST_FAIL + BGI_FAIL_CLASSES
 };
@@ -173,6 +175,9 @@ void bgi_guard_publish_snapshot(bgi_guard *g, bgi_snapshot *s);
 bgi_snapshot *bgi_guard_snapshot(bgi_guard *g);
 
 int64_t bgi_guard_stat(bgi_guard *g, int stat, int *known);
+
+/* A query round trip that sent the bits alone (filter/query.c); stale: its answer was dropped. */
+void bgi_guard_count_tracked(bgi_guard *g, int stale);
 
 /*
  * One step against Redis for items [from, n) of an operation: returns its status; *done is how

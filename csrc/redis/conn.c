@@ -96,7 +96,7 @@ int bgi_reply_error(const bgi_reply *r, const char *what, bgi_err *err) {
 }
 
 static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
-  bgi_reply *rep[3];
+  bgi_reply *rep[5];
   size_t n = 0;
   size_t ulen = ep->user ? strlen(ep->user) : 0, plen = ep->password ? strlen(ep->password) : 0;
   const char *name = ep->client_name ? ep->client_name : "bloomguard";
@@ -123,6 +123,18 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
   bgi_resp_cstr(&c->out, "SETNAME");
   bgi_resp_cstr(&c->out, name);
   n++;
+  int want_tracking = ep->tracking && bgi_tracking_supported();
+  if (want_tracking) {
+    bgi_resp_array(&c->out, 2);
+    bgi_resp_cstr(&c->out, "HELLO");
+    bgi_resp_cstr(&c->out, "3");
+    bgi_resp_array(&c->out, 4);
+    bgi_resp_cstr(&c->out, "CLIENT");
+    bgi_resp_cstr(&c->out, "TRACKING");
+    bgi_resp_cstr(&c->out, "ON");
+    bgi_resp_cstr(&c->out, "OPTIN");
+    n += 2;
+  }
   st = bgi_conn_roundtrip(c, rep, n, c->timeout_ms, err);
   /* the handshake secret must not linger in the reusable buffer */
   memset(c->out.data, 0, c->out.len);
@@ -147,6 +159,11 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
       return bgi_err_set(err, BG_EAUTH, "the server requires a password: %s", r->str);
     /* a server that renamed or disabled CLIENT is still usable: the name is only a courtesy */
   }
+  /* Tracking is an optimisation: a server before 6.0 (no HELLO), or one whose ACL or renamed
+   * commands refuse it, is used with the full check on every query. A connection whose HELLO
+   * worked but TRACKING did not stays in RESP3, which every parse accepts. */
+  if (want_tracking)
+    c->track.on = rep[i + 1]->type != REDIS_REPLY_ERROR && rep[i + 2]->type != REDIS_REPLY_ERROR;
   return BG_OK;
 }
 
@@ -176,6 +193,8 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, bgi_e
   }
   if (!ep->url.is_unix) redisEnableKeepAlive(c->ctx);
   bgi_reply_attach(c->ctx, &c->arena);
+  bgi_tracking_reset(&c->track);
+  bgi_tracking_attach(c->ctx, &c->track);
   int st = handshake(c, ep, err);
   if (st != BG_OK) {
     if (st == BG_ECONN || st == BG_ETIMEOUT) bgi_err_prefix(err, where(ep, at, sizeof at));
@@ -188,6 +207,7 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, bgi_e
 void bgi_conn_drop(bgi_conn *c) {
   if (c->ctx) redisFree(c->ctx);
   c->ctx = NULL;
+  bgi_tracking_reset(&c->track);
   c->broken = 0;
 }
 

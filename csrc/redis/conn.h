@@ -13,6 +13,7 @@
 #include "common/err.h"
 #include "redis/reply.h"
 #include "redis/resp.h"
+#include "redis/tracking.h"
 #include "redis/url.h"
 
 /* Where and how to connect: the URL plus option overrides, resolved once by the client. */
@@ -24,6 +25,7 @@ typedef struct bgi_endpoint {
   int64_t connect_timeout_ms;
   int64_t command_timeout_ms;
   const char *client_name;
+  int tracking;            /* ask for RESP3 + CLIENT TRACKING OPTIN (BG_OPT_TRACKING) */
 } bgi_endpoint;
 
 typedef struct bgi_conn {
@@ -34,10 +36,12 @@ typedef struct bgi_conn {
   size_t idx_cap;
   uint64_t calls;          /* round trips completed since connecting */
   int64_t timeout_ms;      /* read/write timeout currently set on the socket */
+  bgi_tracking track;      /* filters whose config the server tracks for this connection */
   int broken;
 } bgi_conn;
 
-/* Connects, authenticates, selects the db and names the connection. timeout_ms > 0 caps the
+/* Connects, authenticates, selects the db, names the connection and, when the endpoint asks and
+ * both hiredis and the server can, switches it to RESP3 with CLIENT TRACKING OPTIN (c->track.on). timeout_ms > 0 caps the
  * connect timeout and is used for the handshake (0: the endpoint's settings). */
 int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, bgi_err *err);
 /* Closes the socket (buffers are kept for the next connection). */

@@ -28,6 +28,14 @@ typedef struct bgi_arena {
   int failed;                    /* an allocation failed while parsing the current reply */
 } bgi_arena;
 
+/* An array, or (RESP3, hiredis >= 1.0) a map: both hold key, value, key, value, ... */
+static inline int bgi_reply_is_pairs(const bgi_reply *r) {
+#ifdef REDIS_REPLY_MAP
+  if (r->type == REDIS_REPLY_MAP) return 1;
+#endif
+  return r->type == REDIS_REPLY_ARRAY;
+}
+
 /* Installs the arena's object functions on a connected context's reader. */
 void bgi_reply_attach(redisContext *ctx, bgi_arena *a);
 /* Forgets every reply; keeps (only) one block big enough for what the last call needed. */

@@ -4,6 +4,7 @@ bg_add_test(test_url SOURCES test_url.c INTERNAL)
 bg_add_test(test_resp SOURCES test_resp.c INTERNAL)
 bg_add_test(test_bad_input SOURCES test_bad_input.c LABELS redis)
 bg_add_test(test_bitmap_example SOURCES test_bitmap_example.c LABELS redis)
+bg_add_test(test_tracking SOURCES test_tracking.c INTERNAL LABELS redis)
 
 # Runs a command with its own redis-server ("@URL@" in the arguments becomes its URL).
 add_executable(with_redis with_redis.c)

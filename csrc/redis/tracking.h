@@ -1,0 +1,56 @@
+/*
+ * Internal: what one connection knows about filters whose config the server tracks for it.
+ *
+ * With RESP3 and CLIENT TRACKING OPTIN, the server pushes an invalidation to the connection when
+ * a key it read under CLIENT CACHING YES changes - and puts it ahead of the reply to any command it
+ * runs afterwards. A query's full check (config, write lock, TTL) is such a read; when it finds
+ * the filter usable, the connection remembers the config for that filter. Any push bumps `epoch`,
+ * which forgets every verdict at once (invalidations are rare: rebuilds, lock holds, expiries),
+ * so a read of the bits alone is good exactly when the epoch is the same after its reply as when
+ * the verdict was taken.
+ */
+#ifndef BG_INTERNAL_TRACKING_H
+#define BG_INTERNAL_TRACKING_H
+
+#include <hiredis/hiredis.h>
+#include <stdint.h>
+
+/* Verdicts kept per connection: filter ids map onto slots directly; a collision costs a full check. */
+#define BGI_TRACK_SLOTS 32
+
+typedef struct bgi_track_entry {
+  uint64_t filter_id;    /* 0: empty */
+  uint64_t cfg;
+  uint64_t epoch;
+} bgi_track_entry;
+
+typedef struct bgi_tracking {
+  int on;                /* RESP3 and CLIENT TRACKING ON OPTIN are active on this connection */
+  uint64_t epoch;        /* pushes received since the connection was made */
+  bgi_track_entry slot[BGI_TRACK_SLOTS];
+} bgi_tracking;
+
+/* 1 when built against a hiredis that parses RESP3 pushes (1.0 and later). */
+int bgi_tracking_supported(void);
+
+/* Forgets every verdict (a new connection). */
+void bgi_tracking_reset(bgi_tracking *t);
+
+/* Routes the context's pushes to t (every push bumps the epoch); the arena owns their memory. */
+void bgi_tracking_attach(redisContext *ctx, bgi_tracking *t);
+
+/* 1 if the connection still vouches for cfg being the filter's config with no write lock held. */
+static inline int bgi_tracking_fresh(const bgi_tracking *t, uint64_t filter_id, uint64_t cfg) {
+  const bgi_track_entry *e = &t->slot[filter_id % BGI_TRACK_SLOTS];
+  return t->on && e->filter_id == filter_id && e->cfg == cfg && e->epoch == t->epoch;
+}
+
+/* Records a full check's verdict, valid until the next push. */
+static inline void bgi_tracking_remember(bgi_tracking *t, uint64_t filter_id, uint64_t cfg) {
+  bgi_track_entry *e = &t->slot[filter_id % BGI_TRACK_SLOTS];
+  e->filter_id = filter_id;
+  e->cfg = cfg;
+  e->epoch = t->epoch;
+}
+
+#endif
