@@ -176,6 +176,11 @@ static int run_race(race *r, int rotations) {
   else
     lost = -1;
   if (r->first_add_error[0]) printf("first add error: %s\n", r->first_add_error);
+  /* with tracking (hiredis >= 1.0) most queries read the bits alone: the race covers that path */
+  int64_t tracked = 0, stale = 0;
+  CHECK_OK(bg_filter_stat(r->f, BG_STAT_TRACKED_READS, &tracked));
+  CHECK_OK(bg_filter_stat(r->f, BG_STAT_TRACKED_STALE, &stale));
+  printf("      tracked reads=%lld, dropped after an invalidation=%lld\n", (long long)tracked, (long long)stale);
   printf("%-5s rotations=%d queries=%ld errors=%ld false_negatives=%ld adds=%ld add_errors=%ld lost_adds=%ld%s%s\n",
          r->strategy == BG_ROTATE_SWAP ? "swap" : r->strategy == BG_ROTATE_LOCKED ? "locked" : "naive", done, atomic_load(&r->queries), atomic_load(&r->errors),
          atomic_load(&r->false_negatives), atomic_load(&r->adds), atomic_load(&r->add_errors), lost,
