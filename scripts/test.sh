@@ -43,6 +43,9 @@ TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j 
 step "C tests against hiredis 1.x (Debian 12 ships 0.14)"
 bash scripts/check-hiredis1.sh build-hiredis1
 
+step "C tests against hiredis 1.x under AddressSanitizer + UndefinedBehaviorSanitizer (tracked queries)"
+bash scripts/check-hiredis1.sh build-hiredis1-asan -DCMAKE_BUILD_TYPE=Debug -DBG_SANITIZE=address,undefined
+
 step "Python binding (cffi) and its pytest suite"
 bash bindings/python/ci.sh
 
