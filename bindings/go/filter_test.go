@@ -938,6 +938,52 @@ func TestConfigChanged(t *testing.T) {
 	f.Delete(ctx)
 }
 
+// WithTracking is accepted both ways and answers the same, also on the very connection that read
+// the filter just before another client rebuilt it with other parameters (an invalidation, or the
+// full check, must notice). Whether reads are tracked at all depends on hiredis >= 1.0 and
+// Redis >= 6; with tracking off none is.
+func TestTracking(t *testing.T) {
+	ctx := context.Background()
+	for _, on := range []bool{true, false} {
+		t.Run(strconv.FormatBool(on), func(t *testing.T) {
+			c := openClient(t, WithTracking(on), WithPoolSize(1))
+			f := initFilter(t, c, 1000, 0.01)
+			if _, err := f.AddMany(ctx, [][]byte{[]byte("a"), []byte("b")}); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 5; i++ {
+				if got, err := f.ContainsMany(ctx, [][]byte{[]byte("a"), []byte("b")}); err != nil || !got[0] || !got[1] {
+					t.Fatalf("ContainsMany: %v %v", got, err)
+				}
+			}
+			other := openFilter(t, openClient(t), f.Name())
+			if _, err := other.Delete(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := other.Init(ctx, 50000, 0.001); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := other.AddString(ctx, "new"); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := f.ContainsString(ctx, "new"); err != nil || !ok {
+				t.Fatalf("Contains after the rebuild: %v %v", ok, err)
+			}
+			if info, err := f.Info(ctx); err != nil || info.ExpectedInsertions != 50000 {
+				t.Fatalf("Info: %+v %v", info, err)
+			}
+			s := stats(t, f)
+			if s.TrackedReads < 0 || s.TrackedStale < 0 || s.TrackedStale > s.TrackedReads {
+				t.Errorf("TrackedReads %d, TrackedStale %d", s.TrackedReads, s.TrackedStale)
+			}
+			if !on && (s.TrackedReads != 0 || s.TrackedStale != 0) {
+				t.Errorf("tracking off: TrackedReads %d, TrackedStale %d", s.TrackedReads, s.TrackedStale)
+			}
+			f.Delete(ctx)
+		})
+	}
+}
+
 // Thousands of goroutines on one client do not become thousands of OS threads blocked in C: the
 // client's gate lets a bounded number into C and the rest wait as goroutines.
 func TestManyGoroutinesBoundedThreads(t *testing.T) {

@@ -51,6 +51,11 @@ func durationOption(name string, id C.int, d time.Duration) Option {
 	return func(o *openSettings) { o.sets = append(o.sets, set) }
 }
 
+func boolOption(name string, id C.int, on bool) Option {
+	set := boolSetting(name, id, on)
+	return func(o *openSettings) { o.sets = append(o.sets, set) }
+}
+
 func stringOption(name string, id C.int, v string, secret bool) Option {
 	shown := fmt.Sprintf("%s(%q)", name, v)
 	if secret {
@@ -96,6 +101,15 @@ func WithConfigRetries(n int) Option {
 func WithWriteLockWait(d time.Duration) Option {
 	return intOption("WithWriteLockWait", C.BG_OPT_WRITE_LOCK_WAIT_MS, d.Milliseconds())
 }
+
+// WithTracking turns tracked queries on (the default) or off (BG_OPT_TRACKING). On: where
+// hiredis >= 1.0 and Redis >= 6 allow it, the client's connections speak RESP3 with CLIENT
+// TRACKING (OPTIN), and a query whose filter config and write lock were already checked on its
+// connection sends only BITFIELD_RO; any change to either key makes the server push an
+// invalidation ahead of the answer, which is then dropped and the query asked again with the full
+// check. Off: every query sends the full MULTI check. Stats.TrackedReads and TrackedStale count
+// them.
+func WithTracking(on bool) Option { return boolOption("WithTracking", C.BG_OPT_TRACKING, on) }
 
 // WithUsername sets the ACL user, overriding the URL's (BG_OPT_USERNAME).
 func WithUsername(user string) Option {

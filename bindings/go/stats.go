@@ -76,6 +76,8 @@ type Stats struct {
 	SnapshotFailures      int64
 	SnapshotAge           time.Duration // age of the snapshot held now; -1 when there is none
 	SnapshotBytes         int64         // its bitmap's size; 0 when none
+	TrackedReads          int64         // query round trips that sent only BITFIELD_RO (WithTracking)
+	TrackedStale          int64         // of those, answers dropped for an invalidation and asked again
 	// Failures seen, by class: every failed attempt (retries included, breaker rejections not).
 	Failures map[FailureClass]int64
 }
@@ -114,6 +116,8 @@ var statFields = []struct {
 		}
 	}},
 	{C.BG_STAT_SNAPSHOT_BYTES, func(s *Stats, v int64) { s.SnapshotBytes = v }},
+	{C.BG_STAT_TRACKED_READS, func(s *Stats, v int64) { s.TrackedReads = v }},
+	{C.BG_STAT_TRACKED_STALE, func(s *Stats, v int64) { s.TrackedStale = v }},
 }
 
 // Stats reads the handle's counters (no round trip).

@@ -239,6 +239,7 @@ MUTATIONS = [
     ("lock token width", "int bg_lock_acquire(bg_lock *l, int mode, int64_t wait_ms, uint64_t *fencing_token);",
      "int bg_lock_acquire(bg_lock *l, int mode, int64_t wait_ms, uint32_t *fencing_token);", "bg_lock_acquire differs"),
     ("missing lock option", "#define BG_OPT_LOCK_RENEW ...\n", "", "header #define BG_OPT_LOCK_RENEW"),
+    ("missing tracking option", "#define BG_OPT_TRACKING ...\n", "", "header #define BG_OPT_TRACKING"),
     ("missing lock mode", "#define BG_LOCK_WRITE ...\n", "", "header #define BG_LOCK_WRITE"),
     ("missing policy function", "int bg_filter_stat(const bg_filter *f, int stat, int64_t *value);\n", "",
      "bg_filter_stat is missing"),
@@ -246,6 +247,7 @@ MUTATIONS = [
      "typedef int (*bg_fallback_fn)(void *userdata, const void **items, const size_t *lens, size_t n,",
      "typedef bg_fallback_fn differs"),
     ("missing stat", "#define BG_STAT_CALLBACK_REFUSED ...\n", "", "header #define BG_STAT_CALLBACK_REFUSED"),
+    ("missing tracked-read stat", "#define BG_STAT_TRACKED_STALE ...\n", "", "header #define BG_STAT_TRACKED_STALE"),
     ("missing failure class", "#define BG_FAIL_CORRUPT ...\n", "", "header #define BG_FAIL_CORRUPT"),
     ("missing action", "#define BG_ACT_ASSUME_ABSENT ...\n", "", "header #define BG_ACT_ASSUME_ABSENT"),
 ]

@@ -44,6 +44,50 @@ def test_options(url, raw, fname):
             f.delete()
 
 
+@pytest.mark.parametrize("tracking", [True, False])
+def test_tracking_option(url, fname, tracking):
+    """tracking (BG_OPT_TRACKING) is accepted both ways and answers the same, also on the very
+    connection that read the filter just before another client rebuilt it with other parameters
+    (an invalidation, or the full check, must notice). Whether reads are tracked at all depends on
+    hiredis >= 1.0 and Redis >= 6; with tracking off none is."""
+    with bloomguard.Client(url, tracking=tracking, pool_size=1) as c, c.filter(fname) as f, \
+            bloomguard.Client(url) as c2, c2.filter(fname) as other:
+        assert f.init(1000, 0.01) is True
+        f.add_many(["a", "b"])
+        for _ in range(5):
+            assert f.contains_many(["a", "b"]) == [True, True]
+        other.delete()
+        assert other.init(50000, 0.001) is True
+        other.add("new")
+        assert f.contains("new") is True
+        assert f.info().expected_insertions == 50000
+        s = f.stats()
+        assert s["tracked_reads"] >= 0 and 0 <= s["tracked_stale"] <= s["tracked_reads"]
+        if not tracking:
+            assert s["tracked_reads"] == 0 and s["tracked_stale"] == 0
+        f.delete()
+
+
+def test_every_option_is_bound():
+    """Every BG_OPT_* of the compiled module (the headers', see test_cdef) is in the option table
+    of its kind, once: client options in OPTIONS, BG_OPT_ROTATE_* in ROTATE_OPTIONS, BG_OPT_LOCK_*
+    in LOCK_OPTIONS."""
+    from bloomguard._ffi import lib
+    from bloomguard._options import LOCK_OPTIONS, OPTIONS, ROTATE_OPTIONS
+    want = {"OPTIONS": [], "ROTATE_OPTIONS": [], "LOCK_OPTIONS": []}
+    for name in dir(lib):
+        if name.startswith("BG_OPT_ROTATE_"):
+            want["ROTATE_OPTIONS"].append(getattr(lib, name))
+        elif name.startswith("BG_OPT_LOCK_"):
+            want["LOCK_OPTIONS"].append(getattr(lib, name))
+        elif name.startswith("BG_OPT_"):
+            want["OPTIONS"].append(getattr(lib, name))
+    for table_name, table in (("OPTIONS", OPTIONS), ("ROTATE_OPTIONS", ROTATE_OPTIONS),
+                              ("LOCK_OPTIONS", LOCK_OPTIONS)):
+        assert sorted(opt for opt, _ in table.values()) == sorted(want[table_name]), table_name
+    assert OPTIONS["tracking"] == (lib.BG_OPT_TRACKING, "bool")
+
+
 def test_db_in_url(url, raw, fname):
     with bloomguard.Client(url + "/5") as c, c.filter(fname) as f:
         f.init(10, 0.1)
@@ -58,7 +102,8 @@ def test_unknown_option():
 
 
 @pytest.mark.parametrize("opts", [dict(pool_size="4"), dict(pool_size=4.0), dict(db=True), dict(client_name=5),
-                                  dict(command_timeout="1"), dict(password=b"x")])
+                                  dict(command_timeout="1"), dict(password=b"x"), dict(tracking=1),
+                                  dict(tracking="no"), dict(tracking=None)])
 def test_option_types(opts):
     with pytest.raises(TypeError):
         bloomguard.Client("redis://127.0.0.1:1", **opts)

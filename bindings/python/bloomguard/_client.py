@@ -24,7 +24,10 @@ class Client:
     Keyword options (durations in seconds): ``connect_timeout``, ``command_timeout``,
     ``pool_size``, ``db``, ``config_retries``, ``write_lock_wait`` (seconds a query waits while its
     filter is write-locked by an in-place rebuild before raising :class:`~bloomguard.Locked`, which a
-    policy can answer; 0.1), ``username``, ``password``, ``client_name``.
+    policy can answer; 0.1), ``tracking`` (bool, default True: where hiredis >= 1.0 and Redis >= 6
+    allow it, a query whose filter config and write lock were already checked on its connection
+    sends only BITFIELD_RO until the server pushes an invalidation of either key; False: every
+    query sends the full check), ``username``, ``password``, ``client_name``.
     Opening connects once, so a wrong address or password fails here
     (:class:`~bloomguard.ConnectionError`, :class:`~bloomguard.AuthError`, :class:`~bloomguard.BadURL`).
 

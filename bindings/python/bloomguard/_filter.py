@@ -239,7 +239,10 @@ class Filter:
         ``breaker_state`` (0 closed, 1 open, 2 half open), ``breaker_trips``, ``breaker_rejected``,
         ``breaker_probes``, ``callback_calls``, ``callback_refused``, ``callback_declined``,
         ``rotations``, ``snapshot_refreshes``, ``snapshot_failures``, ``snapshot_age_ms`` (-1:
-        none), ``snapshot_bytes``, ``fail_notinit`` ... ``fail_other`` (failed attempts by class).
+        none), ``snapshot_bytes``, ``tracked_reads`` (query round trips that sent only
+        BITFIELD_RO, the client's ``tracking``), ``tracked_stale`` (of those, answers dropped for
+        an invalidation and asked again with the full check), ``fail_notinit`` ... ``fail_other``
+        (failed attempts by class).
         Counted with or without a policy since the handle was opened; no round trip."""
         ptr = self._handle.enter()
         try:

@@ -3,8 +3,8 @@
 Three tables: :data:`OPTIONS` for :class:`~bloomguard.Client`, :data:`ROTATE_OPTIONS` for
 :meth:`~bloomguard.Filter.rotate` and :data:`LOCK_OPTIONS` for :class:`~bloomguard.Lock`.
 Durations named without a unit are seconds (int or float) in Python and milliseconds in C;
-names ending in ``_ms`` are milliseconds on both sides. The library validates the ranges; this
-module only maps names and types.
+names ending in ``_ms`` are milliseconds on both sides; switches are bools in Python and 0/1 in C.
+The library validates the ranges; this module only maps names and types.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ._ffi import ffi, lib
 
 __all__ = ["OPTIONS", "ROTATE_OPTIONS", "LOCK_OPTIONS", "build_options", "seconds_to_ms"]
 
-# name -> (BG_OPT_* value, kind): "seconds" (-> ms), "int" or "str".
+# name -> (BG_OPT_* value, kind): "seconds" (-> ms), "int", "bool" (-> 0/1) or "str".
 OPTIONS: Dict[str, Tuple[int, str]] = {
     "connect_timeout": (lib.BG_OPT_CONNECT_TIMEOUT_MS, "seconds"),
     "command_timeout": (lib.BG_OPT_COMMAND_TIMEOUT_MS, "seconds"),
@@ -26,6 +26,7 @@ OPTIONS: Dict[str, Tuple[int, str]] = {
     "db": (lib.BG_OPT_DB, "int"),
     "config_retries": (lib.BG_OPT_CONFIG_RETRIES, "int"),
     "write_lock_wait": (lib.BG_OPT_WRITE_LOCK_WAIT_MS, "seconds"),
+    "tracking": (lib.BG_OPT_TRACKING, "bool"),
     "username": (lib.BG_OPT_USERNAME, "str"),
     "password": (lib.BG_OPT_PASSWORD, "str"),
     "client_name": (lib.BG_OPT_CLIENT_NAME, "str"),
@@ -84,6 +85,10 @@ def _set(opts: Any, table: Dict[str, Tuple[int, str]], name: str, value: Any) ->
     else:
         if kind == "seconds":
             ms = seconds_to_ms(value, name)
+        elif kind == "bool":
+            if not isinstance(value, bool):
+                raise TypeError("option %s must be a bool, not %s" % (name, type(value).__name__))
+            ms = int(value)
         elif isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise TypeError("option %s must be an int, not %s" % (name, type(value).__name__))
         else:
