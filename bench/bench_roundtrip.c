@@ -13,7 +13,9 @@
  *            lock read in the same block), so multi3 vs multi is the price of the lock check
  *  pipe2     HMGET ...; BITFIELD_RO ... pipelined WITHOUT MULTI (not atomic: reference only)
  *  evalsha   EVALSHA of a script doing the HMGET check then one BITFIELD_RO call (atomic)
- *  bg        bg_filter_contains on a client with BG_OPT_POOL_SIZE 1
+ *  bg        bg_filter_contains on a client with BG_OPT_POOL_SIZE 1 (tracking on: with hiredis >= 1.0
+ *            it sends BITFIELD_RO alone after the first check, see filter.h)
+ *  bgfull    the same with BG_OPT_TRACKING 0: every call sends multi3's block
  * Each round gives every shape --seconds, cut into --slices slices taken in turn, so all shapes
  * see the same background load; ratios are medians of per-round ratios to `bitfield`. Client CPU
  * (getrusage) and server CPU (INFO cpu) per call are medians too. When the benchmark started the
@@ -44,7 +46,7 @@ static const char LUA[] =
 
 typedef struct rt {
   redisContext *raw;
-  bg_filter *f;
+  bg_filter *f, *f_full;
   char items[N_ITEMS][16];
   size_t lens[N_ITEMS];
   size_t cursor;
@@ -175,6 +177,15 @@ static void shape_bg(rt *t) {
   t->sink += (uint64_t)present;
 }
 
+static void shape_bgfull(rt *t) {
+  size_t i = t->cursor;
+  int present = 0;
+  t->cursor = (t->cursor + 1) % N_ITEMS;
+  if (bg_filter_contains(t->f_full, t->items[i], t->lens[i], &present) != BG_OK)
+    bgb_die("bloomguard: %s%s", bg_filter_errmsg(t->f_full), NULL);
+  t->sink += (uint64_t)present;
+}
+
 static const struct {
   const char *name;
   shape_fn fn;
@@ -186,7 +197,8 @@ static const struct {
     {"multi3", shape_multi3, "MULTI/HMGET/HGET lock/BITFIELD_RO/EXEC (now)"},
     {"pipe2", shape_pipe2, "HMGET+BITFIELD_RO, no MULTI (not atomic)"},
     {"evalsha", shape_evalsha, "EVALSHA: HMGET check + BITFIELD_RO"},
-    {"bg", shape_bg, "bg_filter_contains"},
+    {"bg", shape_bg, "bg_filter_contains (tracking on)"},
+    {"bgfull", shape_bgfull, "bg_filter_contains, BG_OPT_TRACKING 0"},
 };
 enum { NSHAPES = sizeof SHAPES / sizeof SHAPES[0], BASE = 1 };
 
@@ -218,16 +230,19 @@ int main(int argc, char **argv) {
   }
   static rt t;
   bg_options *o;
-  bg_client *cl;
+  bg_client *cl, *cl_full;
   char err[512];
   bg_options_new(&o);
   bg_options_set_int(o, BG_OPT_POOL_SIZE, 1);
   if (bg_client_open_ex(&cl, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
+  bg_options_set_int(o, BG_OPT_TRACKING, 0);
+  if (bg_client_open_ex(&cl_full, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
   bg_options_free(o);
   snprintf(t.name, sizeof t.name, "bloomguard-bench:roundtrip:%ld", (long)getpid());
   snprintf(t.config_key, sizeof t.config_key, "{%s}:config", t.name);
   snprintf(t.lock_key, sizeof t.lock_key, "{%s}:lock", t.name); /* as bgi_suffix_name names it */
-  if (bg_filter_open(&t.f, cl, t.name) != BG_OK) bgb_die("bg_filter_open: %s%s", bg_client_errmsg(cl), NULL);
+  if (bg_filter_open(&t.f, cl, t.name) != BG_OK || bg_filter_open(&t.f_full, cl_full, t.name) != BG_OK)
+    bgb_die("bg_filter_open: %s%s", bg_client_errmsg(cl), NULL);
   bg_filter_delete(t.f, NULL);
   if (bg_filter_init(t.f, 1000000, 0.01, NULL) != BG_OK || bg_filter_info(t.f, &t.size, &t.k, NULL, NULL) != BG_OK)
     bgb_die("init: %s%s", bg_filter_errmsg(t.f), NULL);
@@ -310,8 +325,14 @@ int main(int argc, char **argv) {
     }
   }
 
+  int64_t tracked = 0;
+  bg_filter_stat(t.f, BG_STAT_TRACKED_READS, &tracked);
+  printf("\nhiredis %d.%d: the bg shape read the bits alone on %lld calls\n", HIREDIS_MAJOR, HIREDIS_MINOR,
+         (long long)tracked);
   bg_filter_delete(t.f, NULL);
+  bg_filter_close(t.f_full);
   bg_filter_close(t.f);
+  bg_client_close(cl_full);
   bg_client_close(cl);
   redisFree(t.raw);
   redisFree(info);
