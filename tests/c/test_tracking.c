@@ -273,6 +273,23 @@ static void test_many_filters_one_connection(void) {
   items_free(&in), items_free(&other);
 }
 
+/* A user the ACL denies CLIENT: the handshake's TRACKING is refused, queries keep the full check. */
+static void test_acl_without_client_command(void) {
+  free(cmd("ACL SETUSER limited on >secret ~* &* +@all %s", "-client"));
+  char url[160];
+  snprintf(url, sizeof url, "redis://limited:secret@127.0.0.1:%d", srv.port);
+  bg_client *c = NULL;
+  CHECK_OK(bg_client_open(&c, url, NULL));
+  items in = make_items("acl", 50);
+  bg_filter *f = fresh(c, "t7", 1000, 0.01, &in);
+  CHECK_EQ_U64(count_present(f, &in, 1), in.n);
+  CHECK_EQ_U64(count_present(f, &in, 0), in.n);
+  CHECK_EQ_INT(stat_of(f, BG_STAT_TRACKED_READS), 0);
+  bg_filter_close(f);
+  bg_client_close(c);
+  items_free(&in);
+}
+
 static void setup(void) {
   supported = bgi_tracking_supported();
   printf("    tracking %s (hiredis %d.%d)\n", supported ? "available" : "not available", HIREDIS_MAJOR,
@@ -298,4 +315,5 @@ BGT_RUN(BGT_CASE(setup), BGT_CASE(test_option_range), BGT_CASE(test_bits_only_af
         BGT_CASE(test_rebuild_by_another_client), BGT_CASE(test_write_hold_by_another_client),
         BGT_CASE(test_interrupted_rebuild_mark), BGT_CASE(test_config_with_ttl),
         BGT_CASE(test_expire_flush_and_reconnect), BGT_CASE(test_many_filters_one_connection),
+        BGT_CASE(test_acl_without_client_command),
         BGT_CASE(teardown))
