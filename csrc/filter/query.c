@@ -4,9 +4,10 @@
  * so the config, the write lock and the bits are read in one atomic step: an answer is never
  * computed from a bitmap that an in-place rebuild (BG_ROTATE_LOCKED) is rewriting.
  *
- * On a connection with tracking (redis/tracking.h) that block is preceded by CLIENT CACHING YES
- * and also reads PTTL config, so the server tracks the config and the lock for the connection; a
- * block that finds the config as expected, no lock, no mark and no TTL leaves a verdict there.
+ * On a connection with tracking (redis/tracking.h) the block reads the bits first, then says
+ * CLIENT CACHING YES and reads the config, the lock and PTTL config, so the server tracks those two
+ * keys for the connection - not the bitmap, which every add changes; a block that finds the
+ * config as expected, no lock, no mark and no TTL leaves a verdict there.
  * While it holds, the next queries of this filter on that connection send BITFIELD_RO alone: any
  * change to the config or the lock since the verdict reaches the connection as a push ahead of
  * the bits' reply, so an answer that arrives with no push before it was read from the bitmap of
@@ -19,9 +20,9 @@
 #include <string.h>
 #include <time.h>
 
-/* replies per chunk: +OK to MULTI, three QUEUED (four with PTTL), then EXEC's array */
+/* replies per chunk: +OK to MULTI, a QUEUED per command, then EXEC's array */
 #define BLOCK_REPLIES 5
-#define TRACKED_BLOCK_REPLIES 6
+#define TRACKED_BLOCK_REPLIES 7
 
 typedef struct query {
   bg_filter *f;
@@ -34,7 +35,7 @@ typedef struct query {
   int locked;          /* the write lock was held */
   int interrupted;     /* an in-place rebuild's mark without its lock: it died half-way */
   int bits_only;       /* sent BITFIELD_RO alone, on the connection's verdict */
-  int tracked;         /* sent the block under CLIENT CACHING YES, with PTTL */
+  int tracked;         /* sent the tracked block (CLIENT CACHING YES, PTTL) */
   int stale;           /* bits_only, and a push arrived before the answer */
   uint64_t epoch;      /* the connection's push count when bits_only was sent */
 } query;
@@ -51,9 +52,7 @@ static void append_bits(bgi_buf *out, const bg_filter *f, const uint64_t *idx, s
   }
 }
 
-static void append_block(bgi_buf *out, const bg_filter *f, const uint64_t *idx, size_t n, int tracked) {
-  bgi_resp_array(out, 1);
-  bgi_resp_bulk(out, "MULTI", 5);
+static void append_config_and_lock(bgi_buf *out, const bg_filter *f) {
   bgi_resp_array(out, 5);
   bgi_resp_bulk(out, "HMGET", 5);
   bgi_resp_bulk(out, f->config_key, f->config_key_len);
@@ -64,11 +63,26 @@ static void append_block(bgi_buf *out, const bg_filter *f, const uint64_t *idx, 
   bgi_resp_bulk(out, "HGET", 4);
   bgi_resp_bulk(out, f->lock_key, f->lock_key_len);
   bgi_resp_bulk(out, "mode", 4);
-  append_bits(out, f, idx, n);
+}
+
+/* EXEC answers [fields, mode, bits], or tracked [bits, OK, fields, mode, pttl] */
+static void append_block(bgi_buf *out, const bg_filter *f, const uint64_t *idx, size_t n, int tracked) {
+  bgi_resp_array(out, 1);
+  bgi_resp_bulk(out, "MULTI", 5);
   if (tracked) {
+    append_bits(out, f, idx, n);
+    /* OPTIN: CLIENT CACHING YES inside the transaction tracks the keys read after it, until EXEC ends */
+    bgi_resp_array(out, 3);
+    bgi_resp_bulk(out, "CLIENT", 6);
+    bgi_resp_bulk(out, "CACHING", 7);
+    bgi_resp_bulk(out, "YES", 3);
+    append_config_and_lock(out, f);
     bgi_resp_array(out, 2);
     bgi_resp_bulk(out, "PTTL", 4);
     bgi_resp_bulk(out, f->config_key, f->config_key_len);
+  } else {
+    append_config_and_lock(out, f);
+    append_bits(out, f, idx, n);
   }
   bgi_resp_array(out, 1);
   bgi_resp_bulk(out, "EXEC", 4);
@@ -84,23 +98,16 @@ static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   q->bits_only = bgi_tracking_fresh(&c->track, f->id, q->cfg);
   q->tracked = !q->bits_only && c->track.on;
   q->epoch = c->track.epoch;
-  size_t need = 64 + chunks * (64 + bgi_resp_bound(5, f->config_key_len + 32) + bgi_resp_bound(3, f->lock_key_len + 8) +
-                               bgi_resp_bound(2, f->name_len + 16) + bgi_resp_bound(2, f->config_key_len + 8)) +
+  size_t need = chunks * (96 + bgi_resp_bound(5, f->config_key_len + 32) + bgi_resp_bound(3, f->lock_key_len + 8) +
+                          bgi_resp_bound(2, f->name_len + 16) + bgi_resp_bound(2, f->config_key_len + 8)) +
                 n * k * (17 + BGI_RESP_U64_MAX);
   if (bgi_buf_reserve(&c->out, need) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
-  if (q->tracked) {
-    /* OPTIN: only the next command - here the whole transaction - is tracked */
-    bgi_resp_array(&c->out, 3);
-    bgi_resp_bulk(&c->out, "CLIENT", 6);
-    bgi_resp_bulk(&c->out, "CACHING", 7);
-    bgi_resp_bulk(&c->out, "YES", 3);
-  }
   for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
     size_t m = n - done < BGI_CHUNK_ITEMS ? n - done : BGI_CHUNK_ITEMS;
     if (q->bits_only) append_bits(&c->out, f, c->idx + done * k, m * k);
     else append_block(&c->out, f, c->idx + done * k, m * k, q->tracked);
   }
-  *nreplies = q->bits_only ? chunks : q->tracked + chunks * (q->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES);
+  *nreplies = q->bits_only ? chunks : chunks * (q->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES);
   return BG_OK;
 }
 
@@ -138,12 +145,14 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
   size_t item = q->from, per_block = q->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES;
   int has_ttl = 0;
   if (q->bits_only) return parse_bits_only(c, rep, nreplies, q, err);
-  if (q->tracked) {
-    /* refused (an ACL changed since the handshake): answer from the block, stop asking */
-    if (rep[0]->type == REDIS_REPLY_ERROR) c->track.on = 0;
-    rep++, nreplies--;
-  }
   for (size_t r = 0; r < nreplies; r += per_block) {
+    /* CLIENT CACHING refused when queued (an ACL changed since the handshake): EXEC aborted; stop
+     * tracking on this connection and ask again with the plain block */
+    if (q->tracked && rep[r + 2]->type == REDIS_REPLY_ERROR) {
+      c->track.on = 0;
+      q->stale = 1;
+      return BG_OK;
+    }
     /* queued replies: an error there means EXEC aborts; report the cause */
     for (size_t i = 0; i + 1 < per_block; i++)
       if (rep[r + i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[r + i], "contains", err);
@@ -151,7 +160,10 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
     if (ex->type == REDIS_REPLY_ERROR) return bgi_reply_error(ex, "contains", err);
     if (ex->type != REDIS_REPLY_ARRAY || ex->elements != per_block - 2)
       return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to EXEC");
-    const bgi_reply *fields = ex->element[0], *mode = ex->element[1], *bits = ex->element[2];
+    const bgi_reply *const *el = (const bgi_reply *const *)ex->element + (q->tracked ? 2 : 0);
+    const bgi_reply *fields = el[0], *mode = el[1], *bits = q->tracked ? ex->element[0] : el[2];
+    /* CLIENT CACHING failed when run: answer, stop asking */
+    if (q->tracked && ex->element[1]->type == REDIS_REPLY_ERROR) c->track.on = 0;
     if (fields->type == REDIS_REPLY_ERROR) return bgi_reply_error(fields, "contains (config)", err);
     if (fields->type != REDIS_REPLY_ARRAY || fields->elements != 3)
       return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to HMGET");
@@ -172,7 +184,7 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
       return BG_OK;
     }
     if ((st = take_bits(q, bits, &item, err)) != BG_OK) return st;
-    if (q->tracked) has_ttl |= ex->element[3]->type != REDIS_REPLY_INTEGER || ex->element[3]->integer != -1;
+    if (q->tracked) has_ttl |= el[2]->type != REDIS_REPLY_INTEGER || el[2]->integer != -1;
   }
   if (item != q->to) return bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
   if (q->tracked && c->track.on && !has_ttl) bgi_tracking_remember(&c->track, q->f->id, q->cfg);

@@ -131,6 +131,30 @@ static void test_bits_only_after_one_check(void) {
   items_free(&in), items_free(&out);
 }
 
+/* Adds (from any client) change only the bitmap, which is not tracked: the verdict stays, so a
+ * workload that adds while it queries keeps reading the bits alone - and sees every new item. */
+static void test_adds_keep_the_verdict(void) {
+  items in = make_items("ka", 100), later = make_items("ka-later", 100);
+  bg_filter *f = fresh(tr, "t8", 1000, 0.01, &in), *other = NULL;
+  CHECK_OK(bg_filter_open(&other, plain, "t8"));
+  CHECK_EQ_U64(count_present(f, &in, 1), in.n);
+  int64_t tracked = stat_of(f, BG_STAT_TRACKED_READS);
+  for (size_t i = 0; i < later.n; i++) {
+    int present = 0;
+    /* alternately added by another client and by this one, each then queried here */
+    CHECK_OK(bg_filter_add(i % 2 ? f : other, later.p[i], later.len[i], NULL));
+    CHECK_OK(bg_filter_contains(f, later.p[i], later.len[i], &present));
+    CHECK_MSG(present, "item %zu added just before is absent", i);
+  }
+  if (supported) {
+    CHECK_EQ_INT(stat_of(f, BG_STAT_TRACKED_READS), tracked + (int64_t)later.n);
+    CHECK_EQ_INT(stat_of(f, BG_STAT_TRACKED_STALE), 0);
+  }
+  bg_filter_close(other);
+  bg_filter_close(f);
+  items_free(&in), items_free(&later);
+}
+
 /* Another client rebuilds the filter with other parameters: the next query sees it. */
 static void test_rebuild_by_another_client(void) {
   items old_items = make_items("old", 300), new_items = make_items("new", 300);
@@ -287,6 +311,27 @@ static void test_acl_without_client_command(void) {
   CHECK_EQ_INT(stat_of(f, BG_STAT_TRACKED_READS), 0);
   bg_filter_close(f);
   bg_client_close(c);
+
+  /* the ACL changes under a connection that tracks: queries go on, with the full check */
+  free(cmd("ACL SETUSER changing on >secret ~* &* %s", "+@all"));
+  snprintf(url, sizeof url, "redis://changing:secret@127.0.0.1:%d", srv.port);
+  bg_options *o = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_POOL_SIZE, 1));
+  CHECK_OK(bg_client_open(&c, url, o));
+  bg_options_free(o);
+  f = fresh(c, "t7", 1000, 0.01, &in);
+  CHECK_EQ_U64(count_present(f, &in, 1), in.n);
+  free(cmd("ACL SETUSER changing %s", "-client"));
+  free(cmd("HSET %s mode write", "{t7}:lock"));   /* drops the verdict: the next query checks */
+  free(cmd("DEL %s", "{t7}:lock"));
+  CHECK_EQ_U64(count_present(f, &in, 1), in.n);
+  CHECK_EQ_U64(count_present(f, &in, 0), in.n);
+  int64_t tracked = stat_of(f, BG_STAT_TRACKED_READS);
+  CHECK_EQ_U64(count_present(f, &in, 1), in.n);
+  CHECK_EQ_INT(stat_of(f, BG_STAT_TRACKED_READS), tracked);
+  bg_filter_close(f);
+  bg_client_close(c);
   items_free(&in);
 }
 
@@ -312,7 +357,7 @@ static void teardown(void) {
 }
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_option_range), BGT_CASE(test_bits_only_after_one_check),
-        BGT_CASE(test_rebuild_by_another_client), BGT_CASE(test_write_hold_by_another_client),
+        BGT_CASE(test_adds_keep_the_verdict), BGT_CASE(test_rebuild_by_another_client), BGT_CASE(test_write_hold_by_another_client),
         BGT_CASE(test_interrupted_rebuild_mark), BGT_CASE(test_config_with_ttl),
         BGT_CASE(test_expire_flush_and_reconnect), BGT_CASE(test_many_filters_one_connection),
         BGT_CASE(test_acl_without_client_command),
