@@ -168,23 +168,17 @@ static void shape_evalsha(rt *t) {
   roundtrip(t, get_ops(t, p), 1);
 }
 
-static void shape_bg(rt *t) {
+static void contains_one(rt *t, bg_filter *f) {
   size_t i = t->cursor;
   int present = 0;
   t->cursor = (t->cursor + 1) % N_ITEMS;
-  if (bg_filter_contains(t->f, t->items[i], t->lens[i], &present) != BG_OK)
-    bgb_die("bloomguard: %s%s", bg_filter_errmsg(t->f), NULL);
+  if (bg_filter_contains(f, t->items[i], t->lens[i], &present) != BG_OK)
+    bgb_die("bloomguard: %s%s", bg_filter_errmsg(f), NULL);
   t->sink += (uint64_t)present;
 }
 
-static void shape_bgfull(rt *t) {
-  size_t i = t->cursor;
-  int present = 0;
-  t->cursor = (t->cursor + 1) % N_ITEMS;
-  if (bg_filter_contains(t->f_full, t->items[i], t->lens[i], &present) != BG_OK)
-    bgb_die("bloomguard: %s%s", bg_filter_errmsg(t->f_full), NULL);
-  t->sink += (uint64_t)present;
-}
+static void shape_bg(rt *t) { contains_one(t, t->f); }
+static void shape_bgfull(rt *t) { contains_one(t, t->f_full); }
 
 static const struct {
   const char *name;

@@ -913,17 +913,7 @@ func TestConfigChanged(t *testing.T) {
 		t.Fatalf("Contains: %v %v", ok, err)
 	}
 
-	// a rebuild by someone else: delete, init with other parameters, add
-	other := openFilter(t, openClient(t), f.Name())
-	if _, err := other.Delete(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.Init(ctx, 50000, 0.001); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := other.AddString(ctx, "new"); err != nil {
-		t.Fatal(err)
-	}
+	rebuildElsewhere(t, f.Name())
 
 	_, err := fs.ContainsString(ctx, "new")
 	if e := wantCode(t, err, CodeConfigChanged, ErrConfigChanged); e.Message == "" {
@@ -936,6 +926,23 @@ func TestConfigChanged(t *testing.T) {
 		t.Fatalf("Info: %+v %v", info, err)
 	}
 	f.Delete(ctx)
+}
+
+// rebuildElsewhere rebuilds the filter from another client, as a Redisson service does: delete,
+// init with other parameters (50000, 0.001), add "new".
+func rebuildElsewhere(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	other := openFilter(t, openClient(t), name)
+	if _, err := other.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Init(ctx, 50000, 0.001); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.AddString(ctx, "new"); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // WithTracking is accepted both ways and answers the same, also on the very connection that read
@@ -956,16 +963,7 @@ func TestTracking(t *testing.T) {
 					t.Fatalf("ContainsMany: %v %v", got, err)
 				}
 			}
-			other := openFilter(t, openClient(t), f.Name())
-			if _, err := other.Delete(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := other.Init(ctx, 50000, 0.001); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := other.AddString(ctx, "new"); err != nil {
-				t.Fatal(err)
-			}
+			rebuildElsewhere(t, f.Name())
 			if ok, err := f.ContainsString(ctx, "new"); err != nil || !ok {
 				t.Fatalf("Contains after the rebuild: %v %v", ok, err)
 			}
