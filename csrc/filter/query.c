@@ -187,7 +187,10 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
     if (q->tracked) has_ttl |= el[2]->type != REDIS_REPLY_INTEGER || el[2]->integer != -1;
   }
   if (item != q->to) return bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
-  if (q->tracked && c->track.on && !has_ttl) bgi_tracking_remember(&c->track, q->f->id, q->cfg);
+  /* a push during this round trip may have been for a key this block then read: the server stops
+   * tracking a key once it has pushed for it, so take no verdict from it */
+  if (q->tracked && c->track.on && !has_ttl && c->track.epoch == q->epoch)
+    bgi_tracking_remember(&c->track, q->f->id, q->cfg);
   return BG_OK;
 }
 

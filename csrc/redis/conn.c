@@ -96,7 +96,7 @@ int bgi_reply_error(const bgi_reply *r, const char *what, bgi_err *err) {
 }
 
 static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
-  bgi_reply *rep[5];
+  bgi_reply *rep[3 + BGI_TRACKING_HANDSHAKE_REPLIES];
   size_t n = 0;
   size_t ulen = ep->user ? strlen(ep->user) : 0, plen = ep->password ? strlen(ep->password) : 0;
   const char *name = ep->client_name ? ep->client_name : "bloomguard";
@@ -125,15 +125,8 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
   n++;
   int want_tracking = ep->tracking && bgi_tracking_supported();
   if (want_tracking) {
-    bgi_resp_array(&c->out, 2);
-    bgi_resp_cstr(&c->out, "HELLO");
-    bgi_resp_cstr(&c->out, "3");
-    bgi_resp_array(&c->out, 4);
-    bgi_resp_cstr(&c->out, "CLIENT");
-    bgi_resp_cstr(&c->out, "TRACKING");
-    bgi_resp_cstr(&c->out, "ON");
-    bgi_resp_cstr(&c->out, "OPTIN");
-    n += 2;
+    if (bgi_tracking_append_handshake(&c->out) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    n += BGI_TRACKING_HANDSHAKE_REPLIES;
   }
   st = bgi_conn_roundtrip(c, rep, n, c->timeout_ms, err);
   /* the handshake secret must not linger in the reusable buffer */
@@ -159,11 +152,10 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
       return bgi_err_set(err, BG_EAUTH, "the server requires a password: %s", r->str);
     /* a server that renamed or disabled CLIENT is still usable: the name is only a courtesy */
   }
-  /* Tracking is an optimisation: a server before 6.0 (no HELLO), or one whose ACL or renamed
-   * commands refuse it, is used with the full check on every query. A connection whose HELLO
-   * worked but TRACKING did not stays in RESP3, which every parse accepts. */
-  if (want_tracking)
-    c->track.on = rep[i + 1]->type != REDIS_REPLY_ERROR && rep[i + 2]->type != REDIS_REPLY_ERROR;
+  /* Tracking is an optimisation: a server before 6.0 (no HELLO), a read-only replica (the probe
+   * writes), or one whose ACL or renamed commands refuse a step, is used with the full check on
+   * every query. A connection whose HELLO worked stays in RESP3, which every parse accepts. */
+  if (want_tracking) bgi_tracking_take_handshake(&c->track, rep + i + 1);
   return BG_OK;
 }
 

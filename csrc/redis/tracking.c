@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "bloomguard/errors.h"
+
 #if HIREDIS_MAJOR >= 1
 /* Called by redisGetReply for each push, before the reply it precedes is returned. The push was
  * parsed into the connection's arena, which frees it with the call's other replies. */
@@ -26,6 +28,42 @@ void bgi_tracking_attach(redisContext *ctx, bgi_tracking *t) {
   (void)t;
 }
 #endif
+
+/* Expires on its own; written by every connection that turns tracking on. */
+#define PROBE_KEY "bloomguard:tracking-probe"
+
+static void command(bgi_buf *out, const char *const *argv, size_t argc) {
+  bgi_resp_array(out, argc);
+  for (size_t i = 0; i < argc; i++) bgi_resp_cstr(out, argv[i]);
+}
+
+int bgi_tracking_append_handshake(bgi_buf *out) {
+  static const char *const hello[] = {"HELLO", "3"}, *const on[] = {"CLIENT", "TRACKING", "ON", "OPTIN"},
+                           *const multi[] = {"MULTI"}, *const caching[] = {"CLIENT", "CACHING", "YES"},
+                           *const read[] = {"EXISTS", PROBE_KEY}, *const exec[] = {"EXEC"},
+                           *const write[] = {"SET", PROBE_KEY, "1", "PX", "1000"}, *const ping[] = {"PING"};
+  if (bgi_buf_reserve(out, bgi_resp_bound(20, 256)) != BG_OK) return BG_ENOMEM;
+  command(out, hello, 2);
+  command(out, on, 4);
+  command(out, multi, 1);
+  command(out, caching, 3);
+  command(out, read, 2);
+  command(out, exec, 1);
+  command(out, write, 5);
+  command(out, ping, 1);
+  return BG_OK;
+}
+
+void bgi_tracking_take_handshake(bgi_tracking *t, bgi_reply *const *rep) {
+  int ok = 1;
+  for (int i = 0; i < BGI_TRACKING_HANDSHAKE_REPLIES; i++) ok &= rep[i]->type != REDIS_REPLY_ERROR;
+  /* EXEC's array: [OK, 0 or 1]; a refused command inside it is an error element */
+  const bgi_reply *ex = rep[5];
+  ok &= ex->type == REDIS_REPLY_ARRAY && ex->elements == 2 && ex->element[0]->type != REDIS_REPLY_ERROR &&
+        ex->element[1]->type != REDIS_REPLY_ERROR;
+  /* the write's invalidation came before PING's reply: reads in a transaction are tracked */
+  t->on = ok && t->epoch > 0;
+}
 
 void bgi_tracking_reset(bgi_tracking *t) {
   t->on = 0;

@@ -15,6 +15,9 @@
 #include <hiredis/hiredis.h>
 #include <stdint.h>
 
+#include "redis/reply.h"
+#include "redis/resp.h"
+
 /* Verdicts kept per connection: filter ids map onto slots directly; a collision costs a full check. */
 #define BGI_TRACK_SLOTS 32
 
@@ -32,6 +35,18 @@ typedef struct bgi_tracking {
 
 /* 1 when built against a hiredis that parses RESP3 pushes (1.0 and later). */
 int bgi_tracking_supported(void);
+
+/*
+ * The handshake's part: HELLO 3, CLIENT TRACKING ON OPTIN, then a probe of the very pattern the
+ * queries rely on - a key read inside MULTI after CLIENT CACHING YES must be tracked - by reading
+ * a probe key that way, writing it, and expecting the push before a PING's reply. A server (or a
+ * proxy, or a fork) that accepts the commands but would not push is thus never trusted. Appends
+ * the commands (BG_ENOMEM if out of memory) and says how many replies they get.
+ */
+#define BGI_TRACKING_HANDSHAKE_REPLIES 8
+int bgi_tracking_append_handshake(bgi_buf *out);
+/* Reads those replies: t->on is 1 only if every step worked and the probe's push arrived. */
+void bgi_tracking_take_handshake(bgi_tracking *t, bgi_reply *const *rep);
 
 /* Forgets every verdict (a new connection). */
 void bgi_tracking_reset(bgi_tracking *t);
