@@ -8,7 +8,7 @@ from scenario import Outcome
 COLUMNS = [("queries", "queries"), ("checked", "items checked"), ("errors", "errors"),
            ("locked", "of which ELOCKED"), ("false_negatives", "false neg."),
            ("false_negatives_base", "of which base"), ("adds", "adds"), ("add_errors", "add errors"),
-           ("rotations", "rotations"), ("rotation_errors", "rot. errors")]
+           ("rotations", "rotations"), ("rotation_errors", "rot. errors"), ("tracked", "tracked reads")]
 
 
 def table(o: Outcome) -> str:

@@ -6,6 +6,7 @@
 #
 # Environment:
 #   BG_RACE_BUILD     CMake build directory for the C worker (default: build; configured if empty)
+#   BG_RACE_BUILD_H1  the same against hiredis 1.x, for the c1 worker (default: build-hiredis1)
 #   BG_PY_VENV        virtualenv with bloomguard + pytest (default: build-python/venv, as
 #                     bindings/python/ci.sh makes it; created and installed here if missing)
 #   BG_RACE_REINSTALL=1  reinstall the binding there first (it embeds the C library: after a C
@@ -28,6 +29,18 @@ fi
 cmake --build "$BUILD" -j 2 --target bg_race_worker >/dev/null
 export BG_RACE_C_WORKER=$BUILD/race/bg_race_worker
 
+# C worker against hiredis 1.x ("c1": tracked queries; Debian 12 ships 0.14), in the build that
+# scripts/check-hiredis1.sh makes (configured here if that has not run)
+BUILD_H1=${BG_RACE_BUILD_H1:-build-hiredis1}
+case $BUILD_H1 in /*) ;; *) BUILD_H1=$TOP/$BUILD_H1 ;; esac
+if [ ! -f "$BUILD_H1/CMakeCache.txt" ]; then
+  bash scripts/hiredis1.sh "$BUILD_H1/hiredis1" >/dev/null
+  PKG_CONFIG_PATH=$BUILD_H1/hiredis1/lib/pkgconfig \
+    cmake -S "$TOP" -B "$BUILD_H1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBG_BUILD_BENCH=OFF >/dev/null
+fi
+cmake --build "$BUILD_H1" -j 2 --target bg_race_worker >/dev/null
+export BG_RACE_C1_WORKER=$BUILD_H1/race/bg_race_worker
+
 # Python: the binding in the virtualenv the Python step uses
 if [ "${BG_RACE_REINSTALL:-0}" = 1 ] || ! "$VENV/bin/python" -c 'import bloomguard, pytest' 2>/dev/null; then
   say "installing the Python binding into $VENV"
@@ -45,7 +58,7 @@ export BG_RACE_GO_WORKER=$BUILD/race/race_worker_go
 
 # Java (Redisson) reader: compiled, and its classpath written by the dependency plugin
 if [ "${BG_SKIP_INTEROP:-0}" = 1 ]; then
-  export BG_RACE_LANGS=${BG_RACE_LANGS:-c,python,go}
+  export BG_RACE_LANGS=${BG_RACE_LANGS:-c,c1,python,go}
   say "BG_SKIP_INTEROP=1: no Redisson reader"
 else
   mvn_build() {

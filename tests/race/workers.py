@@ -5,6 +5,8 @@ counts. The commands come from the environment that tests/race/run.sh sets after
 with defaults for a build in the usual places:
 
   BG_RACE_C_WORKER   build/race/bg_race_worker            (tests/race/race.cmake)
+  BG_RACE_C1_WORKER  build-hiredis1/race/bg_race_worker   the same C worker built against hiredis 1.x
+                     ("c1": its queries read the bits alone under tracking; a reader only)
   BG_RACE_GO_WORKER  build/race/race_worker_go            (tests/race/go)
   BG_RACE_JAVA_CP    tests/race/java/target/classes + target/classpath.txt (tests/race/java)
   Python             this interpreter, tests/race/workers/race_worker.py (bloomguard installed)
@@ -23,7 +25,7 @@ ROOT = HERE.parents[1]
 #: Languages that rotate and add (the Redisson worker only reads: Redisson knows nothing of a
 #: rotation, and its add() would bypass the delta a swap rotation merges).
 WRITERS = ("c", "python", "go")
-ALL = ("c", "python", "go", "java")
+ALL = ("c", "c1", "python", "go", "java")
 
 
 def languages() -> List[str]:
@@ -57,11 +59,13 @@ def commands(langs: List[str]) -> Dict[str, List[str]]:
         elif lang == "java":
             out[lang] = _java_command()
         else:
-            env = {"c": "BG_RACE_C_WORKER", "go": "BG_RACE_GO_WORKER"}[lang]
-            default = ROOT / "build" / "race" / {"c": "bg_race_worker", "go": "race_worker_go"}[lang]
+            env = {"c": "BG_RACE_C_WORKER", "c1": "BG_RACE_C1_WORKER", "go": "BG_RACE_GO_WORKER"}[lang]
+            default = {"c": ROOT / "build" / "race" / "bg_race_worker",
+                       "c1": ROOT / "build-hiredis1" / "race" / "bg_race_worker",
+                       "go": ROOT / "build" / "race" / "race_worker_go"}[lang]
             path = Path(os.environ.get(env) or default)
             if not os.access(path, os.X_OK):
                 raise RuntimeError("the %s worker is not built: %s (set %s, or bash tests/race/run.sh)"
                                    % (lang, path, env))
-            out[lang] = [str(path)]
+            out[lang] = [str(path)] + (["--lang", "c1"] if lang == "c1" else [])
     return out

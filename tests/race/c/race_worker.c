@@ -82,6 +82,8 @@ static void run_query(const worker_args *a, bg_filter *f, counts *c) {
     if (iter == 0) kit_touch(a->ready);
     if (a->pause_us) usleep((useconds_t)a->pause_us);
   }
+  int64_t tracked = 0;
+  if (bg_filter_stat(f, BG_STAT_TRACKED_READS, &tracked) == BG_OK) c->tracked = (long)tracked;
   kit_list_free(&pool);
 }
 

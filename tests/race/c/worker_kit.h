@@ -59,6 +59,7 @@ void kit_note_error(char *first, size_t cap, const char *what, int st, const cha
 typedef struct counts {
   long queries, checked, errors, false_negatives, adds, add_errors, rotations, rotation_errors;
   long locked; /* of the errors: BG_ELOCKED (a LOCKED rewrite outlasted the reader's lock wait) */
+  long tracked; /* queries that read the bits alone (BG_STAT_TRACKED_READS; hiredis >= 1.0 only) */
   long last_expected;
   char first_error[512];
 } counts;
