@@ -200,6 +200,7 @@ typedef struct lock_wait {
   uint64_t deadline_ns;  /* the call's, 0 for none */
   uint64_t until_ns;     /* set at the first sight of the lock */
   uint64_t nap_ns;
+  uint64_t look_ns;      /* how long the last look at the lock took (a round trip) */
 } lock_wait;
 
 #define LOCK_POLL_FIRST_NS 500000u
@@ -220,8 +221,10 @@ static int wait_for_lock(const bg_filter *f, lock_wait *w, bgi_err *err) {
   }
   if (now >= w->until_ns) return locked_too_long(f, w, err);
   uint64_t nap = w->nap_ns < w->until_ns - now ? w->nap_ns : w->until_ns - now;
-  /* the call's deadline leaves no time for one more look after this nap: say why now */
-  if (w->until_ns == w->deadline_ns && now + nap >= w->until_ns) return locked_too_long(f, w, err);
+  /* the call's deadline leaves no time for one more look after this nap - one that takes twice
+   * as long as the last one did, so a slow server does not turn the answer into a timeout: say
+   * why now */
+  if (w->until_ns == w->deadline_ns && now + nap + 2 * w->look_ns >= w->until_ns) return locked_too_long(f, w, err);
   struct timespec ts = {(time_t)(nap / 1000000000u), (long)(nap % 1000000000u)};
   nanosleep(&ts, NULL);
   w->nap_ns = w->nap_ns * 2 < LOCK_POLL_MAX_NS ? w->nap_ns * 2 : LOCK_POLL_MAX_NS;
@@ -242,8 +245,10 @@ int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *cons
       if (st != BG_OK) return st;
       q.seen_cfg = 0;
       q.locked = q.interrupted = q.stale = q.bits_only = q.tracked = 0;
+      uint64_t look_started = bgi_now_ns();
       st = bgi_client_call(f->client, deadline_ns, build_query, parse_query, &q, err);
       if (st != BG_OK) return st;
+      w.look_ns = bgi_now_ns() - look_started;
       if (q.bits_only) bgi_guard_count_tracked(&f->guard, q.stale);
       if (q.stale) {
         attempt--;   /* the verdict is gone: the next attempt sends the full block */
