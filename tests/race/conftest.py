@@ -10,8 +10,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+# the Python suite's redis-server and RESP helpers (appended: this suite's own modules come first)
+sys.path.append(str(HERE.parent / "python"))
 
-from redis_server import RedisServer  # noqa: E402
+from redis_helpers import RedisServer  # noqa: E402
 from workers import commands, languages  # noqa: E402
 
 _tables: List[str] = []

@@ -20,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 import bloomguard
 
-from redis_server import RedisServer
+from redis_helpers import RedisServer
 from reference import bit_differences, first_difference, reference_bitmap
 from workers import WRITERS
 
