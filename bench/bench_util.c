@@ -1,24 +1,12 @@
 /* Helpers shared by the Redis benchmarks (see bench_util.h). */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* mkdtemp, prctl under -std=c11 */
-#endif
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, getrusage under -std=c11 */
 #include "bench_util.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 double bgb_now_s(void) {
   struct timespec ts;
@@ -61,87 +49,16 @@ char *bgb_put_u64(char *p, uint64_t v) {
   return p;
 }
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  socklen_t len = sizeof a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-    bgb_die("cannot find a free port: %s%s", strerror(errno), NULL);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-static int ping_port(int port) {
-  struct timeval tv = {0, 200000};
-  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-  int ok = 0;
-  if (c && !c->err) {
-    redisReply *r = redisCommand(c, "PING");
-    ok = r != NULL;
-    if (r) freeReplyObject(r);
-  }
-  if (c) redisFree(c);
-  return ok;
-}
-
 void bgb_server_start(bgb_server *s) {
+  char err[512];
   const char *bin = getenv("BG_REDIS_SERVER");
-  if (!bin || !*bin) bin = "redis-server";
-  snprintf(s->dir, sizeof s->dir, "/tmp/bg-bench-XXXXXX");
-  if (!mkdtemp(s->dir)) bgb_die("mkdtemp: %s%s", strerror(errno), NULL);
-  for (int attempt = 0; attempt < 5; attempt++) {
-    char port[16];
-    s->port = free_port();
-    snprintf(port, sizeof port, "%d", s->port);
-    const char *argv[] = {bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                          "--dir", s->dir, "--logfile", "redis.log", NULL};
-    pid_t pid = fork();
-    if (pid < 0) bgb_die("fork: %s%s", strerror(errno), NULL);
-    if (pid == 0) {
-      int devnull = open("/dev/null", O_RDWR);
-      prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the benchmark */
-      if (devnull >= 0) dup2(devnull, 0), dup2(devnull, 1);
-      execvp(bin, (char *const *)argv);
-      fprintf(stderr, "cannot run %s: %s (install redis-server or set BG_REDIS_SERVER)\n", bin, strerror(errno));
-      _exit(127);
-    }
-    s->pid = pid;
-    for (int i = 0; i < 250; i++) { /* up to 5 s */
-      if (waitpid(pid, NULL, WNOHANG) == pid) {
-        s->pid = 0;
-        break;
-      }
-      if (ping_port(s->port)) {
-        snprintf(s->url, sizeof s->url, "redis://127.0.0.1:%d", s->port);
-        return;
-      }
-      usleep(20000);
-    }
-    if (s->pid) kill(s->pid, SIGKILL), waitpid(s->pid, NULL, 0), s->pid = 0;
-  }
-  bgb_die("could not start redis-server (see %s/redis.log)%s", s->dir, NULL);
+  memset(s, 0, sizeof *s);
+  if (bin && *bin) snprintf(s->bin, sizeof s->bin, "%s", bin);
+  else if (demo_server_find(s) != 0) bgb_die("redis-server is not on PATH%s%s (install it or set BG_REDIS_SERVER)", "", "");
+  if (demo_server_start(s, err, sizeof err) != 0) bgb_die("could not start redis-server: %s%s", err, "");
 }
 
-void bgb_server_stop(bgb_server *s) {
-  if (s->pid > 0) {
-    kill(s->pid, SIGTERM);
-    for (int i = 0; i < 250 && s->pid; i++) {
-      if (waitpid(s->pid, NULL, WNOHANG) == s->pid) s->pid = 0;
-      else usleep(20000);
-    }
-    if (s->pid) kill(s->pid, SIGKILL), waitpid(s->pid, NULL, 0), s->pid = 0;
-  }
-  if (s->dir[0]) {
-    char p[128];
-    snprintf(p, sizeof p, "%s/redis.log", s->dir);
-    unlink(p);
-    rmdir(s->dir);
-  }
-}
+void bgb_server_stop(bgb_server *s) { demo_server_cleanup(s); }
 
 redisContext *bgb_raw_connect(const char *url) {
   struct timeval tv = {5, 0};

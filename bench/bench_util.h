@@ -1,6 +1,7 @@
 /*
  * Helpers shared by the Redis benchmarks (bench_contains, bench_roundtrip): clocks, medians, and a
- * redis-server of their own on a free 127.0.0.1 port (killed with the benchmark: PR_SET_PDEATHSIG).
+ * redis-server of their own on a free 127.0.0.1 port - the demo's launcher (csrc/cli/demo_server.c;
+ * killed with the benchmark: PR_SET_PDEATHSIG).
  */
 #ifndef BG_BENCH_UTIL_H
 #define BG_BENCH_UTIL_H
@@ -8,6 +9,8 @@
 #include <hiredis/hiredis.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "cli/demo_server.h"
 
 #define BGB_MAX_SAMPLES 64
 
@@ -20,12 +23,8 @@ double bgb_median(const double *v, int n);
 /* Writes v in decimal at p; returns the new end. */
 char *bgb_put_u64(char *p, uint64_t v);
 
-typedef struct bgb_server {
-  pid_t pid;       /* 0 when not started by us */
-  int port;
-  char dir[64];
-  char url[128];   /* redis://127.0.0.1:PORT */
-} bgb_server;
+/* pid 0 when not started by us; url redis://127.0.0.1:PORT */
+typedef demo_server bgb_server;
 
 /* Starts $BG_REDIS_SERVER or redis-server (no persistence, 127.0.0.1 only); exits on failure. */
 void bgb_server_start(bgb_server *s);

@@ -3,7 +3,8 @@
 # bench_roundtrip: the cost of one single-item round trip by command shape (PING, BITFIELD_RO,
 # hand-built MULTI/HMGET/BITFIELD_RO/EXEC, EVALSHA, bg_filter_contains).
 # Both use the public API plus hiredis and start their own redis-server unless --url is given.
-add_library(bg_bench_util STATIC ${CMAKE_CURRENT_LIST_DIR}/bench_util.c)
+add_library(bg_bench_util STATIC ${CMAKE_CURRENT_LIST_DIR}/bench_util.c ${PROJECT_SOURCE_DIR}/csrc/cli/demo_server.c)
+target_include_directories(bg_bench_util PUBLIC ${PROJECT_SOURCE_DIR}/csrc)
 target_compile_options(bg_bench_util PRIVATE -Wall -Wextra)
 target_link_libraries(bg_bench_util PUBLIC PkgConfig::HIREDIS)
 

@@ -18,6 +18,7 @@
 #include <sys/types.h>
 
 #include "bloomguard.h"
+#include "demo_server.h"
 
 #define DEMO_MAX_THREADS   64
 #define DEMO_MAX_MARKS     32     /* rotations and outages drawn in one panel */
@@ -63,28 +64,6 @@ uint64_t demo_series_total(const demo_series *s, uint32_t *out);
 double demo_bins_quantile(const uint32_t *bins, double q);
 /* The largest latency seen (upper edge of the highest non-empty bin), microseconds. */
 double demo_bins_max(const uint32_t *bins);
-
-/* ---- demo_server.c ------------------------------------------------------------------- */
-typedef struct demo_server {
-  pid_t pid;          /* 0 when not running */
-  int port;
-  char url[64];       /* redis://127.0.0.1:PORT */
-  char bin[4096];     /* the redis-server binary found on PATH */
-  char dir[256];      /* scratch directory: its log (removed at the end) */
-} demo_server;
-
-/* Looks for redis-server on PATH (or $BLOOMGUARD_REDIS_SERVER). 0 when found. */
-int  demo_server_find(demo_server *s);
-/* Starts it on a free 127.0.0.1 port, without persistence; 0 once it accepts connections. */
-int  demo_server_start(demo_server *s, char *err, size_t errlen);
-/* Stops it (SIGTERM, then SIGKILL after 5 s), by its pid; keeps port and dir for a restart. */
-void demo_server_stop(demo_server *s);
-/* Kills it at once (SIGKILL: a crash, the outage of the degrade scenario) and reaps it. */
-void demo_server_kill(demo_server *s);
-/* Starts it again on the same port (it comes back empty: the demo runs it without persistence). */
-int  demo_server_restart(demo_server *s, char *err, size_t errlen);
-/* Stops it if running and removes its scratch directory. */
-void demo_server_cleanup(demo_server *s);
 
 /* ---- demo_scenario.c ----------------------------------------------------------------- */
 /* Scenarios (demo_result.kind). */

@@ -1,11 +1,13 @@
 /*
- * demo_server.c - the demo's own redis-server: found on PATH, started on a free loopback port
+ * demo_server.c - the demo's (and the benchmarks') own redis-server: found on PATH, started on a free loopback port
  * without persistence, stopped by its pid (never by name: other servers on the machine are not
  * ours). The degrade scenario stops it mid-run and starts it again on the same port.
  */
 #define _DEFAULT_SOURCE 1 /* mkdtemp under the strict C11 build */
 
-#include "demo.h"
+#include "demo_server.h"
+
+#include <stdio.h>
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -120,7 +122,7 @@ static int launch(demo_server *s, char *err, size_t errlen) {
 }
 
 int demo_server_start(demo_server *s, char *err, size_t errlen) {
-  snprintf(s->dir, sizeof s->dir, "%s/bloomguard-demo-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+  snprintf(s->dir, sizeof s->dir, "%s/bloomguard-redis-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
   if (!mkdtemp(s->dir)) {
     snprintf(err, errlen, "mkdtemp %s: %s", s->dir, strerror(errno));
     s->dir[0] = 0;
