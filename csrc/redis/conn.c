@@ -185,8 +185,7 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, bgi_e
   }
   if (!ep->url.is_unix) redisEnableKeepAlive(c->ctx);
   bgi_reply_attach(c->ctx, &c->arena);
-  bgi_tracking_reset(&c->track);
-  bgi_tracking_attach(c->ctx, &c->track);
+  bgi_tracking_attach(c->ctx, &c->track);   /* its verdicts were reset by bgi_conn_drop above */
   int st = handshake(c, ep, err);
   if (st != BG_OK) {
     if (st == BG_ECONN || st == BG_ETIMEOUT) bgi_err_prefix(err, where(ep, at, sizeof at));

@@ -53,20 +53,20 @@ static bg_filter *fresh(bg_client *c, const char *name, int64_t n, double p, con
   return f;
 }
 
+/* Present items: one query per item, or (one_by_one 0) one batch query for all. */
 static size_t count_present(bg_filter *f, const items *it, int one_by_one) {
   size_t c = 0;
+  if (!one_by_one) {
+    uint8_t *all = calloc(it->n, 1);
+    CHECK_OK(bg_filter_contains_many(f, PTRS(*it), it->len, it->n, all));
+    for (size_t j = 0; j < it->n; j++) c += all[j];
+    free(all);
+    return c;
+  }
   for (size_t i = 0; i < it->n; i++) {
     int present = 0;
-    if (one_by_one) {
-      CHECK_OK(bg_filter_contains(f, it->p[i], it->len[i], &present));
-    } else {
-      uint8_t *all = calloc(it->n, 1);
-      CHECK_OK(bg_filter_contains_many(f, PTRS(*it), it->len, it->n, all));
-      for (size_t j = 0; j < it->n; j++) c += all[j];
-      free(all);
-      return c;
-    }
-    c += present;
+    CHECK_OK(bg_filter_contains(f, it->p[i], it->len[i], &present));
+    c += (size_t)present;
   }
   return c;
 }
