@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "filters.h"
 #include "items.h"
 #include "redis_fixture.h"
 
@@ -29,28 +30,10 @@ static void expect_reply(const char *fmt, const char *arg, const char *want) {
   free(got);
 }
 
-static bg_filter *fresh_on(bg_client *c, const char *name, int64_t n, double p, const items *it) {
-  bg_filter *f = NULL;
-  CHECK_OK(bg_filter_open(&f, c, name));
-  CHECK_OK(bg_filter_delete(f, NULL));
-  CHECK_OK(bg_filter_init(f, n, p, NULL));
-  if (it) CHECK_OK(bg_filter_add_many(f, PTRS(*it), it->len, it->n, NULL));
-  return f;
-}
-
 static bg_filter *open_on(bg_client *c, const char *name) {
   bg_filter *f = NULL;
   CHECK_OK(bg_filter_open(&f, c, name));
   return f;
-}
-
-static size_t count_present(bg_filter *f, const items *it) {
-  uint8_t *present = calloc(it->n, 1);
-  size_t c = 0;
-  CHECK_OK(bg_filter_contains_many(f, PTRS(*it), it->len, it->n, present));
-  for (size_t i = 0; i < it->n; i++) c += present[i];
-  free(present);
-  return c;
 }
 
 static bg_lock *filter_lock(bg_filter *f) {
@@ -90,7 +73,7 @@ static void *query_thread(void *arg) {
 
 static void test_queries_wait_for_a_write_hold_only(void) {
   items it = make_items("w", 100);
-  bg_filter *f = fresh_on(cl, "waits", 100, 0.01, &it);
+  bg_filter *f = bgt_fresh_filter(cl, "waits", 100, 0.01, &it);
   bg_lock *l = filter_lock(f);
   int present = 0;
   /* exclusive and read holds are not rebuilds: queries go on */
@@ -168,7 +151,7 @@ static void test_queries_wait_for_a_write_hold_only(void) {
 
 static void test_locked_rebuild_matches_a_fresh_build(void) {
   items old_items = make_items("old", 3000), new_items = make_items("new", 5000);
-  bg_filter *f = fresh_on(cl, "inplace", 3000, 0.01, &old_items);
+  bg_filter *f = bgt_fresh_filter(cl, "inplace", 3000, 0.01, &old_items);
   CHECK_OK(bg_filter_expire(f, 600000, NULL));
   bg_rotation *r = NULL;
   CHECK_OK(bg_rotation_begin(&r, f, 20000, 0.001, BG_ROTATE_LOCKED, NULL));
@@ -177,12 +160,12 @@ static void test_locked_rebuild_matches_a_fresh_build(void) {
   CHECK_STATUS(bg_rotation_begin(&other, f, 20000, 0.001, BG_ROTATE_SWAP, NULL), BG_EROTATING);
   CHECK_STATUS(bg_rotation_begin(&other, f, 20000, 0.001, BG_ROTATE_LOCKED, NULL), BG_EROTATING);
   CHECK_OK(bg_rotation_add_many(r, PTRS(new_items), new_items.len, new_items.n));
-  CHECK_EQ_U64(count_present(f, &old_items), old_items.n);  /* serving the old generation until the commit */
+  CHECK_EQ_U64(bgt_count_present(f, &old_items), old_items.n);  /* serving the old generation until the commit */
   free(bgt_redis_cmd(&srv, "SCRIPT FLUSH"));  /* the steps re-send their scripts */
   CHECK_OK(bg_rotation_commit(r));
   bg_rotation_free(r);
 
-  CHECK_EQ_U64(count_present(f, &new_items), new_items.n);
+  CHECK_EQ_U64(bgt_count_present(f, &new_items), new_items.n);
   expect_reply("HGETALL %s", "{inplace}:config",
                "size 287551 hashIterations 10 expectedInsertions 20000 falseProbability 0.001");
   expect_reply("EXISTS %s", "{inplace}:rotation", "0");
@@ -193,7 +176,7 @@ static void test_locked_rebuild_matches_a_fresh_build(void) {
   CHECK_MSG(atol(ttl) > 500000, "the bitmap lost its time to live: PTTL %s", ttl);
   free(ttl);
 
-  bg_filter *ref = fresh_on(cl, "inplace-ref", 20000, 0.001, &new_items);
+  bg_filter *ref = bgt_fresh_filter(cl, "inplace-ref", 20000, 0.001, &new_items);
   size_t a_len, b_len;
   unsigned char *a = bgt_redis_get(&srv, "inplace", &a_len), *b = bgt_redis_get(&srv, "inplace-ref", &b_len);
   CHECK_EQ_U64(a_len, b_len);
@@ -218,7 +201,7 @@ static int add_at_upload(void *data, int phase, uint64_t n, uint64_t done, uint6
 
 static void test_adds_during_a_locked_rebuild_are_kept(void) {
   items base = make_items("b", 4000), during_build = make_items("dur", 300);
-  bg_filter *f = fresh_on(cl, "keep", 4000, 0.01, &base);
+  bg_filter *f = bgt_fresh_filter(cl, "keep", 4000, 0.01, &base);
   bg_client *other = NULL;
   CHECK_OK(bg_client_open(&other, srv.url, NULL));
   adder_filter = open_on(other, "keep");
@@ -236,9 +219,9 @@ static void test_adds_during_a_locked_rebuild_are_kept(void) {
   CHECK_OK(bg_rotation_commit(r));
   bg_rotation_free(r);
   CHECK_MSG(during_upload.n == 50, "the upload had fewer than two chunks");
-  CHECK_EQ_U64(count_present(f, &base), base.n);
-  CHECK_EQ_U64(count_present(f, &during_build), during_build.n);
-  CHECK_EQ_U64(count_present(f, &during_upload), during_upload.n);
+  CHECK_EQ_U64(bgt_count_present(f, &base), base.n);
+  CHECK_EQ_U64(bgt_count_present(f, &during_build), during_build.n);
+  CHECK_EQ_U64(bgt_count_present(f, &during_upload), during_upload.n);
   bg_filter_close(adder_filter);
   bg_client_close(other);
   bg_filter_close(f);
@@ -276,7 +259,7 @@ static int check_common_bits(void *data, int phase, uint64_t n, uint64_t done, u
 static void test_same_size_rebuild_keeps_common_bits_throughout(void) {
   items gone = make_items("gone", 10000), next_only = make_items("nextonly", 10000);
   common_items = make_items("common", 10000);
-  bg_filter *f = fresh_on(cl, "redisson-view", 20000, 0.01, &gone);
+  bg_filter *f = bgt_fresh_filter(cl, "redisson-view", 20000, 0.01, &gone);
   CHECK_OK(bg_filter_add_many(f, PTRS(common_items), common_items.len, common_items.n, NULL));
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
@@ -290,10 +273,10 @@ static void test_same_size_rebuild_keeps_common_bits_throughout(void) {
   CHECK_OK(bg_rotation_commit(r));
   bg_rotation_free(r);
   CHECK_MSG(checks_at_upload > 0, "no check ran between two upload chunks");
-  CHECK_EQ_U64(count_present(f, &common_items), common_items.n);
-  CHECK_EQ_U64(count_present(f, &next_only), next_only.n);
+  CHECK_EQ_U64(bgt_count_present(f, &common_items), common_items.n);
+  CHECK_EQ_U64(bgt_count_present(f, &next_only), next_only.n);
   /* stale bits were cleared: the gone items are (nearly all) absent */
-  CHECK_MSG(count_present(f, &gone) < 400, "the in-place rebuild kept the old generation's bits");
+  CHECK_MSG(bgt_count_present(f, &gone) < 400, "the in-place rebuild kept the old generation's bits");
   bg_filter_close(f);
   items_free(&gone), items_free(&next_only), items_free(&common_items);
 }
@@ -316,7 +299,7 @@ static void *commit_thread(void *arg) {
 
 static void test_commit_waits_for_the_lock(void) {
   items it = make_items("cw", 500);
-  bg_filter *f = fresh_on(cl, "commitwait", 500, 0.01, &it);
+  bg_filter *f = bgt_fresh_filter(cl, "commitwait", 500, 0.01, &it);
   bg_lock *l = filter_lock(f);
   CHECK_OK(bg_lock_acquire(l, BG_LOCK_EXCLUSIVE, 0, NULL));
   commit_arg c = {0};
@@ -330,7 +313,7 @@ static void test_commit_waits_for_the_lock(void) {
   CHECK_OK(c.status);
   CHECK_MSG(c.took_ns >= 250000000u, "the commit did not wait for the exclusive hold");
   bg_rotation_free(c.r);
-  CHECK_EQ_U64(count_present(f, &it), it.n);
+  CHECK_EQ_U64(bgt_count_present(f, &it), it.n);
   bg_lock_close(l);
   bg_filter_close(f);
   items_free(&it);
@@ -345,7 +328,7 @@ static int die_mid_upload(void *data, int phase, uint64_t n, uint64_t done, uint
 
 static void test_kill9_mid_rewrite(void) {
   items base = make_items("k", 3000);
-  bg_filter *f = fresh_on(cl, "crash-inplace", 3000, 0.01, &base);
+  bg_filter *f = bgt_fresh_filter(cl, "crash-inplace", 3000, 0.01, &base);
   pid_t pid = fork();
   if (pid == 0) {
     bg_client *c = NULL;
@@ -401,7 +384,7 @@ static void test_kill9_mid_rewrite(void) {
   CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_REDIS);
   CHECK_OK(bg_filter_set_policy(f, NULL));
   bg_policy_free(p);
-  CHECK_EQ_U64(count_present(f, &base), base.n);
+  CHECK_EQ_U64(bgt_count_present(f, &base), base.n);
   bg_call_free(call);
   bg_filter_close(f);
   items_free(&base);
@@ -410,7 +393,7 @@ static void test_kill9_mid_rewrite(void) {
 /* A SWAP rotation also clears an interrupted in-place rebuild's mark. */
 static void test_swap_repairs_an_interrupted_rebuild(void) {
   items base = make_items("rep", 500);
-  bg_filter *f = fresh_on(cl, "repair", 500, 0.01, &base);
+  bg_filter *f = bgt_fresh_filter(cl, "repair", 500, 0.01, &base);
   free(cmd("HSET %s bgRebuilding dead-rotator", "{repair}:config"));
   int present = 0;
   CHECK_STATUS(bg_filter_contains(f, base.p[0], base.len[0], &present), BG_ELOCKED);
@@ -419,7 +402,7 @@ static void test_swap_repairs_an_interrupted_rebuild(void) {
   CHECK_OK(bg_rotation_add_many(r, PTRS(base), base.len, base.n));
   CHECK_OK(bg_rotation_commit(r));
   bg_rotation_free(r);
-  CHECK_EQ_U64(count_present(f, &base), base.n);
+  CHECK_EQ_U64(bgt_count_present(f, &base), base.n);
   bg_filter_close(f);
   items_free(&base);
 }

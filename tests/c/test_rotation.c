@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "filters.h"
 #include "items.h"
 #include "redis_fixture.h"
 
@@ -16,15 +17,6 @@ static bgt_redis srv;
 static bg_client *cl;
 
 
-
-static size_t count_present(bg_filter *f, const items *it) {
-  uint8_t *present = calloc(it->n, 1);
-  size_t c = 0;
-  CHECK_OK(bg_filter_contains_many(f, PTRS(*it), it->len, it->n, present));
-  for (size_t i = 0; i < it->n; i++) c += present[i];
-  free(present);
-  return c;
-}
 
 static char *cmd(const char *fmt, const char *arg) { return bgt_redis_cmd(&srv, fmt, arg); }
 
@@ -35,12 +27,7 @@ static void expect_reply(const char *fmt, const char *arg, const char *want) {
 }
 
 static bg_filter *fresh(const char *name, int64_t n, double p, const items *it) {
-  bg_filter *f = NULL;
-  CHECK_OK(bg_filter_open(&f, cl, name));
-  CHECK_OK(bg_filter_delete(f, NULL));
-  CHECK_OK(bg_filter_init(f, n, p, NULL));
-  if (it) CHECK_OK(bg_filter_add_many(f, PTRS(*it), it->len, it->n, NULL));
-  return f;
+  return bgt_fresh_filter(cl, name, n, p, it);
 }
 
 static void test_swap_to_new_params_matches_a_fresh_build(void) {
@@ -50,9 +37,9 @@ static void test_swap_to_new_params_matches_a_fresh_build(void) {
   CHECK_OK(bg_rotation_begin(&r, f, 20000, 0.001, BG_ROTATE_SWAP, NULL));
   expect_reply("EXISTS %s", "{swap1}:rotation", "1");
   /* the live filter serves the old generation until the commit */
-  CHECK_EQ_U64(count_present(f, &old_items), old_items.n);
+  CHECK_EQ_U64(bgt_count_present(f, &old_items), old_items.n);
   CHECK_OK(bg_rotation_add_many(r, PTRS(new_items), new_items.len, new_items.n));
-  CHECK_EQ_U64(count_present(f, &old_items), old_items.n);
+  CHECK_EQ_U64(bgt_count_present(f, &old_items), old_items.n);
   /* the server forgets its scripts (restart, failover): upload and commit re-send them */
   free(bgt_redis_cmd(&srv, "SCRIPT FLUSH"));
   CHECK_OK(bg_rotation_commit(r));
@@ -65,8 +52,8 @@ static void test_swap_to_new_params_matches_a_fresh_build(void) {
   CHECK(bytes > 0);
   bg_rotation_free(r);
 
-  CHECK_EQ_U64(count_present(f, &new_items), new_items.n);
-  CHECK_MSG(count_present(f, &old_items) < 30, "old items still answer present after the swap");
+  CHECK_EQ_U64(bgt_count_present(f, &new_items), new_items.n);
+  CHECK_MSG(bgt_count_present(f, &old_items) < 30, "old items still answer present after the swap");
   expect_reply("HGETALL %s", "{swap1}:config",
                "size 287551 hashIterations 10 expectedInsertions 20000 falseProbability 0.001");
   expect_reply("EXISTS %s", "{swap1}:rotation", "0");
@@ -174,7 +161,7 @@ static void test_spare_is_reused_without_stale_bits(void) {
   char *a = cmd("BITCOUNT %s", "spare"), *b = cmd("BITCOUNT %s", "spare-ref");
   CHECK_MSG(!strcmp(a, b), "BITCOUNT %s, want %s", a, b);
   free(a), free(b);
-  CHECK_MSG(count_present(f, &many) < 20000 / 20, "the spare's old bits answer present");
+  CHECK_MSG(bgt_count_present(f, &many) < 20000 / 20, "the spare's old bits answer present");
   /* a smaller filter: the (longer) spare is dropped, the bitmap is exactly a fresh build's */
   rotate_to(f, 1000, 0.01, &many, 1000);
   bg_filter_close(ref);
@@ -231,8 +218,8 @@ static void many_adds_during(int strategy, const char *name) {
   CHECK_MSG(delta_left_at_commit >= 0 && delta_left_at_commit <= 8192, "%ld offsets left for the final step",
             delta_left_at_commit);
   expect_reply("EXISTS %s", key, "0");
-  CHECK_EQ_U64(count_present(f, &base), base.n);
-  CHECK_EQ_U64(count_present(f, &during), during.n);
+  CHECK_EQ_U64(bgt_count_present(f, &base), base.n);
+  CHECK_EQ_U64(bgt_count_present(f, &during), during.n);
   bg_filter_close(f);
   items_free(&base), items_free(&during);
 }
@@ -260,9 +247,9 @@ static void test_adds_during_rotation_are_kept(void) {
   expect_reply("EXISTS %s", "{adds}:delta", "1");
   CHECK_OK(bg_rotation_commit(r));
   bg_rotation_free(r);
-  CHECK_EQ_U64(count_present(f, &base), base.n);
-  CHECK_EQ_U64(count_present(f, &during), during.n);
-  CHECK_EQ_U64(count_present(other, &during), during.n);
+  CHECK_EQ_U64(bgt_count_present(f, &base), base.n);
+  CHECK_EQ_U64(bgt_count_present(f, &during), during.n);
+  CHECK_EQ_U64(bgt_count_present(other, &during), during.n);
   /* after the commit, adds go straight to the new generation and no longer hash twice */
   int added = 0;
   CHECK_OK(bg_filter_add(other, "after", 5, &added));
@@ -318,7 +305,7 @@ static void test_abort_removes_staging_at_once(void) {
   CHECK_OK(bg_rotation_abort(r));
   expect_reply("EXISTS %s", "{abort}:rotation", "0");
   expect_reply("EXISTS %s", "{abort}:delta", "0");
-  CHECK_EQ_U64(count_present(f, &base), base.n);
+  CHECK_EQ_U64(bgt_count_present(f, &base), base.n);
   CHECK_STATUS(bg_rotation_add(r, "y", 1), BG_EINVAL);
   CHECK_CONTAINS(bg_rotation_errmsg(r), "already aborted");
   bg_rotation_free(r);
@@ -379,10 +366,10 @@ static void test_naive_strategy_is_the_redisson_rebuild(void) {
   bg_rotation *r = NULL;
   CHECK_OK(bg_rotation_begin(&r, f, 3000, 0.01, BG_ROTATE_NAIVE, o));
   /* straight after begin the live filter is empty: the failure mode this product exists for */
-  CHECK_EQ_U64(count_present(f, &it), 0);
+  CHECK_EQ_U64(bgt_count_present(f, &it), 0);
   CHECK_OK(bg_rotation_add_many(r, PTRS(it), it.len, it.n));
   CHECK_OK(bg_rotation_commit(r));
-  CHECK_EQ_U64(count_present(f, &it), it.n);
+  CHECK_EQ_U64(bgt_count_present(f, &it), it.n);
   bg_rotation_free(r);
   bg_options_free(o);
   bg_filter_close(f);
@@ -453,7 +440,7 @@ static void crash_at(int phase, const char *name) {
   waitpid(pid, &st, 0);
   CHECK_MSG(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL, "%s: rotator exited with status %d", name, st);
   /* the live filter is untouched and serving */
-  CHECK_EQ_U64(count_present(f, &base), base.n);
+  CHECK_EQ_U64(bgt_count_present(f, &base), base.n);
   uint64_t size = 0;
   CHECK_OK(bg_filter_info(f, &size, NULL, NULL, NULL));
   CHECK_EQ_U64(size, 9585);
@@ -481,7 +468,7 @@ static void crash_at(int phase, const char *name) {
   CHECK_OK(bg_rotation_add_many(r, PTRS(base), base.len, base.n));
   CHECK_OK(bg_rotation_commit(r));
   bg_rotation_free(r);
-  CHECK_EQ_U64(count_present(f, &base), base.n);
+  CHECK_EQ_U64(bgt_count_present(f, &base), base.n);
   bg_filter_close(f);
   items_free(&base), items_free(&next);
 }

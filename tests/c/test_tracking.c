@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "filters.h"
 #include "items.h"
 #include "redis/tracking.h"
 #include "redis_fixture.h"
@@ -44,25 +45,10 @@ static long long calls_of(const char *command) {
   return n;
 }
 
-static bg_filter *fresh(bg_client *c, const char *name, int64_t n, double p, const items *it) {
-  bg_filter *f = NULL;
-  CHECK_OK(bg_filter_open(&f, c, name));
-  CHECK_OK(bg_filter_delete(f, NULL));
-  CHECK_OK(bg_filter_init(f, n, p, NULL));
-  if (it) CHECK_OK(bg_filter_add_many(f, PTRS(*it), it->len, it->n, NULL));
-  return f;
-}
-
 /* Present items: one query per item, or (one_by_one 0) one batch query for all. */
 static size_t count_present(bg_filter *f, const items *it, int one_by_one) {
   size_t c = 0;
-  if (!one_by_one) {
-    uint8_t *all = calloc(it->n, 1);
-    CHECK_OK(bg_filter_contains_many(f, PTRS(*it), it->len, it->n, all));
-    for (size_t j = 0; j < it->n; j++) c += all[j];
-    free(all);
-    return c;
-  }
+  if (!one_by_one) return bgt_count_present(f, it);
   for (size_t i = 0; i < it->n; i++) {
     int present = 0;
     CHECK_OK(bg_filter_contains(f, it->p[i], it->len[i], &present));
@@ -104,7 +90,7 @@ static void test_option_range(void) {
 /* One full check, then BITFIELD_RO alone - counted by the handle and by the server. */
 static void test_bits_only_after_one_check(void) {
   items in = make_items("in", 200), out = make_items("out", 200);
-  bg_filter *f = fresh(tr, "t1", 1000, 0.01, &in), *g = NULL;
+  bg_filter *f = bgt_fresh_filter(tr, "t1", 1000, 0.01, &in), *g = NULL;
   CHECK_OK(bg_filter_open(&g, plain, "t1"));
   free(cmd("CONFIG %s", "RESETSTAT"));
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
@@ -135,7 +121,7 @@ static void test_bits_only_after_one_check(void) {
  * workload that adds while it queries keeps reading the bits alone - and sees every new item. */
 static void test_adds_keep_the_verdict(void) {
   items in = make_items("ka", 100), later = make_items("ka-later", 100);
-  bg_filter *f = fresh(tr, "t8", 1000, 0.01, &in), *other = NULL;
+  bg_filter *f = bgt_fresh_filter(tr, "t8", 1000, 0.01, &in), *other = NULL;
   CHECK_OK(bg_filter_open(&other, plain, "t8"));
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
   int64_t tracked = stat_of(f, BG_STAT_TRACKED_READS);
@@ -158,7 +144,7 @@ static void test_adds_keep_the_verdict(void) {
 /* Another client rebuilds the filter with other parameters: the next query sees it. */
 static void test_rebuild_by_another_client(void) {
   items old_items = make_items("old", 300), new_items = make_items("new", 300);
-  bg_filter *f = fresh(tr, "t2", 1000, 0.01, &old_items);
+  bg_filter *f = bgt_fresh_filter(tr, "t2", 1000, 0.01, &old_items);
   CHECK_EQ_U64(count_present(f, &old_items, 1), old_items.n);
   uint64_t size1 = 0;
   uint32_t k1 = 0;
@@ -166,7 +152,7 @@ static void test_rebuild_by_another_client(void) {
   int64_t stale0 = stat_of(f, BG_STAT_TRACKED_STALE);
 
   /* the rebuild a Redisson service does: delete, tryInit(n, p) with new parameters, add */
-  bg_filter *other = fresh(plain, "t2", 50, 0.1, &new_items);
+  bg_filter *other = bgt_fresh_filter(plain, "t2", 50, 0.1, &new_items);
   uint64_t size2 = 0;
   uint32_t k2 = 0;
   CHECK_OK(bg_filter_info(other, &size2, &k2, NULL, NULL));
@@ -186,7 +172,7 @@ static void test_rebuild_by_another_client(void) {
 /* A write hold taken by another process (a Redisson RReadWriteLock writes the same hash). */
 static void test_write_hold_by_another_client(void) {
   items in = make_items("w", 100);
-  bg_filter *f = fresh(tr, "t3", 1000, 0.01, &in);
+  bg_filter *f = bgt_fresh_filter(tr, "t3", 1000, 0.01, &in);
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
   int64_t tracked = stat_of(f, BG_STAT_TRACKED_READS);
   free(cmd("HSET %s mode write", "{t3}:lock"));
@@ -212,7 +198,7 @@ static void test_write_hold_by_another_client(void) {
 /* An in-place rebuild's mark left by a dead rotator. */
 static void test_interrupted_rebuild_mark(void) {
   items in = make_items("m", 50);
-  bg_filter *f = fresh(tr, "t4", 1000, 0.01, &in);
+  bg_filter *f = bgt_fresh_filter(tr, "t4", 1000, 0.01, &in);
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
   free(cmd("HSET %s bgRebuilding dead-rotator", "{t4}:config"));
   int present = 0;
@@ -230,7 +216,7 @@ static void test_interrupted_rebuild_mark(void) {
  * there - and the query must say "not initialized", not answer from them. */
 static void test_config_with_ttl(void) {
   items in = make_items("ttl", 50);
-  bg_filter *f = fresh(tr, "t5", 1000, 0.01, &in);
+  bg_filter *f = bgt_fresh_filter(tr, "t5", 1000, 0.01, &in);
   int64_t tracked = stat_of(f, BG_STAT_TRACKED_READS);
   free(cmd("PEXPIRE %s 400", "{t5}:config"));
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
@@ -248,7 +234,7 @@ static void test_config_with_ttl(void) {
 /* A TTL set after the verdict, FLUSHDB, a killed connection. */
 static void test_expire_flush_and_reconnect(void) {
   items in = make_items("fl", 50);
-  bg_filter *f = fresh(tr, "t6", 1000, 0.01, &in);
+  bg_filter *f = bgt_fresh_filter(tr, "t6", 1000, 0.01, &in);
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
   CHECK_OK(bg_filter_expire(f, 300, NULL));
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
@@ -257,16 +243,16 @@ static void test_expire_flush_and_reconnect(void) {
   CHECK_STATUS(bg_filter_contains(f, in.p[0], in.len[0], &present), BG_ENOTINIT);
 
   bg_filter_close(f);
-  f = fresh(tr, "t6", 1000, 0.01, &in);
+  f = bgt_fresh_filter(tr, "t6", 1000, 0.01, &in);
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
   free(cmd("FLUSHDB %s", "SYNC"));
   CHECK_STATUS(bg_filter_contains(f, in.p[0], in.len[0], &present), BG_ENOTINIT);
 
   bg_filter_close(f);
-  f = fresh(tr, "t6", 1000, 0.01, &in);
+  f = bgt_fresh_filter(tr, "t6", 1000, 0.01, &in);
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
   free(cmd("CLIENT KILL TYPE %s", "normal"));
-  bg_filter *other = fresh(plain, "t6", 50, 0.1, NULL);
+  bg_filter *other = bgt_fresh_filter(plain, "t6", 50, 0.1, NULL);
   CHECK_STATUS(bg_filter_contains(f, in.p[0], in.len[0], &present), BG_OK);
   CHECK_OK(bg_filter_add_many(other, PTRS(in), in.len, in.n, NULL));
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
@@ -283,7 +269,7 @@ static void test_many_filters_one_connection(void) {
   char name[32];
   for (int i = 0; i < N; i++) {
     snprintf(name, sizeof name, "many%d", i);
-    f[i] = fresh(tr, name, 100 + 50 * i, 0.01, &in);
+    f[i] = bgt_fresh_filter(tr, name, 100 + 50 * i, 0.01, &in);
   }
   for (int round = 0; round < 3; round++)
     for (int i = 0; i < N; i++) CHECK_EQ_U64(count_present(f[i], &in, 1), in.n);
@@ -291,7 +277,7 @@ static void test_many_filters_one_connection(void) {
   items other = make_items("many-other", 20);
   for (int i = 0; i < N; i += 2) {
     snprintf(name, sizeof name, "many%d", i);
-    bg_filter_close(fresh(plain, name, 30, 0.2, &other));
+    bg_filter_close(bgt_fresh_filter(plain, name, 30, 0.2, &other));
   }
   for (int i = 0; i < N; i++) CHECK_EQ_U64(count_present(f[i], i % 2 ? &in : &other, 1), in.n);
   for (int i = 0; i < N; i++) bg_filter_close(f[i]);
@@ -307,7 +293,7 @@ static void test_acl_without_the_probe_key(void) {
   bg_client *c = NULL;
   CHECK_OK(bg_client_open(&c, url, NULL));
   items in = make_items("probe", 50);
-  bg_filter *f = fresh(c, "t9", 1000, 0.01, &in);
+  bg_filter *f = bgt_fresh_filter(c, "t9", 1000, 0.01, &in);
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
   CHECK_EQ_INT(stat_of(f, BG_STAT_TRACKED_READS), 0);
   bg_filter_close(f);
@@ -323,7 +309,7 @@ static void test_acl_without_client_command(void) {
   bg_client *c = NULL;
   CHECK_OK(bg_client_open(&c, url, NULL));
   items in = make_items("acl", 50);
-  bg_filter *f = fresh(c, "t7", 1000, 0.01, &in);
+  bg_filter *f = bgt_fresh_filter(c, "t7", 1000, 0.01, &in);
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
   CHECK_EQ_U64(count_present(f, &in, 0), in.n);
   CHECK_EQ_INT(stat_of(f, BG_STAT_TRACKED_READS), 0);
@@ -338,7 +324,7 @@ static void test_acl_without_client_command(void) {
   CHECK_OK(bg_options_set_int(o, BG_OPT_POOL_SIZE, 1));
   CHECK_OK(bg_client_open(&c, url, o));
   bg_options_free(o);
-  f = fresh(c, "t7", 1000, 0.01, &in);
+  f = bgt_fresh_filter(c, "t7", 1000, 0.01, &in);
   CHECK_EQ_U64(count_present(f, &in, 1), in.n);
   free(cmd("ACL SETUSER changing %s", "-client"));
   free(cmd("HSET %s mode write", "{t7}:lock"));   /* drops the verdict: the next query checks */
