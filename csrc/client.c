@@ -2,9 +2,13 @@
 
 #include "call.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include "redis/redirect.h"
 
 /* Replies of one call: a batch sends a few commands per chunk of items. */
 #define BGI_MAX_REPLIES 4096
@@ -12,6 +16,10 @@
 void bgi_client_ref(bg_client *c) { atomic_fetch_add(&c->refs, 1); }
 
 static void client_free(bg_client *c) {
+  if (c->cluster) {
+    bgi_cluster_destroy(c->cluster);
+    free(c->cluster);
+  }
   bgi_pool_destroy(&c->pool);
   bgi_url_free(&c->ep.url);
   bgi_options_clear(&c->opts);
@@ -21,6 +29,95 @@ static void client_free(bg_client *c) {
 
 void bgi_client_unref(bg_client *c) {
   if (c && atomic_fetch_sub(&c->refs, 1) == 1) client_free(c);
+}
+
+static int cluster_slots(bgi_conn *conn, bgi_reply **out, int64_t timeout_ms, bgi_err *err) {
+  bgi_buf_reset(&conn->out);
+  if (bgi_buf_reserve(&conn->out, 64) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  bgi_resp_array(&conn->out, 2);
+  bgi_resp_cstr(&conn->out, "CLUSTER");
+  bgi_resp_cstr(&conn->out, "SLOTS");
+  return bgi_conn_roundtrip(conn, out, 1, timeout_ms, err);
+}
+
+/* The first reachable seed says whether this is a cluster and, if so, where the slots are. */
+static int discover(bg_client *c, bgi_err *err) {
+  const bgi_url *u = &c->ep.url;
+  size_t nseeds = u->is_unix ? 1 : u->nhosts;
+  int mode = (int)c->opts.cluster, st = BG_ECONN;
+  char where[300] = "";
+  if (mode == BG_CLUSTER_OFF) {
+    if (nseeds > 1)
+      return bgi_err_set(err, BG_EBADURL, "the URL names %zu hosts, which only a Redis Cluster takes (as seeds), "
+                         "but BG_OPT_CLUSTER is off: give one host, or turn cluster mode on", nseeds);
+    return BG_OK;
+  }
+  for (size_t i = 0; i < nseeds; i++) {
+    bgi_endpoint ep = c->ep;
+    bgi_conn conn = {0};
+    bgi_reply *rep[1];
+    if (!u->is_unix) {
+      snprintf(ep.url.host, sizeof ep.url.host, "%s", u->hosts[i].host);
+      ep.url.port = u->hosts[i].port;
+      snprintf(where, sizeof where, strchr(ep.url.host, ':') ? "[%s]:%d" : "%s:%d", ep.url.host, ep.url.port);
+    } else {
+      snprintf(where, sizeof where, "unix:%s", u->path);
+    }
+    st = bgi_conn_open(&conn, &ep, 0, BGI_CONN_NO_TRACKING, err);
+    if (st == BG_OK) st = cluster_slots(&conn, rep, c->ep.command_timeout_ms, err);
+    if (st == BG_ECONN || st == BG_ETIMEOUT) {
+      bgi_conn_free(&conn);
+      if (nseeds > 1) bgi_err_prefix(err, "no seed of the URL could be reached; the last");
+      continue;   /* the next seed */
+    }
+    if (st != BG_OK) {
+      bgi_conn_free(&conn);
+      return st;
+    }
+    const bgi_reply *r = rep[0];
+    if (r->type == REDIS_REPLY_ERROR) {
+      /* "ERR This instance has cluster support disabled"; a proxy or an ACL may refuse CLUSTER too */
+      int standalone = r->str && strstr(r->str, "cluster support disabled");
+      if (mode == BG_CLUSTER_ON)
+        st = bgi_err_set(err, BG_ENOTSUP, "%s is not a Redis Cluster node (%s), but BG_OPT_CLUSTER is on: point "
+                         "the URL at a cluster node, or set BG_OPT_CLUSTER to auto or off", where,
+                         standalone ? "its cluster support is disabled" : r->str);
+      else if (nseeds > 1)
+        st = bgi_err_set(err, BG_EBADURL, "the URL names %zu hosts (cluster seeds), but %s is a standalone server: "
+                         "give one host", nseeds, where);
+      bgi_conn_free(&conn);
+      return st;
+    }
+    if (c->ep.db != 0) {
+      bgi_conn_free(&conn);
+      return bgi_err_set(err, BG_EINVAL, "database %d requested, but a Redis Cluster has only db 0 (remove it from "
+                         "the URL, or BG_OPT_DB)", c->ep.db);
+    }
+    if (!(c->cluster = malloc(sizeof *c->cluster))) {
+      bgi_conn_free(&conn);
+      return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    }
+    bgi_hostport seed0;
+    const bgi_hostport *seeds = u->hosts;
+    if (u->is_unix) {
+      /* the map names the nodes by address; a unix seed is only asked once */
+      memset(&seed0, 0, sizeof seed0);
+      seeds = &seed0, nseeds = 0;
+    }
+    bgi_cluster_init(c->cluster, &c->ep, (size_t)c->opts.pool_size, seeds, nseeds);
+    size_t gaps = 0;
+    unsigned first_gap = 0;
+    st = bgi_cluster_load(c->cluster, r, u->is_unix ? "127.0.0.1" : ep.url.host, &gaps, &first_gap, err);
+    bgi_conn_free(&conn);
+    if (st == BG_OK && gaps)
+      st = bgi_err_set(err, BG_ESERVER, "the Redis Cluster at %s serves only %u of 16384 hash slots (slot %u has no "
+                       "master): assign every slot (CLUSTER ADDSLOTS, or redis-cli --cluster fix) and retry", where,
+                       16384u - (unsigned)gaps, first_gap);
+    if (st == BG_OK && bgi_cluster_start(c->cluster) != BG_OK)
+      st = bgi_err_set(err, BG_ENOMEM, "cannot start the cluster map's refresher thread");
+    return st;
+  }
+  return st;
 }
 
 static int open_client(bg_client **out, const char *url, const bg_options *opts, bgi_err *err) {
@@ -50,6 +147,7 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   c->ep.command_timeout_ms = c->opts.command_timeout_ms;
   c->ep.client_name = c->opts.client_name;
   c->ep.tracking = c->opts.tracking != 0;
+  c->ep.probe_slot = -1;
   if (bgi_pool_init(&c->pool, (size_t)c->opts.pool_size, &c->ep) != BG_OK) {
     bgi_url_free(&c->ep.url);
     bgi_options_clear(&c->opts);
@@ -57,13 +155,19 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
     free(c);
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
   }
-  /* connect one now so a wrong address or password is reported by open, not by the first query */
-  bgi_conn *conn;
-  if ((st = bgi_pool_acquire(&c->pool, 0, &conn, err)) != BG_OK) {
+  if ((st = discover(c, err)) != BG_OK) {
     client_free(c);
     return st;
   }
-  bgi_pool_release(&c->pool, conn);
+  if (!c->cluster) {
+    /* connect one now so a wrong address or password is reported by open, not by the first query */
+    bgi_conn *conn;
+    if ((st = bgi_pool_acquire(&c->pool, 0, &conn, err)) != BG_OK) {
+      client_free(c);
+      return st;
+    }
+    bgi_pool_release(&c->pool, conn);
+  }
   *out = c;
   return BG_OK;
 }
@@ -107,18 +211,63 @@ static int parse_ping(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
 BG_API int bg_client_ping_ex(bg_client *c, bg_call *call) {
   bgi_err err = {0};
   if (!c) return bgi_call_null_handle(call, "client");
-  err.status = bgi_client_call(c, bgi_call_deadline(call), build_ping, parse_ping, NULL, &err);
+  err.status = bgi_client_call(c, BGI_SLOT_ANY, bgi_call_deadline(call), build_ping, parse_ping, NULL, &err);
   return bgi_call_finish(call, &c->err, &err, BG_SOURCE_REDIS);
 }
 
 BG_API int bg_client_ping(bg_client *c) { return bg_client_ping_ex(c, NULL); }
 
-int bgi_client_call(bg_client *cl, uint64_t deadline_ns, bgi_build_fn build, bgi_parse_fn parse, void *ctx,
-                    bgi_err *err) {
+int bgi_client_endpoint(bg_client *cl, int slot, const bgi_endpoint **out, bgi_err *err) {
+  if (!cl->cluster) {
+    *out = &cl->ep;
+    return BG_OK;
+  }
+  bgi_node *n = bgi_cluster_route(cl->cluster, slot < 0 ? 0u : (unsigned)slot);
+  if (!n) return bgi_err_set(err, BG_ESERVER, "no master of the cluster serves slot %d now", slot);
+  *out = &n->ep;
+  return BG_OK;
+}
+
+void bgi_client_node_addr(bg_client *cl, int slot, char *buf, size_t cap) {
+  const bgi_endpoint *ep = NULL;
+  bgi_err ignored = {0};
+  if (bgi_client_endpoint(cl, slot, &ep, &ignored) != BG_OK) snprintf(buf, cap, "%s", "");
+  else if (ep->url.is_unix) snprintf(buf, cap, "unix:%s", ep->url.path);
+  else snprintf(buf, cap, strchr(ep->url.host, ':') ? "[%s]:%d" : "%s:%d", ep->url.host, ep->url.port);
+}
+
+/* MOVED and ASK followed by one call before it gives up (a map that keeps pointing elsewhere). */
+#define BGI_MAX_REDIRECTS 5
+/* Longest sleep between two tries of a slot the cluster cannot serve right now. */
+#define BGI_BUSY_BACKOFF_MAX_MS 100
+
+static void sleep_ms(int64_t ms) {
+  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+/* Drops the replies of the ASKINGs an ASK redirect inserted; returns how many are left. */
+static size_t drop_asking(bgi_reply **rep, size_t n, const unsigned char *is_asking) {
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!is_asking[i]) rep[k++] = rep[i];
+  return k;
+}
+
+int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn build, bgi_parse_fn parse,
+                    void *ctx, bgi_err *err) {
   bgi_reply *rep[BGI_MAX_REPLIES];
-  for (int attempt = 0;; attempt++) {
+  unsigned char is_asking[BGI_MAX_REPLIES];
+  bgi_cluster *cluster = cl->cluster;
+  unsigned route_slot = slot < 0 ? 0u : (unsigned)slot & (BGI_CLUSTER_SLOTS - 1);
+  bgi_node *ask = NULL;            /* the node of an ASK, for the next attempt only */
+  int redirects = 0, redirected = 0, busy_tries = 0;
+  int64_t backoff_ms = 1;
+  uint64_t busy_end = 0;           /* until when TRYAGAIN / CLUSTERDOWN / LOADING are waited out */
+  for (size_t stale_tries = 0;;) {
     bgi_conn *c;
-    size_t n = 0;
+    size_t n = 0, added = 0;
     int64_t timeout_ms = 0, wait_ms = cl->ep.command_timeout_ms;
     if (deadline_ns) {
       uint64_t now = bgi_now_ns();
@@ -126,29 +275,98 @@ int bgi_client_call(bg_client *cl, uint64_t deadline_ns, bgi_build_fn build, bgi
       /* round up: a deadline 0.4 ms away still deserves one try */
       timeout_ms = wait_ms = (int64_t)((deadline_ns - now + 999999u) / 1000000u);
     }
-    int st = bgi_pool_acquire(&cl->pool, timeout_ms, &c, err);
-    if (st != BG_OK) return st;
+    bgi_pool *pool = &cl->pool;
+    bgi_node *node = NULL;
+    bgi_redirect r = {.kind = BGI_REDIR_NONE};
+    if (cluster) {
+      node = ask ? ask : bgi_cluster_route(cluster, route_slot);
+      if (!node) {
+        r.kind = BGI_REDIR_BUSY;
+        snprintf(r.what, sizeof r.what, "CLUSTERDOWN no master serves slot %u", route_slot);
+        goto busy;
+      }
+      pool = &node->pool;
+    }
+    int st = bgi_pool_acquire(pool, timeout_ms, &c, err);
+    if (st != BG_OK) {
+      if (cluster && (st == BG_ECONN || st == BG_ETIMEOUT)) bgi_cluster_want_reload(cluster);
+      return st;
+    }
     uint64_t earlier_calls = c->calls;
     bgi_buf_reset(&c->out);
+    c->no_verdict = redirected;
     st = build(c, ctx, &n, err);
-    if (st == BG_OK && n > BGI_MAX_REPLIES) st = bgi_err_set(err, BG_EINVAL, "internal: too many replies");
-    if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n, wait_ms, err);
+    if (st == BG_OK && ask) {
+      /* the rewrite goes to the scratch buffer, which then becomes the one that is sent */
+      st = bgi_asking_rewrite(&c->out, &c->alt, is_asking, BGI_MAX_REPLIES, &added);
+      bgi_buf t = c->out;
+      c->out = c->alt;
+      c->alt = t;
+      if (st == BG_ENOMEM) bgi_err_set(err, st, "out of memory");
+      else if (st != BG_OK) bgi_err_set(err, st, "internal: a call's commands could not be read back for ASKING");
+    }
+    if (st == BG_OK && n + added > BGI_MAX_REPLIES) st = bgi_err_set(err, BG_EINVAL, "internal: too many replies");
+    if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n + added, wait_ms, err);
+    if (st == BG_OK && cluster && bgi_redirect_scan(rep, n + added, &r) != BGI_REDIR_NONE) {
+      c->no_verdict = 0;
+      /* whatever this connection vouched for may have moved with the slot */
+      bgi_tracking_forget(&c->track);
+      bgi_pool_release(pool, c);
+      if (r.kind == BGI_REDIR_BUSY) goto busy;
+      if (!r.host[0]) snprintf(r.host, sizeof r.host, "%s", node->ep.url.host);
+      bgi_node *to = bgi_cluster_node(cluster, r.host, r.port);
+      if (!to) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+      if (++redirects > BGI_MAX_REDIRECTS)
+        return bgi_err_set(err, BG_ESERVER, "slot %u: still redirected after %d redirects (last: %s)", route_slot,
+                           BGI_MAX_REDIRECTS, r.what);
+      if (r.kind == BGI_REDIR_MOVED) {
+        atomic_fetch_add(&cluster->stats.moved, 1);
+        bgi_cluster_moved(cluster, r.slot, to);
+        ask = NULL;
+      } else {
+        atomic_fetch_add(&cluster->stats.ask, 1);
+        ask = to;
+      }
+      redirected = 1;
+      continue;
+    }
+    if (st == BG_OK && added) n = drop_asking(rep, n + added, is_asking);
     if (st == BG_OK) st = parse(c, rep, n, ctx, err);
+    c->no_verdict = 0;
     int stale = st == BG_ECONN && c->broken && earlier_calls > 0;
-    bgi_pool_release(&cl->pool, c);
+    bgi_pool_release(pool, c);
+    if (cluster && (st == BG_ECONN || st == BG_ETIMEOUT)) bgi_cluster_want_reload(cluster);
     /* what killed one idle connection (a restart, CLIENT KILL) likely killed the others too: try
      * each pooled one at most once, then a fresh one; a failure on a fresh connection is final */
-    if (stale && (size_t)attempt < cl->pool.size) continue;
+    if (stale && stale_tries++ < pool->size) continue;
     return st;
+
+  busy:
+    /* the slot is half migrated (TRYAGAIN), the cluster is failing over (CLUSTERDOWN) or a node
+     * is loading: the same route later, while the deadline (or the command timeout) allows */
+    {
+      uint64_t now = bgi_now_ns();
+      if (!busy_end) busy_end = deadline_ns ? deadline_ns : now + (uint64_t)cl->ep.command_timeout_ms * 1000000u;
+      if (strncmp(r.what, "CLUSTERDOWN", 11) == 0) bgi_cluster_want_reload(cluster);
+      if (now + (uint64_t)backoff_ms * 1000000u >= busy_end)
+        return bgi_err_set(err, BG_ESERVER, "slot %u: server error: %s (still after %d retries)", route_slot, r.what,
+                           busy_tries);
+      busy_tries++;
+      atomic_fetch_add(&cluster->stats.busy, 1);
+      sleep_ms(backoff_ms);
+      backoff_ms = backoff_ms * 2 > BGI_BUSY_BACKOFF_MAX_MS ? BGI_BUSY_BACKOFF_MAX_MS : backoff_ms * 2;
+      ask = NULL;
+      redirected = 1;
+    }
   }
 }
 
-int bgi_client_call_script(bg_client *cl, uint64_t deadline_ns, bgi_script_run *run, const char *what,
+int bgi_client_call_script(bg_client *cl, int slot, uint64_t deadline_ns, bgi_script_run *run, const char *what,
                            bgi_build_fn build, bgi_parse_fn parse, void *ctx, bgi_err *err) {
   run->use_body = 0;
   for (;;) {
     run->noscript = 0;
-    int st = bgi_client_call(cl, deadline_ns, build, parse, ctx, err);
+    int st = bgi_client_call(cl, slot, deadline_ns, build, parse, ctx, err);
     if (st != BG_OK || !run->noscript) return st;
     if (run->use_body) return bgi_err_set(err, BG_EPROTO, "%s: the server keeps answering NOSCRIPT to EVAL", what);
     run->use_body = 1;

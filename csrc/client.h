@@ -7,6 +7,7 @@
 #include "bloomguard/client.h"
 #include "common/err.h"
 #include "common/options.h"
+#include "redis/cluster.h"
 #include "redis/pool.h"
 #include "redis/script.h"
 
@@ -14,25 +15,37 @@ struct bg_client {
   atomic_long refs;            /* the caller's reference + one per open filter */
   struct bg_options opts;      /* owned copy */
   bgi_endpoint ep;
-  bgi_pool pool;
+  bgi_pool pool;               /* standalone: the server's connections */
+  bgi_cluster *cluster;        /* Redis Cluster: slot map and a pool per node; NULL standalone */
   bgi_errslot err;
 };
+
+/* The slot argument of a call that touches no key (PING): any master will do. */
+#define BGI_SLOT_ANY (-1)
 
 void bgi_client_ref(bg_client *c);
 void bgi_client_unref(bg_client *c);
 
 /*
- * One round trip on a pooled connection: build() writes commands into c->out (already reset)
+ * One round trip on a pooled connection of the node that serves `slot` (every key the call
+ * touches must hash to it; BGI_SLOT_ANY for none): build() writes commands into c->out (already reset)
  * and returns how many replies to read in *nreplies; parse() reads them. If a connection that
  * had served earlier calls turns out dead (the server restarted, or it was killed while idle),
  * the call is rebuilt and sent again on another connection (at most once per pooled connection,
  * then on a fresh one) - every step bloomguard sends is safe to repeat. The replies array passed to parse is valid only during parse. deadline_ns (see
  * bgi_call_deadline) bounds the whole operation: each wait gets what is left of it (BG_ETIMEOUT
  * once it has passed); 0 gives each wait the client's command timeout.
+ *
+ * In a cluster this is the one place redirects are handled, before parse() sees anything:
+ * MOVED patches the slot map and sends the call again to the new owner, ASK sends exactly this
+ * call again to the named node with ASKING before each unit (redis/redirect.h) and remembers
+ * nothing; TRYAGAIN, CLUSTERDOWN and LOADING are waited out with a doubling backoff for as long
+ * as the deadline (or the command timeout) allows, then fail with BG_ESERVER. A call sent again
+ * after a redirect runs with c->no_verdict set: a query makes its full check there.
  */
 typedef int (*bgi_build_fn)(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err);
 typedef int (*bgi_parse_fn)(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err);
-int bgi_client_call(bg_client *cl, uint64_t deadline_ns, bgi_build_fn build, bgi_parse_fn parse, void *ctx,
+int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn build, bgi_parse_fn parse, void *ctx,
                     bgi_err *err);
 
 /*
@@ -40,7 +53,14 @@ int bgi_client_call(bg_client *cl, uint64_t deadline_ns, bgi_build_fn build, bgi
  * bgi_script_begin), parse sets run->noscript on a NOSCRIPT reply; the call is then re-sent once
  * with the script's body (the server lost its script cache: restart, failover, SCRIPT FLUSH).
  */
-int bgi_client_call_script(bg_client *cl, uint64_t deadline_ns, bgi_script_run *run, const char *what,
+int bgi_client_call_script(bg_client *cl, int slot, uint64_t deadline_ns, bgi_script_run *run, const char *what,
                            bgi_build_fn build, bgi_parse_fn parse, void *ctx, bgi_err *err);
+
+/* The endpoint of the node serving slot (the server's own standalone), for connections of a
+ * caller's own (lock waiters' subscriptions). BG_ESERVER if no node serves it now. */
+int bgi_client_endpoint(bg_client *cl, int slot, const bgi_endpoint **out, bgi_err *err);
+
+/* "host:port" of the node serving slot now ("" if none), for info and messages. */
+void bgi_client_node_addr(bg_client *cl, int slot, char *buf, size_t cap);
 
 #endif

@@ -22,6 +22,6 @@ typedef struct bgi_step {
 } bgi_step;
 
 /* BG_EPROTO when the reply is not an array starting with an integer. */
-int bgi_step_run(bg_client *c, uint64_t deadline_ns, bgi_step *s, bgi_err *err);
+int bgi_step_run(bg_client *c, int slot, uint64_t deadline_ns, bgi_step *s, bgi_err *err);
 
 #endif

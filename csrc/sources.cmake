@@ -13,6 +13,8 @@ target_sources(bloomguard_objects PRIVATE
   csrc/redis/sha1.c
   csrc/redis/script.c
   csrc/redis/tracking.c
+  csrc/redis/redirect.c
+  csrc/redis/cluster.c
   csrc/call.c
   csrc/client.c
   csrc/filter/config.c

@@ -14,6 +14,7 @@ void bgi_options_defaults(struct bg_options *o) {
   o->config_retries = 5;
   o->lock_wait_ms = 100;
   o->tracking = 1;
+  o->cluster = BG_CLUSTER_AUTO;
   o->rotate_lease_ms = 30000;
   o->rotate_wait_ms = 0;
   o->rotate_staging_ttl_ms = 300000;
@@ -96,6 +97,7 @@ BG_API int bg_options_set_int(bg_options *o, int option, int64_t v) {
     case BG_OPT_CONFIG_RETRIES: return set_ranged(&o->config_retries, v, 0, 100);
     case BG_OPT_WRITE_LOCK_WAIT_MS: return set_ranged(&o->lock_wait_ms, v, 0, 3600000);
     case BG_OPT_TRACKING: return set_ranged(&o->tracking, v, 0, 1);
+    case BG_OPT_CLUSTER: return set_ranged(&o->cluster, v, BG_CLUSTER_OFF, BG_CLUSTER_AUTO);
     case BG_OPT_ROTATE_LEASE_MS: return set_ranged(&o->rotate_lease_ms, v, 100, 3600000);
     case BG_OPT_ROTATE_WAIT_MS: return set_ranged(&o->rotate_wait_ms, v, 0, 3600000);
     case BG_OPT_ROTATE_STAGING_TTL_MS: return set_ranged(&o->rotate_staging_ttl_ms, v, 1000, 86400000);

@@ -14,6 +14,7 @@ struct bg_options {
   int64_t config_retries;
   int64_t lock_wait_ms;          /* queries on a write-locked filter */
   int64_t tracking;              /* 0 or 1 */
+  int64_t cluster;               /* BG_CLUSTER_* */
   int64_t rotate_lease_ms;
   int64_t rotate_wait_ms;
   int64_t rotate_staging_ttl_ms;

@@ -115,7 +115,7 @@ int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *it
       a.next_cfg = atomic_load(&f->next_cfg);
       a.seen_cfg = a.seen_next = 0;
       a.rotation_seen = 0;
-      st = bgi_client_call_script(f->client, deadline_ns, &a.run, "add", build_add, parse_add, &a, err);
+      st = bgi_client_call_script(f->client, f->slot, deadline_ns, &a.run, "add", build_add, parse_add, &a, err);
       if (st != BG_OK) return st;
       if (a.seen_next) {
         atomic_store(&f->next_cfg, a.seen_next);

@@ -84,7 +84,7 @@ static int parse_load(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
 }
 
 int bgi_filter_load_config(bg_filter *f, uint64_t deadline_ns, bgi_err *err) {
-  return bgi_client_call(f->client, deadline_ns, build_load, parse_load, f, err);
+  return bgi_client_call(f->client, f->slot, deadline_ns, build_load, parse_load, f, err);
 }
 
 int bgi_filter_config(bg_filter *f, uint64_t deadline_ns, uint64_t *cfg, bgi_err *err) {

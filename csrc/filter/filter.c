@@ -58,6 +58,7 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg
     free(f);
     return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
   }
+  f->slot = (int)bgi_keyslot(f->name, f->name_len);
   atomic_init(&f->cfg, 0);
   f->id = atomic_fetch_add_explicit(&next_filter_id, 1, memory_order_relaxed);
   atomic_init(&f->next_cfg, 0);

@@ -34,6 +34,7 @@ struct bg_filter {
   /* the previous bitmap a SWAP commit keeps for the next upload (rotation/steps.c); delete drops it */
   char *spare_key;
   size_t spare_key_len;
+  int slot;              /* the cluster hash slot every key of the filter lives in */
   atomic_uint_fast64_t cfg;
   /* names this handle in the connections' tracking verdicts (redis/tracking.h); never reused */
   uint64_t id;

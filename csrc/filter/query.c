@@ -246,7 +246,7 @@ int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *cons
       q.seen_cfg = 0;
       q.locked = q.interrupted = q.stale = q.bits_only = q.tracked = 0;
       uint64_t look_started = bgi_now_ns();
-      st = bgi_client_call(f->client, deadline_ns, build_query, parse_query, &q, err);
+      st = bgi_client_call(f->client, f->slot, deadline_ns, build_query, parse_query, &q, err);
       if (st != BG_OK) return st;
       w.look_ns = bgi_now_ns() - look_started;
       if (q.bits_only) bgi_guard_count_tracked(&f->guard, q.stale);

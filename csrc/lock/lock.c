@@ -15,6 +15,8 @@
 #define MAX_WAIT_MS 3600000
 /* With a subscription, still look again at least this often (a defence, not the mechanism). */
 #define SUB_RECHECK_MS 1000
+/* Subscriptions one acquire makes again after the server ended one (slot migrations, failovers). */
+#define MAX_RESUBSCRIBES 5
 #define POLL_FIRST_MS 2
 
 pid_t bgi_gettid(void) { return (pid_t)syscall(SYS_gettid); }
@@ -105,6 +107,7 @@ BG_API int bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_
     free(l);
     return bgi_errslot_store(&c->err, &err);
   }
+  l->slot = (int)bgi_keyslot(l->key, l->key_len);
   make_uuid(l->uuid);
   pthread_mutex_init(&l->mu, NULL);
   pthread_condattr_t ca;
@@ -219,7 +222,7 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
   int intent_recorded = 0, st;
   int64_t backoff = POLL_FIRST_MS;
   bgi_lock_sub sub = {0};
-  int tried_sub = !l->subscribe;
+  int tried_sub = !l->subscribe, resubscribes = 0;
   bgi_acq a;
   for (;;) {
     st = bgi_lock_step_acquire(l, call_deadline, tid, kind, mode == BG_LOCK_WRITE, fresh, intent_ms, &a, err);
@@ -279,7 +282,12 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
     if (sub.active) {
       if (slice > SUB_RECHECK_MS) slice = SUB_RECHECK_MS;
       if (bgi_lock_sub_wait(&sub, slice) >= 0) continue;
-      /* the subscription broke: poll from now on */
+      /* the subscription broke or the server ended it (a cluster slot moved): subscribe again,
+       * a few times, then poll */
+      if (resubscribes++ < MAX_RESUBSCRIBES) {
+        tried_sub = 0;
+        continue;
+      }
     }
     if (backoff < slice) slice = backoff;
     sleep_ms(slice);

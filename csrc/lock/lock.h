@@ -35,6 +35,7 @@ struct bg_lock {
   char *name;
   char *key, *fence_key, *readers_key, *writers_key, *channel;
   size_t key_len, fence_key_len, readers_key_len, writers_key_len, channel_len;
+  int slot;             /* the cluster hash slot of every key and of the channel */
   char uuid[37];
   int64_t lease_ms, poll_max_ms;
   int renew, subscribe;
@@ -84,12 +85,13 @@ int bgi_lock_step_cancel_intent(bg_lock *l, pid_t tid, bgi_err *err);
 typedef struct bgi_lock_sub {
   bgi_conn conn;
   int active;
+  bgi_cluster *cluster;   /* the client's, when it talks to a cluster: an unsolicited sunsubscribe asks it to reload */
 } bgi_lock_sub;
 
 /* Opens and subscribes; BG_OK or an error (the caller then polls). */
 int bgi_lock_sub_open(bg_lock *l, bgi_lock_sub *s, bgi_err *err);
-/* Waits up to ms for a message on the channel: 1 one came, 0 none, -1 the connection failed
- * (it is closed; the caller polls from then on). */
+/* Waits up to ms for a message on the channel: 1 one came, 0 none, -1 the connection failed or
+ * the server ended the subscription (it is closed; the caller may subscribe again, else polls). */
 int bgi_lock_sub_wait(bgi_lock_sub *s, int64_t ms);
 void bgi_lock_sub_close(bgi_lock_sub *s);
 

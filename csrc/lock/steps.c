@@ -22,6 +22,12 @@
 
 #define LUA_PRELUDE \
   "if redis.replicate_commands then redis.replicate_commands() end\n" \
+  /* wakes waiters of both kinds: SUBSCRIBE (standalone Redisson, bloomguard) and, on Redis >= 7, \
+   * SSUBSCRIBE (Redisson and bloomguard in a cluster); pcall: a server without SPUBLISH is fine */ \
+  "local function wake(channel)\n" \
+  "  redis.call('PUBLISH', channel, 0)\n" \
+  "  redis.pcall('SPUBLISH', channel, 0)\n" \
+  "end\n" \
   "local function now_ms()\n" \
   "  local t = redis.call('TIME')\n" \
   "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
@@ -148,7 +154,7 @@ static bgi_script release_script = {
     "end\n"
     "if kind == 'x' then\n"
     "  redis.call('DEL', K)\n"
-    "  redis.call('PUBLISH', channel, 0)\n"
+    "  wake(channel)\n"
     "  return {1, 1}\n"
     "end\n"
     "redis.call('HDEL', K, holder)\n"
@@ -157,7 +163,7 @@ static bgi_script release_script = {
     "  reader_ttl(K, R, now)\n"
     "  return {1, 1}\n"
     "end\n"
-    "redis.call('PUBLISH', channel, 0)\n"
+    "wake(channel)\n"
     "return {1, 1}\n",
 };
 
@@ -186,12 +192,12 @@ static bgi_script cancel_script = {
     "local W = KEYS[1]\n"
     "if redis.call('ZREM', W, ARGV[1]) == 0 then return {0} end\n"
     "redis.call('ZREMRANGEBYSCORE', W, '-inf', now_ms())\n"
-    "if redis.call('ZCARD', W) == 0 then redis.call('PUBLISH', ARGV[2], 0) end\n"
+    "if redis.call('ZCARD', W) == 0 then wake(ARGV[2]) end\n"
     "return {1}\n",
 };
 
 static int run_step(bg_lock *l, uint64_t deadline_ns, bgi_step *s, bgi_err *err) {
-  int st = bgi_step_run(l->client, deadline_ns, s, err);
+  int st = bgi_step_run(l->client, l->slot, deadline_ns, s, err);
   if (st == BG_OK && s->nints == 0) st = bgi_err_set(err, BG_EPROTO, "%s: unexpected reply", s->script->name);
   return st;
 }

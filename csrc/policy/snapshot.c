@@ -256,7 +256,7 @@ int bgi_snapshot_download(bg_filter *f, uint64_t deadline_ns, int64_t chunk_byte
   for (int attempt = 0; attempt < DOWNLOAD_ATTEMPTS; attempt++) {
     d.changed = 0;
     d.snap = NULL;
-    int st = bgi_client_call(f->client, deadline_ns, build_watch, parse_download, &d, err);
+    int st = bgi_client_call(f->client, f->slot, deadline_ns, build_watch, parse_download, &d, err);
     if (st != BG_OK) return st;
     if (!d.changed) {
       *out = d.snap;

@@ -95,7 +95,7 @@ int bgi_reply_error(const bgi_reply *r, const char *what, bgi_err *err) {
   return bgi_err_set(err, BG_ESERVER, "%s: server error: %s", what, s);
 }
 
-static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
+static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_err *err) {
   bgi_reply *rep[3 + BGI_TRACKING_HANDSHAKE_REPLIES];
   size_t n = 0;
   size_t ulen = ep->user ? strlen(ep->user) : 0, plen = ep->password ? strlen(ep->password) : 0;
@@ -123,9 +123,10 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
   bgi_resp_cstr(&c->out, "SETNAME");
   bgi_resp_cstr(&c->out, name);
   n++;
-  int want_tracking = ep->tracking && bgi_tracking_supported();
+  int want_tracking = ep->tracking && !(flags & BGI_CONN_NO_TRACKING) && bgi_tracking_supported();
   if (want_tracking) {
-    if (bgi_tracking_append_handshake(&c->out) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    if (bgi_tracking_append_handshake(&c->out, __atomic_load_n(&ep->probe_slot, __ATOMIC_RELAXED)) != BG_OK)
+      return bgi_err_set(err, BG_ENOMEM, "out of memory");
     n += BGI_TRACKING_HANDSHAKE_REPLIES;
   }
   st = bgi_conn_roundtrip(c, rep, n, c->timeout_ms, err);
@@ -142,6 +143,9 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
   }
   if (ep->db) {
     bgi_reply *r = rep[i++];
+    if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "cluster mode"))
+      return bgi_err_set(err, BG_EINVAL, "database %d requested, but a Redis Cluster has only db 0 (remove /%d "
+                         "or ?db=%d from the URL, or BG_OPT_DB)", ep->db, ep->db, ep->db);
     if (r->type == REDIS_REPLY_ERROR)
       return bgi_err_set(err, BG_EAUTH, "SELECT %d refused: %s", ep->db, r->str);
   }
@@ -159,7 +163,7 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
   return BG_OK;
 }
 
-int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, bgi_err *err) {
+int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, int flags, bgi_err *err) {
   char at[300];
   int64_t connect_ms = timeout_ms > 0 && timeout_ms < ep->connect_timeout_ms ? timeout_ms : ep->connect_timeout_ms;
   int64_t command_ms = timeout_ms > 0 ? timeout_ms : ep->command_timeout_ms;
@@ -186,7 +190,7 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, bgi_e
   if (!ep->url.is_unix) redisEnableKeepAlive(c->ctx);
   bgi_reply_attach(c->ctx, &c->arena);
   bgi_tracking_attach(c->ctx, &c->track);   /* its verdicts were reset by bgi_conn_drop above */
-  int st = handshake(c, ep, err);
+  int st = handshake(c, ep, flags, err);
   if (st != BG_OK) {
     if (st == BG_ECONN || st == BG_ETIMEOUT) bgi_err_prefix(err, where(ep, at, sizeof at));
     bgi_conn_drop(c);
@@ -199,6 +203,7 @@ void bgi_conn_drop(bgi_conn *c) {
   if (c->ctx) redisFree(c->ctx);
   c->ctx = NULL;
   bgi_tracking_reset(&c->track);
+  c->no_verdict = 0;
   c->broken = 0;
 }
 
@@ -206,6 +211,7 @@ void bgi_conn_free(bgi_conn *c) {
   bgi_conn_drop(c);
   bgi_arena_free(&c->arena);
   bgi_buf_free(&c->out);
+  bgi_buf_free(&c->alt);
   free(c->idx);
   c->idx = NULL;
   c->idx_cap = 0;

@@ -26,24 +26,34 @@ typedef struct bgi_endpoint {
   int64_t command_timeout_ms;
   const char *client_name;
   int tracking;            /* ask for RESP3 + CLIENT TRACKING OPTIN (BG_OPT_TRACKING) */
+  /* the slot of the tracking handshake's probe key: -1 standalone (a fixed key); a cluster node's
+   * is one it serves (updated by map reloads, so read and written with __atomic builtins) */
+  int probe_slot;
 } bgi_endpoint;
+
+/* bgi_conn_open flags */
+#define BGI_CONN_NO_TRACKING 1   /* stay in RESP2 without tracking (subscribers: messages are replies) */
 
 typedef struct bgi_conn {
   redisContext *ctx;       /* NULL when not connected */
   bgi_arena arena;         /* replies of the current call */
   bgi_buf out;             /* commands of the current call */
+  bgi_buf alt;             /* scratch: the commands rewritten for an ASK redirect */
   uint64_t *idx;           /* scratch: bit indexes of the current call */
   size_t idx_cap;
   uint64_t calls;          /* round trips completed since connecting */
   int64_t timeout_ms;      /* read/write timeout currently set on the socket */
   bgi_tracking track;      /* filters whose config the server tracks for this connection */
+  int no_verdict;          /* set by the call loop for an attempt after a redirect: queries neither
+                              use nor record tracking verdicts in it (full check) */
   int broken;
 } bgi_conn;
 
 /* Connects, authenticates, selects the db, names the connection and, when the endpoint asks and
  * both hiredis and the server can, switches it to RESP3 with CLIENT TRACKING OPTIN (c->track.on). timeout_ms > 0 caps the
- * connect timeout and is used for the handshake (0: the endpoint's settings). */
-int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, bgi_err *err);
+ * connect timeout and is used for the handshake (0: the endpoint's settings). flags: BGI_CONN_*.
+ * A db other than 0 on a cluster node is BG_EINVAL (cluster mode has only db 0). */
+int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, int flags, bgi_err *err);
 /* Closes the socket (buffers are kept for the next connection). */
 void bgi_conn_drop(bgi_conn *c);
 /* Closes and frees everything. */

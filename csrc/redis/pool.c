@@ -72,7 +72,7 @@ int bgi_pool_acquire(bgi_pool *p, int64_t timeout_ms, bgi_conn **out, bgi_err *e
   bgi_conn *c = &p->conns[i];
   if (!c->ctx || c->broken) {
     /* connect outside the lock: other threads keep using the healthy connections meanwhile */
-    int st = bgi_conn_open(c, p->ep, timeout_ms, err);
+    int st = bgi_conn_open(c, p->ep, timeout_ms, 0, err);
     if (st != BG_OK) {
       bgi_pool_release(p, c);
       return st;

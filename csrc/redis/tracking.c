@@ -1,8 +1,10 @@
 #include "redis/tracking.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "bloomguard/errors.h"
+#include "redis/keyslot.h"
 
 #if HIREDIS_MAJOR >= 1
 /* Called by redisGetReply for each push, before the reply it precedes is returned. The push was
@@ -32,16 +34,33 @@ void bgi_tracking_attach(redisContext *ctx, bgi_tracking *t) {
 /* Expires on its own; written by every connection that turns tracking on. */
 #define PROBE_KEY "bloomguard:tracking-probe"
 
+/* The smallest tag n whose "{n}" hashes to slot: found by search (about 16384 CRCs), once. */
+static unsigned probe_tag(unsigned slot) {
+  static unsigned memo[16384];   /* tag + 1; 0: not searched yet (races are benign: same answer) */
+  unsigned m = __atomic_load_n(&memo[slot], __ATOMIC_RELAXED);
+  if (m) return m - 1;
+  char buf[16];
+  for (unsigned n = 0;; n++) {
+    int len = snprintf(buf, sizeof buf, "%u", n);
+    if (bgi_keyslot(buf, (size_t)len) == slot) {
+      __atomic_store_n(&memo[slot], n + 1, __ATOMIC_RELAXED);
+      return n;
+    }
+  }
+}
+
 static void command(bgi_buf *out, const char *const *argv, size_t argc) {
   bgi_resp_array(out, argc);
   for (size_t i = 0; i < argc; i++) bgi_resp_cstr(out, argv[i]);
 }
 
-int bgi_tracking_append_handshake(bgi_buf *out) {
+int bgi_tracking_append_handshake(bgi_buf *out, int probe_slot) {
+  char key[64] = PROBE_KEY;
+  if (probe_slot >= 0) snprintf(key, sizeof key, PROBE_KEY ":{%u}", probe_tag((unsigned)probe_slot & 16383u));
   static const char *const hello[] = {"HELLO", "3"}, *const on[] = {"CLIENT", "TRACKING", "ON", "OPTIN"},
                            *const multi[] = {"MULTI"}, *const caching[] = {"CLIENT", "CACHING", "YES"},
-                           *const read[] = {"EXISTS", PROBE_KEY}, *const exec[] = {"EXEC"},
-                           *const write[] = {"SET", PROBE_KEY, "1", "PX", "1000"}, *const ping[] = {"PING"};
+                           *const exec[] = {"EXEC"}, *const ping[] = {"PING"};
+  const char *const read[] = {"EXISTS", key}, *const write[] = {"SET", key, "1", "PX", "1000"};
   if (bgi_buf_reserve(out, bgi_resp_bound(20, 256)) != BG_OK) return BG_ENOMEM;
   command(out, hello, 2);
   command(out, on, 4);

@@ -41,15 +41,19 @@ int bgi_tracking_supported(void);
  * queries rely on - a key read inside MULTI after CLIENT CACHING YES must be tracked - by reading
  * a probe key that way, writing it, and expecting the push before a PING's reply. A server (or a
  * proxy, or a fork) that accepts the commands but would not push is thus never trusted. Appends
- * the commands (BG_ENOMEM if out of memory) and says how many replies they get.
+ * the commands (BG_ENOMEM if out of memory) and says how many replies they get. probe_slot < 0
+ * uses a fixed probe key; a cluster node's probe key must hash to a slot it serves (elsewhere
+ * the probe gets MOVED and tracking stays off), so it gets a {tag} that lands in probe_slot.
  */
 #define BGI_TRACKING_HANDSHAKE_REPLIES 8
-int bgi_tracking_append_handshake(bgi_buf *out);
+int bgi_tracking_append_handshake(bgi_buf *out, int probe_slot);
 /* Reads those replies: t->on is 1 only if every step worked and the probe's push arrived. */
 void bgi_tracking_take_handshake(bgi_tracking *t, bgi_reply *const *rep);
 
 /* Forgets every verdict (a new connection). */
 void bgi_tracking_reset(bgi_tracking *t);
+/* Forgets every verdict but keeps tracking on (the connection answered a redirect). */
+static inline void bgi_tracking_forget(bgi_tracking *t) { t->epoch++; }
 
 /* Routes the context's pushes to t (every push bumps the epoch); the arena owns their memory. */
 void bgi_tracking_attach(redisContext *ctx, bgi_tracking *t);

@@ -146,7 +146,11 @@ int bgi_url_parse(const char *url, bgi_url *u, bgi_err *err) {
     long db = parse_num(slash + 1, strlen(slash + 1), 0, 1000000);
     if (db < 0) return fail(u, err, "the path must be a database number (/0, /1, ...)");
     u->db = (int)db;
+    u->db_given = 1;
   }
+  u->nhosts = 1;
+  memcpy(u->hosts[0].host, u->host, sizeof u->host);
+  u->hosts[0].port = u->port;
   return BG_OK;
 }
 

@@ -4,6 +4,9 @@
 
 #include "common/err.h"
 
+#define BGI_URL_MAX_HOSTS 16
+typedef struct bgi_hostport { char host[256]; int port; } bgi_hostport;
+
 typedef struct bgi_url {
   int is_unix;
   char host[256];      /* without brackets for IPv6 */
@@ -13,6 +16,9 @@ typedef struct bgi_url {
   char *password;      /* NULL if absent; %-decoded */
   int db;
   char display[400];   /* the URL with the password replaced by "***", for messages */
+  size_t nhosts;                             /* seeds in URL order: >= 1 for redis://, 0 for unix:// */
+  bgi_hostport hosts[BGI_URL_MAX_HOSTS];     /* hosts[0] equals host/port */
+  int db_given;                              /* 1 when the URL named a database (path or ?db=) */
 } bgi_url;
 
 /* BG_EBADURL (message says what is wrong) or BG_ENOMEM; on failure nothing needs freeing. */

@@ -84,7 +84,7 @@ static int step_failed(bg_rotation *r, const bgi_step *s, const char *what, bgi_
 }
 
 static int run(bg_rotation *r, bgi_step *s, const char *what, bgi_err *err) {
-  int st = bgi_step_run(r->f->client, 0, s, err);
+  int st = bgi_step_run(r->f->client, r->f->slot, 0, s, err);
   if (st == BG_OK && s->ints[0] != 1) st = step_failed(r, s, what, err);
   return st;
 }

@@ -132,7 +132,7 @@ static bgi_script abort_script = {
     "return {1}\n",
 };
 
-static int run_step(bg_rotation *r, bgi_step *s, bgi_err *err) { return bgi_step_run(r->f->client, 0, s, err); }
+static int run_step(bg_rotation *r, bgi_step *s, bgi_err *err) { return bgi_step_run(r->f->client, r->f->slot, 0, s, err); }
 
 
 static int lease_lost(bg_rotation *r, const char *what, bgi_err *err) {
@@ -209,7 +209,7 @@ static int parse_chunk(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
 
 int bgi_rot_step_upload(bg_rotation *r, size_t offset, const uint8_t *data, size_t len, bgi_err *err) {
   chunk ch = {r, offset, len, data};
-  return bgi_client_call(r->f->client, 0, build_chunk, parse_chunk, &ch, err);
+  return bgi_client_call(r->f->client, r->f->slot, 0, build_chunk, parse_chunk, &ch, err);
 }
 
 int bgi_rot_step_renew(bg_rotation *r, bgi_err *err) {

@@ -27,6 +27,13 @@ typedef struct bg_options bg_options;
                                           write lock were checked on its connection sends only BITFIELD_RO
                                           until the server pushes an invalidation for either key (filter.h,
                                           "Queries"); 0: every query sends the full MULTI check */
+#define BG_OPT_CLUSTER              8  /* Redis Cluster: BG_CLUSTER_AUTO (default) asks the first reachable
+                                          host of the URL (CLUSTER SLOTS) whether it is a cluster node;
+                                          BG_CLUSTER_ON requires one (BG_ENOTSUP otherwise);
+                                          BG_CLUSTER_OFF talks to the one server as is (client.h) */
+#define BG_CLUSTER_OFF  0
+#define BG_CLUSTER_ON   1
+#define BG_CLUSTER_AUTO 2
 /* Rotation options (bg_rotation_begin; see rotation.h). */
 #define BG_OPT_ROTATE_LEASE_MS       20  /* lease of the rotator, renewed every third of it; 100..3600000 */
 #define BG_OPT_ROTATE_WAIT_MS        21  /* wait for another rotation to end; 0..3600000 */

@@ -1,0 +1,274 @@
+#include "redis/cluster.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t mono_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+int bgi_cluster_init(bgi_cluster *cl, const bgi_endpoint *base, size_t pool_size, const bgi_hostport *seeds,
+                     size_t nseeds) {
+  pthread_condattr_t ca;
+  memset(cl, 0, sizeof *cl);
+  cl->base = base;
+  cl->pool_size = pool_size;
+  if (nseeds > BGI_URL_MAX_HOSTS) nseeds = BGI_URL_MAX_HOSTS;
+  memcpy(cl->seeds, seeds, nseeds * sizeof *seeds);
+  cl->nseeds = nseeds;
+  pthread_mutex_init(&cl->mu, NULL);
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(&cl->cv, &ca);
+  pthread_condattr_destroy(&ca);
+  return BG_OK;
+}
+
+void bgi_cluster_destroy(bgi_cluster *cl) {
+  pthread_mutex_lock(&cl->mu);
+  int running = cl->running;
+  cl->stop = 1;
+  pthread_cond_broadcast(&cl->cv);
+  pthread_mutex_unlock(&cl->mu);
+  if (running) pthread_join(cl->refresher, NULL);
+  for (size_t i = 0; i < cl->nnodes; i++) {
+    bgi_pool_destroy(&cl->nodes[i]->pool);
+    free(cl->nodes[i]);
+  }
+  free(cl->nodes);
+  cl->nodes = NULL;
+  cl->nnodes = cl->cap = 0;
+  pthread_cond_destroy(&cl->cv);
+  pthread_mutex_destroy(&cl->mu);
+}
+
+/* cl->mu held. */
+static long find_node(const bgi_cluster *cl, const char *host, int port) {
+  for (size_t i = 0; i < cl->nnodes; i++)
+    if (cl->nodes[i]->ep.url.port == port && strcmp(cl->nodes[i]->ep.url.host, host) == 0) return (long)i;
+  return -1;
+}
+
+/* cl->mu held. */
+static long add_node(bgi_cluster *cl, const char *host, int port) {
+  long i = find_node(cl, host, port);
+  if (i >= 0) return i;
+  if (strlen(host) >= sizeof cl->nodes[0]->ep.url.host) return -1;
+  if (cl->nnodes == cl->cap) {
+    size_t cap = cl->cap ? cl->cap * 2 : 8;
+    bgi_node **p = realloc(cl->nodes, cap * sizeof *p);
+    if (!p) return -1;
+    cl->nodes = p;
+    cl->cap = cap;
+  }
+  bgi_node *n = calloc(1, sizeof *n);
+  if (!n) return -1;
+  n->ep = *cl->base;
+  n->ep.url.is_unix = 0;
+  snprintf(n->ep.url.host, sizeof n->ep.url.host, "%s", host);
+  n->ep.url.port = port;
+  n->ep.probe_slot = -1;
+  snprintf(n->addr, sizeof n->addr, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+  if (bgi_pool_init(&n->pool, cl->pool_size, &n->ep) != BG_OK) {
+    free(n);
+    return -1;
+  }
+  cl->nodes[cl->nnodes] = n;
+  return (long)cl->nnodes++;
+}
+
+bgi_node *bgi_cluster_node(bgi_cluster *cl, const char *host, int port) {
+  pthread_mutex_lock(&cl->mu);
+  long i = add_node(cl, host, port);
+  bgi_node *n = i >= 0 ? cl->nodes[i] : NULL;
+  pthread_mutex_unlock(&cl->mu);
+  return n;
+}
+
+bgi_node *bgi_cluster_route(bgi_cluster *cl, unsigned slot) {
+  pthread_mutex_lock(&cl->mu);
+  unsigned o = cl->owner[slot & (BGI_CLUSTER_SLOTS - 1)];
+  bgi_node *n = o ? cl->nodes[o - 1] : NULL;
+  if (!n) {
+    cl->wanted = 1;
+    pthread_cond_signal(&cl->cv);
+  }
+  pthread_mutex_unlock(&cl->mu);
+  return n;
+}
+
+void bgi_cluster_want_reload(bgi_cluster *cl) {
+  pthread_mutex_lock(&cl->mu);
+  cl->wanted = 1;
+  pthread_cond_signal(&cl->cv);
+  pthread_mutex_unlock(&cl->mu);
+}
+
+void bgi_cluster_moved(bgi_cluster *cl, unsigned slot, bgi_node *n) {
+  pthread_mutex_lock(&cl->mu);
+  for (size_t i = 0; i < cl->nnodes; i++)
+    if (cl->nodes[i] == n) cl->owner[slot & (BGI_CLUSTER_SLOTS - 1)] = (uint16_t)(i + 1);
+  cl->wanted = 1;
+  pthread_cond_signal(&cl->cv);
+  pthread_mutex_unlock(&cl->mu);
+}
+
+/* [host, port, ...] of a CLUSTER SLOTS entry; an empty host means the node that answered. */
+static int node_of(const bgi_reply *r, const char *from, const char **host, int *port) {
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+      r->element[1]->type != REDIS_REPLY_INTEGER || r->element[1]->integer < 1 || r->element[1]->integer > 65535)
+    return -1;
+  *host = r->element[0]->len && strcmp(r->element[0]->str, "?") != 0 ? r->element[0]->str : from;
+  *port = (int)r->element[1]->integer;
+  return 0;
+}
+
+int bgi_cluster_load(bgi_cluster *cl, const bgi_reply *slots, const char *from, size_t *uncovered,
+                     unsigned *first_gap, bgi_err *err) {
+  uint16_t *owner = calloc(BGI_CLUSTER_SLOTS, sizeof *owner);
+  int st = BG_OK;
+  if (!owner) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  if (slots->type != REDIS_REPLY_ARRAY) {
+    free(owner);
+    return bgi_err_set(err, BG_EPROTO, "CLUSTER SLOTS: unexpected reply");
+  }
+  pthread_mutex_lock(&cl->mu);
+  for (size_t i = 0; i < slots->elements && st == BG_OK; i++) {
+    const bgi_reply *e = slots->element[i];
+    const char *host;
+    int port;
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
+        e->element[1]->type != REDIS_REPLY_INTEGER || e->element[0]->integer < 0 ||
+        e->element[1]->integer >= BGI_CLUSTER_SLOTS || e->element[0]->integer > e->element[1]->integer ||
+        node_of(e->element[2], from, &host, &port) != 0) {
+      st = bgi_err_set(err, BG_EPROTO, "CLUSTER SLOTS: unexpected entry %zu", i);
+      break;
+    }
+    long m = add_node(cl, host, port);
+    if (m < 0) {
+      st = bgi_err_set(err, BG_ENOMEM, "out of memory");
+      break;
+    }
+    /* the tracking probe of a node's new connections must live in a slot it serves */
+    bgi_node *mn = cl->nodes[m];
+    int probe = __atomic_load_n(&mn->ep.probe_slot, __ATOMIC_RELAXED);
+    if (probe < 0 || probe < e->element[0]->integer || probe > e->element[1]->integer)
+      __atomic_store_n(&mn->ep.probe_slot, (int)e->element[0]->integer, __ATOMIC_RELAXED);
+    for (long long s = e->element[0]->integer; s <= e->element[1]->integer; s++) owner[s] = (uint16_t)(m + 1);
+    /* replicas: known, so a reload can ask them when the masters are gone */
+    for (size_t j = 3; j < e->elements; j++)
+      if (node_of(e->element[j], from, &host, &port) == 0) (void)add_node(cl, host, port);
+  }
+  size_t gaps = 0;
+  unsigned first = 0;
+  if (st == BG_OK) {
+    for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++)
+      if (!owner[s] && !gaps++) first = s;
+    /* keep serving the old routes for slots a reload found uncovered (a master failing over) */
+    for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++)
+      if (owner[s]) cl->owner[s] = owner[s];
+    cl->last_reload_ns = mono_ns();
+  }
+  pthread_mutex_unlock(&cl->mu);
+  free(owner);
+  if (uncovered) *uncovered = gaps;
+  if (first_gap) *first_gap = first;
+  return st;
+}
+
+static int ask_one(bgi_cluster *cl, bgi_node *n, int64_t timeout_ms, bgi_err *err) {
+  bgi_conn *c;
+  bgi_reply *rep[1];
+  int st = bgi_pool_acquire(&n->pool, timeout_ms, &c, err);
+  if (st != BG_OK) return st;
+  bgi_buf_reset(&c->out);
+  if (bgi_buf_reserve(&c->out, 64) != BG_OK) st = bgi_err_set(err, BG_ENOMEM, "out of memory");
+  if (st == BG_OK) {
+    bgi_resp_array(&c->out, 2);
+    bgi_resp_cstr(&c->out, "CLUSTER");
+    bgi_resp_cstr(&c->out, "SLOTS");
+    st = bgi_conn_roundtrip(c, rep, 1, timeout_ms > 0 ? timeout_ms : n->ep.command_timeout_ms, err);
+  }
+  if (st == BG_OK && rep[0]->type == REDIS_REPLY_ERROR) st = bgi_reply_error(rep[0], "CLUSTER SLOTS", err);
+  if (st == BG_OK) st = bgi_cluster_load(cl, rep[0], n->ep.url.host, NULL, NULL, err);
+  bgi_pool_release(&n->pool, c);
+  return st;
+}
+
+int bgi_cluster_reload(bgi_cluster *cl, int64_t timeout_ms, bgi_err *err) {
+  /* candidates: masters first (they are the most likely to be up), then every other known node,
+   * then the seeds; a snapshot of the list, as nodes are only ever appended */
+  pthread_mutex_lock(&cl->mu);
+  size_t n = cl->nnodes;
+  bgi_node **order = malloc((n + 1) * sizeof *order);
+  unsigned char *is_master = calloc(n + 1, 1);
+  size_t k = 0;
+  if (order && is_master) {
+    for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++)
+      if (cl->owner[s]) is_master[cl->owner[s] - 1] = 1;
+    for (size_t i = 0; i < n; i++)
+      if (is_master[i]) order[k++] = cl->nodes[i];
+    for (size_t i = 0; i < n; i++)
+      if (!is_master[i]) order[k++] = cl->nodes[i];
+  }
+  pthread_mutex_unlock(&cl->mu);
+  int st = BG_ENOMEM;
+  if (!order || !is_master) {
+    free(order);
+    free(is_master);
+    atomic_fetch_add(&cl->stats.reload_failures, 1);
+    return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  }
+  for (size_t i = 0; i < k; i++)
+    if ((st = ask_one(cl, order[i], timeout_ms, err)) == BG_OK) break;
+  for (size_t i = 0; st != BG_OK && i < cl->nseeds; i++) {
+    bgi_node *s = bgi_cluster_node(cl, cl->seeds[i].host, cl->seeds[i].port);
+    if (s) st = ask_one(cl, s, timeout_ms, err);
+  }
+  free(order);
+  free(is_master);
+  atomic_fetch_add(st == BG_OK ? &cl->stats.reloads : &cl->stats.reload_failures, 1);
+  return st;
+}
+
+static void *refresh_main(void *arg) {
+  bgi_cluster *cl = arg;
+  pthread_mutex_lock(&cl->mu);
+  while (!cl->stop) {
+    uint64_t now = mono_ns(), since = now - cl->last_reload_ns;
+    uint64_t due = cl->wanted ? (uint64_t)BGI_CLUSTER_RELOAD_MIN_MS * 1000000u
+                              : (uint64_t)BGI_CLUSTER_RELOAD_EVERY_MS * 1000000u;
+    if (since < due) {
+      uint64_t at = cl->last_reload_ns + due;
+      struct timespec ts = {.tv_sec = (time_t)(at / 1000000000u), .tv_nsec = (long)(at % 1000000000u)};
+      pthread_cond_timedwait(&cl->cv, &cl->mu, &ts);
+      continue;
+    }
+    cl->wanted = 0;
+    /* a failed reload is tried again after the minimum interval, not the long one */
+    cl->last_reload_ns = now;
+    pthread_mutex_unlock(&cl->mu);
+    bgi_err ignored = {0};
+    int st = bgi_cluster_reload(cl, cl->base->connect_timeout_ms, &ignored);
+    pthread_mutex_lock(&cl->mu);
+    if (st != BG_OK) cl->wanted = 1;
+  }
+  pthread_mutex_unlock(&cl->mu);
+  return NULL;
+}
+
+int bgi_cluster_start(bgi_cluster *cl) {
+  pthread_mutex_lock(&cl->mu);
+  int st = BG_OK;
+  if (!cl->running) {
+    if (pthread_create(&cl->refresher, NULL, refresh_main, cl) == 0) cl->running = 1;
+    else st = BG_ENOMEM;
+  }
+  pthread_mutex_unlock(&cl->mu);
+  return st;
+}

@@ -1,0 +1,85 @@
+/*
+ * Internal: where each of a Redis Cluster's 16384 hash slots lives, and one connection pool per
+ * node that serves them.
+ *
+ * Every bloomguard step touches the keys of one filter or one lock, which share one slot by
+ * construction, so routing a step is a table lookup. The table comes from CLUSTER SLOTS (not
+ * CLUSTER SHARDS, which misreports shards around failovers before Redis 8). A MOVED patches its
+ * slot at once; a background thread reloads the whole table when asked (MOVED, a connection
+ * error, CLUSTERDOWN), at most once per BGI_CLUSTER_RELOAD_MIN_MS, and every
+ * BGI_CLUSTER_RELOAD_EVERY_MS as a safety net. Nodes are never freed before the cluster is: a
+ * route handed out stays valid, and a node that left the map only stops being routed to.
+ * Steps go to masters only (a replica can miss a just-acknowledged add).
+ */
+#ifndef BG_INTERNAL_CLUSTER_H
+#define BG_INTERNAL_CLUSTER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "redis/pool.h"
+#include "redis/url.h"
+
+#define BGI_CLUSTER_SLOTS 16384
+#define BGI_CLUSTER_RELOAD_MIN_MS 100
+#define BGI_CLUSTER_RELOAD_EVERY_MS 5000
+
+typedef struct bgi_node {
+  char addr[280];          /* host:port, for messages */
+  bgi_endpoint ep;         /* the client's endpoint, with this node's host and port */
+  bgi_pool pool;           /* connects lazily */
+} bgi_node;
+
+typedef struct bgi_cluster_stats {
+  atomic_llong moved, ask, busy, reloads, reload_failures;
+} bgi_cluster_stats;
+
+typedef struct bgi_cluster {
+  pthread_mutex_t mu;      /* nodes, owner, the refresher's state */
+  bgi_node **nodes;
+  size_t nnodes, cap;
+  uint16_t owner[BGI_CLUSTER_SLOTS];   /* index into nodes + 1; 0: no master serves it */
+  const bgi_endpoint *base;
+  size_t pool_size;
+  bgi_hostport seeds[BGI_URL_MAX_HOSTS];
+  size_t nseeds;
+
+  pthread_t refresher;
+  pthread_cond_t cv;
+  int running, stop, wanted;
+  uint64_t last_reload_ns;
+
+  bgi_cluster_stats stats;
+} bgi_cluster;
+
+/* base outlives the cluster; seeds are copied. BG_OK or BG_ENOMEM. */
+int bgi_cluster_init(bgi_cluster *cl, const bgi_endpoint *base, size_t pool_size, const bgi_hostport *seeds,
+                     size_t nseeds);
+/* Stops the refresher, closes every connection, frees every node. */
+void bgi_cluster_destroy(bgi_cluster *cl);
+
+/*
+ * Replaces the slot table with a CLUSTER SLOTS reply that `from` (a host, for entries that leave
+ * theirs out) answered. BG_EPROTO if the reply has another shape. *uncovered (may be NULL) is
+ * the number of slots no master serves; first_gap their first.
+ */
+int bgi_cluster_load(bgi_cluster *cl, const bgi_reply *slots, const char *from, size_t *uncovered,
+                     unsigned *first_gap, bgi_err *err);
+
+/* Asks the known nodes (masters first, then the others, then the seeds) for the table. */
+int bgi_cluster_reload(bgi_cluster *cl, int64_t timeout_ms, bgi_err *err);
+
+/* Starts the background refresher (after the first load). */
+int bgi_cluster_start(bgi_cluster *cl);
+
+/* The master serving slot, or NULL (and a reload is asked for). */
+bgi_node *bgi_cluster_route(bgi_cluster *cl, unsigned slot);
+/* The node at host:port, added if it is new; NULL when out of memory. */
+bgi_node *bgi_cluster_node(bgi_cluster *cl, const char *host, int port);
+/* MOVED: slot now lives on n (until the next reload says otherwise); asks for a reload. */
+void bgi_cluster_moved(bgi_cluster *cl, unsigned slot, bgi_node *n);
+/* Something changed (a connection error, CLUSTERDOWN): reload soon. */
+void bgi_cluster_want_reload(bgi_cluster *cl);
+
+#endif
