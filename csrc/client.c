@@ -295,6 +295,7 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     uint64_t earlier_calls = c->calls;
     bgi_buf_reset(&c->out);
     c->no_verdict = redirected;
+    c->fault_bits_only = ask && cluster->fault_ask_bits_only;
     st = build(c, ctx, &n, err);
     if (st == BG_OK && ask) {
       /* the rewrite goes to the scratch buffer, which then becomes the one that is sent */
@@ -307,6 +308,7 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     }
     if (st == BG_OK && n + added > BGI_MAX_REPLIES) st = bgi_err_set(err, BG_EINVAL, "internal: too many replies");
     if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n + added, wait_ms, err);
+    c->fault_bits_only = 0;
     if (st == BG_OK && cluster && bgi_redirect_scan(rep, n + added, &r) != BGI_REDIR_NONE) {
       c->no_verdict = 0;
       /* whatever this connection vouched for may have moved with the slot */
@@ -355,7 +357,10 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
       atomic_fetch_add(&cluster->stats.busy, 1);
       sleep_ms(backoff_ms);
       backoff_ms = backoff_ms * 2 > BGI_BUSY_BACKOFF_MAX_MS ? BGI_BUSY_BACKOFF_MAX_MS : backoff_ms * 2;
+      /* from the owner again: during a migration the source answers ASK, the target TRYAGAIN,
+       * until the keys are all across; the deadline bounds these rounds, the cap each one */
       ask = NULL;
+      redirects = 0;
       redirected = 1;
     }
   }

@@ -32,8 +32,9 @@ int cli_cmd_version(const cli_opts *o) {
 
 /* ---- info / init ---------------------------------------------------------------------- */
 
+/* node: where the filter lives (info only; NULL otherwise) */
 static void print_config(const cli_opts *o, uint64_t size, uint32_t k, int64_t n, double p,
-                         int created, int with_created) {
+                         int created, int with_created, const char *node, int32_t slot) {
   char pbuf[64];
   cli_fmt_double(pbuf, sizeof pbuf, p);
   if (o->json) {
@@ -44,6 +45,11 @@ static void print_config(const cli_opts *o, uint64_t size, uint32_t k, int64_t n
     else fputs(",\"expectedInsertions\":null", stdout);
     if (p > 0) printf(",\"falseProbability\":%s", pbuf);
     else fputs(",\"falseProbability\":null", stdout);
+    if (node) {
+      fputs(",\"node\":", stdout);
+      cli_json_string(stdout, node, strlen(node));
+      printf(",\"slot\":%ld", (long)slot);
+    }
     fputs("}\n", stdout);
     return;
   }
@@ -56,6 +62,7 @@ static void print_config(const cli_opts *o, uint64_t size, uint32_t k, int64_t n
   else fputs("expectedInsertions: (not set)\n", stdout);
   if (p > 0) printf("falseProbability: %s\n", pbuf);
   else fputs("falseProbability: (not set)\n", stdout);
+  if (node) printf("node: %s (hash slot %ld)\n", node[0] ? node : "(no master serves it now)", (long)slot);
 }
 
 int cli_cmd_info(const cli_opts *o, bg_filter *f) {
@@ -65,7 +72,10 @@ int cli_cmd_info(const cli_opts *o, bg_filter *f) {
   double p = 0;
   int st = bg_filter_info(f, &size, &k, &n, &p);
   if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
-  print_config(o, size, k, n, p, 0, 0);
+  char node[300] = "";
+  int32_t slot = 0;
+  bg_filter_node(f, node, sizeof node, &slot);
+  print_config(o, size, k, n, p, 0, 0, node, slot);
   return CLI_EXIT_OK;
 }
 
@@ -80,7 +90,7 @@ int cli_cmd_init(const cli_opts *o, bg_filter *f) {
   double p = 0;
   st = bg_filter_info(f, &size, &k, &n, &p);
   if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
-  print_config(o, size, k, n, p, created, 1);
+  print_config(o, size, k, n, p, created, 1, NULL, 0);
   return CLI_EXIT_OK;
 }
 

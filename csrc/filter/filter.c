@@ -86,6 +86,15 @@ BG_API void bg_filter_close(bg_filter *f) {
 
 BG_API const char *bg_filter_name(const bg_filter *f) { return f ? f->name : NULL; }
 
+BG_API int bg_filter_node(bg_filter *f, char *buf, size_t cap, int32_t *slot) {
+  if (!f || (!buf && cap)) return BG_EINVAL;
+  char addr[300];
+  bgi_client_node_addr(f->client, f->slot, addr, sizeof addr);
+  if (cap) snprintf(buf, cap, "%s", addr);
+  if (slot) *slot = f->slot;
+  return addr[0] ? BG_OK : bgi_errslot_set(&f->err, BG_ESERVER, "no master of the cluster serves slot %d now", f->slot);
+}
+
 BG_API const char *bg_filter_errmsg(const bg_filter *f) { return f ? bgi_errslot_view((bgi_errslot *)&f->err) : "filter handle is NULL"; }
 
 BG_API size_t bg_filter_errmsg_copy(const bg_filter *f, char *buf, size_t cap) {

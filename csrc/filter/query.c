@@ -95,7 +95,8 @@ static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   int st = bgi_compute_indexes(c, q->items, q->lens, q->from, q->to, q->cfg, 0, err);
   if (st != BG_OK) return st;
   size_t n = q->to - q->from, chunks = (n + BGI_CHUNK_ITEMS - 1) / BGI_CHUNK_ITEMS;
-  q->bits_only = bgi_tracking_fresh(&c->track, f->id, q->cfg);
+  /* after a redirect the block is the full check; the fault is the cluster tests' negative control */
+  q->bits_only = c->fault_bits_only || (!c->no_verdict && bgi_tracking_fresh(&c->track, f->id, q->cfg));
   q->tracked = !q->bits_only && c->track.on;
   q->epoch = c->track.epoch;
   size_t need = chunks * (96 + bgi_resp_bound(5, f->config_key_len + 32) + bgi_resp_bound(3, f->lock_key_len + 8) +
@@ -189,7 +190,7 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
   if (item != q->to) return bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
   /* a push during this round trip may have been for a key this block then read: the server stops
    * tracking a key once it has pushed for it, so take no verdict from it */
-  if (q->tracked && c->track.on && !has_ttl && c->track.epoch == q->epoch)
+  if (q->tracked && c->track.on && !has_ttl && c->track.epoch == q->epoch && !c->no_verdict)
     bgi_tracking_remember(&c->track, q->f->id, q->cfg);
   return BG_OK;
 }

@@ -366,9 +366,21 @@ int64_t bgi_guard_stat(bgi_guard *g, int stat, int *known) {
   }
 }
 
+static int cluster_stat(const bg_client *c, int stat, int64_t *value) {
+  const bgi_cluster_stats *s = c->cluster ? &c->cluster->stats : NULL;
+  switch (stat) {
+    case BG_STAT_CLUSTER_MOVED: *value = s ? atomic_load(&s->moved) : 0; return 1;
+    case BG_STAT_CLUSTER_ASK: *value = s ? atomic_load(&s->ask) : 0; return 1;
+    case BG_STAT_CLUSTER_BUSY_RETRIES: *value = s ? atomic_load(&s->busy) : 0; return 1;
+    case BG_STAT_CLUSTER_MAP_RELOADS: *value = s ? atomic_load(&s->reloads) : 0; return 1;
+    default: return 0;
+  }
+}
+
 BG_API int bg_filter_stat(const bg_filter *f, int stat, int64_t *value) {
   int known;
   if (!f || !value) return BG_EINVAL;
+  if (cluster_stat(f->client, stat, value)) return BG_OK;
   /* the handle is logically const: only locks and reference counts are touched */
   int64_t v = bgi_guard_stat((bgi_guard *)&f->guard, stat, &known);
   if (!known) return BG_ENOTSUP;

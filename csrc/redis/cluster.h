@@ -51,6 +51,9 @@ typedef struct bgi_cluster {
   uint64_t last_reload_ns;
 
   bgi_cluster_stats stats;
+  /* The cluster tests' negative control, never set otherwise: an ASK is followed by a bits-only
+   * read with ASKING, which answers from the importing node's missing bitmap (false negatives). */
+  int fault_ask_bits_only;
 } bgi_cluster;
 
 /* base outlives the cluster; seeds are copied. BG_OK or BG_ENOMEM. */

@@ -46,6 +46,7 @@ typedef struct bgi_conn {
   bgi_tracking track;      /* filters whose config the server tracks for this connection */
   int no_verdict;          /* set by the call loop for an attempt after a redirect: queries neither
                               use nor record tracking verdicts in it (full check) */
+  int fault_bits_only;     /* tests only (bgi_cluster.fault_ask_bits_only): a query sends BITFIELD_RO alone */
   int broken;
 } bgi_conn;
 

@@ -99,6 +99,14 @@ BG_API int bg_filter_delete_ex(bg_filter *f, bg_call *call, int *deleted);
 BG_API int bg_filter_expire_ex(bg_filter *f, bg_call *call, int64_t ttl_ms, int *applied);
 BG_API int bg_filter_persist_ex(bg_filter *f, bg_call *call, int *applied);
 
+/*
+ * Where the filter lives: "host:port" of the master serving its hash slot now, per the client's
+ * slot map (a Redis Cluster), or of the server (standalone; "unix:PATH" for a socket), written to
+ * buf (NUL-terminated, cut to cap); *slot (may be NULL) is the filter's hash slot (0..16383) in
+ * either case. No round trip. BG_ESERVER when no master serves the slot now (a failover).
+ */
+BG_API int bg_filter_node(bg_filter *f, char *buf, size_t cap, int32_t *slot);
+
 /* Message of the most recent failure on this handle ("" if none); never contains a password. The
  * pointer is a copy owned by the calling thread, valid until it asks for an error message again. */
 BG_API const char *bg_filter_errmsg(const bg_filter *f);

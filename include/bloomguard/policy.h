@@ -144,6 +144,12 @@ typedef struct bg_policy bg_policy;
                                                lock tracked by the server (BG_OPT_TRACKING) */
 #define BG_STAT_TRACKED_STALE           24  /* of those, answers dropped because an invalidation of the config or
                                                the lock arrived before them (asked again with the full check) */
+/* Redis Cluster: counters of the filter's client (every filter of one client reads the same values;
+ * 0 when it talks to a standalone server). Redirects followed, busy answers waited out, map reloads. */
+#define BG_STAT_CLUSTER_MOVED           25  /* MOVED redirects followed (the slot map was patched) */
+#define BG_STAT_CLUSTER_ASK             26  /* ASK redirects followed (one block resent with ASKING) */
+#define BG_STAT_CLUSTER_BUSY_RETRIES    27  /* TRYAGAIN / CLUSTERDOWN / LOADING answers waited out and retried */
+#define BG_STAT_CLUSTER_MAP_RELOADS     28  /* CLUSTER SLOTS reloads of the slot map that succeeded */
 /* Failures seen, by class: every failed attempt (retries included; breaker rejections excluded). */
 #define BG_STAT_FAIL_NOTINIT           101
 #define BG_STAT_FAIL_CONFIG            102
