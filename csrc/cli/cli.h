@@ -122,6 +122,9 @@ void cli_set_args(int argc, char **argv);
  * looks like a command, option name or number; else "(argument N, not shown: ...)", since it may
  * be a misplaced URL or a password. Returns a static buffer: one call per message. */
 const char *cli_shown(const char *arg);
+/* A file name as messages may show it: as is, unless it looks like a URL with userinfo (holds
+ * '@' or "://": a misplaced --url), then a note saying it is not shown. */
+const char *cli_path_shown(const char *path);
 /* The password: --password-file PATH (file_opt, may be NULL), else $BLOOMGUARD_PASSWORD_FILE,
  * else $BLOOMGUARD_PASSWORD, else none (the URL's applies). A file gives its first line, without
  * "\n" or "\r\n" (an empty line: none). Returns CLI_EXIT_OK or CLI_EXIT_ERROR with a message

@@ -391,6 +391,10 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
     if (npos == 0) FAIL("missing filter NAME%s", "");
     o->name = pos[0];
     if (!*o->name) FAIL("the filter NAME must not be empty%s", "");
+    /* "bloomguard info redis://:pw@h" (--url forgotten): the library's messages quote the name */
+    if (strstr(o->name, "://") && strchr(o->name, '@'))
+      FAIL("the filter NAME %s looks like a server URL with a password: give the server with --url",
+           cli_shown(o->name));
     if (cmd->args == ARGS_NAME) {
       if (npos > 1 || stdin_dash) FAIL("'%s' takes only the filter NAME", cmd->name);
     } else {

@@ -54,8 +54,7 @@ const char *cli_shown(const char *arg) {
   return buf;
 }
 
-/* A path is named in messages unless it looks like a URL with userinfo (a misplaced --url). */
-static const char *path_shown(const char *path) {
+const char *cli_path_shown(const char *path) {
   return strchr(path, '@') || strstr(path, "://") ? "(path not shown: it looks like a URL)" : path;
 }
 
@@ -68,7 +67,7 @@ static int read_first_line(const char *path, const char *what) {
   size_t cap = 0;
   ssize_t n;
   if (!f) {
-    fprintf(stderr, "bloomguard: cannot open the password file %s (%s): %s\n", path_shown(path), what,
+    fprintf(stderr, "bloomguard: cannot open the password file %s (%s): %s\n", cli_path_shown(path), what,
             strerror(errno));
     return CLI_EXIT_ERROR;
   }
@@ -78,7 +77,7 @@ static int read_first_line(const char *path, const char *what) {
     int e = errno;
     fclose(f);
     free(line);
-    fprintf(stderr, "bloomguard: cannot read the password file %s (%s): %s\n", path_shown(path), what,
+    fprintf(stderr, "bloomguard: cannot read the password file %s (%s): %s\n", cli_path_shown(path), what,
             strerror(e));
     return CLI_EXIT_ERROR;
   }
@@ -92,7 +91,7 @@ static int read_first_line(const char *path, const char *what) {
     free(line);
     if (had_nul) {
       fprintf(stderr, "bloomguard: the password file %s (%s) holds a NUL byte in its first line\n",
-              path_shown(path), what);
+              cli_path_shown(path), what);
       return CLI_EXIT_ERROR;
     }
     return CLI_EXIT_OK; /* an empty first line: no password, like an empty one in the URL */

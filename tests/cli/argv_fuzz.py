@@ -8,7 +8,8 @@ a URL holding a distinctive password: the URL mutated (edits of its punctuation,
 and the vector shuffled (the URL misplaced as a command, an item, the value of another option,
 --url given twice, --url=URL, the URL in $BLOOMGUARD_URL, the lock subcommand). Every server is
 127.0.0.1 port 1, where nothing listens, with --timeout-ms 100, so no run waits. Fails when
-stdout or stderr of any run holds the password. Starts no server; needs nothing but python3.
+stdout or stderr of any run holds the password (or a sanitizer's report, or a run died of a signal). Starts no server; needs
+nothing but python3.
 """
 from __future__ import annotations
 
@@ -114,7 +115,7 @@ def main() -> int:
     cases = [(list(a), {}) for a in KNOWN]
     for _ in range(runs):
         cases.append(argv_for(rng, mutate_url(rng, rng.choice(BASE_URLS))))
-    leaks = 0
+    leaks = crashes = 0
     with tempfile.TemporaryDirectory() as tmp:
         for argv, env in cases:
             e = dict(base_env)
@@ -122,13 +123,17 @@ def main() -> int:
             p = subprocess.run([binary] + argv, env=e, stdin=subprocess.DEVNULL, capture_output=True,
                                timeout=30, cwd=tmp)
             out = p.stdout.decode("utf-8", "replace") + p.stderr.decode("utf-8", "replace")
+            if "Sanitizer" in out or "runtime error:" in out or p.returncode < 0:
+                crashes += 1  # a sanitizer build of the command reports here too
+                if crashes <= 3:
+                    print("crash: argv=%r env=%r rc=%d\n      %s" % (argv, env, p.returncode, out[:2000]))
             if any(s in out for s in SECRETS):
                 leaks += 1
                 if leaks <= 8:
                     print("leak: argv=%r env=%r rc=%d\n      %s" % (argv, env, p.returncode,
                                                                    out.strip().replace("\n", "\n      ")))
-    print("%d runs, %d leaked the password" % (len(cases), leaks))
-    return 1 if leaks else 0
+    print("%d runs, %d leaked the password, %d crashed" % (len(cases), leaks, crashes))
+    return 1 if leaks or crashes else 0
 
 
 if __name__ == "__main__":

@@ -86,3 +86,12 @@ if [ $have_rediscli -eq 1 ]; then
   run_raw --url "$UU" --password-file "$WORK/pw" delete "$G"
   rcli ACL DELUSER "$U" >/dev/null
 fi
+
+# ---- a URL where a file name or the filter NAME goes ------------------------------------------
+run rotate "$(name rotfrom)" --expected 10 --fpp 0.1 --from 'redis://:S3cr3t!Pw@127.0.0.1:1'
+expect_rc "rotate --from a URL" 2
+if grep -q 'S3cr3t' "$ERR"; then bad "rotate --from a URL: not echoed"; else ok "rotate --from a URL: not echoed"; fi
+run info 'redis://:S3cr3t!Pw@127.0.0.1:1'
+expect_rc "a URL as the filter NAME" 64
+expect_err "a URL as the filter NAME: says to use --url" 'looks like a server URL with a password: give the server with --url'
+if grep -q 'S3cr3t' "$ERR"; then bad "a URL as the filter NAME: not echoed"; else ok "a URL as the filter NAME: not echoed"; fi
