@@ -44,8 +44,8 @@ func (h *clientHandle) close() {
 // Open parses the URL, connects one connection (so a bad address or password fails here, within
 // the connect timeout) and returns the client.
 //
-// URLs: redis://[user[:password]@]host[:port][/db] (user and password may be %-encoded, host may
-// be [IPv6]) and unix:///path/to.sock[?db=N].
+// URLs: redis://[user[:password]@]host[:port][/db][?db=N] (user and password may be %-encoded,
+// host may be [IPv6]; an empty user or password is none) and unix:///path/to.sock[?db=N].
 func Open(url string, opts ...Option) (*Client, error) {
 	if strings.IndexByte(url, 0) >= 0 {
 		return nil, errorf(CodeBadURL, "the URL contains a NUL byte")

@@ -6,6 +6,7 @@
  *   items.c     item sources: arguments or stdin lines, delivered in batches
  *   rotate.c    the rotate subcommand: rotation, signals, progress bar
  *   output.c    JSON string escaping, number formatting, error reporting
+ *   secret.c    what messages may show of an argument; the password from a file or $BLOOMGUARD_*
  *   demo_*.c    the demo subcommand (its own header: demo.h)
  *
  * The CLI uses only the public API (bloomguard.h) and the shared library.
@@ -29,6 +30,8 @@
 #define CLI_DEFAULT_URL   "redis://127.0.0.1:6379"
 #define CLI_DEFAULT_BATCH 1000
 #define CLI_MAX_BATCH     1000000
+/* expire --ttl-ms: the library's bound, 2^46 ms (bg_filter_expire) */
+#define CLI_MAX_TTL_MS    70368744177664LL
 /* A stdin batch is also flushed once its items reach this many bytes (long lines). */
 #define CLI_BATCH_BYTES   (8u * 1024u * 1024u)
 /* rotate reads larger batches: the library hashes a batch on several threads only from 8192
@@ -38,6 +41,7 @@
 typedef struct cli_opts {
   const char *cmd;         /* subcommand name */
   const char *url;         /* --url, else $BLOOMGUARD_URL, else CLI_DEFAULT_URL */
+  const char *password_file; /* --password-file PATH; NULL: not given */
   int json;                /* --json */
   int have_batch;          /* --batch given */
   int verbose;             /* -v / --verbose */
@@ -110,6 +114,26 @@ typedef int (*cli_tick_fn)(void *ud);
  */
 int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t batch,
                          cli_batch_fn fn, cli_tick_fn tick, void *ud);
+
+/* ---- secret.c ---------------------------------------------------------------------- */
+/* Records argv, so cli_shown can name an argument by its position. */
+void cli_set_args(int argc, char **argv);
+/* How a message may show the argument arg (or a value inside one, after '='): quoted when it
+ * looks like a command, option name or number; else "(argument N, not shown: ...)", since it may
+ * be a misplaced URL or a password. Returns a static buffer: one call per message. */
+const char *cli_shown(const char *arg);
+/* A file name as messages may show it: as is, unless it looks like a URL with userinfo (holds
+ * '@' or "://": a misplaced --url), then a note saying it is not shown. */
+const char *cli_path_shown(const char *path);
+/* The password: --password-file PATH (file_opt, may be NULL), else $BLOOMGUARD_PASSWORD_FILE,
+ * else $BLOOMGUARD_PASSWORD, else none (the URL's applies). A file gives its first line, without
+ * "\n" or "\r\n" (an empty line: none). Returns CLI_EXIT_OK or CLI_EXIT_ERROR with a message
+ * naming the file (never its content). */
+int cli_password_load(const char *file_opt);
+/* The loaded password or NULL. */
+const char *cli_password(void);
+/* Wipes and frees the loaded password. */
+void cli_password_clear(void);
 
 /* ---- output.c ----------------------------------------------------------------------- */
 /* Writes s (len bytes) as a JSON string literal, quotes included. Control characters are

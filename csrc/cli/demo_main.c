@@ -57,6 +57,8 @@ static const char demo_help[] =
   "                     skipped: the demo stops only a server it started). $BLOOMGUARD_URL is\n"
   "                     not used. Keys: bloomguard-demo:PID:*, deleted at the end (the\n"
   "                     rotations' staging keys expire on their own within 30 s)\n"
+  "  --password-file PATH  the server's password: the first line of PATH (else\n"
+  "                     $BLOOMGUARD_PASSWORD_FILE, else $BLOOMGUARD_PASSWORD)\n"
   "  --items N          catalogue size (default 1000000; 1000..100000000)\n"
   "  --seconds S        length of each scenario (default 8; 1..600)\n"
   "  --threads N        query threads (default 4; 1..64)\n"
@@ -83,7 +85,7 @@ static int demo_usage(const char *fmt, const char *arg) {
 
 static int takes_value(const char *a) {
   static const char *const v[] = {"--url", "--timeout-ms", "--items", "--seconds", "--threads", "--rate",
-                                  "--strategies", "--plot"};
+                                  "--strategies", "--plot", "--password-file"};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     if (!strcmp(a, v[i])) return 1;
   return 0;
@@ -225,7 +227,7 @@ static void print_json(const demo_config *cfg, const demo_result *rs, int n, con
 
 /* ---- main ----------------------------------------------------------------------------- */
 int cli_demo_main(int argc, char **argv) {
-  const char *url = NULL, *plot = DEFAULT_PLOT;
+  const char *url = NULL, *plot = DEFAULT_PLOT, *password_file = NULL;
   double items = DEFAULT_ITEMS, seconds = DEFAULT_SECONDS, threads = DEFAULT_THREADS, timeout = 0;
   double rate = DEFAULT_RATE;
   int json = 0, seen_cmd = 0, kinds[DEMO_NKINDS] = {DEMO_NAIVE, DEMO_SWAP, DEMO_LOCKED, DEMO_DEGRADE};
@@ -234,7 +236,7 @@ int cli_demo_main(int argc, char **argv) {
     const char *a = argv[i], *val = NULL;
     if (a[0] != '-' || !a[1]) {
       if (!seen_cmd) { seen_cmd = 1; continue; } /* "demo" */
-      return demo_usage("unexpected argument '%s'", a);
+      return demo_usage("unexpected argument %s", cli_shown(a));
     }
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       fputs(demo_help, stdout);
@@ -244,38 +246,44 @@ int cli_demo_main(int argc, char **argv) {
     const char *eq = strchr(a, '=');
     char opt[32];
     size_t n = eq ? (size_t)(eq - a) : strlen(a);
-    if (n >= sizeof opt) return demo_usage("unknown option '%s'", a);
+    if (n >= sizeof opt) return demo_usage("unknown option %s", cli_shown(a));
     memcpy(opt, a, n);
     opt[n] = 0;
-    if (!takes_value(opt)) return demo_usage("unknown option '%s'", a);
+    if (!takes_value(opt)) return demo_usage("unknown option %s", cli_shown(a));
     if (eq) val = eq + 1;
     else if (i + 1 < argc) val = argv[++i];
-    else return demo_usage("option %s needs a value", a);
+    else return demo_usage("option %s needs a value", cli_shown(a));
     if (!strcmp(opt, "--url")) {
       if (!*val) return demo_usage("option --url needs a non-empty value%s", "");
       url = val;
+    } else if (!strcmp(opt, "--password-file")) {
+      password_file = val;
     } else if (!strcmp(opt, "--plot")) {
       plot = val;
     } else if (!strcmp(opt, "--items")) {
       if (num(val, 1000, 100000000, &items) || items != (double)(int64_t)items)
-        return demo_usage("--items: '%s' is not a whole number in 1000..100000000", val);
+        return demo_usage("--items: %s is not a whole number in 1000..100000000", cli_shown(val));
     } else if (!strcmp(opt, "--seconds")) {
-      if (num(val, 1, 600, &seconds)) return demo_usage("--seconds: '%s' is not a number in 1..600", val);
+      if (num(val, 1, 600, &seconds))
+        return demo_usage("--seconds: %s is not a number in 1..600", cli_shown(val));
     } else if (!strcmp(opt, "--threads")) {
       if (num(val, 1, DEMO_MAX_THREADS, &threads) || threads != (double)(int)threads)
-        return demo_usage("--threads: '%s' is not a whole number in 1..64", val);
+        return demo_usage("--threads: %s is not a whole number in 1..64", cli_shown(val));
     } else if (!strcmp(opt, "--rate")) {
-      if (num(val, 0, 10000000, &rate)) return demo_usage("--rate: '%s' is not a number in 0..10000000", val);
+      if (num(val, 0, 10000000, &rate))
+        return demo_usage("--rate: %s is not a number in 0..10000000", cli_shown(val));
     } else if (!strcmp(opt, "--timeout-ms")) {
       if (num(val, 1, 3600000, &timeout) || timeout != (double)(int64_t)timeout)
-        return demo_usage("--timeout-ms: '%s' is not a whole number in 1..3600000", val);
+        return demo_usage("--timeout-ms: %s is not a whole number in 1..3600000", cli_shown(val));
     } else if (!strcmp(opt, "--strategies")) {
       if ((nkinds = parse_strategies(val, kinds)) < 0)
-        return demo_usage("--strategies: '%s' is not a comma-separated list of naive, swap, locked, degrade "
-                          "(each at most once)", val);
+        return demo_usage("--strategies: %s is not a comma-separated list of naive, swap, locked, degrade "
+                          "(each at most once)", cli_shown(val));
     }
   }
 
+  /* --password-file, else $BLOOMGUARD_PASSWORD_FILE / $BLOOMGUARD_PASSWORD: for every client */
+  if (cli_password_load(password_file) != CLI_EXIT_OK) return CLI_EXIT_ERROR;
   demo_server server;
   memset(&server, 0, sizeof server);
   char err[512];
@@ -302,6 +310,7 @@ int cli_demo_main(int argc, char **argv) {
     if (demo_server_start(&server, err, sizeof err) != 0) {
       fprintf(stderr, "bloomguard: demo: cannot start redis-server: %s\n", err);
       demo_server_cleanup(&server);
+      cli_password_clear();
       return CLI_EXIT_ERROR;
     }
     fprintf(stderr, "demo: started %s on 127.0.0.1:%d (pid %d); it is stopped at the end\n", server.bin, server.port,
@@ -331,6 +340,7 @@ int cli_demo_main(int argc, char **argv) {
   int nres = 0;
   while (nres < nkinds && results[nres].name) nres++;
   if (!url) demo_server_cleanup(&server);
+  cli_password_clear();
 
   if (plot && *plot) {
     if (demo_write_svg(plot, results, nres, &cfg) != 0) {

@@ -302,8 +302,8 @@ static int open_client(const demo_config *cfg, int pool, int64_t command_timeout
   if (st == BG_OK && cfg->timeout_ms) st = bg_options_set_int(o, BG_OPT_CONNECT_TIMEOUT_MS, cfg->timeout_ms);
   if (st == BG_OK && command_timeout_ms) st = bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, command_timeout_ms);
   if (st == BG_OK) st = bg_options_set_str(o, BG_OPT_CLIENT_NAME, client_name);
-  const char *pw = getenv("BLOOMGUARD_PASSWORD");
-  if (st == BG_OK && pw && *pw) st = bg_options_set_str(o, BG_OPT_PASSWORD, pw);
+  const char *pw = cli_password(); /* loaded once by cli_demo_main */
+  if (st == BG_OK && pw) st = bg_options_set_str(o, BG_OPT_PASSWORD, pw);
   err[0] = 0;
   if (st == BG_OK) st = bg_client_open_ex(out, cfg->url, o, err, errlen);
   else snprintf(err, errlen, "options rejected by the library");

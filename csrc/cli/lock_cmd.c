@@ -55,7 +55,8 @@ static int num(const char *s, int64_t min, int64_t max, int64_t *out) {
 
 /* Options that take a value, global or the lock's. */
 static int takes_value(const char *a) {
-  static const char *const v[] = {"--url", "--timeout-ms", "--mode", "--wait-ms", "--hold-ms", "--lease-ms"};
+  static const char *const v[] = {"--url", "--timeout-ms", "--mode", "--wait-ms", "--hold-ms", "--lease-ms",
+                                  "--password-file"};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     if (!strcmp(a, v[i])) return 1;
   return 0;
@@ -74,7 +75,7 @@ int cli_is_lock_command(int argc, char **argv) {
 }
 
 int cli_lock_main(int argc, char **argv) {
-  const char *url = getenv("BLOOMGUARD_URL"), *name = NULL, *mode_s = "exclusive";
+  const char *url = getenv("BLOOMGUARD_URL"), *name = NULL, *mode_s = "exclusive", *password_file = NULL;
   int64_t timeout_ms = 0, wait_ms = 0, hold_ms = -1, lease_ms = 0;
   int json = 0, renew = 1, seen_cmd = 0, mode = BG_LOCK_EXCLUSIVE;
   if (!url || !*url) url = CLI_DEFAULT_URL;
@@ -83,11 +84,11 @@ int cli_lock_main(int argc, char **argv) {
     if (a[0] != '-' || !a[1]) {
       if (!seen_cmd) seen_cmd = 1; /* "lock" */
       else if (!name) name = a;
-      else return lock_usage("unexpected argument '%s'", a);
+      else return lock_usage("unexpected argument %s", cli_shown(a));
       continue;
     }
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs("usage: bloomguard [--url URL] [--timeout-ms MS] lock NAME [--mode exclusive|read|write]\n"
+      fputs("usage: bloomguard [--url URL] [--password-file PATH] [--timeout-ms MS] lock NAME [--mode exclusive|read|write]\n"
             "                  [--wait-ms MS] [--hold-ms MS] [--lease-ms MS] [--no-renew] [--json]\n\n"
             "Takes the distributed lock NAME:lock (Redisson RLock layout for exclusive and write),\n"
             "prints 'acquired KEY mode=M token=T holder=H waited_ms=W' once held, holds it for\n"
@@ -102,29 +103,30 @@ int cli_lock_main(int argc, char **argv) {
     const char *eq = strchr(a, '=');
     char opt[32];
     size_t n = eq ? (size_t)(eq - a) : strlen(a);
-    if (n >= sizeof opt) return lock_usage("unknown option '%s'", a);
+    if (n >= sizeof opt) return lock_usage("unknown option %s", cli_shown(a));
     memcpy(opt, a, n);
     opt[n] = 0;
-    if (!takes_value(opt)) return lock_usage("unknown option '%s'", a);
+    if (!takes_value(opt)) return lock_usage("unknown option %s", cli_shown(a));
     if (eq) val = eq + 1;
     else if (i + 1 < argc) val = argv[++i];
-    else return lock_usage("option %s needs a value", a);
+    else return lock_usage("option %s needs a value", cli_shown(a));
     if (!strcmp(opt, "--url")) url = val;
+    else if (!strcmp(opt, "--password-file")) password_file = val;
     else if (!strcmp(opt, "--mode")) mode_s = val;
     else if (!strcmp(opt, "--timeout-ms") && num(val, 1, 3600000, &timeout_ms))
-      return lock_usage("--timeout-ms: '%s' is not in 1..3600000", val);
+      return lock_usage("--timeout-ms: %s is not in 1..3600000", cli_shown(val));
     else if (!strcmp(opt, "--wait-ms") && num(val, 0, 3600000, &wait_ms))
-      return lock_usage("--wait-ms: '%s' is not in 0..3600000", val);
+      return lock_usage("--wait-ms: %s is not in 0..3600000", cli_shown(val));
     else if (!strcmp(opt, "--hold-ms") && num(val, 0, INT64_MAX / 2, &hold_ms))
-      return lock_usage("--hold-ms: '%s' is not a number of milliseconds", val);
+      return lock_usage("--hold-ms: %s is not a number of milliseconds", cli_shown(val));
     else if (!strcmp(opt, "--lease-ms") && num(val, 30, 3600000, &lease_ms))
-      return lock_usage("--lease-ms: '%s' is not in 30..3600000", val);
+      return lock_usage("--lease-ms: %s is not in 30..3600000", cli_shown(val));
   }
   if (!name || !*name) return lock_usage("missing lock NAME%s", "");
   if (!strcmp(mode_s, "exclusive")) mode = BG_LOCK_EXCLUSIVE;
   else if (!strcmp(mode_s, "read")) mode = BG_LOCK_READ;
   else if (!strcmp(mode_s, "write")) mode = BG_LOCK_WRITE;
-  else return lock_usage("--mode: '%s' is not exclusive, read or write", mode_s);
+  else return lock_usage("--mode: %s is not exclusive, read or write", cli_shown(mode_s));
 
   bg_options *opts = NULL;
   bg_client *client = NULL;
@@ -136,8 +138,12 @@ int cli_lock_main(int argc, char **argv) {
   if (st == BG_OK && lease_ms) st = bg_options_set_int(opts, BG_OPT_LOCK_LEASE_MS, lease_ms);
   if (st == BG_OK) st = bg_options_set_int(opts, BG_OPT_LOCK_RENEW, renew);
   if (st == BG_OK) st = bg_options_set_str(opts, BG_OPT_CLIENT_NAME, "bloomguard-cli");
-  const char *pw = getenv("BLOOMGUARD_PASSWORD");
-  if (st == BG_OK && pw && *pw) st = bg_options_set_str(opts, BG_OPT_PASSWORD, pw);
+  if (st == BG_OK && cli_password_load(password_file) != CLI_EXIT_OK) {
+    bg_options_free(opts);
+    return CLI_EXIT_ERROR;
+  }
+  if (st == BG_OK && cli_password()) st = bg_options_set_str(opts, BG_OPT_PASSWORD, cli_password());
+  cli_password_clear(); /* the options hold their own copy */
   if (st != BG_OK) {
     bg_options_free(opts);
     return cli_fail("lock", st, "options rejected by the library");

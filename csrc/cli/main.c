@@ -64,7 +64,8 @@ static const command commands[] = {
    "Deletes the bitmap and the config hash (exit 0 also when nothing existed).\n",
    cli_cmd_delete},
   {"expire", ARGS_NAME, OPT_TTL, "expire NAME --ttl-ms MS",
-   "Sets a time to live of MS milliseconds (>= 1) on the bitmap and the config hash.\n",
+   "Sets a time to live of MS milliseconds on the bitmap and the config hash: 1 to\n"
+   "70368744177664 (2^46, about 2230 years; Redis refuses TTLs that overflow its clock).\n",
    cli_cmd_expire},
   {"persist", ARGS_NAME, 0, "persist NAME",
    "Removes the time to live from the bitmap and the config hash.\n",
@@ -116,9 +117,14 @@ static const command commands[] = {
 
 static const char global_help[] =
   "Global options (before or after the command):\n"
-  "  --url URL         server: redis://[user[:password]@]host[:port][/db] or unix:///path\n"
-  "                    (default: $BLOOMGUARD_URL, else " CLI_DEFAULT_URL ");\n"
-  "                    $BLOOMGUARD_PASSWORD, if set, is the password (overrides the URL's)\n"
+  "  --url URL         server: redis://[user[:password]@]host[:port][/db][?db=N] or\n"
+  "                    unix:///path[?db=N]\n"
+  "                    (default: $BLOOMGUARD_URL, else " CLI_DEFAULT_URL ")\n"
+  "  --password-file PATH  the password is the first line of PATH, its newline removed\n"
+  "                    (overrides the URL's); else $BLOOMGUARD_PASSWORD_FILE names such a\n"
+  "                    file; else $BLOOMGUARD_PASSWORD, if set, is the password. These keep\n"
+  "                    it off the command line (ps); an empty one means none. No message\n"
+  "                    shows a password\n"
   "  --timeout-ms MS   connect and command timeout in milliseconds (default: the library's)\n"
   "  --json            print one JSON object on standard output\n"
   "  -v, --verbose     with items from stdin, list every item (text and JSON)\n"
@@ -243,7 +249,7 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       if (!cmd) {
         if (strcmp(a, "help") == 0 && !end_of_opts) { help = 1; continue; }
         cmd = find_command(a);
-        if (!cmd) FAIL("unknown command '%s'", a);
+        if (!cmd) FAIL("unknown command %s", cli_shown(a));
         o->cmd = cmd->name;
         continue;
       }
@@ -261,17 +267,23 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       o->url = val;
       continue;
     }
+    if ((r = take_value(argc, argv, &i, "--password-file", &val)) != 0) {
+      if (r < 0) FAIL("option %s needs a value", a);
+      if (!*val) FAIL("option --password-file needs a file name%s", "");
+      o->password_file = val;
+      continue;
+    }
     if ((r = take_value(argc, argv, &i, "--timeout-ms", &val)) != 0) {
       if (r < 0) FAIL("option %s needs a value", a);
       if (parse_i64(val, 1, 3600000, &o->timeout_ms) != 0)
-        FAIL("--timeout-ms: '%s' is not a number of milliseconds in 1..3600000", val);
+        FAIL("--timeout-ms: %s is not a number of milliseconds in 1..3600000", cli_shown(val));
       continue;
     }
     if ((r = take_value(argc, argv, &i, "--batch", &val)) != 0) {
       int64_t b;
       if (r < 0) FAIL("option %s needs a value", a);
       if (parse_i64(val, 1, CLI_MAX_BATCH, &b) != 0)
-        FAIL("--batch: '%s' is not a number in 1..1000000", val);
+        FAIL("--batch: %s is not a number in 1..1000000", cli_shown(val));
       o->batch = (size_t)b;
       o->have_batch = 1;
       seen |= OPT_BATCH;
@@ -282,7 +294,7 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       if (strcmp(val, "swap") == 0) o->strategy = BG_ROTATE_SWAP;
       else if (strcmp(val, "naive") == 0) o->strategy = BG_ROTATE_NAIVE;
       else if (strcmp(val, "locked") == 0) o->strategy = BG_ROTATE_LOCKED;
-      else FAIL("--strategy: '%s' is not swap, locked or naive", val);
+      else FAIL("--strategy: %s is not swap, locked or naive", cli_shown(val));
       seen |= OPT_STRATEGY;
       continue;
     }
@@ -316,7 +328,7 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
         char msg[256];
         if (r < 0) FAIL("option %s needs a value", a);
         if (parse_i64(val, ints[k].min, ints[k].max, (int64_t *)((char *)o + ints[k].off)) != 0) {
-          snprintf(msg, sizeof msg, "%s: '%.100s' is not a %s", ints[k].opt, val, ints[k].what);
+          snprintf(msg, sizeof msg, "%s: %s is not a %s", ints[k].opt, cli_shown(val), ints[k].what);
           FAIL("%s", msg);
         }
         if (ints[k].bit == OPT_WAIT) o->have_wait = 1;
@@ -327,7 +339,7 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
     if ((r = take_value(argc, argv, &i, "--expected", &val)) != 0) {
       if (r < 0) FAIL("option %s needs a value", a);
       if (parse_i64(val, 0, INT64_MAX, &o->expected) != 0)
-        FAIL("--expected: '%s' is not a non-negative integer", val);
+        FAIL("--expected: %s is not a non-negative integer", cli_shown(val));
       o->have_expected = 1;
       seen |= OPT_EXPECTED;
       continue;
@@ -338,20 +350,22 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       errno = 0;
       o->fpp = strtod(val, &end);
       if (end == val || *end || errno == ERANGE)
-        FAIL("--fpp: '%s' is not a number (e.g. 0.01 or 1.0E-4)", val);
+        FAIL("--fpp: %s is not a number (e.g. 0.01 or 1.0E-4)", cli_shown(val));
       o->have_fpp = 1;
       seen |= OPT_FPP;
       continue;
     }
     if ((r = take_value(argc, argv, &i, "--ttl-ms", &val)) != 0) {
       if (r < 0) FAIL("option %s needs a value", a);
-      if (parse_i64(val, 1, INT64_MAX, &o->ttl_ms) != 0)
-        FAIL("--ttl-ms: '%s' is not a positive number of milliseconds", val);
+      /* the library's bound (bg_filter_expire): Redis refuses a TTL that overflows its clock */
+      if (parse_i64(val, 1, CLI_MAX_TTL_MS, &o->ttl_ms) != 0)
+        FAIL("--ttl-ms: %s is not a number of milliseconds in 1..70368744177664 (2^46, about 2230 "
+             "years; use persist for none)", cli_shown(val));
       o->have_ttl = 1;
       seen |= OPT_TTL;
       continue;
     }
-    FAIL("unknown option '%s'", a);
+    FAIL("unknown option %s", cli_shown(a));
   }
 
   if (help) {
@@ -377,6 +391,10 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
     if (npos == 0) FAIL("missing filter NAME%s", "");
     o->name = pos[0];
     if (!*o->name) FAIL("the filter NAME must not be empty%s", "");
+    /* "bloomguard info redis://:pw@h" (--url forgotten): the library's messages quote the name */
+    if (strstr(o->name, "://") && strchr(o->name, '@'))
+      FAIL("the filter NAME %s looks like a server URL with a password: give the server with --url",
+           cli_shown(o->name));
     if (cmd->args == ARGS_NAME) {
       if (npos > 1 || stdin_dash) FAIL("'%s' takes only the filter NAME", cmd->name);
     } else {
@@ -420,11 +438,17 @@ static int connect_client(const cli_opts *o, bg_client **out) {
     }
   }
   bg_options_set_str(opts, BG_OPT_CLIENT_NAME, "bloomguard-cli");
-  /* a password kept out of the command line (ps) */
-  const char *pw = getenv("BLOOMGUARD_PASSWORD");
-  if (pw && *pw && (st = bg_options_set_str(opts, BG_OPT_PASSWORD, pw)) != BG_OK) {
+  /* a password kept out of the command line (ps): --password-file or the environment */
+  if (cli_password_load(o->password_file) != CLI_EXIT_OK) {
     bg_options_free(opts);
-    return cli_fail(o->cmd, st, "BLOOMGUARD_PASSWORD rejected by the library");
+    return CLI_EXIT_ERROR;
+  }
+  const char *pw = cli_password();
+  st = pw ? bg_options_set_str(opts, BG_OPT_PASSWORD, pw) : BG_OK;
+  cli_password_clear(); /* the options hold their own copy */
+  if (st != BG_OK) {
+    bg_options_free(opts);
+    return cli_fail(o->cmd, st, "the password was rejected by the library");
   }
   err[0] = '\0';
   st = bg_client_open_ex(out, o->url, opts, err, sizeof err);
@@ -437,6 +461,7 @@ static int connect_client(const cli_opts *o, bg_client **out) {
 int main(int argc, char **argv) {
   cli_opts o;
   const command *cmd = NULL;
+  cli_set_args(argc, argv);
   if (cli_is_lock_command(argc, argv)) return cli_finish_stdout(cli_lock_main(argc, argv)); /* lock_cmd.c */
   if (cli_is_demo_command(argc, argv)) return cli_finish_stdout(cli_demo_main(argc, argv)); /* demo_main.c */
   int rc = parse(argc, argv, &o, &cmd);

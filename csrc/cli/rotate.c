@@ -322,10 +322,10 @@ int cli_cmd_rotate(const cli_opts *o, bg_filter *f) {
     /* opened before the rotation begins (a bad path fails without taking the lease), read after */
     fd = open(o->from, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-      fprintf(stderr, "bloomguard: rotate: cannot open %s: %s\n", o->from, strerror(errno));
+      fprintf(stderr, "bloomguard: rotate: cannot open %s: %s\n", cli_path_shown(o->from), strerror(errno));
       return CLI_EXIT_ERROR;
     }
-    what = o->from;
+    what = cli_path_shown(o->from);
   }
   bg_options *opts = NULL;
   int rc = make_options(o, &opts);

@@ -128,6 +128,8 @@ BG_API int bg_options_set_str(bg_options *o, int option, const char *v) {
       break;
     default: return BG_ENOTSUP;
   }
+  /* an empty user or password is none (the URL's then applies): Redis refuses AUTH with "" */
+  if (v && !*v && (slot == &o->password || slot == &o->username)) v = NULL;
   if (v && !(copy = strdup(v))) return BG_ENOMEM;
   if (slot == &o->password) free_secret(*slot);
   else free(*slot);

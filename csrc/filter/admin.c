@@ -2,6 +2,7 @@
 #include "filter/filter.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -308,13 +309,24 @@ BG_API int bg_filter_delete_ex(bg_filter *f, bg_call *call, int *deleted) {
   return st;
 }
 
+/*
+ * Redis refuses a PEXPIRE whose ms + its clock overflows int64 ("invalid expire time"), a bound
+ * that moves with the server's clock. A fixed one far below it, 2^46 ms (about 2230 years), is
+ * the same on every server and every day; a longer life is no life limit at all: use persist.
+ */
+#define MAX_TTL_MS (INT64_C(1) << 46)
+
 BG_API int bg_filter_expire_ex(bg_filter *f, bg_call *call, int64_t ttl_ms, int *applied) {
   keyop op = {.f = f, .cmd = "PEXPIRE", .ttl_ms = ttl_ms};
   if (!f) return bgi_call_null_handle(call, "filter");
-  if (ttl_ms <= 0) {
+  if (ttl_ms <= 0 || ttl_ms > MAX_TTL_MS) {
     bgi_err err = {0};
-    bgi_err_set(&err, BG_EINVAL, "expire: ttl_ms must be positive (got %lld); use delete to remove the filter",
-                (long long)ttl_ms);
+    if (ttl_ms <= 0)
+      bgi_err_set(&err, BG_EINVAL, "expire: ttl_ms must be positive (got %lld); use delete to remove the filter",
+                  (long long)ttl_ms);
+    else
+      bgi_err_set(&err, BG_EINVAL, "expire: ttl_ms must be at most %lld (2^46 ms, about 2230 years; got %lld); "
+                  "use persist for no time to live", (long long)MAX_TTL_MS, (long long)ttl_ms);
     return bgi_filter_finish(f, call, &err);
   }
   return run_keyop(f, call, &op, applied);

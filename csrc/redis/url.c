@@ -1,8 +1,19 @@
 #include "redis/url.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/*
+ * Why no message quotes the URL: a damaged URL (a lost '@', a password holding '/', a mistyped
+ * scheme) leaves no reliable way to tell where the userinfo ends, so any echo of its text may
+ * print the password. Messages name the part that is wrong instead; only a URL that parsed is
+ * shown (display), rebuilt from the parsed fields with the userinfo as "***".
+ */
+#define EXPECTED "expected redis://[user[:password]@]host1[:port1][,host2[:port2],...][/db][?db=N] " \
+                 "or unix:///path/to.sock[?db=N]"
+#define MAX_DB 1000000
 
 static int hexval(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -45,28 +56,188 @@ static long parse_num(const char *s, size_t n, long lo, long hi) {
   return v < lo || v > hi ? -1 : v;
 }
 
-static int fail(bgi_url *u, bgi_err *err, const char *what) {
+static int fail(bgi_url *u, bgi_err *err, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(bgi_url *u, bgi_err *err, const char *fmt, ...) {
+  char what[256];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
   bgi_url_free(u);
-  return bgi_err_set(err, BG_EBADURL, "bad server URL \"%s\": %s (expected "
-                     "redis://[user[:password]@]host[:port][/db] or unix:///path/to.sock[?db=N])",
-                     u->display[0] ? u->display : "", what);
+  u->display[0] = 0;
+  return bgi_err_set(err, BG_EBADURL, "bad server URL: %s (" EXPECTED ")", what);
+}
+
+/* Host names as DNS has them, and IP addresses: what a host can be, so a password that lost its
+ * '@' is refused as a host instead of being looked up (and printed in "cannot connect to"). */
+static int host_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '-' || c == '_';
+}
+/* An IPv6 address: hex digits, ':' and '.' (an embedded IPv4), then an optional zone id after
+ * '%' (fe80::1%eth0). */
+static int ipv6_ok(const char *s, size_t n) {
+  size_t i = 0;
+  for (; i < n && s[i] != '%'; i++)
+    if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f') || (s[i] >= 'A' && s[i] <= 'F') ||
+          s[i] == ':' || s[i] == '.'))
+      return 0;
+  if (i < n && ++i == n) return 0; /* an empty zone */
+  for (; i < n; i++)
+    if (!host_char(s[i])) return 0;
+  return 1;
+}
+
+/* One seed s[0..n): host, [ipv6], host:port or [ipv6]:port. `where` prefixes messages. */
+static int parse_seed(const char *s, size_t n, bgi_hostport *hp, const char *where, bgi_url *u,
+                      bgi_err *err) {
+  const char *end = s + n, *port_colon = NULL;
+  size_t hlen;
+  hp->port = 6379;
+  if (n == 0)
+    return fail(u, err, "%sempty (two commas in a row, or a comma at the start or the end?)",
+                where);
+  if (*s == '[') {
+    const char *rb = memchr(s, ']', n);
+    if (!rb) return fail(u, err, "%sunterminated [IPv6] host", where);
+    hlen = (size_t)(rb - s - 1);
+    if (hlen == 0 || hlen >= sizeof hp->host) return fail(u, err, "%sbad [IPv6] host", where);
+    if (!ipv6_ok(s + 1, hlen))
+      return fail(u, err, "%sbad [IPv6] host: it may hold only hex digits, ':' and '.' (and a %%zone)",
+                  where);
+    memcpy(hp->host, s + 1, hlen);
+    if (rb + 1 < end) {
+      if (rb[1] != ':') return fail(u, err, "%sunexpected text after ] (expected :port)", where);
+      port_colon = rb + 1;
+    }
+  } else {
+    port_colon = memchr(s, ':', n);
+    hlen = (size_t)((port_colon ? port_colon : end) - s);
+    if (hlen == 0) return fail(u, err, "%smissing host", where);
+    if (hlen >= sizeof hp->host) return fail(u, err, "%shost name too long", where);
+    for (size_t i = 0; i < hlen; i++)
+      if (!host_char(s[i]))
+        return fail(u, err,
+                    "%sbad host: a host name may hold only letters, digits, '.', '-' and '_' "
+                    "(IPv6 goes in [brackets]; %%-escape '@', '/' or ':' in a password)", where);
+    memcpy(hp->host, s, hlen);
+  }
+  hp->host[hlen] = 0;
+  if (port_colon) {
+    long port = parse_num(port_colon + 1, (size_t)(end - port_colon - 1), 1, 65535);
+    if (port < 0) return fail(u, err, "%sport must be a number from 1 to 65535", where);
+    hp->port = (int)port;
+  }
+  return BG_OK;
+}
+
+/* The query q[0..n) after '?': '&'-separated parameters; db=N is the only one. */
+static int parse_query(const char *q, size_t n, bgi_url *u, bgi_err *err) {
+  const char *end = q + n;
+  int pos = 0;
+  while (q <= end) {
+    const char *amp = memchr(q, '&', (size_t)(end - q));
+    const char *stop = amp ? amp : end;
+    pos++;
+    if (stop > q) { /* an empty parameter ("?&db=1", a trailing '&') is ignored */
+      if ((size_t)(stop - q) < 3 || strncmp(q, "db=", 3) != 0)
+        return fail(u, err, "query parameter %d is not understood (the only one is db=N)", pos);
+      long db = parse_num(q + 3, (size_t)(stop - q - 3), 0, MAX_DB);
+      if (db < 0) return fail(u, err, "db must be a number from 0 to %d", MAX_DB);
+      if (u->db_given && u->db != db)
+        return fail(u, err, "the database is given twice, with different numbers");
+      u->db = (int)db;
+      u->db_given = 1;
+    }
+    if (!amp) break;
+    q = amp + 1;
+  }
+  return BG_OK;
 }
 
 static int parse_unix(const char *rest, bgi_url *u, bgi_err *err) {
   const char *q = strchr(rest, '?');
   size_t plen = q ? (size_t)(q - rest) : strlen(rest);
-  snprintf(u->display, sizeof u->display, "unix://%.*s%s%s", (int)plen, rest, q ? "?" : "", q ? q + 1 : "");
+  int st;
   if (plen == 0 || rest[0] != '/') return fail(u, err, "the socket path must be absolute (unix:///path)");
   if (plen >= sizeof u->path) return fail(u, err, "the socket path is too long");
   memcpy(u->path, rest, plen);
   u->path[plen] = 0;
-  if (q) {
-    if (strncmp(q + 1, "db=", 3) != 0) return fail(u, err, "the only query parameter is db=N");
-    long db = parse_num(q + 4, strlen(q + 4), 0, 1000000);
-    if (db < 0) return fail(u, err, "db must be a number from 0");
-    u->db = (int)db;
-  }
+  if (q && (st = parse_query(q + 1, strlen(q + 1), u, err)) != BG_OK) return st;
   u->is_unix = 1;
+  if (u->db_given) snprintf(u->display, sizeof u->display, "unix://%s?db=%d", u->path, u->db);
+  else snprintf(u->display, sizeof u->display, "unix://%s", u->path);
+  return BG_OK;
+}
+
+/* Sets user and password from the userinfo s[0..n) (before the last '@'). Empty parts stay
+ * NULL: "redis://:@h" sends no AUTH rather than an empty password the server refuses. */
+static int parse_userinfo(const char *s, size_t n, bgi_url *u, bgi_err *err) {
+  const char *colon = memchr(s, ':', n);
+  size_t ulen = colon ? (size_t)(colon - s) : n;
+  int bad = 0;
+  if (ulen) { /* non-empty text decodes to a non-empty name: "%00" is refused */
+    u->user = pct_decode(s, ulen, &bad);
+    if (!u->user) return bad ? fail(u, err, "bad %%-escape in the user name") : BG_ENOMEM;
+  }
+  if (colon && colon + 1 < s + n) {
+    u->password = pct_decode(colon + 1, (size_t)(s + n - colon - 1), &bad);
+    if (!u->password) return bad ? fail(u, err, "bad %%-escape in the password") : BG_ENOMEM;
+  }
+  return BG_OK;
+}
+
+static void build_display(bgi_url *u, int had_userinfo) {
+  size_t off = (size_t)snprintf(u->display, sizeof u->display, "redis://%s", had_userinfo ? "***@" : "");
+  for (size_t i = 0; i < u->nhosts && off < sizeof u->display; i++) {
+    const bgi_hostport *h = &u->hosts[i];
+    int v6 = strchr(h->host, ':') != NULL;
+    off += (size_t)snprintf(u->display + off, sizeof u->display - off, "%s%s%s%s:%d", i ? "," : "",
+                            v6 ? "[" : "", h->host, v6 ? "]" : "", h->port);
+  }
+  if (u->db_given && off < sizeof u->display)
+    snprintf(u->display + off, sizeof u->display - off, "/%d", u->db);
+}
+
+static int parse_redis(const char *p, bgi_url *u, bgi_err *err) {
+  const char *at = strrchr(p, '@'); /* the LAST '@': passwords may hold '@', '/', '?' unescaped */
+  const char *hp = at ? at + 1 : p;
+  const char *auth_end = hp + strcspn(hp, "/?");
+  size_t nseeds = 1;
+  int st;
+
+  if (at && (st = parse_userinfo(p, (size_t)(at - p), u, err)) != BG_OK) return st;
+
+  for (const char *s = hp; s < auth_end; s++)
+    if (*s == ',') nseeds++;
+  if (nseeds > BGI_URL_MAX_HOSTS)
+    return fail(u, err, "%zu seeds in the host list; at most %d", nseeds, BGI_URL_MAX_HOSTS);
+  if (hp == auth_end) return fail(u, err, "missing host");
+  const char *s = hp;
+  for (size_t i = 0; i < nseeds; i++) {
+    const char *comma = memchr(s, ',', (size_t)(auth_end - s));
+    const char *e = comma ? comma : auth_end;
+    char where[48] = "";
+    if (nseeds > 1) snprintf(where, sizeof where, "seed %zu of %zu: ", i + 1, nseeds);
+    if ((st = parse_seed(s, (size_t)(e - s), &u->hosts[i], where, u, err)) != BG_OK) return st;
+    s = e + 1;
+  }
+  u->nhosts = nseeds;
+  memcpy(u->host, u->hosts[0].host, sizeof u->host);
+  u->port = u->hosts[0].port;
+
+  const char *q = strchr(auth_end, '?');
+  if (*auth_end == '/') {
+    const char *path = auth_end + 1, *pend = q ? q : path + strlen(path);
+    if (pend > path) {
+      long db = parse_num(path, (size_t)(pend - path), 0, MAX_DB);
+      if (db < 0) return fail(u, err, "the path must be a database number (/0, /1, ...)");
+      u->db = (int)db;
+      u->db_given = 1;
+    }
+  }
+  if (q && (st = parse_query(q + 1, strlen(q + 1), u, err)) != BG_OK) return st;
+  build_display(u, at != NULL);
   return BG_OK;
 }
 
@@ -75,83 +246,10 @@ int bgi_url_parse(const char *url, bgi_url *u, bgi_err *err) {
   u->port = 6379;
   if (!url) return fail(u, err, "URL is NULL");
   if (strncmp(url, "unix://", 7) == 0) return parse_unix(url + 7, u, err);
-  if (strncmp(url, "rediss://", 9) == 0) {
-    snprintf(u->display, sizeof u->display, "rediss://...");
-    return fail(u, err, "TLS (rediss://) is not supported yet");
-  }
-  if (strncmp(url, "redis://", 8) != 0) {
-    const char *colon = strstr(url, "://");
-    snprintf(u->display, sizeof u->display, "%.*s://...", colon ? (int)(colon - url) : 0, url);
-    if (!colon) snprintf(u->display, sizeof u->display, "%.40s", url);
-    return fail(u, err, "unknown scheme");
-  }
-  const char *p = url + 8;
-  const char *slash = strchr(p, '/');
-  const char *end = slash ? slash : p + strlen(p);
-  /* userinfo is up to the LAST '@' before the path: passwords may contain '@' unescaped */
-  const char *at = NULL;
-  for (const char *s = p; s < end; s++)
-    if (*s == '@') at = s;
-  const char *hp = at ? at + 1 : p;
-
-  /* display form first, so every later message can use it without the password */
-  if (at) {
-    const char *colon = memchr(p, ':', (size_t)(at - p));
-    size_t ulen = colon ? (size_t)(colon - p) : (size_t)(at - p);
-    snprintf(u->display, sizeof u->display, "redis://%.*s%s@%s", (int)ulen, p, colon ? ":***" : "", hp);
-  } else {
-    snprintf(u->display, sizeof u->display, "redis://%s", p);
-  }
-
-  if (at) {
-    const char *colon = memchr(p, ':', (size_t)(at - p));
-    int bad = 0;
-    size_t ulen = colon ? (size_t)(colon - p) : (size_t)(at - p);
-    if (ulen) {
-      u->user = pct_decode(p, ulen, &bad);
-      if (!u->user) return bad ? fail(u, err, "bad %-escape in the user name") : BG_ENOMEM;
-    }
-    if (colon) {
-      u->password = pct_decode(colon + 1, (size_t)(at - colon - 1), &bad);
-      if (!u->password) return bad ? fail(u, err, "bad %-escape in the password") : BG_ENOMEM;
-    }
-  }
-
-  const char *port_colon = NULL;
-  size_t hlen;
-  if (*hp == '[') {
-    const char *rb = memchr(hp, ']', (size_t)(end - hp));
-    if (!rb) return fail(u, err, "unterminated [IPv6] host");
-    hlen = (size_t)(rb - hp - 1);
-    if (hlen == 0 || hlen >= sizeof u->host) return fail(u, err, "bad [IPv6] host");
-    memcpy(u->host, hp + 1, hlen);
-    if (rb + 1 < end) {
-      if (rb[1] != ':') return fail(u, err, "unexpected text after ]");
-      port_colon = rb + 1;
-    }
-  } else {
-    port_colon = memchr(hp, ':', (size_t)(end - hp));
-    hlen = (size_t)((port_colon ? port_colon : end) - hp);
-    if (hlen == 0) return fail(u, err, "missing host");
-    if (hlen >= sizeof u->host) return fail(u, err, "host name too long");
-    memcpy(u->host, hp, hlen);
-  }
-  u->host[hlen] = 0;
-  if (port_colon) {
-    long port = parse_num(port_colon + 1, (size_t)(end - port_colon - 1), 1, 65535);
-    if (port < 0) return fail(u, err, "port must be a number from 1 to 65535");
-    u->port = (int)port;
-  }
-  if (slash && slash[1]) {
-    long db = parse_num(slash + 1, strlen(slash + 1), 0, 1000000);
-    if (db < 0) return fail(u, err, "the path must be a database number (/0, /1, ...)");
-    u->db = (int)db;
-    u->db_given = 1;
-  }
-  u->nhosts = 1;
-  memcpy(u->hosts[0].host, u->host, sizeof u->host);
-  u->hosts[0].port = u->port;
-  return BG_OK;
+  if (strncmp(url, "rediss://", 9) == 0) return fail(u, err, "TLS (rediss://) is not supported yet");
+  if (strncmp(url, "redis://", 8) == 0) return parse_redis(url + 8, u, err);
+  /* nothing of the text is shown: a mistyped scheme ("redis:/:pw@h") leaves the password in it */
+  return fail(u, err, "unknown scheme: the URL must start with redis:// or unix://");
 }
 
 void bgi_url_free(bgi_url *u) {

@@ -5,8 +5,12 @@
  * connection for its duration (waiting up to the command timeout when all are busy). A connection
  * that failed is dropped and replaced by a fresh one on a later call.
  *
- * URLs:  redis://[user[:password]@]host[:port][/db]     (user and password may be %-encoded;
- *        unix:///path/to.sock[?db=N]                      host may be [IPv6])
+ * URLs:  redis://[user[:password]@]host[:port][/db][?db=N]   (user and password may be %-encoded;
+ *        unix:///path/to.sock[?db=N]                            host may be [IPv6])
+ *   The userinfo ends at the last '@'; an empty user or password is none (no AUTH). A seed list
+ *   host1[:port1],host2[:port2],... (at most 16) is accepted for Redis Cluster; until cluster
+ *   routing lands the client connects to the first host. BG_EBADURL messages name the part that
+ *   is wrong and never quote the URL, so no password can appear in them.
  *
  * Lifetime: filters opened on a client keep it alive; bg_client_close releases the caller's
  * reference and the pool goes away when the last filter is closed as well.

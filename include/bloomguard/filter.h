@@ -78,7 +78,9 @@ BG_API int bg_filter_info(bg_filter *f, uint64_t *size, uint32_t *hash_iteration
 /* Deletes the bitmap and the config (and the spare bitmap a swap rotation keeps for the next one);
  * *deleted (may be NULL) is 1 if the bitmap or the config existed. */
 BG_API int bg_filter_delete(bg_filter *f, int *deleted);
-/* Sets (PEXPIRE) or clears (PERSIST) a time to live on both keys; *applied: 1 if any key changed. */
+/* Sets (PEXPIRE) or clears (PERSIST) a time to live on both keys; *applied: 1 if any key changed.
+ * ttl_ms: 1 .. 70368744177664 (2^46 ms, about 2230 years), else BG_EINVAL; Redis itself refuses a
+ * TTL that overflows its clock, a bound that moves with the date. */
 BG_API int bg_filter_expire(bg_filter *f, int64_t ttl_ms, int *applied);
 BG_API int bg_filter_persist(bg_filter *f, int *applied);
 

@@ -49,8 +49,9 @@ typedef struct bg_options bg_options;
 #define BG_OPT_LOCK_SUBSCRIBE        42  /* 1 (default): waiters listen on the unlock channel; 0: poll only */
 #define BG_OPT_LOCK_POLL_MAX_MS      43  /* longest sleep between two tries when polling; default 100; 1..60000 */
 /* String options (bg_options_set_str). */
-#define BG_OPT_USERNAME           101  /* ACL user; overrides the URL's */
-#define BG_OPT_PASSWORD           102  /* password; overrides the URL's; never echoed in messages */
+#define BG_OPT_USERNAME           101  /* ACL user; overrides the URL's; "" = none given */
+#define BG_OPT_PASSWORD           102  /* password; overrides the URL's; never echoed in messages;
+                                          "" = none given (the URL's, if any, applies) */
 #define BG_OPT_CLIENT_NAME        103  /* CLIENT SETNAME on every connection; default "bloomguard" */
 
 BG_API int  bg_options_new(bg_options **out);

@@ -144,6 +144,15 @@ static void test_delete_expire_persist(void) {
   char *ttl1 = bgt_redis_cmd(&srv, "PTTL life{t}"), *ttl2 = bgt_redis_cmd(&srv, "PTTL life{t}:config");
   CHECK_MSG(atol(ttl1) > 90000 && atol(ttl2) > 90000, "ttl %s / %s", ttl1, ttl2);
   free(ttl1), free(ttl2);
+  /* issue 11: a TTL Redis would refuse ("invalid expire time") is BG_EINVAL, before any I/O;
+   * the largest one accepted, 2^46 ms, is set */
+  CHECK_STATUS(bg_filter_expire(f, INT64_MAX, &r), BG_EINVAL);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "at most 70368744177664");
+  CHECK_STATUS(bg_filter_expire(f, (INT64_C(1) << 46) + 1, &r), BG_EINVAL);
+  CHECK_OK(bg_filter_expire(f, INT64_C(1) << 46, &r));
+  ttl1 = bgt_redis_cmd(&srv, "PTTL life{t}");
+  CHECK_MSG(atoll(ttl1) > (INT64_C(1) << 46) - 60000, "pttl %s", ttl1);
+  free(ttl1);
   CHECK_OK(bg_filter_persist(f, &r));
   CHECK_EQ_INT(r, 1);
   ttl1 = bgt_redis_cmd(&srv, "PTTL life{t}:config");
@@ -235,6 +244,40 @@ static void test_unix_socket_and_db(void) {
   CHECK_EQ_U64(size, 958);
   bg_filter_close(f);
   bg_client_close(c2);
+
+  /* issue 11: ?db=N on redis:// (was "port must be a number") */
+  snprintf(url, sizeof url, "%s?db=3", srv.url);
+  CHECK_OK(bg_client_open(&c2, url, NULL));
+  CHECK_OK(bg_filter_open(&f, c2, "in-db3"));
+  size = 0;
+  CHECK_OK(bg_filter_info(f, &size, NULL, NULL, NULL));
+  CHECK_EQ_U64(size, 958);
+  bg_filter_close(f);
+  bg_client_close(c2);
+}
+
+/* issue 11: an empty password (URL or BG_OPT_PASSWORD) is none: the server has no password and
+ * refuses AUTH with "" ("AUTH <password> called without any password configured") */
+static void test_empty_password_is_none(void) {
+  char url[640];
+  bg_client *c2 = NULL;
+  bg_options *o = NULL;
+  snprintf(url, sizeof url, "redis://:@%s", srv.url + strlen("redis://"));
+  CHECK_OK(bg_client_open(&c2, url, NULL));
+  CHECK_OK(bg_client_ping(c2));
+  bg_client_close(c2);
+  c2 = NULL;
+  snprintf(url, sizeof url, "redis://@%s", srv.url + strlen("redis://"));
+  CHECK_OK(bg_client_open(&c2, url, NULL));
+  bg_client_close(c2);
+  c2 = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_str(o, BG_OPT_PASSWORD, ""));
+  CHECK_OK(bg_options_set_str(o, BG_OPT_USERNAME, ""));
+  CHECK_OK(bg_client_open(&c2, srv.url, o));
+  CHECK_OK(bg_client_ping(c2));
+  bg_client_close(c2);
+  bg_options_free(o);
 }
 
 /* Many threads share one client (pool of 3) and one filter handle. */
@@ -431,5 +474,5 @@ static void teardown(void) {
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_init_writes_redisson_config), BGT_CASE(test_add_contains_single_and_empty_item),
         BGT_CASE(test_batches), BGT_CASE(test_count_matches_redisson_formula), BGT_CASE(test_delete_expire_persist),
         BGT_CASE(test_config_change_is_followed), BGT_CASE(test_filter_outlives_closed_client),
-        BGT_CASE(test_unix_socket_and_db), BGT_CASE(test_threads_share_client_and_filter),
+        BGT_CASE(test_unix_socket_and_db), BGT_CASE(test_empty_password_is_none), BGT_CASE(test_threads_share_client_and_filter),
         BGT_CASE(test_killed_connection_is_replaced), BGT_CASE(test_script_cache_flush), BGT_CASE(test_command_timeout), BGT_CASE(test_call_object), BGT_CASE(teardown))

@@ -34,6 +34,18 @@ static void test_tcp_forms(void) {
   CHECK_EQ_INT(u.db, 5);
   bgi_url_free(&u);
 
+  u = parse_ok("redis://[fe80::1%eth0]:7000");
+  CHECK_EQ_STR(u.host, "fe80::1%eth0");
+  bgi_url_free(&u);
+
+  u = parse_ok("redis://[::ffff:10.0.0.1]");
+  CHECK_EQ_STR(u.host, "::ffff:10.0.0.1");
+  bgi_url_free(&u);
+
+  u = parse_ok("redis://my_host-1.example.com:7000");
+  CHECK_EQ_STR(u.host, "my_host-1.example.com");
+  bgi_url_free(&u);
+
   u = parse_ok("redis://[::1]:7000/");
   CHECK_EQ_STR(u.host, "::1");
   CHECK_EQ_INT(u.port, 7000);
@@ -45,7 +57,7 @@ static void test_credentials(void) {
   CHECK(u.user == NULL);
   CHECK_EQ_STR(u.password, "s3cret");
   CHECK_MSG(!strstr(u.display, "s3cret"), "display shows the password: %s", u.display);
-  CHECK_EQ_STR(u.display, "redis://:***@h:1/2");
+  CHECK_EQ_STR(u.display, "redis://***@h:1/2");
   bgi_url_free(&u);
 
   u = parse_ok("redis://alice:p%40ss%3Aword@h");
@@ -64,7 +76,159 @@ static void test_credentials(void) {
   u = parse_ok("redis://carol@host");
   CHECK_EQ_STR(u.user, "carol");
   CHECK(u.password == NULL);
+  CHECK_EQ_STR(u.display, "redis://***@host:6379"); /* a bare user part may be a password */
   bgi_url_free(&u);
+
+  /* issue 11: an unescaped '/' (or '?' or ',') in the password; the last '@' ends the userinfo */
+  u = parse_ok("redis://:s3cret/x?y,z@127.0.0.1:6379");
+  CHECK(u.user == NULL);
+  CHECK_EQ_STR(u.password, "s3cret/x?y,z");
+  CHECK_EQ_STR(u.host, "127.0.0.1");
+  CHECK_EQ_INT(u.nhosts, 1);
+  CHECK_EQ_STR(u.display, "redis://***@127.0.0.1:6379");
+  bgi_url_free(&u);
+}
+
+/* issue 11: an empty password (or user) is none, not an empty AUTH the server refuses */
+static void test_empty_credentials(void) {
+  static const char *const forms[] = {"redis://:@h", "redis://@h", "redis://:@h:7/1"};
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+    bgi_url u = parse_ok(forms[i]);
+    CHECK_MSG(u.user == NULL && u.password == NULL, "%s: user %s password %s", forms[i],
+              u.user ? u.user : "(null)", u.password ? "(set)" : "(null)");
+    CHECK_EQ_STR(u.host, "h");
+    bgi_url_free(&u);
+  }
+  bgi_url u = parse_ok("redis://alice:@h");
+  CHECK_EQ_STR(u.user, "alice");
+  CHECK(u.password == NULL);
+  bgi_url_free(&u);
+  u = parse_ok("redis://:s3cret@h");
+  CHECK(u.user == NULL);
+  CHECK_EQ_STR(u.password, "s3cret");
+  bgi_url_free(&u);
+}
+
+/* issue 11: ?db=N for redis:// too; the database given by path or query sets db_given */
+static void test_query(void) {
+  bgi_url u = parse_ok("redis://h:6379?db=1");
+  CHECK_EQ_STR(u.host, "h");
+  CHECK_EQ_INT(u.port, 6379);
+  CHECK_EQ_INT(u.db, 1);
+  CHECK_EQ_INT(u.db_given, 1);
+  CHECK_EQ_STR(u.display, "redis://h:6379/1");
+  bgi_url_free(&u);
+  u = parse_ok("redis://h/?db=4");
+  CHECK_EQ_INT(u.db, 4);
+  CHECK_EQ_INT(u.db_given, 1);
+  bgi_url_free(&u);
+  u = parse_ok("redis://h/3?db=3"); /* the same number twice is fine */
+  CHECK_EQ_INT(u.db, 3);
+  bgi_url_free(&u);
+  u = parse_ok("redis://h?&db=2&");
+  CHECK_EQ_INT(u.db, 2);
+  bgi_url_free(&u);
+  u = parse_ok("redis://h");
+  CHECK_EQ_INT(u.db, 0);
+  CHECK_EQ_INT(u.db_given, 0);
+  bgi_url_free(&u);
+  u = parse_ok("redis://h/0");
+  CHECK_EQ_INT(u.db, 0);
+  CHECK_EQ_INT(u.db_given, 1);
+  bgi_url_free(&u);
+  u = parse_ok("redis://h/");
+  CHECK_EQ_INT(u.db_given, 0);
+  bgi_url_free(&u);
+  parse_bad("redis://h:6379?database=1", "query parameter 1 is not understood (the only one is db=N)");
+  parse_bad("redis://h:6379?db=1&timeout=5", "query parameter 2 is not understood");
+  parse_bad("redis://h?db=x", "db must be a number");
+  parse_bad("redis://h/1?db=2", "given twice");
+  parse_bad("redis://:s3cret@h?s3cret", "query parameter 1");
+}
+
+static void test_seed_lists(void) {
+  bgi_url u = parse_ok("redis://alice:s3cret@10.0.0.1:7000,10.0.0.2,[::1]:7002/2");
+  CHECK_EQ_INT(u.nhosts, 3);
+  CHECK_EQ_STR(u.hosts[0].host, "10.0.0.1");
+  CHECK_EQ_INT(u.hosts[0].port, 7000);
+  CHECK_EQ_STR(u.hosts[1].host, "10.0.0.2");
+  CHECK_EQ_INT(u.hosts[1].port, 6379);
+  CHECK_EQ_STR(u.hosts[2].host, "::1");
+  CHECK_EQ_INT(u.hosts[2].port, 7002);
+  CHECK_EQ_STR(u.host, "10.0.0.1"); /* host/port = the first seed, for code that knows one */
+  CHECK_EQ_INT(u.port, 7000);
+  CHECK_EQ_STR(u.user, "alice");
+  CHECK_EQ_STR(u.password, "s3cret");
+  CHECK_EQ_INT(u.db, 2);
+  CHECK_EQ_INT(u.db_given, 1);
+  CHECK_EQ_STR(u.display, "redis://***@10.0.0.1:7000,10.0.0.2:6379,[::1]:7002/2");
+  bgi_url_free(&u);
+
+  u = parse_ok("redis://a:1,b:2?db=5");
+  CHECK_EQ_INT(u.nhosts, 2);
+  CHECK_EQ_STR(u.hosts[1].host, "b");
+  CHECK_EQ_INT(u.hosts[1].port, 2);
+  CHECK_EQ_INT(u.db, 5);
+  bgi_url_free(&u);
+
+  /* exactly 16 seeds parse; 17 do not */
+  char url[512] = "redis://";
+  for (int i = 0; i < BGI_URL_MAX_HOSTS; i++)
+    snprintf(url + strlen(url), sizeof url - strlen(url), "%sh%d:%d", i ? "," : "", i, 7000 + i);
+  u = parse_ok(url);
+  CHECK_EQ_INT(u.nhosts, BGI_URL_MAX_HOSTS);
+  CHECK_EQ_STR(u.hosts[15].host, "h15");
+  CHECK_EQ_INT(u.hosts[15].port, 7015);
+  bgi_url_free(&u);
+  strcat(url, ",h16");
+  parse_bad(url, "17 seeds in the host list; at most 16");
+
+  /* single-host URLs: one seed, equal to host/port */
+  u = parse_ok("redis://[::1]:7000");
+  CHECK_EQ_INT(u.nhosts, 1);
+  CHECK_EQ_STR(u.hosts[0].host, "::1");
+  CHECK_EQ_INT(u.hosts[0].port, 7000);
+  bgi_url_free(&u);
+  u = parse_ok("unix:///tmp/r.sock");
+  CHECK_EQ_INT(u.nhosts, 0);
+  bgi_url_free(&u);
+
+  parse_bad("redis://:s3cret@h1,,h2", "seed 2 of 3: empty");
+  parse_bad("redis://:s3cret@h1,h2,", "seed 3 of 3: empty");
+  parse_bad("redis://,h1", "seed 1 of 2: empty");
+  parse_bad("redis://:s3cret@h1:1,h2:0,h3", "seed 2 of 3: port must be a number from 1 to 65535");
+  parse_bad("redis://h1,h2:x", "seed 2 of 2: port must be a number from 1 to 65535");
+  parse_bad("redis://h1,[::1", "seed 2 of 2: unterminated [IPv6] host");
+  parse_bad("redis://h1,[::1]x", "seed 2 of 2: unexpected text after ]");
+  parse_bad("redis://h1,:7000", "seed 2 of 2: missing host");
+}
+
+/* issue 11: no message quotes the URL, however damaged; the password never shows */
+static void test_no_echo(void) {
+  static const struct { const char *url, *why; } cases[] = {
+    {"redis:/:s3cret@h", "unknown scheme"},
+    {"redis//:s3cret@h", "unknown scheme"},
+    {"redis:s3cret@h", "unknown scheme"},
+    {":s3cret@h:6379", "unknown scheme"},
+    {"redis.//user:s3cret@h", "unknown scheme"},
+    {"rediss:/:s3cret@h", "unknown scheme"},
+    {"redis://:s3cret", "missing host"},            /* the '@' lost */
+    {"redis://s3cret!x", "bad host"},               /* the '@' and ':' lost: no host name */
+    {"redis://:s3cret@h/s3cret", "database number"},
+    {"redis://:s3cret@[s3cret]", "IPv6"},
+    {"redis://u:s3cret%@h", "escape"},
+    {"unix://s3cret", "absolute"},
+    {"redis://[::1%]", "IPv6"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    bgi_url u;
+    bgi_err e = {0};
+    CHECK_STATUS(bgi_url_parse(cases[i].url, &u, &e), BG_EBADURL);
+    CHECK_CONTAINS(e.msg, cases[i].why);
+    CHECK_MSG(!strstr(e.msg, "s3cret"), "%s: the message holds the password: %s", cases[i].url, e.msg);
+    CHECK_MSG(!strstr(e.msg, cases[i].url), "%s: the message quotes the URL: %s", cases[i].url, e.msg);
+    CHECK_CONTAINS(e.msg, "host1[:port1][,host2[:port2],...]");
+  }
 }
 
 static void test_unix(void) {
@@ -96,10 +260,14 @@ static void test_malformed(void) {
   parse_bad("redis://u:s3cret%zz@h", "escape");
   parse_bad("unix://relative.sock", "absolute");
   parse_bad("unix:///tmp/x.sock?database=1", "db=N");
+  parse_bad("redis://h_1:x", "port");
+  parse_bad("redis://h:6379:1", "port");
   parse_bad("unix:///tmp/x.sock?db=x", "db must be");
   bgi_url u;
   bgi_err e = {0};
   CHECK_STATUS(bgi_url_parse(NULL, &u, &e), BG_EBADURL);
 }
 
-BGT_RUN(BGT_CASE(test_tcp_forms), BGT_CASE(test_credentials), BGT_CASE(test_unix), BGT_CASE(test_malformed))
+BGT_RUN(BGT_CASE(test_tcp_forms), BGT_CASE(test_credentials), BGT_CASE(test_empty_credentials),
+        BGT_CASE(test_query), BGT_CASE(test_seed_lists), BGT_CASE(test_no_echo), BGT_CASE(test_unix),
+        BGT_CASE(test_malformed))

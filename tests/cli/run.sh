@@ -18,7 +18,7 @@ if [ ! -x "$BG" ]; then
   echo "$0: $BG is not an executable" >&2
   exit 2
 fi
-unset BLOOMGUARD_URL BLOOMGUARD_PASSWORD
+unset BLOOMGUARD_URL BLOOMGUARD_PASSWORD BLOOMGUARD_PASSWORD_FILE
 export LC_ALL=C
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bg-cli-test.XXXXXX")
@@ -697,6 +697,10 @@ run --json delete "$F"
 expect_json "delete again" "d['deleted'] is False"
 run info "$F"
 expect_rc "info after delete" 2
+
+# ---- passwords and messages (issue 11) ----------------------------------------------------
+# shellcheck source=tests/cli/password_checks.sh
+. "$(dirname "$0")/password_checks.sh"
 
 # ---- demo (its own redis-server, and --url) -------------------------------------------
 # shellcheck source=tests/cli/demo_checks.sh
