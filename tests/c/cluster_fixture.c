@@ -390,7 +390,7 @@ static void parse_nodes(const bgt_cluster *c, char *text, int mine, char (*ids)[
     if (!colon || (i = index_of_port(c, atoi(colon + 1))) < 0) continue;
     strcpy(ids[i], id);
     is_master[i] = strstr(flags, "master") != NULL;
-    snprintf(masters[i], sizeof masters[i], "%s", is_master[i] ? "" : master);
+    snprintf(masters[i], sizeof masters[i], "%.40s", is_master[i] ? "" : master);
   }
 }
 
