@@ -154,6 +154,15 @@ static void render(const redisReply *rep, char **buf, size_t *len) {
   }
 }
 
+char *bgt_redis_render(const struct redisReply *rep) {
+  char *out = NULL;
+  size_t len = 0;
+  append(&out, &len, "", 0);
+  if (rep) render(rep, &out, &len);
+  else append(&out, &len, "(io error)", 10);
+  return out;
+}
+
 static redisContext *raw_connect(const bgt_redis *r) {
   struct timeval tv = {5, 0};
   redisContext *c = redisConnectWithTimeout("127.0.0.1", r->port, tv);
@@ -170,11 +179,8 @@ char *bgt_redis_cmd(const bgt_redis *r, const char *fmt, ...) {
   va_start(ap, fmt);
   redisReply *rep = redisvCommand(c, fmt, ap);
   va_end(ap);
-  char *out = NULL;
-  size_t len = 0;
-  append(&out, &len, "", 0);
-  if (rep) { render(rep, &out, &len); freeReplyObject(rep); }
-  else append(&out, &len, "(io error)", 10);
+  char *out = bgt_redis_render(rep);
+  if (rep) freeReplyObject(rep);
   redisFree(c);
   return out;
 }

@@ -25,6 +25,10 @@ void bgt_redis_stop(bgt_redis *r);
 /* Runs one command on a fresh raw hiredis connection; returns the reply as a malloc'd string
  * ("(nil)", "(error) ...", integers in decimal, arrays space-separated). Caller frees. */
 char *bgt_redis_cmd(const bgt_redis *r, const char *fmt, ...);
+/* Renders a hiredis reply the way bgt_redis_cmd does (malloc'd; caller frees); NULL renders as
+ * "(io error)". Shared with cluster_fixture.c. */
+struct redisReply;
+char *bgt_redis_render(const struct redisReply *rep);
 /* Binary-safe GET: returns malloc'd bytes and length (NULL if the key is missing). */
 unsigned char *bgt_redis_get(const bgt_redis *r, const char *key, size_t *len);
 
