@@ -3,7 +3,9 @@
  * batches of 1, 100 and 1000 items per call, each as a ratio to a raw hiredis baseline measured in
  * the same run; plus hashing ns/item. Run by hand (see bench/README.md); not a test.
  *
- * Setup: starts its own redis-server on a free 127.0.0.1 port (or uses --url), creates a filter
+ * Setup: starts its own redis-server on a free 127.0.0.1 port (or uses --url, which may be a Redis
+ * Cluster node: the raw side then talks straight to the master serving the filter's slot, as
+ * bg_filter_node says), creates a filter
  * with bg_filter_init(f, 1000000, 0.01) (size 9585058, k = 7), adds 200000 items and queries a
  * fixed sequence that alternates present and absent items (each side walks the same sequence).
  *
@@ -289,9 +291,15 @@ int main(int argc, char **argv) {
     }
   }
 
-  /* the raw side: its own connection; plus a side connection for INFO */
-  b.raw = bgb_raw_connect(url);
-  redisContext *info = bgb_raw_connect(url);
+  /* the raw side: its own connection, straight to the node that serves the filter (the server
+   * itself, or in a Redis Cluster the slot's master); plus a side connection for INFO */
+  char node[300], node_url[320];
+  int32_t slot = 0;
+  if (bg_filter_node(b.f, node, sizeof node, &slot) != BG_OK) bgb_die("node: %s%s", bg_filter_errmsg(b.f), NULL);
+  if (strncmp(node, "unix:", 5) == 0) snprintf(node_url, sizeof node_url, "unix://%s", node + 5);
+  else snprintf(node_url, sizeof node_url, "redis://%s", node);
+  b.raw = bgb_raw_connect(node_url);
+  redisContext *info = bgb_raw_connect(node_url);
   b.head_len = (size_t)snprintf(b.head, sizeof b.head, "*%u\r\n$11\r\nBITFIELD_RO\r\n$%zu\r\n%s\r\n",
                                 2 + 3 * b.k, b.name_len, name);
   if (b.head_len >= sizeof b.head) bgb_die("filter name too long%s%s", NULL, NULL);
@@ -320,8 +328,8 @@ int main(int argc, char **argv) {
               (unsigned long long)disagree, (unsigned long long)miss);
       return 1;
     }
-    printf("bench_contains: filter %s size=%llu k=%u, %u items added; query sequence alternates present/absent "
-           "(observed false positive rate %.2f%%)\n", name, (unsigned long long)b.size, b.k, N_PRESENT,
+    printf("bench_contains: filter %s (node %s, slot %d) size=%llu k=%u, %u items added; query sequence alternates present/absent "
+           "(observed false positive rate %.2f%%)\n", name, node, (int)slot, (unsigned long long)b.size, b.k, N_PRESENT,
            100.0 * (double)fp / (CHECK / 2));
   }
 

@@ -1,0 +1,632 @@
+/*
+ * Redis Cluster: every operation routed by slot, through migrations, reshards and failovers, on a
+ * real 6-node cluster (tests/c/cluster_fixture.h). Each topology case runs reader and adder threads
+ * against a filter whose slot moves and asserts 0 errors, 0 false negatives and 0 lost
+ * acknowledged adds; the negative control runs the same harness with a deliberately wrong ASK
+ * handling (a bits-only read with ASKING on the importing node) and must see false negatives.
+ */
+#include <bloomguard.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "cluster_fixture.h"
+#include "filters.h"
+#include "harness.h"
+#include "items.h"
+#include "redis/tracking.h"
+#include "redis_fixture.h"
+
+static bgt_cluster cl;
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+static bg_client *open_client(const char *url) {
+  bg_client *c = NULL;
+  char msg[512];
+  int st = bg_client_open_ex(&c, url, NULL, msg, sizeof msg);
+  CHECK_MSG(st == BG_OK, "open %s: %s (%s)", url, bg_strerror(st), msg);
+  return c;
+}
+
+static int64_t stat_of(bg_filter *f, int stat) {
+  int64_t v = -1;
+  CHECK_OK(bg_filter_stat(f, stat, &v));
+  return v;
+}
+
+/* A filter name whose slot the given master serves (searching "prefix-N"). */
+static void name_on(int master, const char *prefix, char *out, size_t cap) {
+  for (int i = 0; i < 100000; i++) {
+    snprintf(out, cap, "%s-%d", prefix, i);
+    if (bgt_cluster_owner(&cl, bgt_cluster_slot(out)) == master) return;
+  }
+  bgt_fail(__FILE__, __LINE__, "no name found for master %d", master);
+}
+
+static int first_master(void) {
+  for (int i = 0; i < cl.n; i++)
+    if (cl.node[i].pid && cl.node[i].is_master) return i;
+  return -1;
+}
+
+/* ---- load: readers and an adder on one filter while the topology changes ------------------ */
+
+#define READERS 3
+#define MAX_ADDS 200000
+
+typedef struct load {
+  bg_client *c;
+  const char *name;
+  const items *present;     /* added before the load starts: every query must find them */
+  int policy;               /* readers degrade to assume-present on connection/timeout/server */
+  atomic_int stop;
+  atomic_long queries, errors, false_negatives, degraded, redis_answers;
+  atomic_long adds, add_errors;
+  char first_error[512];
+  pthread_mutex_t mu;
+  /* the adder's items ("<name>-ack-N"): ok[N] once acknowledged; checked after the load from
+   * check_from on (a rotation drops what was added before it began: the caller's items are the truth) */
+  unsigned char *ok;
+  long tried, acked, check_from;
+  pthread_t readers[READERS], adder;
+} load;
+
+static void note_error(load *l, const char *who, int st, const char *msg) {
+  pthread_mutex_lock(&l->mu);
+  if (!l->first_error[0]) snprintf(l->first_error, sizeof l->first_error, "%s: %s: %s", who, bg_strerror(st), msg);
+  pthread_mutex_unlock(&l->mu);
+}
+
+static bg_policy *assume_present_policy(void) {
+  bg_policy *p = NULL;
+  int chain[] = {BG_ACT_ASSUME_PRESENT};
+  CHECK_OK(bg_policy_new(&p));
+  CHECK_OK(bg_policy_set_chain(p, BG_FAIL_CONNECTION, chain, 1));
+  CHECK_OK(bg_policy_set_chain(p, BG_FAIL_TIMEOUT, chain, 1));
+  CHECK_OK(bg_policy_set_chain(p, BG_FAIL_SERVER, chain, 1));
+  return p;
+}
+
+static void *reader_main(void *arg) {
+  load *l = arg;
+  bg_filter *f = NULL;
+  bg_call *call = NULL;
+  uint8_t present[64];
+  unsigned seed = (unsigned)(uintptr_t)&f;
+  if (bg_filter_open(&f, l->c, l->name) != BG_OK || bg_call_new(&call) != BG_OK) {
+    atomic_fetch_add(&l->errors, 1);
+    return NULL;
+  }
+  bg_call_set_timeout_ms(call, 3000);
+  if (l->policy) {
+    bg_policy *p = assume_present_policy();
+    bg_filter_set_policy(f, p);
+    bg_policy_free(p);
+  }
+  while (!atomic_load(&l->stop)) {
+    size_t n = 1 + rand_r(&seed) % 64, from = rand_r(&seed) % (l->present->n - n);
+    int st = bg_filter_contains_many_ex(f, call, (const void *const *)l->present->p + from, l->present->len + from,
+                                        n, present);
+    atomic_fetch_add(&l->queries, 1);
+    if (st != BG_OK) {
+      atomic_fetch_add(&l->errors, 1);
+      note_error(l, "query", st, bg_call_errmsg(call));
+      continue;
+    }
+    if (bg_call_source(call) != BG_SOURCE_REDIS) {
+      atomic_fetch_add(&l->degraded, 1);
+      sleep_ms(1);   /* the policy answers at once: don't spin */
+      continue;
+    }
+    atomic_fetch_add(&l->redis_answers, 1);
+    for (size_t i = 0; i < n; i++)
+      if (!present[i]) atomic_fetch_add(&l->false_negatives, 1);
+  }
+  bg_call_free(call);
+  bg_filter_close(f);
+  return NULL;
+}
+
+static void *adder_main(void *arg) {
+  load *l = arg;
+  bg_filter *f = NULL;
+  bg_call *call = NULL;
+  char item[128];
+  if (bg_filter_open(&f, l->c, l->name) != BG_OK || bg_call_new(&call) != BG_OK) {
+    atomic_fetch_add(&l->add_errors, 1);
+    return NULL;
+  }
+  bg_call_set_timeout_ms(call, 3000);
+  for (long i = 0; !atomic_load(&l->stop) && i < MAX_ADDS; i++) {
+    int n = snprintf(item, sizeof item, "%s-ack-%ld", l->name, i);
+    const void *p = item;
+    size_t len = (size_t)n;
+    int st = bg_filter_add_many_ex(f, call, &p, &len, 1, NULL);
+    atomic_fetch_add(&l->adds, 1);
+    pthread_mutex_lock(&l->mu);
+    l->tried = i + 1;
+    if (st == BG_OK) l->ok[i] = 1, l->acked++;
+    pthread_mutex_unlock(&l->mu);
+    if (st != BG_OK) {
+      atomic_fetch_add(&l->add_errors, 1);
+      note_error(l, "add", st, bg_call_errmsg(call));
+    }
+    sleep_ms(2);
+  }
+  bg_call_free(call);
+  bg_filter_close(f);
+  return NULL;
+}
+
+static void load_start(load *l, bg_client *c, const char *name, const items *present, int policy) {
+  memset(l, 0, sizeof *l);
+  l->c = c, l->name = name, l->present = present, l->policy = policy;
+  l->ok = calloc(MAX_ADDS, 1);
+  pthread_mutex_init(&l->mu, NULL);
+  for (int i = 0; i < READERS; i++) pthread_create(&l->readers[i], NULL, reader_main, l);
+  pthread_create(&l->adder, NULL, adder_main, l);
+  sleep_ms(200);
+}
+
+/* Stops the threads; returns the acknowledged adds found absent afterwards. */
+static long load_stop(load *l, bg_filter *f) {
+  atomic_store(&l->stop, 1);
+  for (int i = 0; i < READERS; i++) pthread_join(l->readers[i], NULL);
+  pthread_join(l->adder, NULL);
+  long lost = 0;
+  char item[128];
+  for (long i = l->check_from; i < l->tried; i++) {
+    if (!l->ok[i]) continue;
+    int present = 0, n = snprintf(item, sizeof item, "%s-ack-%ld", l->name, i);
+    if (bg_filter_contains(f, item, (size_t)n, &present) != BG_OK || !present) lost++;
+  }
+  printf("    load on %s: %ld queries (%ld from redis, %ld degraded), %ld errors, %ld false negatives; %ld adds "
+         "(%ld acknowledged, %ld errors, %ld lost)%s%s\n",
+         l->name, atomic_load(&l->queries), atomic_load(&l->redis_answers), atomic_load(&l->degraded),
+         atomic_load(&l->errors), atomic_load(&l->false_negatives), atomic_load(&l->adds), l->acked,
+         atomic_load(&l->add_errors), lost, l->first_error[0] ? "; first error: " : "", l->first_error);
+  pthread_mutex_destroy(&l->mu);
+  free(l->ok);
+  return lost;
+}
+
+static void check_clean(load *l, long lost) {
+  CHECK_EQ_INT(atomic_load(&l->errors), 0);
+  CHECK_EQ_INT(atomic_load(&l->false_negatives), 0);
+  CHECK_EQ_INT(atomic_load(&l->add_errors), 0);
+  CHECK_EQ_INT(lost, 0);
+  CHECK(atomic_load(&l->redis_answers) > 0);
+  CHECK(l->acked > 0);
+}
+
+/* ---- cases ------------------------------------------------------------------------------- */
+
+/* Filters on all 3 masters, every operation, from a URL naming any one node or all of them. */
+static void test_filters_on_every_master(void) {
+  bg_client *c = open_client(cl.url);
+  items it = make_items("spread", 300);
+  int masters = 0;
+  for (int m = 0; m < cl.n; m++) {
+    if (!cl.node[m].is_master) continue;
+    masters++;
+    char name[64], node[300], want[64];
+    int32_t slot = -1;
+    name_on(m, "spread", name, sizeof name);
+    bg_filter *f = bgt_fresh_filter(c, name, 1000, 0.01, &it);
+    CHECK_EQ_INT(bgt_count_present(f, &it), it.n);
+    int64_t count = 0;
+    CHECK_OK(bg_filter_count(f, &count));
+    CHECK(count > 250 && count < 350);
+    uint64_t size = 0;
+    CHECK_OK(bg_filter_info(f, &size, NULL, NULL, NULL));
+    CHECK_EQ_U64(size, 9585);
+    CHECK_OK(bg_filter_node(f, node, sizeof node, &slot));
+    snprintf(want, sizeof want, "127.0.0.1:%d", cl.node[m].port);
+    CHECK_EQ_STR(node, want);
+    CHECK_EQ_INT(slot, bgt_cluster_slot(name));
+    int applied = 0;
+    CHECK_OK(bg_filter_expire(f, 60000, &applied));
+    CHECK_EQ_INT(applied, 1);
+    CHECK_OK(bg_filter_persist(f, &applied));
+    CHECK_OK(bg_filter_snapshot_refresh(f, NULL));
+    CHECK(stat_of(f, BG_STAT_SNAPSHOT_BYTES) > 0);
+    /* the bitmap is on that master: a raw GET there (not elsewhere) finds it */
+    char *raw = bgt_cluster_cmd(&cl, m, "STRLEN %s", name);
+    CHECK_MSG(raw && atoi(raw) > 1000, "STRLEN on its master: %s", raw ? raw : "(null)");
+    free(raw);
+    /* tracking on every master: the second query of a filter sends BITFIELD_RO alone */
+    if (bgi_tracking_supported()) {
+      int present = 0;
+      for (int i = 0; i < 3; i++) CHECK_OK(bg_filter_contains(f, it.p[i], it.len[i], &present));
+      CHECK_MSG(stat_of(f, BG_STAT_TRACKED_READS) > 0, "no tracked read on master %d (port %d)", m,
+                cl.node[m].port);
+    }
+    int deleted = 0;
+    CHECK_OK(bg_filter_delete(f, &deleted));
+    CHECK_EQ_INT(deleted, 1);
+    bg_filter_close(f);
+  }
+  CHECK_EQ_INT(masters, 3);
+  bg_client_close(c);
+  items_free(&it);
+}
+
+/* A slot moved at once (all keys, then SETSLOT NODE): the next call gets MOVED and follows it. */
+static void test_moved(void) {
+  bg_client *c = open_client(cl.url);
+  char name[64];
+  int from = first_master();
+  name_on(from, "moved", name, sizeof name);
+  unsigned slot = bgt_cluster_slot(name);
+  int to = bgt_cluster_other_master(&cl, from);
+  items it = make_items("moved", 2000);
+  bg_filter *f = bgt_fresh_filter(c, name, 10000, 0.01, &it);
+  load l;
+  load_start(&l, c, name, &it, 0);
+  CHECK_EQ_INT(bgt_cluster_move_slot(&cl, slot, to), 0);
+  sleep_ms(300);
+  CHECK_EQ_INT(bgt_cluster_move_slot(&cl, slot, from), 0);
+  sleep_ms(300);
+  check_clean(&l, load_stop(&l, f));
+  CHECK(stat_of(f, BG_STAT_CLUSTER_MOVED) >= 2);
+  bg_filter_close(f);
+  bg_client_close(c);
+  items_free(&it);
+}
+
+/* One slot migrated by hand, config first, a pause, then the rest (ASK, TRYAGAIN), there and back.
+ * fault: the negative control (see the file's comment). Returns the false negatives seen. */
+static long migrate_by_hand(int fault, const char *prefix) {
+  bg_client *c = open_client(cl.url);
+  if (fault) c->cluster->fault_ask_bits_only = 1;
+  char name[64], config[80];
+  int from = first_master();
+  name_on(from, prefix, name, sizeof name);
+  snprintf(config, sizeof config, "{%s}:config", name);
+  unsigned slot = bgt_cluster_slot(name);
+  int to = bgt_cluster_other_master(&cl, from);
+  items it = make_items(prefix, 2000);
+  bg_filter *f = bgt_fresh_filter(c, name, 10000, 0.01, &it);
+  load l;
+  load_start(&l, c, name, &it, 0);
+  int ends[2] = {to, from};
+  for (int leg = 0; leg < 2; leg++) {
+    CHECK_EQ_INT(bgt_cluster_migrate_begin(&cl, slot, ends[leg]), 0);
+    sleep_ms(150);
+    CHECK_EQ_INT(bgt_cluster_migrate_key(&cl, slot, ends[leg], config, strlen(config)), 0);
+    sleep_ms(250);
+    CHECK_EQ_INT(bgt_cluster_migrate_all_keys(&cl, slot, ends[leg]), 0);
+    sleep_ms(100);
+    CHECK_EQ_INT(bgt_cluster_migrate_end(&cl, slot, ends[leg]), 0);
+    sleep_ms(200);
+  }
+  atomic_store(&l.stop, 1);
+  long lost = load_stop(&l, f);
+  long fn = atomic_load(&l.false_negatives);
+  if (!fault) {
+    check_clean(&l, lost);
+    CHECK(stat_of(f, BG_STAT_CLUSTER_ASK) > 0);
+    CHECK(stat_of(f, BG_STAT_CLUSTER_BUSY_RETRIES) > 0);
+    CHECK(stat_of(f, BG_STAT_CLUSTER_MOVED) > 0);
+  }
+  printf("    redirects: %lld MOVED, %lld ASK, %lld busy retries, %lld map reloads\n",
+         (long long)stat_of(f, BG_STAT_CLUSTER_MOVED), (long long)stat_of(f, BG_STAT_CLUSTER_ASK),
+         (long long)stat_of(f, BG_STAT_CLUSTER_BUSY_RETRIES), (long long)stat_of(f, BG_STAT_CLUSTER_MAP_RELOADS));
+  bg_filter_close(f);
+  bg_client_close(c);
+  items_free(&it);
+  return fn;
+}
+
+static void test_ask_and_tryagain_during_a_migration(void) { migrate_by_hand(0, "migr"); }
+
+/* The negative control: the same harness must catch a wrong redirect handling. */
+static void test_negative_control_wrong_ask_handling_is_caught(void) {
+  long fn = migrate_by_hand(1, "ctrl");
+  CHECK_MSG(fn > 0, "the harness saw no false negative with bits-only reads after ASK: it proves nothing");
+}
+
+/* redis-cli --cluster reshard of many slots, the filter's among them. */
+static void test_reshard(void) {
+  bg_client *c = open_client(cl.url);
+  int from = first_master(), to = bgt_cluster_other_master(&cl, from);
+  /* reshard takes the source's lowest slots first: a filter in the first few hundred of them */
+  int lowest = 16384;
+  for (unsigned s = 0; s < 16384; s++)
+    if (bgt_cluster_owner(&cl, s) == from) {
+      lowest = (int)s;
+      break;
+    }
+  char name[64];
+  for (int i = 0;; i++) {
+    snprintf(name, sizeof name, "reshard-%d", i);
+    int s = (int)bgt_cluster_slot(name);
+    if (s >= lowest && s < lowest + 300 && bgt_cluster_owner(&cl, (unsigned)s) == from) break;
+  }
+  items it = make_items("reshard", 2000);
+  bg_filter *f = bgt_fresh_filter(c, name, 10000, 0.01, &it);
+  load l;
+  load_start(&l, c, name, &it, 0);
+  CHECK_EQ_INT(bgt_cluster_reshard(&cl, from, to, 500), 0);
+  sleep_ms(300);
+  CHECK_EQ_INT(bgt_cluster_owner(&cl, bgt_cluster_slot(name)), to);
+  CHECK_EQ_INT(bgt_cluster_reshard(&cl, to, from, 500), 0);
+  sleep_ms(300);
+  check_clean(&l, load_stop(&l, f));
+  bg_filter_close(f);
+  bg_client_close(c);
+  items_free(&it);
+}
+
+/* A graceful CLUSTER FAILOVER of the filter's master. */
+static void test_graceful_failover(void) {
+  bg_client *c = open_client(cl.url);
+  int m = first_master();
+  char name[64];
+  name_on(m, "failover", name, sizeof name);
+  items it = make_items("failover", 2000);
+  bg_filter *f = bgt_fresh_filter(c, name, 10000, 0.01, &it);
+  load l;
+  load_start(&l, c, name, &it, 0);
+  int r = bgt_cluster_replica_of(&cl, m);
+  CHECK(r >= 0);
+  CHECK_EQ_INT(bgt_cluster_failover(&cl, r), 0);
+  sleep_ms(500);
+  check_clean(&l, load_stop(&l, f));
+  char node[300], want[64];
+  CHECK_OK(bg_filter_node(f, node, sizeof node, NULL));
+  snprintf(want, sizeof want, "127.0.0.1:%d", cl.node[r].port);
+  CHECK_EQ_STR(node, want);
+  bg_filter_close(f);
+  bg_client_close(c);
+  items_free(&it);
+}
+
+/* kill -9 of the filter's master: the degrade policy answers while the cluster is down, the
+ * promoted replica then serves; acknowledged adds lost to asynchronous replication are reported. */
+static void test_kill_a_master(void) {
+  bg_client *c = open_client(cl.seeds);
+  int m = first_master();
+  char name[64];
+  name_on(m, "kill", name, sizeof name);
+  items it = make_items("kill", 2000);
+  bg_filter *f = bgt_fresh_filter(c, name, 10000, 0.01, &it);
+  /* the preloaded items must have reached the replica before the kill */
+  char *w = bgt_cluster_cmd(&cl, m, "WAIT 1 2000");
+  free(w);
+  load l;
+  load_start(&l, c, name, &it, 1);
+  int r = bgt_cluster_replica_of(&cl, m);
+  uint64_t t0 = bgt_now_ns();
+  bgt_cluster_kill(&cl, m);
+  /* until a query is answered by the new master */
+  long before = atomic_load(&l.redis_answers);
+  sleep_ms(500);
+  int served = 0;
+  for (int i = 0; i < 200 && !served; i++) {
+    sleep_ms(100);
+    char node[300], want[64];
+    snprintf(want, sizeof want, "127.0.0.1:%d", cl.node[r].port);
+    served = bg_filter_node(f, node, sizeof node, NULL) == BG_OK && strcmp(node, want) == 0 &&
+             atomic_load(&l.redis_answers) > before + 10;
+  }
+  printf("    the replica served queries %.1f s after the kill\n", (double)(bgt_now_ns() - t0) / 1e9);
+  CHECK(served);
+  sleep_ms(300);
+  atomic_store(&l.stop, 1);
+  long lost = load_stop(&l, f);
+  /* during the outage the policy answered (assume-present); nothing failed, nothing was absent */
+  CHECK_EQ_INT(atomic_load(&l.errors), 0);
+  CHECK_EQ_INT(atomic_load(&l.false_negatives), 0);
+  CHECK(atomic_load(&l.degraded) > 0);
+  /* adds have no degrade: those during the outage fail (and are not acknowledged) */
+  printf("    acknowledged adds lost to asynchronous replication: %ld of %ld (%ld adds failed during the "
+         "outage)\n", lost, l.acked, atomic_load(&l.add_errors));
+  CHECK(lost <= 50);
+  CHECK_EQ_INT(bgt_cluster_restart(&cl, m), 0);
+  bg_filter_close(f);
+  bg_client_close(c);
+  items_free(&it);
+}
+
+typedef struct mid_move {
+  unsigned slot;
+  int to, done;
+} mid_move;
+
+static int move_during_upload(void *ud, int phase, uint64_t items_, uint64_t done, uint64_t total) {
+  mid_move *m = ud;
+  (void)items_, (void)done, (void)total;
+  if (phase == BG_PHASE_UPLOADING && !m->done) {
+    m->done = 1;
+    CHECK_EQ_INT(bgt_cluster_move_slot(&cl, m->slot, m->to), 0);
+  }
+  return 0;
+}
+
+/* A swap rotation whose slot moves during its upload commits correctly or fails cleanly. */
+static void test_rotation_while_its_slot_moves(void) {
+  bg_client *c = open_client(cl.url);
+  int from = first_master();
+  char name[64];
+  name_on(from, "rot", name, sizeof name);
+  items it = make_items("rot", 2000), next = make_items("rot-next", 50000);
+  bg_filter *f = bgt_fresh_filter(c, name, 100000, 0.01, &it);
+  load l;
+  load_start(&l, c, name, &it, 0);
+  for (int strategy = BG_ROTATE_SWAP; strategy <= BG_ROTATE_LOCKED; strategy += BG_ROTATE_LOCKED - BG_ROTATE_SWAP) {
+    mid_move mm = {bgt_cluster_slot(name), bgt_cluster_other_master(&cl, bgt_cluster_owner(&cl, bgt_cluster_slot(name))),
+                   0};
+    bg_options *o = NULL;
+    bg_rotation *r = NULL;
+    CHECK_OK(bg_options_new(&o));
+    CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_CHUNK_BYTES, 4096));
+    CHECK_OK(bg_rotation_begin(&r, f, 100000, 0.01, strategy, o));
+    /* the adds that started after the rotation began must be there after it commits */
+    pthread_mutex_lock(&l.mu);
+    l.check_from = l.tried + 1;
+    pthread_mutex_unlock(&l.mu);
+    CHECK_OK(bg_rotation_set_progress(r, move_during_upload, &mm));
+    /* the live items and the next ones: readers keep finding theirs either way */
+    CHECK_OK(bg_rotation_add_many(r, PTRS(it), it.len, it.n));
+    CHECK_OK(bg_rotation_add_many(r, PTRS(next), next.len, next.n));
+    int st = bg_rotation_commit(r);
+    printf("    %s rotation while its slot moved: %s (%s)\n", strategy == BG_ROTATE_SWAP ? "swap" : "locked",
+           bg_strerror(st), st == BG_OK ? "committed" : bg_rotation_errmsg(r));
+    CHECK(mm.done);
+    if (st == BG_OK) CHECK_EQ_INT(bgt_count_present(f, &next), next.n);
+    CHECK_EQ_INT(bgt_count_present(f, &it), it.n);
+    bg_rotation_free(r);
+    bg_options_free(o);
+  }
+  check_clean(&l, load_stop(&l, f));
+  bg_filter_close(f);
+  bg_client_close(c);
+  items_free(&it);
+  items_free(&next);
+}
+
+typedef struct waiter {
+  bg_lock *l;
+  int st;
+  uint64_t got_ns;
+} waiter;
+
+static void *wait_main(void *arg) {
+  waiter *w = arg;
+  w->st = bg_lock_acquire(w->l, BG_LOCK_EXCLUSIVE, 20000, NULL);
+  w->got_ns = bgt_now_ns();
+  if (w->st == BG_OK) bg_lock_release(w->l);
+  return NULL;
+}
+
+/* A lock waiter hears the release through the sharded channel, also across a failover (the
+ * server ends the sharded subscription on the demoted node: the waiter subscribes again). */
+static void test_lock_wake_up_and_failover(void) {
+  bg_client *c = open_client(cl.url);
+  bg_lock *holder = NULL, *other = NULL;
+  CHECK_OK(bg_lock_open(&holder, c, "cluster-lock", NULL));
+  CHECK_OK(bg_lock_open(&other, c, "cluster-lock", NULL));
+  for (int round = 0; round < 2; round++) {
+    CHECK_OK(bg_lock_acquire(holder, BG_LOCK_EXCLUSIVE, 0, NULL));
+    waiter w = {other, -1, 0};
+    pthread_t t;
+    pthread_create(&t, NULL, wait_main, &w);
+    sleep_ms(300);
+    if (round == 1) {
+      int m = bgt_cluster_owner(&cl, bgt_cluster_slot("cluster-lock:lock"));
+      CHECK_EQ_INT(bgt_cluster_failover(&cl, bgt_cluster_replica_of(&cl, m)), 0);
+      sleep_ms(300);
+    }
+    uint64_t released = bgt_now_ns();
+    CHECK_OK(bg_lock_release(holder));
+    pthread_join(t, NULL);
+    CHECK_OK(w.st);
+    double ms = (double)(w.got_ns - released) / 1e6;
+    printf("    %s: the waiter acquired %.1f ms after the release\n", round ? "after a failover" : "steady", ms);
+    /* a wake-up, not the waiter's once-a-second recheck */
+    CHECK_MSG(ms < 900, "the waiter took %.1f ms", ms);
+  }
+  bg_lock_close(holder);
+  bg_lock_close(other);
+  bg_client_close(c);
+}
+
+/* Bad input: seeds, db, cluster mode forced against a standalone server, uncovered slots. */
+static void test_bad_input(void) {
+  bg_client *c = NULL;
+  char msg[512];
+  char url[256];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", cl.node[0].port);
+  CHECK_STATUS(bg_client_open_ex(&c, url, NULL, msg, sizeof msg), BG_EINVAL);
+  CHECK_CONTAINS(msg, "only db 0");
+  CHECK(c == NULL);
+  bg_options *o = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_CLUSTER, BG_CLUSTER_OFF));
+  CHECK_STATUS(bg_client_open_ex(&c, cl.seeds, o, msg, sizeof msg), BG_EBADURL);
+  CHECK_CONTAINS(msg, "only a Redis Cluster takes");
+  CHECK_STATUS(bg_options_set_int(o, BG_OPT_CLUSTER, 3), BG_EINVAL);
+  bg_options_free(o);
+  /* the first seed unreachable: the next one is used */
+  snprintf(url, sizeof url, "redis://127.0.0.1:1,127.0.0.1:%d", cl.node[1].port);
+  c = open_client(url);
+  CHECK_OK(bg_client_ping(c));
+  bg_client_close(c);
+  c = NULL;
+  /* no seed reachable */
+  CHECK_STATUS(bg_client_open_ex(&c, "redis://127.0.0.1:1,127.0.0.1:2", NULL, msg, sizeof msg), BG_ECONN);
+  CHECK_CONTAINS(msg, "no seed");
+}
+
+/* BG_CLUSTER_ON against a standalone server, and a standalone server given several hosts. */
+static void test_cluster_mode_on_a_standalone_server(void) {
+  bgt_redis r;
+  bgt_redis_start(&r, NULL);
+  bg_client *c = NULL;
+  char msg[512], url[256];
+  bg_options *o = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_CLUSTER, BG_CLUSTER_ON));
+  CHECK_STATUS(bg_client_open_ex(&c, r.url, o, msg, sizeof msg), BG_ENOTSUP);
+  CHECK_CONTAINS(msg, "is not a Redis Cluster node");
+  bg_options_free(o);
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d,127.0.0.1:%d", r.port, cl.node[0].port);
+  CHECK_STATUS(bg_client_open_ex(&c, url, NULL, msg, sizeof msg), BG_EBADURL);
+  CHECK_CONTAINS(msg, "standalone server");
+  /* auto: a standalone server is used as before */
+  c = open_client(r.url);
+  CHECK_OK(bg_client_ping(c));
+  bg_client_close(c);
+  bgt_redis_stop(&r);
+}
+
+/* A cluster with slots no master serves: open says which and what to do. */
+static void test_uncovered_slots(void) {
+  /* its owner gives the slot up and takes it back: no other node's view changes */
+  int m = bgt_cluster_owner(&cl, 16383);
+  char *raw = bgt_cluster_cmd(&cl, m, "CLUSTER DELSLOTS 16383");
+  free(raw);
+  bg_client *c = NULL;
+  char msg[512], url[128];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", cl.node[m].port);
+  int st = bg_client_open_ex(&c, url, NULL, msg, sizeof msg);
+  raw = bgt_cluster_cmd(&cl, m, "CLUSTER ADDSLOTS 16383");
+  free(raw);
+  if (st == BG_OK) bg_client_close(c);
+  /* DELSLOTS on one node only: that node's own map lacks the slot */
+  CHECK_STATUS(st, BG_ESERVER);
+  CHECK_CONTAINS(msg, "slot 16383 has no master");
+  CHECK_EQ_INT(bgt_cluster_wait_ok(&cl, 10000), 0);
+}
+
+static void stop_cluster(void) { bgt_cluster_stop(&cl); }
+
+int main(int argc, char **argv) {
+  static const bgt_case cases[] = {
+      BGT_CASE(test_filters_on_every_master),
+      BGT_CASE(test_bad_input),
+      BGT_CASE(test_cluster_mode_on_a_standalone_server),
+      BGT_CASE(test_moved),
+      BGT_CASE(test_ask_and_tryagain_during_a_migration),
+      BGT_CASE(test_negative_control_wrong_ask_handling_is_caught),
+      BGT_CASE(test_reshard),
+      BGT_CASE(test_rotation_while_its_slot_moves),
+      BGT_CASE(test_lock_wake_up_and_failover),
+      BGT_CASE(test_graceful_failover),
+      BGT_CASE(test_kill_a_master),
+      BGT_CASE(test_uncovered_slots),
+  };
+  bgt_cluster_start(&cl);
+  atexit(stop_cluster);
+  return bgt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
+}
