@@ -23,6 +23,8 @@ package bloomguard
 #cgo nocallback bg_filter_expire_ex
 #cgo noescape bg_filter_persist_ex
 #cgo nocallback bg_filter_persist_ex
+#cgo noescape bg_filter_node
+#cgo nocallback bg_filter_node
 #cgo noescape bgo_add1
 #cgo nocallback bgo_add1
 #cgo noescape bgo_contains1
@@ -132,6 +134,22 @@ type Info struct {
 
 // Name is the filter's name (the key of its bitmap).
 func (f *Filter) Name() string { return f.name }
+
+// Node says where the filter lives: "host:port" of the master serving its hash slot now, per the
+// client's slot map (a Redis Cluster) or of the server (standalone), and the slot. No round trip.
+func (f *Filter) Node() (addr string, slot int, err error) {
+	f.h.mu.RLock()
+	defer f.h.mu.RUnlock()
+	if f.h.p == nil {
+		return "", 0, errFilterClosed()
+	}
+	var buf [320]C.char
+	var s C.int32_t
+	if st := C.bg_filter_node(f.h.p, &buf[0], C.size_t(len(buf)), &s); st != C.BG_OK {
+		return "", 0, newError(st, C.GoString(C.bg_filter_errmsg(f.h.p)))
+	}
+	return C.GoString(&buf[0]), int(s), nil
+}
 
 // Close releases the handle. It is idempotent, safe to call concurrently with other calls (it
 // waits for calls in flight), and later calls fail with ErrClosed. A rotation in progress

@@ -111,6 +111,22 @@ func WithWriteLockWait(d time.Duration) Option {
 // them.
 func WithTracking(on bool) Option { return boolOption("WithTracking", C.BG_OPT_TRACKING, on) }
 
+// ClusterMode says whether Open expects a Redis Cluster (BG_OPT_CLUSTER).
+type ClusterMode int
+
+const (
+	ClusterOff  ClusterMode = C.BG_CLUSTER_OFF  // one server, as is (several hosts in the URL are refused)
+	ClusterOn   ClusterMode = C.BG_CLUSTER_ON   // the URL must name cluster nodes (ErrNotSupported otherwise)
+	ClusterAuto ClusterMode = C.BG_CLUSTER_AUTO // the default: the first reachable host of the URL says (CLUSTER SLOTS)
+)
+
+// WithCluster sets the cluster mode (BG_OPT_CLUSTER; default ClusterAuto). In a cluster every
+// call goes to the master serving its filter's or lock's hash slot; the URL may name several
+// seeds: "redis://[user[:password]@]host1:port1,host2:port2,...".
+func WithCluster(mode ClusterMode) Option {
+	return intOption("WithCluster", C.BG_OPT_CLUSTER, int64(mode))
+}
+
 // WithUsername sets the ACL user, overriding the URL's (BG_OPT_USERNAME).
 func WithUsername(user string) Option {
 	return stringOption("WithUsername", C.BG_OPT_USERNAME, user, false)

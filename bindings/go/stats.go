@@ -78,6 +78,11 @@ type Stats struct {
 	SnapshotBytes         int64         // its bitmap's size; 0 when none
 	TrackedReads          int64         // query round trips that sent only BITFIELD_RO (WithTracking)
 	TrackedStale          int64         // of those, answers dropped for an invalidation and asked again
+	// Redis Cluster: the client's counters (the same for every filter of one Client; 0 standalone).
+	ClusterMoved       int64 // MOVED redirects followed
+	ClusterAsk         int64 // ASK redirects followed
+	ClusterBusyRetries int64 // TRYAGAIN / CLUSTERDOWN / LOADING answers waited out
+	ClusterMapReloads  int64 // slot map reloads
 	// Failures seen, by class: every failed attempt (retries included, breaker rejections not).
 	Failures map[FailureClass]int64
 }
@@ -118,6 +123,10 @@ var statFields = []struct {
 	{C.BG_STAT_SNAPSHOT_BYTES, func(s *Stats, v int64) { s.SnapshotBytes = v }},
 	{C.BG_STAT_TRACKED_READS, func(s *Stats, v int64) { s.TrackedReads = v }},
 	{C.BG_STAT_TRACKED_STALE, func(s *Stats, v int64) { s.TrackedStale = v }},
+	{C.BG_STAT_CLUSTER_MOVED, func(s *Stats, v int64) { s.ClusterMoved = v }},
+	{C.BG_STAT_CLUSTER_ASK, func(s *Stats, v int64) { s.ClusterAsk = v }},
+	{C.BG_STAT_CLUSTER_BUSY_RETRIES, func(s *Stats, v int64) { s.ClusterBusyRetries = v }},
+	{C.BG_STAT_CLUSTER_MAP_RELOADS, func(s *Stats, v int64) { s.ClusterMapReloads = v }},
 }
 
 // Stats reads the handle's counters (no round trip).

@@ -72,8 +72,9 @@ def test_defaults_are_the_librarys():
 def test_names_cover_the_header():
     assert set(ACTIONS) == {"retry", "snapshot", "callback", "assume_present", "assume_absent", "error"}
     assert len(FAILURE_CLASSES) == 8 and len(SETTINGS) == 11
-    assert len(STATS) == 32
+    assert len(STATS) == 36
     assert STATS["tracked_reads"] == lib.BG_STAT_TRACKED_READS and STATS["tracked_stale"] == lib.BG_STAT_TRACKED_STALE
+    assert STATS["cluster_moved"] == lib.BG_STAT_CLUSTER_MOVED and STATS["cluster_map_reloads"] == lib.BG_STAT_CLUSTER_MAP_RELOADS
 
 
 def test_chains_and_settings_round_trip():

@@ -18,16 +18,21 @@ _ERRBUF_SIZE = 1024
 
 
 class Client:
-    """A connection pool to one Redis server, safe to share between threads.
+    """Connection pools to one Redis server or a Redis Cluster, safe to share between threads.
 
-    ``url`` is ``redis://[user[:password]@]host[:port][/db]`` or ``unix:///path.sock[?db=N]``.
+    ``url`` is ``redis://[user[:password]@]host[:port][/db]`` or ``unix:///path.sock[?db=N]``;
+    for a cluster, any one node, or several seeds ``redis://[user[:password]@]h1:p1,h2:p2,...``
+    (``cluster``: ``"auto"`` (default: ask the first reachable host), True (require a cluster) or
+    False (one server as is)). In a cluster every call goes to the master serving its filter's
+    or lock's hash slot, following MOVED / ASK and waiting out TRYAGAIN / CLUSTERDOWN within its
+    timeout.
     Keyword options (durations in seconds): ``connect_timeout``, ``command_timeout``,
     ``pool_size``, ``db``, ``config_retries``, ``write_lock_wait`` (seconds a query waits while its
     filter is write-locked by an in-place rebuild before raising :class:`~bloomguard.Locked`, which a
     policy can answer; 0.1), ``tracking`` (bool, default True: where hiredis >= 1.0 and Redis >= 6
     allow it, a query whose filter config and write lock were already checked on its connection
     sends only BITFIELD_RO until the server pushes an invalidation of either key; False: every
-    query sends the full check), ``username``, ``password``, ``client_name``.
+    query sends the full check), ``cluster``, ``username``, ``password``, ``client_name``.
     Opening connects once, so a wrong address or password fails here
     (:class:`~bloomguard.ConnectionError`, :class:`~bloomguard.AuthError`, :class:`~bloomguard.BadURL`).
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numbers
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Type, Union
 
 from ._answer import Answer, Answers
 from ._call import SOURCES, TimeoutArg, invoke, invoke_answer
@@ -241,8 +241,10 @@ class Filter:
         ``rotations``, ``snapshot_refreshes``, ``snapshot_failures``, ``snapshot_age_ms`` (-1:
         none), ``snapshot_bytes``, ``tracked_reads`` (query round trips that sent only
         BITFIELD_RO, the client's ``tracking``), ``tracked_stale`` (of those, answers dropped for
-        an invalidation and asked again with the full check), ``fail_notinit`` ... ``fail_other``
-        (failed attempts by class).
+        an invalidation and asked again with the full check), ``cluster_moved``, ``cluster_ask``,
+        ``cluster_busy_retries``, ``cluster_map_reloads`` (the client's Redis Cluster redirects
+        followed, TRYAGAIN / CLUSTERDOWN / LOADING answers waited out, slot map reloads; 0
+        standalone), ``fail_notinit`` ... ``fail_other`` (failed attempts by class).
         Counted with or without a policy since the handle was opened; no round trip."""
         ptr = self._handle.enter()
         try:
@@ -274,6 +276,20 @@ class Filter:
         p = ffi.new("double *")
         invoke(self._handle, lib.bg_filter_info_ex, timeout, size, k, n, p)
         return FilterInfo(int(size[0]), int(k[0]), int(n[0]), float(p[0]))
+
+    def node(self) -> Tuple[str, int]:
+        """Where the filter lives: ("host:port" of the master serving its hash slot now, per the
+        client's slot map - or of the server, standalone -, the slot). No round trip."""
+        buf = ffi.new("char[]", 320)
+        slot = ffi.new("int32_t *")
+        ptr = self._handle.enter()
+        try:
+            st = lib.bg_filter_node(ptr, buf, 320, slot)
+            if st != lib.BG_OK:
+                raise error_for(st, ffi.string(lib.bg_filter_errmsg(ptr)).decode("utf-8", "replace"))
+        finally:
+            self._handle.leave()
+        return ffi.string(buf).decode("utf-8", "replace"), int(slot[0])
 
     def delete(self, *, timeout: TimeoutArg = None) -> bool:
         """Deletes the bitmap and the config; True if anything existed."""

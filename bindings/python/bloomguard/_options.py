@@ -18,7 +18,9 @@ from ._ffi import ffi, lib
 
 __all__ = ["OPTIONS", "ROTATE_OPTIONS", "LOCK_OPTIONS", "build_options", "seconds_to_ms"]
 
-# name -> (BG_OPT_* value, kind): "seconds" (-> ms), "int", "bool" (-> 0/1) or "str".
+# name -> (BG_OPT_* value, kind): "seconds" (-> ms), "int", "bool" (-> 0/1), "str", or "cluster"
+# ("auto" / True / False -> BG_CLUSTER_AUTO / _ON / _OFF).
+_CLUSTER_MODES = {"auto": lib.BG_CLUSTER_AUTO, True: lib.BG_CLUSTER_ON, False: lib.BG_CLUSTER_OFF}
 OPTIONS: Dict[str, Tuple[int, str]] = {
     "connect_timeout": (lib.BG_OPT_CONNECT_TIMEOUT_MS, "seconds"),
     "command_timeout": (lib.BG_OPT_COMMAND_TIMEOUT_MS, "seconds"),
@@ -27,6 +29,7 @@ OPTIONS: Dict[str, Tuple[int, str]] = {
     "config_retries": (lib.BG_OPT_CONFIG_RETRIES, "int"),
     "write_lock_wait": (lib.BG_OPT_WRITE_LOCK_WAIT_MS, "seconds"),
     "tracking": (lib.BG_OPT_TRACKING, "bool"),
+    "cluster": (lib.BG_OPT_CLUSTER, "cluster"),
     "username": (lib.BG_OPT_USERNAME, "str"),
     "password": (lib.BG_OPT_PASSWORD, "str"),
     "client_name": (lib.BG_OPT_CLIENT_NAME, "str"),
@@ -85,6 +88,10 @@ def _set(opts: Any, table: Dict[str, Tuple[int, str]], name: str, value: Any) ->
     else:
         if kind == "seconds":
             ms = seconds_to_ms(value, name)
+        elif kind == "cluster":
+            if not isinstance(value, (bool, str)) or value not in _CLUSTER_MODES:
+                raise TypeError("option %s must be \"auto\", True or False, not %r" % (name, value))
+            ms = _CLUSTER_MODES[value]
         elif kind == "bool":
             if not isinstance(value, bool):
                 raise TypeError("option %s must be a bool, not %s" % (name, type(value).__name__))
