@@ -186,6 +186,69 @@ static void test_staging_expired_before_commit_commit_refuses(void) {
   staging_vanishes(&ft);
 }
 
+/* LOCKED: the live bitmap deleted between two chunks of the in-place rewrite. The commit refuses;
+ * the filter stays marked as being rebuilt, so queries fail with BG_ELOCKED (never a wrong
+ * answer from a half-written bitmap) until the next rotation, which goes through. */
+static int del_live(void *data, int phase, uint64_t items, uint64_t done, uint64_t total) {
+  fault *ft = data;
+  (void)items, (void)total;
+  if (ft->injected || phase != BG_PHASE_UPLOADING || done == 0) return 0;
+  char *rep = cmd("DEL %s", ft->name);
+  if (!strcmp(rep, "1")) ft->injected = 1;
+  free(rep);
+  return 0;
+}
+
+static void test_live_bitmap_deleted_during_locked_rewrite_commit_refuses(void) {
+  fault ft = {"vanish-locked", BG_PHASE_UPLOADING, 0, 0};
+  items old_items = make_items("old", 1000), next = make_items("next", 20000);
+  bg_filter *f = bgt_fresh_filter(cl, ft.name, 100000, 0.01, &old_items);
+  bg_options *o = rotation_opts(30000, 300000, 4096);
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 100000, 0.01, BG_ROTATE_LOCKED, o));
+  CHECK_OK(bg_rotation_set_progress(r, del_live, &ft));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(old_items), old_items.len, old_items.n));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(next), next.len, next.n));
+  CHECK_STATUS(bg_rotation_commit(r), BG_ESERVER);
+  CHECK_MSG(ft.injected, "the fault was never injected");
+  CHECK_CONTAINS(bg_rotation_errmsg(r), "vanished during the in-place rewrite");
+  bg_rotation_free(r);
+  int present = 0;
+  CHECK_STATUS(bg_filter_contains(f, old_items.p[0], old_items.len[0], &present), BG_ELOCKED);
+  CHECK_OK(bg_rotation_begin(&r, f, 100000, 0.01, BG_ROTATE_LOCKED, o));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(old_items), old_items.len, old_items.n));
+  CHECK_OK(bg_rotation_commit(r));
+  bg_rotation_free(r);
+  CHECK_EQ_U64(bgt_count_present(f, &old_items), old_items.n);
+  bg_options_free(o);
+  bg_filter_close(f);
+  items_free(&old_items), items_free(&next);
+}
+
+/* The invariant itself: from begin on, the staging key exists and every key the lease guards
+ * expires no earlier than the lease, whatever the staging TTL (here 1 s under a 30 s lease). */
+static void test_guarded_keys_outlive_the_lease(void) {
+  items late = make_items("late", 1);
+  bg_filter *f = bgt_fresh_filter(cl, "outlive", 1000, 0.01, NULL);
+  bg_options *o = rotation_opts(30000, 1000, 0);
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 1000, 0.01, BG_ROTATE_SWAP, o));
+  CHECK_OK(bg_filter_add_many(f, PTRS(late), late.len, late.n, NULL));
+  char *lease = cmd("PTTL %s", "{outlive}:rotation");
+  char *delta = cmd("PTTL %s", "{outlive}:delta");
+  char *staging = cmd("KEYS %s", "{outlive}:next:*");
+  char *staging_ttl = cmd("PTTL %s", staging);
+  CHECK_MSG(atol(lease) > 1000 && atol(delta) >= atol(lease) && atol(staging_ttl) >= atol(lease),
+            "lease PTTL %s, delta %s, staging %s (%s)", lease, delta, staging_ttl, staging);
+  free(lease), free(delta), free(staging), free(staging_ttl);
+  CHECK_OK(bg_rotation_commit(r));
+  bg_rotation_free(r);
+  CHECK_EQ_U64(bgt_count_present(f, &late), 1);
+  bg_options_free(o);
+  bg_filter_close(f);
+  items_free(&late);
+}
+
 static void setup(void) {
   bgt_redis_start(&srv, NULL);
   CHECK_OK(bg_client_open(&cl, srv.url, NULL));
@@ -201,4 +264,6 @@ BGT_RUN(BGT_CASE(setup), BGT_CASE(test_stall_before_swap_commit_keeps_every_item
         BGT_CASE(test_add_survives_a_commit_later_than_the_staging_ttl_locked),
         BGT_CASE(test_staging_deleted_between_chunks_commit_refuses),
         BGT_CASE(test_staging_expired_between_chunks_commit_refuses),
-        BGT_CASE(test_staging_expired_before_commit_commit_refuses), BGT_CASE(teardown))
+        BGT_CASE(test_staging_expired_before_commit_commit_refuses),
+        BGT_CASE(test_live_bitmap_deleted_during_locked_rewrite_commit_refuses),
+        BGT_CASE(test_guarded_keys_outlive_the_lease), BGT_CASE(teardown))
