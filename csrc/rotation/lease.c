@@ -1,7 +1,10 @@
 /*
  * The lease keeper: one thread per SWAP rotation renews the lease every third of its length, so
  * a rotator that is alive keeps it however long the build takes, and one that died loses it
- * within a lease. Renewal also pushes back the staging keys' TTL.
+ * within a lease. Renewal also pushes back the staging keys' TTL (to max(staging TTL, lease): they
+ * outlive the lease, rotation.h). A renewal that failed (a timeout, a lost connection) is tried
+ * again after a twelfth of the lease rather than a full third, so one slow answer does not cost
+ * the lease when the client's command timeout is a large part of it.
  */
 #include <errno.h>
 #include <string.h>
@@ -12,13 +15,13 @@
 static void *keeper(void *arg) {
   bg_rotation *r = arg;
   bgi_lease *l = &r->lease;
-  int64_t period_ms = r->opts.rotate_lease_ms / 3;
+  int64_t period_ms = r->opts.rotate_lease_ms / 3, wait_ms = period_ms;
   pthread_mutex_lock(&l->mu);
   while (!l->stop) {
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += (time_t)(period_ms / 1000);
-    until.tv_nsec += (long)(period_ms % 1000) * 1000000L;
+    until.tv_sec += (time_t)(wait_ms / 1000);
+    until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
     if (until.tv_nsec >= 1000000000L) until.tv_sec++, until.tv_nsec -= 1000000000L;
     while (!l->stop && pthread_cond_timedwait(&l->cv, &l->mu, &until) != ETIMEDOUT) {}
     if (l->stop) break;
@@ -31,7 +34,8 @@ static void *keeper(void *arg) {
       atomic_store(&l->lost, 1);
       break;
     }
-    /* a failed round trip is retried at the next period: the lease outlives two of them */
+    /* a failed round trip is retried sooner: the lease is still running out meanwhile */
+    wait_ms = st == BG_OK ? period_ms : (period_ms / 4 > 1 ? period_ms / 4 : 1);
   }
   pthread_mutex_unlock(&l->mu);
   return NULL;
