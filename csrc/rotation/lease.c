@@ -3,8 +3,10 @@
  * a rotator that is alive keeps it however long the build takes, and one that died loses it
  * within a lease. Renewal also pushes back the staging keys' TTL (to max(staging TTL, lease): they
  * outlive the lease, rotation.h). A renewal that failed (a timeout, a lost connection) is tried
- * again after a twelfth of the lease rather than a full third, so one slow answer does not cost
- * the lease when the client's command timeout is a large part of it.
+ * again after a twelfth of the lease rather than a full third, and no renewal waits for its answer
+ * longer than a third of the lease (nor past the lease's end), whatever BG_OPT_COMMAND_TIMEOUT_MS
+ * is: a lost answer then leaves time for further tries instead of waiting out a command timeout
+ * as long as the lease.
  */
 #include <errno.h>
 #include <string.h>
@@ -16,6 +18,8 @@ static void *keeper(void *arg) {
   bg_rotation *r = arg;
   bgi_lease *l = &r->lease;
   int64_t period_ms = r->opts.rotate_lease_ms / 3, wait_ms = period_ms;
+  uint64_t lease_ns = (uint64_t)r->opts.rotate_lease_ms * 1000000u;
+  uint64_t lease_until = bgi_now_ns() + lease_ns;   /* begin set it just before */
   pthread_mutex_lock(&l->mu);
   while (!l->stop) {
     struct timespec until;
@@ -27,7 +31,15 @@ static void *keeper(void *arg) {
     if (l->stop) break;
     pthread_mutex_unlock(&l->mu);
     bgi_err err = {0};
-    int st = bgi_rot_step_renew(r, &err);
+    uint64_t sent = bgi_now_ns();
+    /* a renewal waits a third of the lease at most (then a retry still has time) and never past
+     * the lease's end, where an answer is of no use; one sent after it still gets a short try (it
+     * will find the lease gone, or the server's clock slower than ours) */
+    uint64_t deadline = sent + (uint64_t)period_ms * 1000000u;
+    if (deadline > lease_until) deadline = lease_until;
+    if (deadline < sent + 10000000u) deadline = sent + 10000000u;
+    int st = bgi_rot_step_renew(r, deadline, &err);
+    if (st == BG_OK) lease_until = sent + lease_ns;
     pthread_mutex_lock(&l->mu);
     if (st == BG_EROTATING) {
       memcpy(l->lost_why, err.msg, sizeof l->lost_why - 1);

@@ -82,7 +82,8 @@ struct bg_rotation {
 /* Server-side steps (csrc/rotation/steps.c); each returns a status with the message in err. */
 int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, size_t owner_cap, bgi_err *err);
 int bgi_rot_step_upload(bg_rotation *r, size_t offset, const uint8_t *data, size_t len, bgi_err *err);
-int bgi_rot_step_renew(bg_rotation *r, bgi_err *err);
+/* deadline_ns: when the lease runs out if this renewal does not land (a later answer is of no use) */
+int bgi_rot_step_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err);
 int bgi_rot_step_commit(bg_rotation *r, bgi_err *err);
 /* Applies the delta to target (the uploaded or rewritten bitmap) in short lease-checked steps,
  * until what is left is short enough for the final step (rotation/delta.h). */

@@ -256,7 +256,7 @@ int bgi_rot_step_upload(bg_rotation *r, size_t offset, const uint8_t *data, size
   return bgi_client_call(r->f->client, 0, build_chunk, parse_chunk, &ch, err);
 }
 
-int bgi_rot_step_renew(bg_rotation *r, bgi_err *err) {
+int bgi_rot_step_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err) {
   char lease[24], ttl[24];
   snprintf(lease, sizeof lease, "%lld", (long long)r->opts.rotate_lease_ms);
   snprintf(ttl, sizeof ttl, "%lld", (long long)r->guarded_ttl_ms);
@@ -264,7 +264,7 @@ int bgi_rot_step_renew(bg_rotation *r, bgi_err *err) {
   const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, r->token, lease, ttl};
   size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, 32, strlen(lease), strlen(ttl)};
   bgi_step s = {.script = &renew_script, .nkeys = 3, .nargs = 3, .argv = argv, .lens = lens};
-  int st = run_step(r, &s, err);
+  int st = bgi_step_run(r->f->client, deadline_ns, &s, err);
   if (st == BG_OK && s.ints[0] != 1) return lease_lost(r, "lease renewal", err);
   return st;
 }
