@@ -33,7 +33,8 @@
 #include "script_step.h"
 
 /* KEYS: rotation, staging, delta, spare. ARGV: token, owner, lease ms, size, k, n, fpp, guarded
- * TTL (also what adds give the delta), bitmap bytes. Reply {1, spare bytes now in staging} or {0, owner, pttl} when busy. */
+ * TTL (also what adds give the delta), bitmap bytes. Reply {1, spare bytes now in staging} or
+ * {0, owner, pttl} when busy. */
 static bgi_script begin_script = {
   .name = "rotation begin",
   .body =
@@ -210,7 +211,7 @@ typedef struct chunk {
 static int build_chunk(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   chunk *ch = ctx;
   const bg_rotation *r = ch->r;
-  if (bgi_buf_reserve(&c->out, bgi_resp_bound(9, 64 + 2 * r->staging_key_len + ch->len)) != BG_OK)
+  if (bgi_buf_reserve(&c->out, bgi_resp_bound(16, 128 + 3 * r->staging_key_len + ch->len)) != BG_OK)
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
   bgi_resp_array(&c->out, 1);
   bgi_resp_cstr(&c->out, "MULTI");
