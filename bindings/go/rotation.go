@@ -137,6 +137,7 @@ func WithWait(d time.Duration) RotateOption {
 
 // WithStagingTTL sets the time to live of the staging keys, renewed with the lease, so that a
 // dead rotator's keys go away on their own (BG_OPT_ROTATE_STAGING_TTL_MS; default 5 min, 1s..24h).
+// While the lease is held they get at least the lease, so none expires under a live rotation.
 func WithStagingTTL(d time.Duration) RotateOption {
 	return rotateOption(durationSetting("WithStagingTTL", C.BG_OPT_ROTATE_STAGING_TTL_MS, d))
 }

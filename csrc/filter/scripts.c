@@ -57,7 +57,12 @@ bgi_script bgi_script_add = {
     "  for i = 5 + n * k, last, 1024 do\n"
     "    redis.call('RPUSH', KEYS[4], unpack(ARGV, i, math.min(i + 1023, last)))\n"
     "  end\n"
-    "  redis.call('PEXPIRE', KEYS[4], rot[3])\n"
+    /* never shorter than the lease still has to run: the rotation it guards needs the delta
+     * until it commits (issue 11: a 1 s staging TTL under a 30 s lease lost an add) */
+    "  local ttl = tonumber(rot[3]) or 0\n"
+    "  local lease = redis.call('PTTL', KEYS[3])\n"
+    "  if lease > ttl then ttl = lease end\n"
+    "  if ttl > 0 then redis.call('PEXPIRE', KEYS[4], ttl) end\n"
     "end\n"
     "return {1, added, active}\n",
 };

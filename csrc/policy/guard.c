@@ -76,8 +76,28 @@ bgi_snapshot *bgi_guard_snapshot(bgi_guard *g) {
   return s;
 }
 
+/*
+ * Pairs of settings that cannot work together, refused when the policy is given to a filter (the
+ * settings are set one at a time, so only here are both known). The others all work: a backoff
+ * base above the max makes every wait the max; a breaker cooldown of any length against any
+ * timeout just bounds how often a probe pays one; retries never outlast the call's deadline.
+ */
+static int check_pairs(const bgi_policy_cfg *c, bgi_err *err) {
+  /* the refresher downloads every interval (plus the download's own time), so a snapshot younger
+   * than the max age exists only for part of each interval: BG_ACT_SNAPSHOT would skip it the rest */
+  if (c->snapshot_interval_ms > 0 && c->snapshot_max_age_ms > 0 && c->snapshot_max_age_ms < c->snapshot_interval_ms)
+    return bgi_err_set(err, BG_EINVAL, "set_policy: BG_POLICY_SNAPSHOT_MAX_AGE_MS (%lld ms) is shorter than "
+                       "BG_POLICY_SNAPSHOT_INTERVAL_MS (%lld ms): each refreshed snapshot would be too old to answer "
+                       "for the last %lld ms of every interval; set the max age to at least the interval (twice it "
+                       "also rides out one failed refresh), refresh more often, or set the max age to 0 (any age)",
+                       (long long)c->snapshot_max_age_ms, (long long)c->snapshot_interval_ms,
+                       (long long)(c->snapshot_interval_ms - c->snapshot_max_age_ms));
+  return BG_OK;
+}
+
 int bgi_guard_set_policy(bgi_guard *g, bg_filter *f, const bg_policy *p, bgi_err *err) {
   bgi_policy *np = NULL, *old;
+  if (p && check_pairs(&p->cfg, err) != BG_OK) return err->status;
   if (p) {
     if (!(np = malloc(sizeof *np))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
     atomic_init(&np->refs, 1);

@@ -17,6 +17,13 @@
  * With an unchanged size the bytes are overwritten in place, each byte old or new, so an item
  * present in both generations keeps its bits throughout: Redisson readers, who know nothing of
  * the lock, still find those. Items added during the rebuild reach their bits in step 4.
+ *
+ * Completeness (issue 11; the same invariant as SWAP's staging key, steps.c): from step 2 the
+ * bitmap key exists (an empty string if there was none), and every later step - each chunk, each
+ * drain step, the last step - refuses (BG_ESERVER) if it is missing, the last one also if it is
+ * shorter than what was written: a bitmap that expired (the filter's own TTL), was evicted or
+ * deleted under the rewrite is never completed into a wrong generation. The mark then stays, so
+ * queries fail with BG_ELOCKED (the policy answers) until the next rotation.
  */
 #include <stdio.h>
 #include <string.h>
@@ -25,7 +32,7 @@
 #include "rotation/rotation.h"
 #include "script_step.h"
 
-/* KEYS config, bitmap, lease, lock; ARGV token, holder, next size, owner.
+/* KEYS config, bitmap, lease, lock; ARGV token, holder, next size, owner. The bitmap exists after.
  * {1, bitmap length}; {0}: the lease is gone; {2}: the write lock is not ours. */
 static bgi_script start_script = {
   .name = "locked rotation start",
@@ -41,20 +48,23 @@ static bgi_script start_script = {
     "redis.call('HSET', KEYS[1], '" BGI_REBUILD_FIELD "', ARGV[4])\n"
     /* another size: the old bytes mean nothing in the new geometry */
     "if redis.call('HGET', KEYS[1], 'size') ~= ARGV[3] then redis.call('DEL', KEYS[2]) end\n"
-    "return {1, redis.call('STRLEN', KEYS[2])}\n",
+    "local len = redis.call('STRLEN', KEYS[2])\n"
+    "if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('SET', KEYS[2], '') end\n"
+    "return {1, len}\n",
 };
 
-/* KEYS lease, bitmap; ARGV token, offset, bytes. {1}; {0}: the lease is gone. */
+/* KEYS lease, bitmap; ARGV token, offset, bytes. {1}; {0}: the lease is gone; {3}: the bitmap vanished. */
 static bgi_script write_script = {
   .name = "locked rotation write",
   .body =
     "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return {0} end\n"
+    "if redis.call('EXISTS', KEYS[2]) == 0 then return {3} end\n"
     "redis.call('SETRANGE', KEYS[2], ARGV[2], ARGV[3])\n"
     "return {1}\n",
 };
 
-/* KEYS config, bitmap, lease, delta, lock, staging, spare; ARGV token, holder.
- * {1}; {0}: lease gone; {2}: lock gone. */
+/* KEYS config, bitmap, lease, delta, lock, staging, spare; ARGV token, holder, bytes written.
+ * {1}; {0}: lease gone; {2}: lock gone; {3}: the bitmap is missing or shorter than what was written. */
 static bgi_script finish_script = {
   .name = "locked rotation commit",
   .body =
@@ -62,7 +72,10 @@ static bgi_script finish_script = {
     "local r = redis.call('HMGET', KEYS[3], 'token', 'next_size', 'next_k', 'next_n', 'next_fpp')\n"
     "if r[1] ~= ARGV[1] then return {0} end\n"
     "if not redis.call('HGET', KEYS[5], ARGV[2]) then return {2} end\n"
+    "if redis.call('EXISTS', KEYS[2]) == 0 or redis.call('STRLEN', KEYS[2]) < tonumber(ARGV[3]) then return {3} end\n"
     "bgi_merge_delta(KEYS[2], KEYS[4])\n"
+    /* an empty generation: no bitmap, as a fresh filter */
+    "if redis.call('STRLEN', KEYS[2]) == 0 then redis.call('DEL', KEYS[2]) end\n"
     "redis.call('HSET', KEYS[1], 'size', r[2], 'hashIterations', r[3], 'expectedInsertions', r[4],\n"
     "           'falseProbability', r[5])\n"
     "redis.call('HDEL', KEYS[1], '" BGI_REBUILD_FIELD "')\n"
@@ -76,6 +89,7 @@ static bgi_script finish_script = {
 
 
 static int step_failed(bg_rotation *r, const bgi_step *s, const char *what, bgi_err *err) {
+  if (s->ints[0] == 3) return bgi_rot_vanished(r, what, r->f->name, err);
   if (s->ints[0] == 0)
     return bgi_err_set(err, BG_EROTATING, "%s: this rotation of \"%s\" lost its lease (it expired, or another "
                        "rotator took over)", what, r->f->name);
@@ -163,11 +177,13 @@ int bgi_locked_commit(bg_rotation *r, bgi_err *err) {
   if (st == BG_OK) st = bgi_rot_drain_delta(r, f->name, f->name_len, err);
   if (st == BG_OK) progress(r, BG_PHASE_COMMITTING);
   if (st == BG_OK) {
+    char written[24];
+    snprintf(written, sizeof written, "%llu", (unsigned long long)r->upload_total);
     const char *argv[] = {f->config_key, f->name, f->rotation_key, f->delta_key, bg_lock_key(r->lock),
-                          r->staging_key, f->spare_key, r->token, holder};
+                          r->staging_key, f->spare_key, r->token, holder, written};
     size_t lens[] = {f->config_key_len, f->name_len, f->rotation_key_len, f->delta_key_len,
-                     strlen(bg_lock_key(r->lock)), r->staging_key_len, f->spare_key_len, 32, hlen};
-    bgi_step fin = {.script = &finish_script, .nkeys = 7, .nargs = 2, .argv = argv, .lens = lens};
+                     strlen(bg_lock_key(r->lock)), r->staging_key_len, f->spare_key_len, 32, hlen, strlen(written)};
+    bgi_step fin = {.script = &finish_script, .nkeys = 7, .nargs = 3, .argv = argv, .lens = lens};
     st = run(r, &fin, "commit", err);
   }
   if (st == BG_OK) bgi_locked_release(r);   /* the filter is whole again: wake the queries */

@@ -107,6 +107,11 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     r->opts.rotate_threads = cpus > 1 ? cpus - 1 : 1;
   }
+  /* a key the lease guards must outlive it: a staging TTL shorter than the lease is stretched to
+   * the lease while the rotation runs (issue 11: a 2 s staging TTL under a 60 s lease let the
+   * staging bitmap expire during a 3 s stall and the commit install an empty generation) */
+  r->guarded_ttl_ms = r->opts.rotate_staging_ttl_ms > r->opts.rotate_lease_ms ? r->opts.rotate_staging_ttl_ms
+                                                                              : r->opts.rotate_lease_ms;
   bgi_errslot_init(&r->err);
   r->f = f;
   r->strategy = strategy;

@@ -53,6 +53,10 @@ struct bg_rotation {
   char *staging_key;
   size_t staging_key_len;
   uint64_t spare_len;   /* bytes of the spare begin moved into the staging key (0: none) */
+  /* TTL given to every key the lease guards (staging bitmap, delta) at each write and renewal:
+   * max(staging TTL, lease), so none can expire while the lease that guards it is still held
+   * (a renewal sets the lease to its full length, never more) */
+  int64_t guarded_ttl_ms;
   char owner[128];      /* host:pid, for the "rotation in progress" message */
   uint64_t size;
   uint32_t k;
@@ -66,7 +70,8 @@ struct bg_rotation {
   uint64_t items;
   uint64_t bytes_uploaded;   /* bytes actually sent (all-zero chunks are skipped) */
   uint64_t upload_pos;       /* how far the upload got, for progress */
-  uint64_t upload_total;     /* bytes the upload covers: up to the last non-zero byte */
+  uint64_t upload_total;     /* bytes the upload covers: up to the last non-zero byte; the commit
+                               * refuses a staging bitmap shorter than this */
   uint64_t started_ns;
   uint64_t last_progress_ns;
   bg_progress_fn progress;
@@ -77,12 +82,15 @@ struct bg_rotation {
 /* Server-side steps (csrc/rotation/steps.c); each returns a status with the message in err. */
 int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, size_t owner_cap, bgi_err *err);
 int bgi_rot_step_upload(bg_rotation *r, size_t offset, const uint8_t *data, size_t len, bgi_err *err);
-int bgi_rot_step_renew(bg_rotation *r, bgi_err *err);
+/* deadline_ns: when the lease runs out if this renewal does not land (a later answer is of no use) */
+int bgi_rot_step_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err);
 int bgi_rot_step_commit(bg_rotation *r, bgi_err *err);
 /* Applies the delta to target (the uploaded or rewritten bitmap) in short lease-checked steps,
  * until what is left is short enough for the final step (rotation/delta.h). */
 int bgi_rot_drain_delta(bg_rotation *r, const char *target, size_t target_len, bgi_err *err);
 int bgi_rot_step_abort(bg_rotation *r, bgi_err *err);
+/* BG_ESERVER: the bitmap key (staging for SWAP, live for LOCKED) was lost under the rotation. */
+int bgi_rot_vanished(bg_rotation *r, const char *what, const char *key, bgi_err *err);
 
 /* Shared by the strategies (rotation.c): the progress callback (BG_EABORTED if it says stop),
  * and the check that the rotation is still on and its lease still held. */

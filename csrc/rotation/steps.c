@@ -11,6 +11,18 @@
  * begin renames the spare to its staging key, so the upload overwrites a full-size value in
  * place instead of growing a fresh one (1.6 ms of server time for 12 MB against 33-52 ms). The
  * upload then rewrites every byte the spare has (zeros included), so none of its bits survive.
+ *
+ * Completeness (issue 11): a key that expires, is evicted or deleted under a rotation comes back
+ * zero-filled at the next SETRANGE or BITFIELD, and a commit that renamed it into place would
+ * install a generation missing some or all of its items. So the staging key exists from begin
+ * on (the spare, or an empty string), and the invariant the commit relies on is: "it has existed
+ * without a break since begin". Every step that touches it checks it in the same atomic step:
+ * each upload chunk asks EXISTS before its SETRANGE (in the same MULTI; a chunk that landed on a
+ * recreated key is detected and the rotation fails), each drain step and the commit script
+ * refuse a missing key, and the commit also refuses one shorter than the bytes uploaded. A key
+ * that vanished and was recreated by a later write would need that write to come from this
+ * rotation, and every such write checks first. Nothing guarded by the lease may expire before
+ * it: every TTL they get is guarded_ttl_ms = max(staging TTL, lease) (rotation.h).
  */
 #include <stdio.h>
 #include <string.h>
@@ -20,8 +32,9 @@
 #include "rotation/rotation.h"
 #include "script_step.h"
 
-/* KEYS: rotation, staging, delta, spare. ARGV: token, owner, lease ms, size, k, n, fpp, staging
- * TTL, bitmap bytes. Reply {1, spare bytes now in staging} or {0, owner, pttl} when busy. */
+/* KEYS: rotation, staging, delta, spare. ARGV: token, owner, lease ms, size, k, n, fpp, guarded
+ * TTL (also what adds give the delta), bitmap bytes. Reply {1, spare bytes now in staging} or
+ * {0, owner, pttl} when busy. */
 static bgi_script begin_script = {
   .name = "rotation begin",
   .body =
@@ -45,10 +58,12 @@ static bgi_script begin_script = {
     "    redis.call('PEXPIRE', KEYS[2], ARGV[8])\n"
     "  end\n"
     "end\n"
+    /* the staging key exists from here to the commit: a missing one later means it was lost */
+    "if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('SET', KEYS[2], '', 'PX', ARGV[8]) end\n"
     "return {1, spare}\n",
 };
 
-/* KEYS: rotation, staging, delta. ARGV: token, lease ms, staging TTL. */
+/* KEYS: rotation, staging, delta. ARGV: token, lease ms, guarded TTL (>= lease ms). */
 static bgi_script renew_script = {
   .name = "rotation renew",
   .body =
@@ -63,7 +78,9 @@ static bgi_script renew_script = {
  * The swap. Items added during the rotation were recorded in the delta with the next
  * generation's indexes; setting them here, in the same step as the swap, is what makes "no add
  * is lost" hold. A time to live the owner put on the live filter carries over to the new one.
- * KEYS: config, live, rotation, staging, delta, spare. ARGV: token, spare TTL.
+ * Before anything, the staging bitmap must be all there (see the top): present and at least as
+ * long as the bytes uploaded; else {2, its length} and nothing is touched.
+ * KEYS: config, live, rotation, staging, delta, spare. ARGV: token, spare TTL, bytes uploaded.
  */
 static bgi_script commit_script = {
   .name = "rotation commit",
@@ -71,10 +88,12 @@ static bgi_script commit_script = {
     BGI_LUA_MERGE_DELTA
     "local r = redis.call('HMGET', KEYS[3], 'token', 'next_size', 'next_k', 'next_n', 'next_fpp')\n"
     "if r[1] ~= ARGV[1] then return {0} end\n"
+    "local have = redis.call('STRLEN', KEYS[4])\n"
+    "if redis.call('EXISTS', KEYS[4]) == 0 or have < tonumber(ARGV[3]) then return {2, have} end\n"
     "local ttl = redis.call('PTTL', KEYS[2])\n"
     "if ttl < 0 then ttl = redis.call('PTTL', KEYS[1]) end\n"
     "bgi_merge_delta(KEYS[4], KEYS[5])\n"
-    "if redis.call('EXISTS', KEYS[4]) == 1 then\n"
+    "if redis.call('STRLEN', KEYS[4]) > 0 then\n"
     /* the old bitmap becomes the next rotation's upload buffer: nothing is freed here */
     "  if redis.call('TYPE', KEYS[2])['ok'] == 'string' then\n"
     "    redis.call('RENAME', KEYS[2], KEYS[6])\n"
@@ -82,7 +101,8 @@ static bgi_script commit_script = {
     "  end\n"
     "  redis.call('RENAME', KEYS[4], KEYS[2])\n"
     "else\n"
-    "  redis.call('DEL', KEYS[2])\n"
+    /* an empty generation (no item, no add): no bitmap, as a fresh filter */
+    "  redis.call('DEL', KEYS[2], KEYS[4])\n"
     "end\n"
     "redis.call('DEL', KEYS[1])\n"
     "redis.call('HSET', KEYS[1], 'size', r[2])\n"
@@ -105,12 +125,14 @@ static bgi_script commit_script = {
  * ours it becomes the spare (its content does not matter: an upload rewrites all of it), so an
  * aborted rotation frees nothing either.
  */
-/* KEYS: rotation, target, delta. ARGV: token, limit. {1, offsets left}; {0}: the lease is gone. */
+/* KEYS: rotation, target, delta. ARGV: token, limit. {1, offsets left}; {0}: the lease is gone;
+ * {2}: the target vanished (it exists from begin, or LOCKED's start, to the commit: see the top). */
 static bgi_script drain_script = {
   .name = "rotation drain",
   .body =
     BGI_LUA_MERGE_DELTA
     "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return {0} end\n"
+    "if redis.call('EXISTS', KEYS[2]) == 0 then return {2} end\n"
     "bgi_merge_delta(KEYS[2], KEYS[3], tonumber(ARGV[2]))\n"
     "return {1, redis.call('LLEN', KEYS[3])}\n",
 };
@@ -140,13 +162,24 @@ static int lease_lost(bg_rotation *r, const char *what, bgi_err *err) {
                      "rotator took over); nothing more was written", what, r->f->name);
 }
 
+/* The staging bitmap (SWAP) or the live one being rewritten (LOCKED) is not all there. */
+int bgi_rot_vanished(bg_rotation *r, const char *what, const char *key, bgi_err *err) {
+  if (r->strategy == BG_ROTATE_LOCKED)
+    return bgi_err_set(err, BG_ESERVER, "%s refused: the bitmap %s of \"%s\" vanished during the in-place rewrite (it "
+                       "expired, was evicted or deleted); the filter stays marked as being rebuilt (queries fail with "
+                       "BG_ELOCKED) until the next rotation: rotate again", what, key, r->f->name);
+  return bgi_err_set(err, BG_ESERVER, "%s refused: the staging bitmap %s of \"%s\" is not all there (it expired, was "
+                     "evicted or deleted during the rotation); the live filter is unchanged: rotate again", what, key,
+                     r->f->name);
+}
+
 int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, size_t owner_cap, bgi_err *err) {
   char lease[24], size[24], k[24], n[24], ttl[24], bytes[24];
   snprintf(lease, sizeof lease, "%lld", (long long)r->opts.rotate_lease_ms);
   snprintf(size, sizeof size, "%llu", (unsigned long long)r->size);
   snprintf(k, sizeof k, "%u", r->k);
   snprintf(n, sizeof n, "%lld", (long long)r->n);
-  snprintf(ttl, sizeof ttl, "%lld", (long long)r->opts.rotate_staging_ttl_ms);
+  snprintf(ttl, sizeof ttl, "%lld", (long long)r->guarded_ttl_ms);
   snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)((r->size + 7) / 8));
   const bg_filter *f = r->f;
   const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, f->spare_key, r->token, r->owner, lease,
@@ -166,7 +199,9 @@ int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, siz
                      "unless renewed)", f->name, s.str[0][0] ? s.str[0] : "?", (long long)s.ints[1]);
 }
 
-/* One upload chunk: MULTI, SETRANGE staging, PEXPIRE staging, EXEC - no script. */
+/* One upload chunk: MULTI, EXISTS staging, SETRANGE staging, PEXPIRE staging, EXEC - no script. The
+ * EXISTS, in the same transaction, says whether the SETRANGE landed on the key begin created or on
+ * a zero-filled one it recreated (the old one lost): then the upload fails (see the top). */
 typedef struct chunk {
   const bg_rotation *r;
   size_t offset, len;
@@ -176,10 +211,13 @@ typedef struct chunk {
 static int build_chunk(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   chunk *ch = ctx;
   const bg_rotation *r = ch->r;
-  if (bgi_buf_reserve(&c->out, bgi_resp_bound(9, 64 + 2 * r->staging_key_len + ch->len)) != BG_OK)
+  if (bgi_buf_reserve(&c->out, bgi_resp_bound(16, 128 + 3 * r->staging_key_len + ch->len)) != BG_OK)
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
   bgi_resp_array(&c->out, 1);
   bgi_resp_cstr(&c->out, "MULTI");
+  bgi_resp_array(&c->out, 2);
+  bgi_resp_cstr(&c->out, "EXISTS");
+  bgi_resp_bulk(&c->out, r->staging_key, r->staging_key_len);
   bgi_resp_array(&c->out, 4);
   bgi_resp_cstr(&c->out, "SETRANGE");
   bgi_resp_bulk(&c->out, r->staging_key, r->staging_key_len);
@@ -188,22 +226,29 @@ static int build_chunk(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   bgi_resp_array(&c->out, 3);
   bgi_resp_cstr(&c->out, "PEXPIRE");
   bgi_resp_bulk(&c->out, r->staging_key, r->staging_key_len);
-  bgi_resp_u64(&c->out, (uint64_t)r->opts.rotate_staging_ttl_ms);
+  bgi_resp_u64(&c->out, (uint64_t)r->guarded_ttl_ms);
   bgi_resp_array(&c->out, 1);
   bgi_resp_cstr(&c->out, "EXEC");
-  *nreplies = 4;
+  *nreplies = 5;
   return BG_OK;
 }
 
 static int parse_chunk(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
-  (void)c, (void)ctx;
+  chunk *ch = ctx;
+  (void)c;
   for (size_t i = 0; i < n; i++)
     if (rep[i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[i], "rotation upload", err);
   const bgi_reply *x = rep[n - 1];
-  if (x->type != REDIS_REPLY_ARRAY || x->elements != 2)
+  if (x->type != REDIS_REPLY_ARRAY || x->elements != 3)
     return bgi_err_set(err, BG_EPROTO, "rotation upload: unexpected EXEC reply");
-  for (size_t i = 0; i < 2; i++)
+  for (size_t i = 0; i < 3; i++)
     if (x->element[i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(x->element[i], "rotation upload", err);
+  if (x->element[0]->type != REDIS_REPLY_INTEGER)
+    return bgi_err_set(err, BG_EPROTO, "rotation upload: unexpected EXISTS reply");
+  if (x->element[0]->integer != 1) {
+    bg_rotation *r = (bg_rotation *)ch->r;
+    return bgi_rot_vanished(r, "upload", r->staging_key, err);
+  }
   return BG_OK;
 }
 
@@ -212,28 +257,31 @@ int bgi_rot_step_upload(bg_rotation *r, size_t offset, const uint8_t *data, size
   return bgi_client_call(r->f->client, r->f->slot, 0, build_chunk, parse_chunk, &ch, err);
 }
 
-int bgi_rot_step_renew(bg_rotation *r, bgi_err *err) {
+int bgi_rot_step_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err) {
   char lease[24], ttl[24];
   snprintf(lease, sizeof lease, "%lld", (long long)r->opts.rotate_lease_ms);
-  snprintf(ttl, sizeof ttl, "%lld", (long long)r->opts.rotate_staging_ttl_ms);
+  snprintf(ttl, sizeof ttl, "%lld", (long long)r->guarded_ttl_ms);
   const bg_filter *f = r->f;
   const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, r->token, lease, ttl};
   size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, 32, strlen(lease), strlen(ttl)};
   bgi_step s = {.script = &renew_script, .nkeys = 3, .nargs = 3, .argv = argv, .lens = lens};
-  int st = run_step(r, &s, err);
+  int st = bgi_step_run(r->f->client, deadline_ns, &s, err);
   if (st == BG_OK && s.ints[0] != 1) return lease_lost(r, "lease renewal", err);
   return st;
 }
 
 int bgi_rot_step_commit(bg_rotation *r, bgi_err *err) {
-  char ttl[24];
+  char ttl[24], bytes[24];
   snprintf(ttl, sizeof ttl, "%lld", (long long)r->opts.rotate_staging_ttl_ms);
+  snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)r->upload_total);
   const bg_filter *f = r->f;
-  const char *argv[] = {f->config_key, f->name, f->rotation_key, r->staging_key, f->delta_key, f->spare_key, r->token, ttl};
+  const char *argv[] = {f->config_key, f->name, f->rotation_key, r->staging_key, f->delta_key, f->spare_key, r->token, ttl,
+                        bytes};
   size_t lens[] = {f->config_key_len, f->name_len, f->rotation_key_len, r->staging_key_len, f->delta_key_len,
-                   f->spare_key_len, 32, strlen(ttl)};
-  bgi_step s = {.script = &commit_script, .nkeys = 6, .nargs = 2, .argv = argv, .lens = lens};
+                   f->spare_key_len, 32, strlen(ttl), strlen(bytes)};
+  bgi_step s = {.script = &commit_script, .nkeys = 6, .nargs = 3, .argv = argv, .lens = lens};
   int st = run_step(r, &s, err);
+  if (st == BG_OK && s.ints[0] == 2) return bgi_rot_vanished(r, "commit", r->staging_key, err);
   if (st == BG_OK && s.ints[0] != 1) return lease_lost(r, "commit", err);
   return st;
 }
@@ -259,6 +307,7 @@ int bgi_rot_drain_delta(bg_rotation *r, const char *target, size_t target_len, b
     bgi_step s = {.script = &drain_script, .nkeys = 3, .nargs = 2, .argv = argv, .lens = lens};
     int st = run_step(r, &s, err);
     if (st != BG_OK) return st;
+    if (s.ints[0] == 2) return bgi_rot_vanished(r, "commit", target, err);
     if (s.ints[0] != 1) return lease_lost(r, "commit", err);
     if (s.nints < 2 || s.ints[1] <= BGI_DRAIN_SLICE) return BG_OK;
   }

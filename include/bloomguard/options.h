@@ -35,9 +35,13 @@ typedef struct bg_options bg_options;
 #define BG_CLUSTER_ON   1
 #define BG_CLUSTER_AUTO 2
 /* Rotation options (bg_rotation_begin; see rotation.h). */
-#define BG_OPT_ROTATE_LEASE_MS       20  /* lease of the rotator, renewed every third of it; 100..3600000 */
+#define BG_OPT_ROTATE_LEASE_MS       20  /* lease of the rotator, renewed every third of it (a failed renewal
+                                            sooner; none waits for its answer longer than a third of the
+                                            lease, whatever the command timeout); 100..3600000 */
 #define BG_OPT_ROTATE_WAIT_MS        21  /* wait for another rotation to end; 0..3600000 */
-#define BG_OPT_ROTATE_STAGING_TTL_MS 22  /* TTL of the staging keys, renewed with the lease; 1000..86400000 */
+#define BG_OPT_ROTATE_STAGING_TTL_MS 22  /* TTL of the staging keys, renewed with the lease; 1000..86400000.
+                                            While the lease is held they get max(this, the lease): no key a
+                                            rotation depends on may expire before the lease guarding it */
 #define BG_OPT_ROTATE_THREADS        23  /* hashing threads; 1..256 */
 #define BG_OPT_ROTATE_CHUNK_BYTES    24  /* upload chunk; 4096..67108864 */
 #define BG_OPT_ROTATE_BATCH          25  /* NAIVE: items per add round trip; 1..1000000 */

@@ -104,7 +104,8 @@ typedef struct bg_policy bg_policy;
 #define BG_POLICY_SNAPSHOT_INTERVAL_MS  9  /* refresh the snapshot in a background thread this often (the first
                                               at once); default 0 = never; 0 or 100..86400000 */
 #define BG_POLICY_SNAPSHOT_MAX_AGE_MS  10  /* BG_ACT_SNAPSHOT skips an older snapshot; default 0 = any age;
-                                              0..31536000000 */
+                                              0..31536000000; with a refresh interval, at least it
+                                              (bg_filter_set_policy refuses less) */
 #define BG_POLICY_SNAPSHOT_CHUNK_BYTES 11  /* bytes per GETRANGE of a snapshot download; default 1048576;
                                               4096..67108864 */
 
@@ -187,7 +188,9 @@ BG_API int  bg_policy_get_chain(const bg_policy *p, int fail_class, int *actions
 BG_API int  bg_policy_set_fallback(bg_policy *p, bg_fallback_fn fn, void *userdata);
 
 /*
- * Gives the filter a copy of p (NULL: no policy). Resets the breaker (closed) and the token bucket
+ * Gives the filter a copy of p (NULL: no policy). BG_EINVAL (the filter keeps its policy) for settings
+ * that cannot work together: a BG_POLICY_SNAPSHOT_MAX_AGE_MS shorter than a non-zero
+ * BG_POLICY_SNAPSHOT_INTERVAL_MS. Resets the breaker (closed) and the token bucket
  * (full); keeps the counters and the snapshot. Starts, restarts or stops the background snapshot
  * refresh as BG_POLICY_SNAPSHOT_INTERVAL_MS says (it joins a download under way first).
  */

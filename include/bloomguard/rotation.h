@@ -17,7 +17,15 @@
  *    do not make the swap long;
  *  - a second rotation of the same filter gets BG_EROTATING (or waits, BG_OPT_ROTATE_WAIT_MS);
  *  - the rotator holds a lease renewed by a background thread; if it dies, the lease expires and
- *    the staging keys expire on their own TTL, the live filter serving throughout.
+ *    the staging keys expire on their own TTL, the live filter serving throughout;
+ *  - no key the rotation depends on (staging bitmap, delta) expires while the lease is held: each
+ *    gets max(staging TTL, lease) at every write and renewal, so a rotator stalled past the
+ *    staging TTL but not past its lease still commits every item;
+ *  - the commit never installs a generation it did not fully upload: the staging bitmap exists
+ *    from begin on and every chunk, drain step and the commit check it atomically (the commit
+ *    also its length against the bytes uploaded). If it was lost anyway (evicted, deleted, or
+ *    expired after a stall past the lease), the commit fails with BG_ESERVER, the live filter
+ *    untouched, and the rotation's keys are removed.
  * Readers must read the source of truth after begin() returns, so that every item added before
  * that point is in what they feed to the rotation. Rotating a filter that does not exist yet
  * creates it: the commit writes its config (so the first build and every rebuild are one code path).
@@ -42,6 +50,8 @@
  *    items only in the new generation (and adds made during the rewrite) appear when it ends.
  *    With other parameters the old bitmap is dropped first and they may miss items until the
  *    commit: rotate with SWAP when Redisson readers share a filter whose parameters change.
+ *  - a bitmap that vanishes under the rewrite (the filter's own TTL, eviction, a delete) makes the
+ *    commit fail with BG_ESERVER; the mark stays (queries: BG_ELOCKED) until the next rotation.
  * The write window (readers waiting) lasts the rewrite of the bitmap in BG_OPT_ROTATE_CHUNK_BYTES
  * chunks, the drain of the delta and the final step; in the demo (1M items, 1.2 MB) readers'
  * p99 rose to 1-4 ms during a rebuild, none waited out the default 100 ms.

@@ -692,7 +692,36 @@ static void test_bucket_threads(void) {
   bgi_bucket_destroy(&b);
 }
 
-BGT_RUN(BGT_CASE(test_policy_object_defaults_and_ranges), BGT_CASE(test_classification), BGT_CASE(test_backoff),
+/* Settings that cannot work together are refused when the policy is given to a filter (issue 11's
+ * audit): a snapshot max age shorter than the refresh interval; a max age of at least the interval,
+ * or 0, is taken. The policy held before is kept after a refusal. */
+static void test_snapshot_age_shorter_than_interval_is_refused(void) {
+  bgi_guard g;
+  bgi_err err = {0};
+  bg_policy *p = NULL;
+  bgi_guard_init(&g);
+  CHECK_OK(bg_policy_new(&p));
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_INTERVAL_MS, 60000));
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_MAX_AGE_MS, 1000));
+  CHECK_STATUS(bgi_guard_set_policy(&g, NULL, p, &err), BG_EINVAL);
+  CHECK_CONTAINS(err.msg, "BG_POLICY_SNAPSHOT_MAX_AGE_MS (1000 ms) is shorter than BG_POLICY_SNAPSHOT_INTERVAL_MS "
+                 "(60000 ms)");
+  CHECK_CONTAINS(err.msg, "set the max age to at least the interval");
+  CHECK(atomic_load(&g.policy) == NULL);
+  err = (bgi_err){0};
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_MAX_AGE_MS, 60000));
+  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_MAX_AGE_MS, 0));
+  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  /* no refresh: any max age is fine (snapshots come from bg_filter_snapshot_refresh) */
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_INTERVAL_MS, 0));
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_MAX_AGE_MS, 1));
+  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  bg_policy_free(p);
+  bgi_guard_destroy(&g);
+}
+
+BGT_RUN(BGT_CASE(test_snapshot_age_shorter_than_interval_is_refused), BGT_CASE(test_policy_object_defaults_and_ranges), BGT_CASE(test_classification), BGT_CASE(test_backoff),
         BGT_CASE(test_breaker_state_machine), BGT_CASE(test_token_bucket), BGT_CASE(test_engine_chain),
         BGT_CASE(test_engine_adds), BGT_CASE(test_engine_breaker), BGT_CASE(test_engine_retry_timing),
         BGT_CASE(test_engine_threads), BGT_CASE(test_bucket_threads))

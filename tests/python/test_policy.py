@@ -163,6 +163,20 @@ def test_policy_property_and_constructor(client, fname):
         f.policy = p
 
 
+def test_snapshot_max_age_shorter_than_the_refresh_interval_is_refused(missing):
+    """Settings that cannot work together (issue 11's audit): the filter refuses the policy with a
+    message saying what to set, and keeps the one it had."""
+    kept = bloomguard.Policy(on_notinit="assume_absent")
+    missing.policy = kept
+    with pytest.raises(bloomguard.InvalidArgument) as ei:
+        missing.policy = bloomguard.Policy(snapshot_interval_ms=60000, snapshot_max_age_ms=1000)
+    assert "BG_POLICY_SNAPSHOT_MAX_AGE_MS (1000 ms) is shorter than BG_POLICY_SNAPSHOT_INTERVAL_MS" in ei.value.message
+    assert "at least the interval" in ei.value.message
+    assert missing.policy is kept and missing.query("a").source == "assumed_absent"
+    missing.policy = bloomguard.Policy(snapshot_interval_ms=60000, snapshot_max_age_ms=60000)
+    missing.policy = None
+
+
 # --- each action ------------------------------------------------------------------------------------
 
 def test_callback_gets_the_items_and_answers(missing):

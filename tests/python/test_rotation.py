@@ -667,3 +667,74 @@ def test_closing_the_filter_during_a_rotation(client, fname, raw):
     with client.filter(fname) as g:
         assert g.info()[2:] == NEW and "x" in g
         g.delete()
+
+
+# --- keys that expire or vanish under a rotation (issue 11) ---------------------------------------
+
+def test_a_stall_before_the_commit_longer_than_the_staging_ttl_keeps_every_item(client, fname):
+    """lease 60 s, staging TTL 2 s, the rotator stalled 3 s before committing (a slow progress
+    callback; a GC pause or SIGSTOP does the same): every item is there after the commit. Before
+    the fix the staging bitmap expired and the commit installed an empty generation (0 of 1000)."""
+    flt = client.filter(fname)
+    flt.init(1000, 0.01)
+    old = items("old", 1000)
+    flt.add_many(old)
+    stalled = []
+
+    def progress(phase, *a):
+        if phase == "committing" and not stalled:
+            stalled.append(phase)
+            time.sleep(3)
+
+    with flt.rotate(1000, 0.01, progress=progress, lease_ms=60000, staging_ttl_ms=2000) as rot:
+        rot.add_many(old)
+    assert stalled and rot.state == "committed"
+    assert sum(flt.contains_many(old)) == 1000
+    flt.delete()
+    flt.close()
+
+
+@pytest.mark.parametrize("strategy", ["swap", "locked"])
+def test_an_add_then_a_commit_later_than_the_staging_ttl_keeps_the_add(url, client, fname, raw, strategy):
+    """rotate(10000, 0.01, lease 30 s, staging TTL 1 s), another client adds an item, the rotator
+    commits 2 s later: the item is there. Before the fix the delta expired after the staging TTL
+    though the lease was still held."""
+    flt = client.filter(fname)
+    flt.init(10000, 0.01)
+    with bloomguard.Client(url) as other_client, other_client.filter(fname) as other:
+        with flt.rotate(10000, 0.01, strategy=strategy, lease_ms=30000, staging_ttl_ms=1000) as rot:
+            rot.add_many(items("fed", 500))
+            other.add("late")
+            assert raw("EXISTS", key(fname, "delta")) == 1
+            time.sleep(2)
+        assert rot.state == "committed"
+        assert "late" in flt and "late" in other
+    assert all(flt.contains_many(items("fed", 500)))
+    flt.delete()
+    flt.close()
+
+
+@pytest.mark.parametrize("fault", ["DEL", "PEXPIRE"])
+def test_the_staging_bitmap_lost_during_the_upload_makes_the_commit_refuse(f, raw, fault):
+    """The staging bitmap deleted (or expired) between two upload chunks: the commit refuses with
+    ServerError, the live filter keeps its old generation and config, nothing of the rotation stays."""
+    injected = []
+
+    def progress(phase, n, done, total):
+        if phase == "uploading" and done > 0 and not injected:
+            found = raw("KEYS", key(f.name, "next:*"))
+            assert len(found) == 1
+            if fault == "DEL":
+                injected.append(raw("DEL", found[0]))
+            else:
+                injected.append(raw("PEXPIRE", found[0], 1))
+                time.sleep(0.02)
+
+    with pytest.raises(bloomguard.ServerError) as ei:
+        with f.rotate(100000, 0.01, progress=progress, chunk_bytes=4096) as rot:
+            rot.add_many(items("old", 300) + items("new", 20000))
+    assert injected == [1], injected
+    assert "staging bitmap" in ei.value.message and "the live filter is unchanged" in ei.value.message
+    assert rot.state == "failed"
+    assert f.info()[2:] == OLD and all(f.contains_many(items("old", 300)))
+    assert staging(raw, f.name) == [] and raw("KEYS", key(f.name, "next:*")) == []

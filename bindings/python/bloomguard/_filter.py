@@ -352,7 +352,8 @@ class Filter:
         Options (None: the library's default): ``lease_ms`` (30000), ``wait`` (seconds to wait
         for another rotation of this filter to end, in slices of 0.25 s so that Ctrl-C and other
         signals are handled meanwhile; default 0: raise :class:`~bloomguard.RotationInProgress` at
-        once), ``staging_ttl_ms`` (300000),
+        once), ``staging_ttl_ms`` (300000; while the lease is held the staging keys get at least
+        the lease, so none expires under a rotation that still holds it),
         ``threads`` (hashing threads; the online CPUs - 1, at least 1), ``nice`` (raised nice value
         of the hashing threads, so a rebuild yields the CPU to queries; 10; 0 - 19),
         ``chunk_bytes`` (upload chunk; 1 MiB), ``batch`` (naive: items per round trip; 1000).
@@ -360,7 +361,9 @@ class Filter:
         :class:`~bloomguard.InvalidArgument`.
 
         Raises :class:`~bloomguard.RotationInProgress` when another rotation holds the filter,
-        :class:`~bloomguard.BadParams` for parameters Redisson would reject.
+        :class:`~bloomguard.BadParams` for parameters Redisson would reject. The commit raises
+        :class:`~bloomguard.ServerError` when the staging bitmap is not all there (evicted,
+        deleted, or expired after a stall past the lease): the live filter is then unchanged.
         """
         n = _int64(expected, "expected")
         if isinstance(fpp, bool) or not isinstance(fpp, numbers.Real):
