@@ -265,7 +265,7 @@ int bgi_rot_step_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err) {
   const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, r->token, lease, ttl};
   size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, 32, strlen(lease), strlen(ttl)};
   bgi_step s = {.script = &renew_script, .nkeys = 3, .nargs = 3, .argv = argv, .lens = lens};
-  int st = bgi_step_run(r->f->client, deadline_ns, &s, err);
+  int st = bgi_step_run(r->f->client, r->f->slot, deadline_ns, &s, err);
   if (st == BG_OK && s.ints[0] != 1) return lease_lost(r, "lease renewal", err);
   return st;
 }
