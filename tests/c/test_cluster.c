@@ -459,7 +459,7 @@ static void test_rotation_while_its_slot_moves(void) {
   int from = first_master();
   char name[64];
   name_on(from, "rot", name, sizeof name);
-  items it = make_items("rot", 2000), next = make_items("rot-next", 50000);
+  items it = make_items("rot", 2000), next = make_items("rot-next", 10000);
   bg_filter *f = bgt_fresh_filter(c, name, 100000, 0.01, &it);
   load l;
   load_start(&l, c, name, &it, 0);
