@@ -1,0 +1,476 @@
+"""A real 6-node Redis Cluster (3 masters + 3 replicas) for the tests, and its topology changes.
+
+The Python twin of tests/c/cluster_fixture.h: ``RedisCluster`` starts six ``redis-server``
+processes (``$BG_REDIS_SERVER`` or the one on PATH) on random free loopback ports P, with P and
+the bus port P+10000 both bind-tested free, in 20000..22767 so that the bus stays below the
+kernel's ephemeral range (where other tests' free ports come from); ``redis-cli --cluster create``
+(``$BG_REDIS_CLI``) joins them. Every node is stopped by its pid and the scratch directory is
+removed. Standard library only; RESP through ``redis_helpers.Resp``.
+
+    with RedisCluster() as c:
+        i = c.owner(c.slot("{bf}:config"))
+        c.migrate_begin(slot, to) ... c.migrate_end(slot, to)
+
+Replica assignment is shuffled by ``--cluster create``: read ``c.nodes[i].is_master`` /
+``.master`` (refreshed after every topology change), never assume. Failures raise ClusterError.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import Any, List, Optional, Sequence, Union
+
+from redis_helpers import Resp, RespError
+
+N_NODES = 6
+N_SLOTS = 16384
+BUS_OFFSET = 10000
+PORT_LO, PORT_HI = 20000, 29999
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be started, or did not reach the state asked for in time."""
+
+
+@dataclass
+class ClusterNode:
+    port: int
+    proc: Optional[subprocess.Popen] = None
+    id: str = ""
+    is_master: bool = False
+    master: int = -1  # index of its master, -1 for a master
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc is not None else 0
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def _crc16(data: bytes) -> int:
+    """CRC16-CCITT (XMODEM), the cluster's key hash (cluster spec, appendix A)."""
+    crc = 0
+    for b in data:
+        crc ^= b << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) & 0xFFFF if crc & 0x8000 else (crc << 1) & 0xFFFF
+    return crc
+
+
+def key_slot(key: Union[str, bytes]) -> int:
+    """The key's hash slot, with the {tag} rule (the first '{' and the next '}', if not empty)."""
+    k = key.encode() if isinstance(key, str) else key
+    s = k.find(b"{")
+    if s >= 0:
+        e = k.find(b"}", s + 1)
+        if e > s + 1:
+            k = k[s + 1:e]
+    return _crc16(k) % N_SLOTS
+
+
+def _bind_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server does
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def _port_hi() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
+            lo = int(fh.read().split()[0])
+        if PORT_LO + 100 <= lo - 1 - BUS_OFFSET < PORT_HI:
+            return lo - 1 - BUS_OFFSET
+    except (OSError, ValueError, IndexError):
+        pass
+    return PORT_HI
+
+
+def _die_with_parent() -> None:
+    """preexec_fn: the node gets SIGKILL when the test process dies without cleaning up."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class RedisCluster:
+    """Six redis-server processes of our own, in cluster mode, on 127.0.0.1 only."""
+
+    def __init__(self) -> None:
+        self.server = os.environ.get("BG_REDIS_SERVER") or shutil.which("redis-server")
+        self.cli = os.environ.get("BG_REDIS_CLI") or shutil.which("redis-cli")
+        if not self.server or not self.cli:
+            raise ClusterError("redis-server and redis-cli not found: install them (Debian: apt-get install "
+                               "redis-server) or set BG_REDIS_SERVER / BG_REDIS_CLI")
+        self.dir = ""
+        self.nodes: List[ClusterNode] = []
+
+    # ---- start / stop ---------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        return "redis://127.0.0.1:%d" % self.nodes[0].port
+
+    @property
+    def seeds(self) -> str:
+        return "redis://" + ",".join("127.0.0.1:%d" % n.port for n in self.nodes)
+
+    def __enter__(self) -> "RedisCluster":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def start(self) -> "RedisCluster":
+        self.dir = tempfile.mkdtemp(prefix="bgpy-cluster-")
+        atexit.register(self.stop)
+        last = ""
+        for _attempt in range(5):  # a port taken before the server binds it: new ports
+            try:
+                self._try_start()
+                return self
+            except ClusterError as e:
+                last = str(e)
+                self._stop_nodes()
+                for entry in os.listdir(self.dir):
+                    shutil.rmtree(os.path.join(self.dir, entry), ignore_errors=True)
+        self.stop()
+        raise ClusterError("could not start a 6-node cluster: " + last)
+
+    def _pick_ports(self) -> List[int]:
+        hi = _port_hi()
+        ports: List[int] = []
+        for _ in range(1000 * N_NODES):
+            p = random.randint(PORT_LO, hi)
+            if p not in ports and _bind_free(p) and _bind_free(p + BUS_OFFSET):
+                ports.append(p)
+                if len(ports) == N_NODES:
+                    return ports
+        raise ClusterError("no free port pairs P, P+%d in %d..%d" % (BUS_OFFSET, PORT_LO, hi))
+
+    def _spawn(self, node: ClusterNode) -> None:
+        d = os.path.join(self.dir, str(node.port))
+        os.makedirs(d, exist_ok=True)
+        args = [self.server, "--port", str(node.port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
+                "--cluster-config-file", os.path.join(d, "nodes.conf"), "--cluster-node-timeout", "2000",
+                "--repl-diskless-sync-delay", "0", "--save", "", "--appendonly", "no", "--dir", d,
+                "--logfile", os.path.join(d, "log"), "--daemonize", "no"]
+        node.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+
+    def _wait_ping(self, i: int, timeout: float = 10.0) -> None:
+        node, deadline = self.nodes[i], time.monotonic() + timeout
+        while time.monotonic() < deadline and node.alive:
+            try:
+                with Resp("127.0.0.1", node.port, timeout=1) as r:
+                    r("PING")
+                    return
+            except (OSError, RespError):
+                time.sleep(0.02)
+        raise ClusterError("node on port %d did not start (port taken?): %s" % (node.port, self._log_tail(i)))
+
+    def _log_tail(self, i: int) -> str:
+        try:
+            with open(os.path.join(self.dir, str(self.nodes[i].port), "log"), errors="replace") as fh:
+                return fh.read()[-1500:]
+        except OSError:
+            return "(no log)"
+
+    def _run_cli(self, args: Sequence[str], timeout: float) -> None:
+        try:
+            p = subprocess.run([self.cli, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=timeout, preexec_fn=_die_with_parent)
+        except subprocess.TimeoutExpired as e:
+            raise ClusterError("redis-cli %s did not finish in %ss" % (" ".join(args[:2]), timeout)) from e
+        if p.returncode != 0:
+            raise ClusterError("redis-cli %s failed (%d): %s" % (" ".join(args[:2]), p.returncode,
+                                                                p.stdout.decode(errors="replace")[-1500:]))
+
+    def _try_start(self) -> None:
+        self.nodes = [ClusterNode(port=p) for p in self._pick_ports()]
+        for n in self.nodes:
+            self._spawn(n)
+        for i in range(N_NODES):
+            self._wait_ping(i)
+        self._run_cli(["--cluster", "create", *("127.0.0.1:%d" % n.port for n in self.nodes),
+                       "--cluster-replicas", "1", "--cluster-yes"], timeout=30)
+        self.wait_ok(20)
+        self.refresh()
+
+    def _stop_nodes(self) -> None:
+        for n in self.nodes:
+            if n.alive:
+                n.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
+        for n in self.nodes:
+            proc, n.proc = n.proc, None
+            if proc is None:
+                continue
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+    def stop(self) -> None:
+        """Stops every node by its pid and removes the directory. Idempotent."""
+        self._stop_nodes()
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            self.dir = ""
+        atexit.unregister(self.stop)
+
+    # ---- looking ---------------------------------------------------------------------------
+
+    def resp(self, i: int, timeout: float = 5.0) -> Resp:
+        """A raw RESP connection to node i (for ASKING + command on one connection)."""
+        return Resp("127.0.0.1", self.nodes[i].port, timeout=timeout)
+
+    def cmd(self, i: int, *args: Any) -> Any:
+        """One command on a fresh connection to node i. An error reply is *returned* as a RespError
+        (str(e) is e.g. "MOVED 866 127.0.0.1:20001"); a node that cannot be reached raises OSError."""
+        with self.resp(i) as r:
+            try:
+                return r(*args)
+            except RespError as e:
+                return e
+
+    slot = staticmethod(key_slot)
+
+    def _live(self, i: int) -> bool:
+        return 0 <= i < len(self.nodes) and self.nodes[i].alive
+
+    def _index(self, port: int) -> int:
+        for i, n in enumerate(self.nodes):
+            if n.port == port:
+                return i
+        return -1
+
+    def _slots(self) -> list:
+        for i in range(len(self.nodes)):
+            if self._live(i):
+                rep = self.cmd(i, "CLUSTER", "SLOTS")
+                if isinstance(rep, list):
+                    return rep
+        raise ClusterError("no live node answered CLUSTER SLOTS")
+
+    def owner(self, slot: int) -> int:
+        """Index of the node that owns slot (CLUSTER SLOTS of a live node), -1 if none."""
+        for r in self._slots():
+            if r[0] <= slot <= r[1]:
+                return self._index(r[2][1])
+        return -1
+
+    def other_master(self, i: int) -> int:
+        return next((j for j, n in enumerate(self.nodes) if j != i and n.alive and n.is_master), -1)
+
+    def replica_of(self, master: int) -> int:
+        return next((j for j, n in enumerate(self.nodes) if n.alive and not n.is_master and n.master == master), -1)
+
+    def refresh(self) -> None:
+        """Re-reads ids, roles and masters: one live node's CLUSTER NODES for everyone (the dead
+        nodes), then each live node's own "myself" line (another node's view may lag by gossip)."""
+        masters = {i: (self.nodes[n.master].id if n.master >= 0 else "") for i, n in enumerate(self.nodes)}
+        have_view = False
+        for only_myself in (False, True):
+            for i in range(len(self.nodes)):
+                if not self._live(i) or (not only_myself and have_view):
+                    continue
+                text = self.cmd(i, "CLUSTER", "NODES")
+                if isinstance(text, RespError):
+                    continue
+                have_view = True
+                for line in text.decode().splitlines():
+                    f = line.split()
+                    if len(f) < 8 or (only_myself and "myself" not in f[2]):
+                        continue
+                    j = self._index(int(f[1].split("@")[0].rsplit(":", 1)[1]))
+                    if j < 0:
+                        continue
+                    self.nodes[j].id = f[0]
+                    self.nodes[j].is_master = "master" in f[2].split(",")
+                    masters[j] = "" if self.nodes[j].is_master else f[3]
+        if not have_view:
+            raise ClusterError("refresh: no live node answered CLUSTER NODES")
+        ids = {n.id: j for j, n in enumerate(self.nodes)}
+        for j, n in enumerate(self.nodes):
+            n.master = -1 if n.is_master else ids.get(masters[j], -1)
+
+    def _role_ok(self, i: int) -> bool:
+        role = self.cmd(i, "ROLE")
+        return isinstance(role, list) and (role[0] == b"master" or (role[0] == b"slave" and role[3] == b"connected"))
+
+    def _agreed(self) -> str:
+        """'' if every live node is ok and they agree on one slot -> master map, else the reason."""
+        first = None
+        for i, n in enumerate(self.nodes):
+            if not n.alive:
+                continue
+            info = self.cmd(i, "CLUSTER", "INFO")
+            if isinstance(info, RespError) or b"cluster_state:ok" not in info:
+                return "node %d (port %d) is not cluster_state:ok" % (i, n.port)
+            slots = self.cmd(i, "CLUSTER", "SLOTS")
+            if not isinstance(slots, list):
+                return "node %d: CLUSTER SLOTS answered %s" % (i, slots)
+            covered, canon = 0, []
+            for r in sorted(slots, key=lambda r: r[0]):
+                for node in r[2:]:
+                    if not self._live(self._index(node[1])):
+                        return "node %d lists a dead node (port %d) for slots %d-%d" % (i, node[1], r[0], r[1])
+                covered += r[1] - r[0] + 1
+                # masters only: other nodes learn a new replica by gossip, seconds later
+                canon.append((r[0], r[1], r[2][1]))
+            if covered != N_SLOTS:
+                return "node %d: CLUSTER SLOTS covers %d of %d slots" % (i, covered, N_SLOTS)
+            if first is None:
+                first = canon
+            elif canon != first:
+                return "nodes disagree on CLUSTER SLOTS: %s vs node %d %s" % (first, i, canon)
+        if first is None:
+            return "no live node"
+        for i, n in enumerate(self.nodes):
+            if n.alive and not self._role_ok(i):
+                return "node %d (port %d): ROLE is neither master nor a connected replica" % (i, n.port)
+        return ""
+
+    def wait_ok(self, timeout: float = 20.0) -> None:
+        """Waits until every live node says cluster_state:ok, all give the same slot -> master map
+        covering all slots with live masters and listing no dead node, and every live replica's
+        link is up. Raises ClusterError with the last reason otherwise."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                why = self._agreed()
+            except OSError as e:  # a node went away between the checks
+                why = "connection: %s" % e
+            if not why:
+                return
+            if time.monotonic() >= deadline:
+                raise ClusterError("not ok after %ss: %s" % (timeout, why))
+            time.sleep(0.05)
+
+    # ---- topology changes ------------------------------------------------------------------
+
+    def _ok(self, i: int, *args: Any) -> None:
+        rep = self.cmd(i, *args)
+        if rep != "OK":
+            raise ClusterError("%s on node %d (port %d): %s" % (" ".join(map(str, args)), i, self.nodes[i].port, rep))
+
+    def _need_live(self, i: int, what: str) -> None:
+        if not self._live(i):
+            raise ClusterError("%s: node %d is not a live node" % (what, i))
+
+    def migrate_begin(self, slot: int, to: int) -> None:
+        """IMPORTING on to, then MIGRATING on the owner."""
+        src = self.owner(slot)
+        self._need_live(to, "migrate_begin")
+        self._need_live(src, "migrate_begin (owner)")
+        if src == to:
+            raise ClusterError("migrate_begin: node %d already owns slot %d" % (to, slot))
+        self._ok(to, "CLUSTER", "SETSLOT", slot, "IMPORTING", self.nodes[src].id)
+        self._ok(src, "CLUSTER", "SETSLOT", slot, "MIGRATING", self.nodes[to].id)
+
+    def _migrate(self, src: int, to: int, keys: Sequence[Union[str, bytes]]) -> None:
+        rep = self.cmd(src, "MIGRATE", "127.0.0.1", self.nodes[to].port, "", 0, 5000, "KEYS", *keys)
+        if rep not in ("OK", "NOKEY"):
+            raise ClusterError("MIGRATE from node %d to node %d: %s" % (src, to, rep))
+
+    def migrate_key(self, slot: int, to: int, key: Union[str, bytes]) -> None:
+        """MIGRATE one key (binary-safe; NOKEY is fine)."""
+        src = self.owner(slot)
+        self._need_live(src, "migrate_key (owner)")
+        self._migrate(src, to, [key])
+
+    def migrate_all_keys(self, slot: int, to: int) -> None:
+        src = self.owner(slot)
+        self._need_live(src, "migrate_all_keys (owner)")
+        for _ in range(100000):  # 100 keys a round
+            keys = self.cmd(src, "CLUSTER", "GETKEYSINSLOT", slot, 100)
+            if not isinstance(keys, list):
+                raise ClusterError("GETKEYSINSLOT %d on node %d: %s" % (slot, src, keys))
+            if not keys:
+                return
+            self._migrate(src, to, keys)
+        raise ClusterError("slot %d never emptied" % slot)
+
+    def migrate_end(self, slot: int, to: int) -> None:
+        """SETSLOT NODE on to, then the source, then the other masters; waits for one map."""
+        src = self.owner(slot)
+        self._need_live(to, "migrate_end")
+        self._ok(to, "CLUSTER", "SETSLOT", slot, "NODE", self.nodes[to].id)
+        if src != to and self._live(src):
+            self._ok(src, "CLUSTER", "SETSLOT", slot, "NODE", self.nodes[to].id)
+        for i, n in enumerate(self.nodes):  # replicas refuse SETSLOT and follow their masters
+            if i not in (to, src) and n.alive and n.is_master:
+                self._ok(i, "CLUSTER", "SETSLOT", slot, "NODE", self.nodes[to].id)
+        self.wait_ok(10)
+
+    def move_slot(self, slot: int, to: int) -> None:
+        self.migrate_begin(slot, to)
+        self.migrate_all_keys(slot, to)
+        self.migrate_end(slot, to)
+
+    def reshard(self, src: int, to: int, nslots: int) -> None:
+        """redis-cli --cluster reshard ... --cluster-yes, then one map and a refresh."""
+        self._need_live(src, "reshard")
+        self._need_live(to, "reshard")
+        self._run_cli(["--cluster", "reshard", "127.0.0.1:%d" % self.nodes[src].port,
+                       "--cluster-from", self.nodes[src].id, "--cluster-to", self.nodes[to].id,
+                       "--cluster-slots", str(nslots), "--cluster-yes"], timeout=60)
+        self.wait_ok(10)
+        self.refresh()
+
+    def failover(self, replica: int) -> None:
+        """CLUSTER FAILOVER on the replica; waits until it is master and the map agrees."""
+        self._need_live(replica, "failover")
+        role = self.cmd(replica, "ROLE")
+        if not (isinstance(role, list) and role[0] == b"slave" and role[3] == b"connected"):
+            raise ClusterError("failover: node %d is not a connected replica" % replica)
+        self._ok(replica, "CLUSTER", "FAILOVER")
+        deadline = time.monotonic() + 15
+        while self.cmd(replica, "ROLE")[0] != b"master":
+            if time.monotonic() >= deadline:
+                raise ClusterError("failover: node %d did not become master within 15 s" % replica)
+            time.sleep(0.01)
+        self.wait_ok(20)
+        self.refresh()
+
+    def kill(self, i: int) -> None:
+        """kill -9 and reap; the node keeps its port and directory for restart."""
+        n = self.nodes[i]
+        proc, n.proc = n.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+
+    def restart(self, i: int) -> None:
+        """Starts the node again on its port with its nodes.conf; waits until the cluster is ok
+        with it back (a replica with its link up); refreshes."""
+        if self._live(i):
+            raise ClusterError("restart: node %d is running" % i)
+        for attempt in range(5):  # the port may be held for a moment after kill -9
+            self._spawn(self.nodes[i])
+            try:
+                self._wait_ping(i)
+                break
+            except ClusterError:
+                self.kill(i)
+                if attempt == 4:
+                    raise
+                time.sleep(0.2)
+        self.wait_ok(20)
+        self.refresh()
