@@ -138,8 +138,8 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_err *er
   if (ep->password) {
     bgi_reply *r = rep[i++];
     if (r->type == REDIS_REPLY_ERROR)
-      return bgi_err_set(err, BG_EAUTH, "authentication failed%s%s: %s (check the user and password)",
-                         ep->user ? " for user " : "", ep->user ? ep->user : "", r->str);
+      /* the user is not named: a URL whose ':' went missing holds the password in the user part */
+      return bgi_err_set(err, BG_EAUTH, "authentication failed: %s (check the user and password)", r->str);
   }
   if (ep->db) {
     bgi_reply *r = rep[i++];

@@ -210,7 +210,7 @@ static void check_clean(load *l, long lost) {
 
 /* ---- cases ------------------------------------------------------------------------------- */
 
-/* Filters on all 3 masters, every operation, from a URL naming any one node or all of them. */
+/* Filters on all 3 masters, every operation (rotations with each strategy too). */
 static void test_filters_on_every_master(void) {
   bg_client *c = open_client(cl.url);
   items it = make_items("spread", 300);
@@ -250,6 +250,17 @@ static void test_filters_on_every_master(void) {
       CHECK_MSG(stat_of(f, BG_STAT_TRACKED_READS) > 0, "no tracked read on master %d (port %d)", m,
                 cl.node[m].port);
     }
+    /* the three strategies on this master: the new generation is there, nothing else is left */
+    items next = make_items("spread-next", 500);
+    for (int strategy = BG_ROTATE_SWAP; strategy <= BG_ROTATE_LOCKED; strategy++) {
+      bg_rotation *r = NULL;
+      CHECK_OK(bg_rotation_begin(&r, f, 2000, 0.01, strategy, NULL));
+      CHECK_OK(bg_rotation_add_many(r, PTRS(next), next.len, next.n));
+      CHECK_OK(bg_rotation_commit(r));
+      bg_rotation_free(r);
+      CHECK_EQ_INT(bgt_count_present(f, &next), next.n);
+    }
+    items_free(&next);
     int deleted = 0;
     CHECK_OK(bg_filter_delete(f, &deleted));
     CHECK_EQ_INT(deleted, 1);
