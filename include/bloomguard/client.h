@@ -15,8 +15,9 @@
  *        unix:///path/to.sock[?db=N]                            host may be [IPv6])
  *   The userinfo ends at the last '@'; an empty user or password is none (no AUTH). A seed list
  *   host1[:port1],host2[:port2],... (at most 16) names cluster seeds: the first reachable one
- *   is asked for the slot map (several hosts are refused for a standalone server). BG_EBADURL messages name the part that
- *   is wrong and never quote the URL, so no password can appear in them.
+ *   is asked for the slot map (several hosts are refused for a standalone server). BG_EBADURL
+ *   messages name the part that is wrong and never quote the URL, so no password can appear in
+ *   them.
  *
  * Lifetime: filters opened on a client keep it alive; bg_client_close releases the caller's
  * reference and the pool goes away when the last filter is closed as well.
