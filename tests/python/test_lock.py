@@ -295,17 +295,20 @@ def test_lost_hold_is_reported(client, fname, other):
         other.release()
 
 
-def test_a_long_wait_is_interruptible(lock, other):
+def test_a_long_wait_is_interruptible(sigint_raises, lock, other):
     """wait= is made in slices: Ctrl-C (SIGINT) during it is seen within a slice, and the
-    interrupted waiter holds nothing."""
+    interrupted waiter holds nothing. The wait is short (5 s, five slices) so that a lost
+    interrupt fails the test quickly: acquire then raises Locked instead."""
     lock.acquire()
     timer = threading.Timer(0.3, _thread.interrupt_main)
+    t0 = time.monotonic()
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            other.acquire(wait=600)
+            other.acquire(wait=5)
     finally:
         timer.join()
+    assert time.monotonic() - t0 < 4.5  # within a slice of the interrupt, not at the end of the wait
     assert other.held().mode is None
     lock.release()
     assert other.acquire(wait=1.5) > 0  # the sliced path acquires too
