@@ -323,3 +323,41 @@ def test_sliced_wait_still_times_out_with_the_holder(lock, other):
     with pytest.raises(bloomguard.InvalidArgument):
         other.acquire(wait=3601)  # beyond the library's limit: its own error
     lock.release()
+
+
+# --- retiring a name ------------------------------------------------------------------------------
+
+def test_retire_deletes_the_fence_only_when_free(lock, other, fname, raw):
+    fence = "{%s:lock}:fence" % fname
+    token = lock.acquire("write")
+    for retirer in (other, lock):  # held: refused, even through the holder's own handle
+        with pytest.raises(bloomguard.Locked) as ei:
+            retirer.retire()
+        assert "not retired" in ei.value.message and lock.holder_id in ei.value.message
+    assert int(raw("GET", fence)) == token
+    lock.release()
+    other.acquire("read")
+    with pytest.raises(bloomguard.Locked):
+        lock.retire()
+    other.release()
+    assert other.retire() is True
+    assert raw("EXISTS", fence) == 0
+    assert other.retire() is False  # nothing left
+    assert lock.acquire() == 1  # a retired name's tokens restart (see Lock.retire)
+    lock.release()
+
+
+def test_filter_delete_keeps_the_write_lock_fence(client, fname, raw):
+    fence = "{%s}:lock:fence" % fname
+    with client.filter(fname) as f, f.lock() as lk:
+        f.init(1000, 0.01)
+        with lk.write() as t1:
+            pass
+        f.delete()
+        assert raw("EXISTS", fence) == 1  # a writer holding t1 must keep losing to later writers
+        f.init(1000, 0.01)
+        with lk.write() as t2:
+            assert t2 > t1
+        f.delete()
+        assert lk.retire() is True
+        assert raw("EXISTS", fence) == 0
