@@ -41,7 +41,9 @@
  *    place, so items present in both generations keep their bits throughout and they see those;
  *    items only in the new generation (and adds made during the rewrite) appear when it ends.
  *    With other parameters the old bitmap is dropped first and they may miss items until the
- *    commit: rotate with SWAP when Redisson readers share a filter whose parameters change.
+ *    commit. SWAP does not save them either when (n, p) change (a long-lived RBloomFilter keeps
+ *    its cached size and k; even a new object per call may read the config before the swap and
+ *    the bits after it): keep (n, p) while Redisson readers share the filter (README).
  * The write window (readers waiting) lasts the rewrite of the bitmap in BG_OPT_ROTATE_CHUNK_BYTES
  * chunks, the drain of the delta and the final step; in the demo (1M items, 1.2 MB) readers'
  * p99 rose to 1-4 ms during a rebuild, none waited out the default 100 ms.
