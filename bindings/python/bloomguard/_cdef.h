@@ -174,6 +174,8 @@ int bg_lock_acquire(bg_lock *l, int mode, int64_t wait_ms, uint64_t *fencing_tok
 int bg_lock_acquire_ex(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_t *fencing_token);
 int bg_lock_release(bg_lock *l);
 int bg_lock_release_ex(bg_lock *l, bg_call *call);
+int bg_lock_retire(bg_lock *l, int *deleted);
+int bg_lock_retire_ex(bg_lock *l, bg_call *call, int *deleted);
 int bg_lock_held(bg_lock *l, int *mode, uint32_t *count, uint64_t *fencing_token);
 const char *bg_lock_key(const bg_lock *l);
 size_t bg_lock_holder_id(const bg_lock *l, char *buf, size_t buf_size);
