@@ -103,7 +103,8 @@ static int retire(bg_client *client, bg_lock *l, int json) {
 }
 
 int cli_lock_main(int argc, char **argv) {
-  const char *url = getenv("BLOOMGUARD_URL"), *name = NULL, *name2 = NULL, *mode_s = "exclusive", *password_file = NULL;
+  const char *url = getenv("BLOOMGUARD_URL"), *name = NULL, *name2 = NULL, *mode_s = "exclusive";
+  const char *password_file = NULL;
   const char *hold_opt = NULL; /* an option of holding, which `lock retire` refuses */
   int64_t timeout_ms = 0, wait_ms = 0, hold_ms = -1, lease_ms = 0;
   int json = 0, renew = 1, seen_cmd = 0, mode = BG_LOCK_EXCLUSIVE;
