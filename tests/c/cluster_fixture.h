@@ -77,11 +77,13 @@ void bgt_cluster_kill(bgt_cluster *c, int node);
 /* Starts the node again on its port with its nodes.conf; waits until the cluster is ok with it
  * back (a replica with its link up); refreshes. */
 int bgt_cluster_restart(bgt_cluster *c, int node);
-/* Waits until every live node says cluster_state:ok and all give the same slot -> master map in
- * CLUSTER SLOTS, covering all 16384 slots with live masters and listing no dead node (not even as
- * a replica), and every live replica's link to its master is up (ROLE "connected"). The replica
- * lists are not compared: other nodes learn a new replica by gossip, up to ~10 s after
- * --cluster create (measured here), and clients route to masters only. */
+/* Waits until every live node says cluster_state:ok; all live nodes agree on who is master and
+ * who is a replica of whom (CLUSTER NODES, no live node flagged fail) and give the same slot ->
+ * master map in CLUSTER SLOTS, covering all 16384 slots with live masters and listing no dead
+ * node (not even as a replica); and every live replica's link is up (ROLE "connected").
+ * The replica lists inside CLUSTER SLOTS are not compared: 7.0 leaves out a replica whose
+ * gossiped replication offset is still 0, i.e. for up to 10 s (repl-ping-replica-period) after
+ * --cluster create on an idle cluster (measured here). */
 int bgt_cluster_wait_ok(bgt_cluster *c, int timeout_ms);
 
 /* all int returns: 0 ok, -1 failure with a message on stderr */
