@@ -3,8 +3,12 @@
  * and the topology changes a cluster client must survive: one slot migrated step by step (ASK,
  * TRYAGAIN, MOVED), a reshard, a graceful failover, kill -9 and restart of a node.
  *
- * Every node is a child of the test (PR_SET_PDEATHSIG: it dies with the thread that started it), is
- * stopped by its pid, and its scratch directory (nodes.conf, log) is removed by bgt_cluster_stop.
+ * Every node is a child of the test and is stopped by its pid; its scratch directory (nodes.conf,
+ * log) is removed by bgt_cluster_stop. A node gets SIGKILL when the *thread* that started it exits
+ * (PR_SET_PDEATHSIG), so call bgt_cluster_start and bgt_cluster_restart from the main thread (or
+ * one that outlives the cluster), not from a short-lived worker. A test that crashes leaves no
+ * process, but its directory stays in /tmp/bgt-cluster-*. bgt_cluster_start ignores SIGPIPE if it
+ * was at its default (raw hiredis writes to a node killed a moment ago would end the test).
  * Binaries: $BG_REDIS_SERVER / $BG_REDIS_CLI, or redis-server / redis-cli from PATH.
  * Ports: each node port P in 20000..22767 (so that its bus port P+10000 stays below the kernel's
  * ephemeral range, where other tests' free ports come from), bind-tested with P+10000; a port
