@@ -296,6 +296,7 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     bgi_buf_reset(&c->out);
     c->no_verdict = redirected;
     c->fault_bits_only = ask && cluster->fault_ask_bits_only;
+    c->fault_no_guard = cluster && cluster->fault_no_migration_guard;
     st = build(c, ctx, &n, err);
     if (st == BG_OK && ask) {
       /* the rewrite goes to the scratch buffer, which then becomes the one that is sent */
@@ -308,7 +309,7 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     }
     if (st == BG_OK && n + added > BGI_MAX_REPLIES) st = bgi_err_set(err, BG_EINVAL, "internal: too many replies");
     if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n + added, wait_ms, err);
-    c->fault_bits_only = 0;
+    c->fault_bits_only = c->fault_no_guard = 0;
     if (st == BG_OK && cluster && bgi_redirect_scan(rep, n + added, &r) != BGI_REDIR_NONE) {
       c->no_verdict = 0;
       /* whatever this connection vouched for may have moved with the slot */

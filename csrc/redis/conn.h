@@ -47,6 +47,7 @@ typedef struct bgi_conn {
   int no_verdict;          /* set by the call loop for an attempt after a redirect: queries neither
                               use nor record tracking verdicts in it (full check) */
   int fault_bits_only;     /* tests only (bgi_cluster.fault_ask_bits_only): a query sends BITFIELD_RO alone */
+  int fault_no_guard;      /* tests only (bgi_cluster.fault_no_migration_guard): Lua steps lose their guard */
   int broken;
 } bgi_conn;
 

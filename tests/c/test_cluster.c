@@ -506,6 +506,85 @@ static void test_rotation_while_its_slot_moves(void) {
   items_free(&next);
 }
 
+/* ---- a rotation's steps while its slot is MIGRATING (nothing moved yet) ---------------- */
+
+typedef struct migrating {
+  unsigned slot;
+  int to, begun;
+  pthread_t finisher;
+} migrating;
+
+static void *finish_migration(void *arg) {
+  migrating *m = arg;
+  sleep_ms(400);
+  CHECK_EQ_INT(bgt_cluster_migrate_all_keys(&cl, m->slot, m->to), 0);
+  CHECK_EQ_INT(bgt_cluster_migrate_end(&cl, m->slot, m->to), 0);
+  return NULL;
+}
+
+/* after the last chunk, before the delta's drain: the slot starts migrating, and ends 400 ms later */
+static int migrate_before_the_drain(void *ud, int phase, uint64_t items_, uint64_t done, uint64_t total) {
+  migrating *m = ud;
+  (void)items_;
+  if (phase == BG_PHASE_UPLOADING && done == total && total && !m->begun) {
+    m->begun = 1;
+    CHECK_EQ_INT(bgt_cluster_migrate_begin(&cl, m->slot, m->to), 0);
+    pthread_create(&m->finisher, NULL, finish_migration, m);
+  }
+  return 0;
+}
+
+/* Found by the race suite: the delta merge consumed the delta list and read it again in the same
+ * script; on a MIGRATING source Redis failed that second read ("non local key") after the first
+ * part had run. Every Lua step now declares a key that never exists, so it waits the migration
+ * out (TRYAGAIN) instead of starting. fault: the negative control (no guard). */
+static int rotate_into_a_migration(int fault, int strategy, char *why, size_t cap) {
+  bg_client *c = open_client(cl.url);
+  if (fault) c->cluster->fault_no_migration_guard = 1;
+  char name[64];
+  int from = first_master();
+  name_on(from, strategy == BG_ROTATE_SWAP ? (fault ? "guard-off" : "guard-swap") : (fault ? "guard-offl" : "guard-lck"),
+          name, sizeof name);
+  items it = make_items("guard", 1000), late = make_items("guard-late", 20);
+  bg_filter *f = bgt_fresh_filter(c, name, 10000, 0.01, &it);
+  migrating m = {bgt_cluster_slot(name), bgt_cluster_other_master(&cl, from), 0, 0};
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 10000, 0.01, strategy, NULL));
+  CHECK_OK(bg_rotation_set_progress(r, migrate_before_the_drain, &m));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(it), it.len, it.n));
+  /* adds during the rotation: the delta the drain consumes */
+  CHECK_OK(bg_filter_add_many(f, PTRS(late), late.len, late.n, NULL));
+  int st = bg_rotation_commit(r);
+  snprintf(why, cap, "%s", st == BG_OK ? "" : bg_rotation_errmsg(r));
+  CHECK(m.begun);
+  if (m.begun) pthread_join(m.finisher, NULL);
+  if (st == BG_OK) {
+    CHECK_EQ_INT(bgt_count_present(f, &it), it.n);
+    CHECK_EQ_INT(bgt_count_present(f, &late), late.n);
+  }
+  bg_rotation_free(r);
+  bg_filter_close(f);
+  bg_client_close(c);
+  items_free(&it);
+  items_free(&late);
+  return st;
+}
+
+static void test_rotation_steps_wait_out_a_migration(void) {
+  char why[512];
+  for (int strategy = BG_ROTATE_SWAP; strategy <= BG_ROTATE_LOCKED; strategy += BG_ROTATE_LOCKED - BG_ROTATE_SWAP) {
+    int st = rotate_into_a_migration(0, strategy, why, sizeof why);
+    CHECK_MSG(st == BG_OK, "%s: %s", bg_strerror(st), why);
+  }
+}
+
+static void test_negative_control_unguarded_steps_break_in_a_migration(void) {
+  char why[512];
+  int st = rotate_into_a_migration(1, BG_ROTATE_SWAP, why, sizeof why);
+  printf("    unguarded: %s (%s)\n", bg_strerror(st), why);
+  CHECK_MSG(st != BG_OK && strstr(why, "non local key"), "the unguarded drain did not fail: %s", why);
+}
+
 typedef struct waiter {
   bg_lock *l;
   int st;
@@ -632,6 +711,8 @@ int main(int argc, char **argv) {
       BGT_CASE(test_negative_control_wrong_ask_handling_is_caught),
       BGT_CASE(test_reshard),
       BGT_CASE(test_rotation_while_its_slot_moves),
+      BGT_CASE(test_rotation_steps_wait_out_a_migration),
+      BGT_CASE(test_negative_control_unguarded_steps_break_in_a_migration),
       BGT_CASE(test_lock_wake_up_and_failover),
       BGT_CASE(test_graceful_failover),
       BGT_CASE(test_kill_a_master),
