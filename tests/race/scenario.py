@@ -1,5 +1,6 @@
 """One race: readers and adders in every language run while rotators in each language in turn
-rotate one filter on one redis-server; then the final filter is compared with a reference.
+rotate one filter on one redis-server (or a Redis Cluster whose slot for the filter migrates
+meanwhile: cluster_race.py); then the final filter is compared with a reference.
 
 The files shared by the workers (all in the scenario's own directory):
   items.txt  base items: in the filter before the race and in every generation;
@@ -16,7 +17,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import bloomguard
 
@@ -40,8 +41,30 @@ READY_TIMEOUT_S = 90
 EXIT_TIMEOUT_S = 60
 
 
+#: a slot migrator still running this long after the last rotation (its last leg) is hung
+MIGRATOR_FINISH_S = 60
+
+
 class HarnessError(Exception):
     """A worker failed to run (not the library misbehaving: that is what the counts show)."""
+
+
+class Standalone:
+    """One redis-server as the race's server: every worker gets its URL; no migrations."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.server = server
+        self.url = server.url
+
+    def worker_url(self, lang: str) -> str:
+        return self.url
+
+    def get(self, key: str) -> bytes:
+        with self.server.resp() as r:
+            return r("GET", key) or b""
+
+    def migrator(self, name: str, max_legs: int, min_legs: int) -> Any:
+        raise HarnessError("a standalone server has no slots to migrate")
 
 
 @dataclass
@@ -54,10 +77,13 @@ class Scenario:
     rounds: int = 8          # each round runs one rotator process per writing language, in turn
     per_process: int = 10    # rotations per rotator process (even: the alternation stays in step)
     hold_ms: int = 3         # rotator's pause between reading the database and committing
+    cluster: bool = False    # on a Redis Cluster, the filter's slot migrating back and forth
+    max_legs: int = 0        # cluster: migrations (one way) at most, and at least
+    min_legs: int = 0
 
     @property
     def name(self) -> str:
-        return "%s-%s" % (self.strategy, self.params)
+        return ("cluster-%s" % self.strategy) if self.cluster else "%s-%s" % (self.strategy, self.params)
 
 
 @dataclass
@@ -97,6 +123,8 @@ class Outcome:
     db_items: int = 0
     missing: int = 0          # db items the final filter says are absent
     seconds: float = 0.0
+    legs: int = 0             # cluster: slot migrations done (one way)
+    leg_seconds: List[float] = field(default_factory=list)
 
     def by_lang(self, role: Optional[str] = None) -> Dict[str, Dict[str, int]]:
         """language -> summed counts (of one role, or all)."""
@@ -115,8 +143,10 @@ class Outcome:
 
 
 class Race:
-    def __init__(self, scenario: Scenario, server: RedisServer, commands: Dict[str, List[str]],
+    def __init__(self, scenario: Scenario, server: Any, commands: Dict[str, List[str]],
                  langs: List[str], workdir: Path) -> None:
+        """server: a Standalone, or a cluster_race.ClusterTarget (url, worker_url(lang), get(key),
+        migrator(name, max_legs, min_legs))."""
         self.s = scenario
         self.server = server
         self.commands = commands
@@ -138,7 +168,7 @@ class Race:
         tag = "%02d-%s-%s" % (self.seq, lang, role)
         out, err = self.dir / (tag + ".out"), self.dir / (tag + ".err")
         args = self.commands[lang] + [
-            "--url", self.server.url, "--filter", self.filter, "--role", role, "--strategy", self.s.strategy,
+            "--url", self.server.worker_url(lang), "--filter", self.filter, "--role", role, "--strategy", self.s.strategy,
             "--items", str(self.items), "--db", str(self.db), "--added", str(self.added),
             "--stop", str(self.stop)] + extra
         with open(out, "wb") as o, open(err, "wb") as e:
@@ -163,9 +193,16 @@ class Race:
         with bloomguard.Client(self.server.url, command_timeout=10) as client, client.filter(self.filter) as f:
             f.init(self.s.expected[0], self.s.fpp)
             f.add_many(base)
+        migrator = None
         try:
             self._start_background()
+            if self.s.cluster:  # every worker is running: the slot starts moving
+                migrator = self.server.migrator(self.filter, self.s.max_legs, self.s.min_legs)
+                migrator.start()
             out.planned_rotations, out.last_expected = self._rotate_in_turn(out)
+            if migrator is not None:
+                migrator.finish(MIGRATOR_FINISH_S)  # its last leg (or the minimum) under traffic
+                out.legs, out.leg_seconds = migrator.legs, migrator.seconds
             time.sleep(0.3)  # readers query the final generation too
             self.stop.touch()
             deadline = time.monotonic() + EXIT_TIMEOUT_S
@@ -177,6 +214,8 @@ class Race:
                                        % (w.lang, w.role, EXIT_TIMEOUT_S, w.tail())) from None
                 out.counts.append(w.counts())
         finally:
+            if migrator is not None and migrator.is_alive():  # a failure elsewhere: let it end
+                migrator.abandon(MIGRATOR_FINISH_S)
             self._kill_all()
         self._check_final(out)
         out.seconds = time.monotonic() - t0
@@ -247,8 +286,7 @@ class Race:
                 return  # a naive rotation may have been caught between delete and init: reported
             out.final_size, out.final_k = info.size, info.hash_iterations
             out.missing = sum(1 for p in f.contains_many(db_items) if not p)
-        with self.server.resp() as r:
-            live = (r("GET", self.filter) or b"").rstrip(b"\0")
+        live = self.server.get(self.filter).rstrip(b"\0")
         want = reference_bitmap(db_items, out.final_size, out.final_k)
         out.bitmap_equal = live == want
         if not out.bitmap_equal:

@@ -166,9 +166,11 @@ void kit_print_counts(const worker_args *a, const counts *c) {
   json_string(a->strategy);
   printf(",\"queries\":%ld,\"checked\":%ld,\"errors\":%ld,\"false_negatives\":%ld,\"adds\":%ld,"
          "\"add_errors\":%ld,\"rotations\":%ld,\"rotation_errors\":%ld,\"locked\":%ld,"
-         "\"tracked\":%ld,\"last_expected\":%ld,\"first_error\":",
+         "\"tracked\":%ld,\"cluster_moved\":%ld,\"cluster_ask\":%ld,\"cluster_busy\":%ld,"
+         "\"cluster_reloads\":%ld,\"last_expected\":%ld,\"first_error\":",
          c->queries, c->checked, c->errors, c->false_negatives, c->adds, c->add_errors, c->rotations,
-         c->rotation_errors, c->locked, c->tracked, c->last_expected);
+         c->rotation_errors, c->locked, c->tracked, c->cluster_moved, c->cluster_ask, c->cluster_busy,
+         c->cluster_reloads, c->last_expected);
   json_string(c->first_error);
   printf("}\n");
   fflush(stdout);

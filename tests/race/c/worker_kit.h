@@ -60,6 +60,9 @@ typedef struct counts {
   long queries, checked, errors, false_negatives, adds, add_errors, rotations, rotation_errors;
   long locked; /* of the errors: BG_ELOCKED (a LOCKED rewrite outlasted the reader's lock wait) */
   long tracked; /* queries that read the bits alone (BG_STAT_TRACKED_READS; hiredis >= 1.0 only) */
+  /* the client's Redis Cluster counters (BG_STAT_CLUSTER_*; 0 standalone): MOVED and ASK
+   * redirects followed, TRYAGAIN / CLUSTERDOWN / LOADING answers waited out, slot map reloads */
+  long cluster_moved, cluster_ask, cluster_busy, cluster_reloads;
   long last_expected;
   char first_error[512];
 } counts;
