@@ -18,7 +18,8 @@ def table(o: Outcome) -> str:
     s = o.scenario
     head = ("%s%s, %s (n, p): expected %s, fpp %s; %d rotations planned, %d base items, %d items in the "
             "database at the end; %.1f s"
-            % ("cluster: " if s.cluster else "", s.strategy, "unchanged" if s.params == "same" else "alternating",
+            % (("cluster control (one more C reader, cfault, follows ASK wrongly): " if s.fault_reader else
+                "cluster: " if s.cluster else ""), s.strategy, "unchanged" if s.params == "same" else "alternating",
                "/".join(map(str, s.expected)), s.fpp, o.planned_rotations, s.base_items, o.db_items, o.seconds))
     columns = COLUMNS + (CLUSTER_COLUMNS if s.cluster else [])
     rows: List[List[str]] = [["lang"] + [title for _, title in columns]]

@@ -23,11 +23,11 @@ import bloomguard
 
 from redis_helpers import RedisServer
 from reference import bit_differences, first_difference, reference_bitmap
-from workers import WRITERS
+from workers import WRITERS, fault_command
 
 #: pauses between two operations, in microseconds: enough readers' traffic to land inside every
 #: rotation, without starving the rotators on a 2-core machine shared with builds
-QUERY_PAUSE_US = {"c": 500, "c1": 500, "go": 500, "python": 0, "java": 500}
+QUERY_PAUSE_US = {"c": 500, "c1": 500, "cfault": 500, "go": 500, "python": 0, "java": 500}
 ADD_PAUSE_US = 5000
 ADD_CAP = 3000
 #: caps for a worker that never sees the stop file, and for waiting on workers
@@ -80,9 +80,12 @@ class Scenario:
     cluster: bool = False    # on a Redis Cluster, the filter's slot migrating back and forth
     max_legs: int = 0        # cluster: migrations (one way) at most, and at least
     min_legs: int = 0
+    fault_reader: bool = False  # cluster control: one more C reader, "cfault", following ASK wrongly
 
     @property
     def name(self) -> str:
+        if self.fault_reader:
+            return "cluster-fault"
         return ("cluster-%s" % self.strategy) if self.cluster else "%s-%s" % (self.strategy, self.params)
 
 
@@ -167,7 +170,8 @@ class Race:
         self.seq += 1
         tag = "%02d-%s-%s" % (self.seq, lang, role)
         out, err = self.dir / (tag + ".out"), self.dir / (tag + ".err")
-        args = self.commands[lang] + [
+        command = fault_command() if lang == "cfault" else self.commands[lang]
+        args = command + [
             "--url", self.server.worker_url(lang), "--filter", self.filter, "--role", role, "--strategy", self.s.strategy,
             "--items", str(self.items), "--db", str(self.db), "--added", str(self.added),
             "--stop", str(self.stop)] + extra
@@ -223,7 +227,7 @@ class Race:
 
     def _start_background(self) -> None:
         ready: List[Tuple[Worker, Path]] = []
-        for lang in self.langs:
+        for lang in self.langs + (["cfault"] if self.s.fault_reader else []):
             r = self.dir / ("ready-query-" + lang)
             w = self._spawn(lang, "query", ["--ready", str(r), "--duration", str(WORKER_CAP_S),
                                             "--pause-us", str(QUERY_PAUSE_US[lang])])

@@ -53,9 +53,12 @@ SCENARIOS = [
                  id="cluster-swap"),
     pytest.param(Scenario("locked", "same", SAME, rounds=3, per_process=6, cluster=True, max_legs=24,
                           min_legs=4), id="cluster-locked"),
-    # the control there: the same harness, migrations included, must catch the naive rebuild
+    # the controls there: the same harness, migrations included, must catch the naive rebuild,
+    # and a C reader that follows ASK wrongly (tests/race/c/fault.h) amid correct swaps
     pytest.param(Scenario("naive", "same", SAME, rounds=1, per_process=8, cluster=True, max_legs=24, min_legs=2),
                  id="cluster-naive"),
+    pytest.param(Scenario("swap", "same", SAME, rounds=1, per_process=6, cluster=True, max_legs=24, min_legs=4,
+                          fault_reader=True), id="cluster-fault"),
 ]
 
 
@@ -104,6 +107,12 @@ def test_rotate_vs_query(scenario: Scenario, request, worker_commands, langs, tm
         migrations_reached_the_workers(o)
     readers = o.by_lang("query")
     errors = "\n".join(o.first_errors())
+
+    if scenario.fault_reader:  # the control of the cluster scenarios' redirect handling
+        fn = readers.get("cfault", {}).get("false_negatives", 0)
+        assert fn > 0, ("negative control: a reader answering ASK with a bits-only read on the importing node "
+                        "saw no false negative in %d slot migrations - the harness would prove nothing" % o.legs)
+        return
 
     if scenario.strategy == "naive":
         caught = sum(readers.get(lang, {}).get(k, 0) for lang in BLOOMGUARD_READERS

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "worker_kit.h"
 
 #define BATCH 64
@@ -181,6 +182,11 @@ int main(int argc, char **argv) {
   bg_options_free(o);
   if (st != BG_OK) {
     fprintf(stderr, "race worker: connect %s: %s\n", a.url, err);
+    return 2;
+  }
+  if (a.fault && race_fault_set(client, a.fault) != 0) {
+    fprintf(stderr, "race worker: --fault %s: unknown, not a cluster, or not the bg_race_worker_fault build\n",
+            a.fault);
     return 2;
   }
   if (bg_filter_open(&f, client, a.filter) != BG_OK) {

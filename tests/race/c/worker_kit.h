@@ -17,6 +17,7 @@ typedef struct worker_args {
   const char *stop;   /* stop as soon as this file exists */
   const char *ready;  /* created once the worker is running */
   const char *id;     /* adders: prefix of their items, unique per worker */
+  const char *fault;  /* the cluster control's fault (fault.h), NULL for none */
   double duration;    /* seconds; a hard cap */
   long count;         /* rotate: rotations; add: adds (caps) */
   long expected[8];   /* rotate: rotation i uses expected[i % n_expected] */
