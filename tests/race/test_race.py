@@ -38,7 +38,6 @@ BLOOMGUARD_READERS = ("c", "c1", "python", "go")
 #: bloomguard readers answer BG_ELOCKED until the next rotation. While this message shows in a
 #: cluster scenario's errors, its error counts xfail (false negatives and the bitmap are
 #: still asserted); once fixed, it never shows and every count is asserted again.
-KNOWN_CLUSTER_BUG = "Script attempted to access a non local key"
 
 SCENARIOS = [
     pytest.param(Scenario("swap", "same", SAME), id="swap-same"),
@@ -155,14 +154,6 @@ def test_rotate_vs_query(scenario: Scenario, request, worker_commands, langs, tm
     add_errors = sum(c.get("add_errors", 0) for c in total.values())
     rot_errors = sum(c.get("rotation_errors", 0) for c in total.values())
     reader_errors = {lang: readers[lang]["errors"] for lang in BLOOMGUARD_READERS if lang in readers}
-    clean = (not any(reader_errors.values()) and (add_errors, rot_errors) == (0, 0) and java_ok
-             and (o.cut_short or rotations == o.planned_rotations))
-    if not clean and scenario.cluster and KNOWN_CLUSTER_BUG in errors:
-        # a known library defect (README, "The cluster scenarios"): reported, the rest asserted
-        pytest.xfail("known library bug (%s) - reader errors %s, Redisson errors %d, rotation errors %d, "
-                     "rotations %d of %d:\n%s" % (KNOWN_CLUSTER_BUG, reader_errors,
-                                                   readers.get("java", {}).get("errors", 0), rot_errors,
-                                                   rotations, o.planned_rotations, errors))
     if not o.cut_short:  # else a rotator stopped at the time budget, without an error
         assert rotations == o.planned_rotations, "rotations done %d of %d:\n%s" % (
             rotations, o.planned_rotations, errors)
