@@ -432,7 +432,7 @@ class ClusterInteropTest {
     Observer classic = new Observer(elsewhere, "SUBSCRIBE", ch);
     Map<String, Long> ours = Map.of(owner, 1L);
 
-    Process p = cliAt(elsewhere).start("lock", name, "--hold-ms", "1500");
+    Process p = cliSeeds().start("lock", name, "--hold-ms", "1500");  // the seed list; (ii) uses one node
     procs.add(p);
     Lines out = new Lines(p);
     Lines.Line acquired = out.next(10_000);
