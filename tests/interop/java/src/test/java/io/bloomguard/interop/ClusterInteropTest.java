@@ -374,7 +374,12 @@ class ClusterInteropTest {
   /** Waits (up to 5 s) until the sharded subscribers of channel, ours subtracted, are want. */
   private static Map<String, Long> awaitShardSubscribers(String channel, Map<String, Long> ours, long want)
       throws InterruptedException {
-    long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(5);
+    return awaitShardSubscribers(channel, ours, want, 5_000);
+  }
+
+  private static Map<String, Long> awaitShardSubscribers(String channel, Map<String, Long> ours, long want,
+      long maxMs) throws InterruptedException {
+    long end = System.nanoTime() + TimeUnit.MILLISECONDS.toNanos(maxMs);
     for (;;) {
       Map<String, Long> m = subscribers("SHARDNUMSUB", channel);
       ours.forEach((node, n) -> m.computeIfPresent(node, (k, v) -> v - n == 0 ? null : v - n));
@@ -641,6 +646,161 @@ class ClusterInteropTest {
           + " the harness cannot tell a wake-up from a re-try");
     } else {
       assertTrue(latency < WOKEN_MS, "bloomguard acquired " + latency + " ms after the SPUBLISH");
+    }
+  }
+
+  /** Moves slot from master src to master dst the way redis-cli --cluster reshard does. */
+  private static void moveSlot(int slot, String src, String dst) {
+    Resp s = admin.get(src), d = admin.get(dst);
+    String srcId = (String) s.call("CLUSTER", "MYID"), dstId = (String) d.call("CLUSTER", "MYID");
+    d.call("CLUSTER", "SETSLOT", Integer.toString(slot), "IMPORTING", srcId);
+    s.call("CLUSTER", "SETSLOT", Integer.toString(slot), "MIGRATING", dstId);
+    List<?> keys = (List<?>) s.call("CLUSTER", "GETKEYSINSLOT", Integer.toString(slot), "1000");
+    if (!keys.isEmpty()) {
+      List<String> cmd = new ArrayList<>(List.of("MIGRATE", d.host, Integer.toString(d.port), "", "0", "5000", "KEYS"));
+      for (Object k : keys) cmd.add((String) k);
+      s.call(cmd.toArray(new String[0]));
+    }
+    d.call("CLUSTER", "SETSLOT", Integer.toString(slot), "NODE", dstId);
+    s.call("CLUSTER", "SETSLOT", Integer.toString(slot), "NODE", dstId);
+    for (String m : topo.masters()) {
+      if (!m.equals(src) && !m.equals(dst)) admin.get(m).call("CLUSTER", "SETSLOT", Integer.toString(slot), "NODE", dstId);
+    }
+  }
+
+  /**
+   * (iii) The slot moves while bloomguard waits: the old owner ends its SSUBSCRIBE (an unsolicited
+   * sunsubscribe), bloomguard subscribes again on the new owner, and Redisson's unlock - sent to
+   * the new owner after a MOVED - wakes it there. The slot is moved back afterwards.
+   */
+  @Test
+  void bloomguardWaiterFollowsItsSlotToTheNewMasterAndRedissonWakesIt() throws Exception {
+    String name = lockName("moves");
+    String key = name + ":lock", ch = channel(key);
+    int slot = keyslot(key);
+    String src = topo.ownerOf(slot);
+    String dst = topo.masters().stream().filter(m -> !m.equals(src)).findFirst().orElseThrow();
+    CountDownLatch locked = new CountDownLatch(1), unlock = new CountDownLatch(1);
+    AtomicLong unlockAt = new AtomicLong();
+    Thread holder = new Thread(() -> {
+      RLock l = redisson.getLock(key);
+      l.lock();
+      locked.countDown();
+      try {
+        unlock.await(30, TimeUnit.SECONDS);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      unlockAt.set(System.nanoTime());
+      l.unlock();  // to src first: MOVED, then dst
+    }, "redisson-holder-moves");
+    holder.setDaemon(true);
+    holder.start();
+    boolean moved = false;
+    try {
+      assertTrue(locked.await(10, TimeUnit.SECONDS));
+      Process p = cliSeeds().start("lock", name, "--wait-ms", "20000", "--hold-ms", "500");
+      procs.add(p);
+      Lines out = new Lines(p);
+      assertEquals(Map.of(src, 1L), awaitShardSubscribers(ch, Map.of(), 1), "bloomguard waits on " + src);
+      long t0 = System.nanoTime();
+      moveSlot(slot, src, dst);
+      moved = true;
+      long movedMs = ms(System.nanoTime() - t0);
+      Map<String, Long> where = awaitShardSubscribers(ch, Map.of(), 1);
+      long subscribedAt = System.nanoTime();
+      assertEquals(Map.of(dst, 1L), where, "bloomguard subscribed again on the new owner " + dst);
+      long resubMs = ms(subscribedAt - t0);
+      Thread.sleep(Math.max(0, ms(subscribedAt - System.nanoTime()) + BG_RELEASE_AFTER_MS));
+      unlock.countDown();
+      Lines.Line acquired = out.next(15_000);
+      assertTrue(acquired.text().startsWith("acquired "), acquired.text());
+      long latency = ms(acquired.at() - unlockAt.get());
+      holder.join(10_000);
+      assertTrue(p.waitFor(10, TimeUnit.SECONDS));
+      assertEquals(0, p.exitValue());
+      System.err.println("[cluster-interop] slot " + slot + " of " + key + " moved " + src + " -> " + dst + " in "
+          + movedMs + " ms while bloomguard waited; its SSUBSCRIBE was on " + dst + " " + resubMs
+          + " ms after the move began; Redisson's unlock (via MOVED) woke it " + latency + " ms later");
+      assertTrue(latency < WOKEN_MS, "bloomguard acquired " + latency + " ms after Redisson's unlock on the new owner");
+    } finally {
+      unlock.countDown();
+      if (moved) moveSlot(slot, dst, src);
+    }
+  }
+
+  /**
+   * (iv) The other way: the slot moves while a Redisson tryLock waits, then bloomguard (which
+   * holds) releases on the new owner. Observed with 3.45.1: the old owner's unsolicited
+   * sunsubscribe ends Redisson's SSUBSCRIBE and Redisson does not subscribe again (not within
+   * 25 s, two topology scans later, in a longer run by hand), so no release can wake it any more;
+   * it sleeps out its wait. That is Redisson's side. Asserted here is bloomguard's: its release on
+   * the new owner is an SPUBLISH there (and a PUBLISH); and if Redisson did subscribe again, the
+   * release must wake it.
+   */
+  @Test
+  void afterASlotMoveBloomguardReleasesOnTheNewOwner() throws Exception {
+    String name = lockName("moves-r");
+    String key = name + ":lock", ch = channel(key);
+    int slot = keyslot(key);
+    String src = topo.ownerOf(slot);
+    String dst = topo.masters().stream().filter(m -> !m.equals(src)).findFirst().orElseThrow();
+    Process p = cliSeeds().start("lock", name);  // holds until its stdin closes
+    procs.add(p);
+    Lines out = new Lines(p);
+    assertTrue(out.next(10_000).text().startsWith("acquired "));
+    CompletableFuture<long[]> waiter = CompletableFuture.supplyAsync(() -> {
+      RLock l = redisson.getLock(key);
+      try {
+        boolean got = l.tryLock(8, TimeUnit.SECONDS);
+        long at = System.nanoTime();
+        if (got) l.unlock();
+        return new long[] {got ? 1 : 0, at};
+      } catch (InterruptedException e) {
+        throw new IllegalStateException(e);
+      }
+    });
+    boolean moved = false;
+    try {
+      assertEquals(Map.of(src, 1L), awaitShardSubscribers(ch, Map.of(), 1), "Redisson waits on " + src);
+      long t0 = System.nanoTime();
+      moveSlot(slot, src, dst);
+      moved = true;
+      // Redisson's scanInterval is 5 s: give it one scan and a margin to subscribe again
+      Map<String, Long> where = Map.of();
+      while (ms(System.nanoTime() - t0) < 6000 && where.isEmpty()) {
+        where = subscribers("SHARDNUMSUB", ch);
+        if (where.isEmpty()) Thread.sleep(50);
+      }
+      long resubMs = ms(System.nanoTime() - t0);
+      Observer sharded = new Observer(dst, "SSUBSCRIBE", ch);
+      Observer classic = new Observer(src, "SUBSCRIBE", ch);
+      p.getOutputStream().close();  // bloomguard releases, on dst now
+      Lines.Line released = out.next(10_000);
+      assertTrue(released.text().startsWith("released "), released.text());
+      int shardedMsgs = sharded.drain(300), classicMsgs = classic.drain(50);
+      long[] res = waiter.get(15, TimeUnit.SECONDS);
+      long after = ms(res[1] - released.at());
+      System.err.println("[cluster-interop] slot " + slot + " of " + key + " moved " + src + " -> " + dst
+          + " while Redisson's tryLock(8 s) waited: " + (where.isEmpty()
+              ? "Redisson did NOT subscribe again (no SSUBSCRIBE anywhere " + resubMs + " ms after the move)"
+              : "Redisson subscribed again on " + where + " after " + resubMs + " ms")
+          + "; bloomguard's release there sent " + shardedMsgs + " sharded + " + classicMsgs
+          + " classic message(s); Redisson " + (res[0] == 1 ? "acquired " + after + " ms after the release"
+              : "failed, " + after + " ms after the release (its wait ran out)"));
+      assertEquals(1, shardedMsgs, "bloomguard's release after the move: SPUBLISH on the new owner " + dst);
+      assertEquals(1, classicMsgs, "bloomguard's release after the move: PUBLISH");
+      if (where.containsKey(dst)) {
+        assertEquals(1, res[0], "Redisson subscribed again on " + dst + " but bloomguard's release did not wake it");
+        assertTrue(after < 1000, "Redisson woke " + after + " ms after the release");
+      }
+    } finally {
+      try {
+        p.getOutputStream().close();
+      } catch (IOException e) {
+        // already closed
+      }
+      if (moved) moveSlot(slot, dst, src);
     }
   }
 
