@@ -21,6 +21,7 @@ static int build_step(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   if (c->fault_no_guard) bgi_resp_bulk(&c->out, s->argv[0], s->lens[0]);
   else bgi_resp_bulk(&c->out, guard, (size_t)glen);
   for (size_t i = s->nkeys; i < s->nkeys + s->nargs; i++) bgi_resp_bulk(&c->out, s->argv[i], s->lens[i]);
+  c->durable = s->durable;
   *nreplies = 1;
   return BG_OK;
 }

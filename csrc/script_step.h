@@ -27,6 +27,7 @@ typedef struct bgi_step {
   /* the reply: its integers and strings in order (the first 4 and 2; longer strings truncated) */
   size_t nints, nstrs;
   int slot;                  /* set by bgi_step_run: the slot of the migration guard key */
+  int durable;               /* what it writes is acknowledged to a caller: BG_OPT_WAIT_REPLICAS applies */
   long long ints[4];
   char str[2][128];
 } bgi_step;

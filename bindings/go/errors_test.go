@@ -183,6 +183,8 @@ func TestOptionsMatchHeader(t *testing.T) {
 		"BG_OPT_WRITE_LOCK_WAIT_MS": WithWriteLockWait(time.Second),
 		"BG_OPT_TRACKING":           WithTracking(false),
 		"BG_OPT_CLUSTER":            WithCluster(ClusterOff),
+		"BG_OPT_WAIT_REPLICAS":      WithWaitReplicas(1),
+		"BG_OPT_WAIT_TIMEOUT_MS":    WithWaitTimeout(time.Second),
 		"BG_OPT_USERNAME":           WithUsername("u"),
 		"BG_OPT_PASSWORD":           WithPassword("p"),
 		"BG_OPT_CLIENT_NAME":        WithClientName("n"),

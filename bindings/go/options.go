@@ -111,6 +111,19 @@ func WithWriteLockWait(d time.Duration) Option {
 // them.
 func WithTracking(on bool) Option { return boolOption("WithTracking", C.BG_OPT_TRACKING, on) }
 
+// WithWaitReplicas makes every add, lock acquire / release and rotation commit wait for n replicas
+// to acknowledge it (WAIT n, in the same round trip; BG_OPT_WAIT_REPLICAS, default 0: off); fewer
+// within WithWaitTimeout is ErrTimeout (the master applied it, a failover may lose it; a lock
+// acquire then gives the hold back).
+func WithWaitReplicas(n int) Option {
+	return intOption("WithWaitReplicas", C.BG_OPT_WAIT_REPLICAS, int64(n))
+}
+
+// WithWaitTimeout bounds that WAIT (BG_OPT_WAIT_TIMEOUT_MS; default 1 s).
+func WithWaitTimeout(d time.Duration) Option {
+	return intOption("WithWaitTimeout", C.BG_OPT_WAIT_TIMEOUT_MS, d.Milliseconds())
+}
+
 // ClusterMode says whether Open expects a Redis Cluster (BG_OPT_CLUSTER).
 type ClusterMode int
 

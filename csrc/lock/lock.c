@@ -226,6 +226,12 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
   bgi_acq a;
   for (;;) {
     st = bgi_lock_step_acquire(l, call_deadline, tid, kind, mode == BG_LOCK_WRITE, fresh, intent_ms, &a, err);
+    if (st == BG_ETIMEOUT && err->not_durable) {
+      /* taken on the master but not on enough replicas (BG_OPT_WAIT_REPLICAS): a failover could
+       * hand it to someone else as well, so it is given back (one count of a reentrant hold) */
+      int held;
+      bgi_lock_step_release(l, 0, tid, kind, fresh, &held, &(bgi_err){0});
+    }
     if (st != BG_OK) break;
     if (a.status == 1) {
       pthread_mutex_lock(&l->mu);

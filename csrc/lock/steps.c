@@ -242,7 +242,7 @@ int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind,
                         write ? "1" : "0"};
   size_t lens[] = {l->key_len, l->fence_key_len, l->readers_key_len, l->writers_key_len, strlen(lease), hlen,
                    1, 1, strlen(intent), 1};
-  bgi_step s = {.script = &acquire_script, .nkeys = 4, .nargs = 6, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &acquire_script, .nkeys = 4, .nargs = 6, .argv = argv, .lens = lens, .durable = 1};
   int st = run_step(l, deadline_ns, &s, err);
   if (st != BG_OK) return st;
   memset(out, 0, sizeof *out);
@@ -274,7 +274,7 @@ int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind,
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
   const char *argv[] = {l->key, l->readers_key, holder, lease, k, f, l->channel};
   size_t lens[] = {l->key_len, l->readers_key_len, hlen, strlen(lease), 1, 1, l->channel_len};
-  bgi_step s = {.script = &release_script, .nkeys = 2, .nargs = 5, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &release_script, .nkeys = 2, .nargs = 5, .argv = argv, .lens = lens, .durable = 1};
   int st = run_step(l, deadline_ns, &s, err);
   if (st != BG_OK) return st;
   *held = s.ints[0] == 1;

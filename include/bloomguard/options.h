@@ -31,6 +31,12 @@ typedef struct bg_options bg_options;
                                           host of the URL (CLUSTER SLOTS) whether it is a cluster node;
                                           BG_CLUSTER_ON requires one (BG_ENOTSUP otherwise);
                                           BG_CLUSTER_OFF talks to the one server as is (client.h) */
+#define BG_OPT_WAIT_REPLICAS        9  /* durability: 0 (default) off; N: every add, lock acquire / release and
+                                          rotation commit is followed by WAIT N BG_OPT_WAIT_TIMEOUT_MS in the
+                                          same round trip, and fails with BG_ETIMEOUT when fewer than N
+                                          replicas acknowledged it (it was applied on the master, but a
+                                          failover may lose it); 0..64 */
+#define BG_OPT_WAIT_TIMEOUT_MS     10  /* how long that WAIT waits for the replicas; default 1000; 1..3600000 */
 #define BG_CLUSTER_OFF  0
 #define BG_CLUSTER_ON   1
 #define BG_CLUSTER_AUTO 2

@@ -403,12 +403,19 @@ static void test_graceful_failover(void) {
 }
 
 /* kill -9 of the filter's master: the degrade policy answers while the cluster is down, the
- * promoted replica then serves; acknowledged adds lost to asynchronous replication are reported. */
-static void test_kill_a_master(void) {
-  bg_client *c = open_client(cl.seeds);
+ * promoted replica then serves; acknowledged adds lost to asynchronous replication are reported -
+ * and with BG_OPT_WAIT_REPLICAS 1 there must be none. */
+static void kill_a_master(int wait_replicas) {
+  bg_options *o = NULL;
+  bg_client *c = NULL;
+  char msg[512];
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_WAIT_REPLICAS, wait_replicas));
+  CHECK_MSG(bg_client_open_ex(&c, cl.seeds, o, msg, sizeof msg) == BG_OK, "open: %s", msg);
+  bg_options_free(o);
   int m = first_master();
   char name[64];
-  name_on(m, "kill", name, sizeof name);
+  name_on(m, wait_replicas ? "killw" : "kill", name, sizeof name);
   items it = make_items("kill", 2000);
   bg_filter *f = bgt_fresh_filter(c, name, 10000, 0.01, &it);
   /* the preloaded items must have reached the replica before the kill */
@@ -440,14 +447,18 @@ static void test_kill_a_master(void) {
   CHECK_EQ_INT(atomic_load(&l.false_negatives), 0);
   CHECK(atomic_load(&l.degraded) > 0);
   /* adds have no degrade: those during the outage fail (and are not acknowledged) */
-  printf("    acknowledged adds lost to asynchronous replication: %ld of %ld (%ld adds failed during the "
-         "outage)\n", lost, l.acked, atomic_load(&l.add_errors));
-  CHECK(lost <= 50);
+  printf("    BG_OPT_WAIT_REPLICAS %d: acknowledged adds lost in the failover: %ld of %ld (%ld adds failed during "
+         "the outage)\n", wait_replicas, lost, l.acked, atomic_load(&l.add_errors));
+  if (wait_replicas) CHECK_EQ_INT(lost, 0);
+  else CHECK(lost <= 50);
   CHECK_EQ_INT(bgt_cluster_restart(&cl, m), 0);
   bg_filter_close(f);
   bg_client_close(c);
   items_free(&it);
 }
+
+static void test_kill_a_master(void) { kill_a_master(0); }
+static void test_kill_a_master_with_wait_replicas(void) { kill_a_master(1); }
 
 typedef struct mid_move {
   unsigned slot;
@@ -716,6 +727,7 @@ int main(int argc, char **argv) {
       BGT_CASE(test_lock_wake_up_and_failover),
       BGT_CASE(test_graceful_failover),
       BGT_CASE(test_kill_a_master),
+      BGT_CASE(test_kill_a_master_with_wait_replicas),
       BGT_CASE(test_uncovered_slots),
   };
   bgt_cluster_start(&cl);

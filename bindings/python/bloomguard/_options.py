@@ -30,6 +30,8 @@ OPTIONS: Dict[str, Tuple[int, str]] = {
     "write_lock_wait": (lib.BG_OPT_WRITE_LOCK_WAIT_MS, "seconds"),
     "tracking": (lib.BG_OPT_TRACKING, "bool"),
     "cluster": (lib.BG_OPT_CLUSTER, "cluster"),
+    "wait_replicas": (lib.BG_OPT_WAIT_REPLICAS, "int"),
+    "wait_timeout": (lib.BG_OPT_WAIT_TIMEOUT_MS, "seconds"),
     "username": (lib.BG_OPT_USERNAME, "str"),
     "password": (lib.BG_OPT_PASSWORD, "str"),
     "client_name": (lib.BG_OPT_CLIENT_NAME, "str"),
