@@ -40,9 +40,26 @@ static int cluster_slots(bgi_conn *conn, bgi_reply **out, int64_t timeout_ms, bg
   return bgi_conn_roundtrip(conn, out, 1, timeout_ms, err);
 }
 
+/* redis-sentinel://: the sentinels name the master, which then confirms it (ROLE). */
+static int discover_sentinel(bg_client *c, bgi_err *err) {
+  const bgi_url *u = &c->ep.url;
+  if (c->opts.cluster == BG_CLUSTER_ON)
+    return bgi_err_set(err, BG_EINVAL, "a redis-sentinel:// URL names a Sentinel-managed master, not a Redis Cluster: "
+                       "set BG_OPT_CLUSTER to auto or off");
+  if (!(c->cluster = malloc(sizeof *c->cluster))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  c->ep.require_master = 1;
+  bgi_cluster_init(c->cluster, &c->ep, (size_t)c->opts.pool_size, u->hosts, u->nhosts);
+  bgi_cluster_use_sentinel(c->cluster, u->master_name, c->opts.sentinel_username, c->opts.sentinel_password);
+  int st = bgi_cluster_reload(c->cluster, 0, err);
+  if (st == BG_OK && bgi_cluster_start(c->cluster) != BG_OK)
+    st = bgi_err_set(err, BG_ENOMEM, "cannot start the refresher thread");
+  return st;
+}
+
 /* The first reachable seed says whether this is a cluster and, if so, where the slots are. */
 static int discover(bg_client *c, bgi_err *err) {
   const bgi_url *u = &c->ep.url;
+  if (u->is_sentinel) return discover_sentinel(c, err);
   size_t nseeds = u->is_unix ? 1 : u->nhosts;
   int mode = (int)c->opts.cluster, st = BG_ECONN;
   char where[300] = "";
@@ -327,7 +344,7 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     if (waits && !deadline_ns) wait_ms += cl->opts.wait_timeout_ms;
     if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n + waits + added, wait_ms, err);
     c->fault_bits_only = c->fault_no_guard = 0;
-    if (st == BG_OK && cluster && bgi_redirect_scan(rep, n + waits + added, &r) != BGI_REDIR_NONE) {
+    if (st == BG_OK && cluster && bgi_redirect_scan(rep, n + waits + added, cluster->sentinel, &r) != BGI_REDIR_NONE) {
       c->no_verdict = 0;
       /* whatever this connection vouched for may have moved with the slot */
       bgi_tracking_forget(&c->track);
@@ -379,7 +396,8 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     {
       uint64_t now = bgi_now_ns();
       if (!busy_end) busy_end = deadline_ns ? deadline_ns : now + (uint64_t)cl->ep.command_timeout_ms * 1000000u;
-      if (strncmp(r.what, "CLUSTERDOWN", 11) == 0) bgi_cluster_want_reload(cluster);
+      if (strncmp(r.what, "CLUSTERDOWN", 11) == 0 || strncmp(r.what, "READONLY", 8) == 0)
+        bgi_cluster_want_reload(cluster);
       if (now + (uint64_t)backoff_ms * 1000000u >= busy_end)
         return bgi_err_set(err, BG_ESERVER, "slot %u: server error: %s (still after %d retries)", route_slot, r.what,
                            busy_tries);

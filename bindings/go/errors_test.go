@@ -187,6 +187,8 @@ func TestOptionsMatchHeader(t *testing.T) {
 		"BG_OPT_WAIT_TIMEOUT_MS":    WithWaitTimeout(time.Second),
 		"BG_OPT_USERNAME":           WithUsername("u"),
 		"BG_OPT_PASSWORD":           WithPassword("p"),
+		"BG_OPT_SENTINEL_USERNAME":  WithSentinelUsername("su"),
+		"BG_OPT_SENTINEL_PASSWORD":  WithSentinelPassword("sp"),
 		"BG_OPT_CLIENT_NAME":        WithClientName("n"),
 	}
 	rotateCovered := map[string]RotateOption{

@@ -151,6 +151,18 @@ func WithPassword(password string) Option {
 	return stringOption("WithPassword", C.BG_OPT_PASSWORD, password, true)
 }
 
+// WithSentinelUsername sets the ACL user for the sentinels of a redis-sentinel:// URL, whose
+// userinfo is the data nodes' (BG_OPT_SENTINEL_USERNAME; default none).
+func WithSentinelUsername(user string) Option {
+	return stringOption("WithSentinelUsername", C.BG_OPT_SENTINEL_USERNAME, user, false)
+}
+
+// WithSentinelPassword sets the sentinels' password (BG_OPT_SENTINEL_PASSWORD; default none). It
+// never appears in error messages.
+func WithSentinelPassword(password string) Option {
+	return stringOption("WithSentinelPassword", C.BG_OPT_SENTINEL_PASSWORD, password, true)
+}
+
 // WithClientName sets the CLIENT SETNAME of every connection (BG_OPT_CLIENT_NAME; default
 // "bloomguard").
 func WithClientName(name string) Option {

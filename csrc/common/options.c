@@ -42,7 +42,9 @@ void bgi_options_clear(struct bg_options *o) {
   free(o->username);
   free_secret(o->password);
   free(o->client_name);
-  o->username = o->password = o->client_name = NULL;
+  free(o->sentinel_username);
+  free_secret(o->sentinel_password);
+  o->username = o->password = o->client_name = o->sentinel_username = o->sentinel_password = NULL;
 }
 
 static int dup_opt(char **dst, const char *src) {
@@ -57,9 +59,10 @@ int bgi_options_copy(struct bg_options *dst, const struct bg_options *src) {
     return BG_OK;
   }
   *dst = *src;
-  dst->username = dst->password = dst->client_name = NULL;
+  dst->username = dst->password = dst->client_name = dst->sentinel_username = dst->sentinel_password = NULL;
   if (dup_opt(&dst->username, src->username) || dup_opt(&dst->password, src->password) ||
-      dup_opt(&dst->client_name, src->client_name)) {
+      dup_opt(&dst->client_name, src->client_name) || dup_opt(&dst->sentinel_username, src->sentinel_username) ||
+      dup_opt(&dst->sentinel_password, src->sentinel_password)) {
     bgi_options_clear(dst);
     return BG_ENOMEM;
   }
@@ -124,6 +127,8 @@ BG_API int bg_options_set_str(bg_options *o, int option, const char *v) {
   switch (option) {
     case BG_OPT_USERNAME: slot = &o->username; break;
     case BG_OPT_PASSWORD: slot = &o->password; break;
+    case BG_OPT_SENTINEL_USERNAME: slot = &o->sentinel_username; break;
+    case BG_OPT_SENTINEL_PASSWORD: slot = &o->sentinel_password; break;
     case BG_OPT_CLIENT_NAME:
       /* CLIENT SETNAME refuses spaces and newlines; catch it here with a clear status */
       if (v && (strpbrk(v, " \r\n") || !*v)) return BG_EINVAL;
@@ -132,9 +137,11 @@ BG_API int bg_options_set_str(bg_options *o, int option, const char *v) {
     default: return BG_ENOTSUP;
   }
   /* an empty user or password is none (the URL's then applies): Redis refuses AUTH with "" */
-  if (v && !*v && (slot == &o->password || slot == &o->username)) v = NULL;
+  if (v && !*v && (slot == &o->password || slot == &o->username || slot == &o->sentinel_password ||
+                   slot == &o->sentinel_username))
+    v = NULL;
   if (v && !(copy = strdup(v))) return BG_ENOMEM;
-  if (slot == &o->password) free_secret(*slot);
+  if (slot == &o->password || slot == &o->sentinel_password) free_secret(*slot);
   else free(*slot);
   *slot = copy;
   return BG_OK;

@@ -31,6 +31,8 @@ struct bg_options {
   char *username;          /* NULL: take the URL's */
   char *password;          /* NULL: take the URL's */
   char *client_name;
+  char *sentinel_username; /* NULL: none (sentinels have credentials of their own) */
+  char *sentinel_password;
 };
 
 void bgi_options_defaults(struct bg_options *o);

@@ -29,6 +29,7 @@ typedef struct bgi_endpoint {
   /* the slot of the tracking handshake's probe key: -1 standalone (a fixed key); a cluster node's
    * is one it serves (updated by map reloads, so read and written with __atomic builtins) */
   int probe_slot;
+  int require_master;      /* the handshake checks ROLE: a replica is refused (Sentinel mode) */
 } bgi_endpoint;
 
 /* bgi_conn_open flags */

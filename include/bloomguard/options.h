@@ -63,6 +63,9 @@ typedef struct bg_options bg_options;
 #define BG_OPT_PASSWORD           102  /* password; overrides the URL's; never echoed in messages;
                                           "" = none given (the URL's, if any, applies) */
 #define BG_OPT_CLIENT_NAME        103  /* CLIENT SETNAME on every connection; default "bloomguard" */
+#define BG_OPT_SENTINEL_USERNAME  104  /* redis-sentinel:// URLs: the ACL user for the sentinels (the URL's
+                                          userinfo is the data nodes'); default none */
+#define BG_OPT_SENTINEL_PASSWORD  105  /* the sentinels' password; default none; never echoed in messages */
 
 BG_API int  bg_options_new(bg_options **out);
 BG_API void bg_options_free(bg_options *o);

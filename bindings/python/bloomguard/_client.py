@@ -35,7 +35,9 @@ class Client:
     query sends the full check), ``cluster``, ``wait_replicas`` (int, default 0: off; N: every add,
     lock acquire / release and rotation commit is followed by ``WAIT N`` and raises
     :class:`~bloomguard.Timeout` when fewer replicas acknowledged it within ``wait_timeout``
-    seconds, default 1), ``username``, ``password``, ``client_name``.
+    seconds, default 1), ``username``, ``password``, ``client_name``, ``sentinel_username``,
+    ``sentinel_password`` (for a ``redis-sentinel://[[user:]password@]host1[:port1][,...][/db]#MASTER``
+    URL, whose userinfo is the data nodes' credentials: the sentinels' own).
     Opening connects once, so a wrong address or password fails here
     (:class:`~bloomguard.ConnectionError`, :class:`~bloomguard.AuthError`, :class:`~bloomguard.BadURL`).
 
