@@ -4,3 +4,5 @@
 # every Sentinel test.
 bg_add_test(test_sentinel_fixture SOURCES test_sentinel_fixture.c LABELS "redis;sentinel")
 target_link_libraries(test_sentinel_fixture PRIVATE PkgConfig::HIREDIS)
+# The library behind Sentinel: discovery, kill -9 failover under load, bad input, credentials.
+bg_add_test(test_sentinel SOURCES test_sentinel.c LABELS "redis;sentinel")

@@ -154,7 +154,7 @@ static void test_credentials(void) {
   bgt_sentinel_set sec;
   bgt_sentinel_opts o = {.data_password = "d4ta-pw", .sentinel_password = "s3nt-pw"};
   bgt_sentinel_start(&sec, &o);
-  char url[512], msg[512];
+  char url[1100], msg[512];
   int st;
   const char *hosts = strchr(sec.url, '@') ? strchr(sec.url, '@') + 1 : sec.url + strlen("redis-sentinel://");
   snprintf(url, sizeof url, "redis-sentinel://:d4ta-pw@%s", hosts);
