@@ -82,13 +82,14 @@ static int begin_naive(bg_rotation *r, bgi_err *err) {
   return BG_OK;
 }
 
-static int begin(bg_rotation **out, bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp,
-                 int strategy, const bg_options *opts);
+/* begins; its waits observe the thread's current call (bg_rotation_begin_ex enters it) */
+static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
+                 const bg_options *opts);
 
 BG_API int bg_rotation_begin_ex(bg_rotation **out, bg_filter *f, bg_call *call, int64_t expected_insertions,
                                 double fpp, int strategy, const bg_options *opts) {
   int st;
-  BGI_WITH_CALL(call, st = begin(out, f, call, expected_insertions, fpp, strategy, opts));
+  BGI_WITH_CALL(call, st = begin(out, f, expected_insertions, fpp, strategy, opts));
   if (call) {
     /* the failure's message is the filter's (as for the plain form) and the call's */
     bgi_err err = {.status = st};
@@ -103,10 +104,9 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
   return bg_rotation_begin_ex(out, f, NULL, expected_insertions, fpp, strategy, opts);
 }
 
-static int begin(bg_rotation **out, bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp,
-                 int strategy, const bg_options *opts) {
+static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
+                 const bg_options *opts) {
   bgi_err err = {0};
-  (void)call; /* the thread's current call (bg_rotation_begin_ex): its waits observe a cancel */
   char why[256];
   bg_rotation *r;
   if (!out) return BG_EINVAL;
