@@ -69,10 +69,16 @@ def park_callback_error(exc: BaseException) -> None:
         _parked += 1
 
 
+_ONE = (0,)
+
+
 def _on_interrupt(_userdata: Any) -> int:
     """bgpy_interrupt: polled by a waiting C call of the main thread, with the GIL. The pending
-    signal handlers run before this body (at the call's first bytecode); one that raises lands in
-    :func:`_interrupt_raised`."""
+    signal handlers run at the interpreter's next check of its eval breaker: at this function's
+    start (3.11+) and, on every version, at the backward jump of the loop below; one that raises
+    lands in :func:`_interrupt_raised`."""
+    for _ in _ONE:
+        pass
     return 0
 
 
