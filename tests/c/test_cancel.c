@@ -2,7 +2,8 @@
  * bg_call_cancel against a real redis-server: a cancel from another thread (or from a signal
  * handler) in the middle of each kind of wait - a lock acquire (subscribed and polling), a
  * rotation waiting for another one, a query waiting out a write lock, a policy retry backoff -
- * ends it within 150 ms with BG_ECANCELED and leaves nothing behind. Each has its negative
+ * ends it within 150 ms with BG_ECANCELED and leaves nothing behind; a LOCKED commit's wait for
+ * the write lock (a wait of the library's own inner lock acquire) too. Each has its negative
  * control: the same wait without a cancel takes its full time.
  */
 #include <bloomguard.h>
@@ -261,6 +262,58 @@ static void test_rotation_wait(void) {
   bg_filter_close(f);
 }
 
+/* a LOCKED commit waits for the filter's write lock: the call of bg_rotation_commit_ex reaches
+ * that inner wait (the library's own bg_lock_acquire), and a cancel aborts the rotation */
+static void test_locked_commit_wait(void) {
+  bg_filter *f = NULL;
+  bg_lock *other = NULL;
+  CHECK_OK(bg_filter_open(&f, cl, "cancel-locked"));
+  CHECK_OK(bg_filter_init(f, 1000, 0.01, NULL));
+  CHECK_OK(bg_filter_add(f, "old", 3, NULL));
+  CHECK_OK(bg_lock_open_filter(&other, f, NULL));
+  holder h;
+  hold(&h, other, BG_LOCK_EXCLUSIVE);  /* e.g. a Redisson RLock on "{NAME}:lock" */
+  bg_options *o = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_LEASE_MS, CONTROL_WAIT_MS));
+  bg_call *call = new_call();
+
+  /* control: the commit waits for the holder up to the lease, then fails */
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin_ex(&r, f, call, 1000, 0.01, BG_ROTATE_LOCKED, o));
+  CHECK_OK(bg_rotation_add(r, "new", 3));
+  uint64_t t0 = bgt_now_ns();
+  CHECK_STATUS(bg_rotation_commit_ex(r, call), BG_ELOCKED);
+  CHECK_MSG(ms_between(t0, bgt_now_ns()) >= CONTROL_WAIT_MS, "the uncancelled commit ended early");
+  bg_rotation_free(r);
+
+  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_LEASE_MS, 60000));
+  r = NULL;
+  CHECK_OK(bg_rotation_begin_ex(&r, f, call, 1000, 0.01, BG_ROTATE_LOCKED, o));
+  CHECK_OK(bg_rotation_add(r, "new", 3));
+  canceller c;
+  cancel_later(&c, call, CANCEL_AFTER_MS);
+  int st = bg_rotation_commit_ex(r, call);
+  check_cancel_latency(&c, bgt_now_ns(), "locked commit wait");
+  CHECK_STATUS(st, BG_ECANCELED);
+  CHECK_CONTAINS(bg_call_errmsg(call), "cancelled");
+  bg_rotation_free(r);
+  unhold(&h);
+  /* the rotation was aborted: its lease is gone (the next one begins at once), the filter is the old one */
+  int present = 0;
+  CHECK_OK(bg_filter_contains(f, "old", 3, &present));
+  CHECK(present);
+  CHECK_OK(bg_call_clear_cancel(call));
+  r = NULL;
+  CHECK_OK(bg_rotation_begin_ex(&r, f, call, 1000, 0.01, BG_ROTATE_SWAP, NULL));
+  bg_rotation_free(r);
+  bg_options_free(o);
+  bg_call_free(call);
+  bg_lock_close(other);
+  bg_filter_delete(f, NULL);
+  bg_filter_close(f);
+}
+
 static void test_write_lock_wait(void) {
   bg_options *o = NULL;
   bg_client *patient = NULL;
@@ -396,5 +449,5 @@ static void teardown(void) {
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_strerror_and_null), BGT_CASE(test_lock_wait_subscribed),
         BGT_CASE(test_lock_wait_polling), BGT_CASE(test_cancel_from_signal_handler), BGT_CASE(test_interrupt_callback),
-        BGT_CASE(test_rotation_wait), BGT_CASE(test_write_lock_wait), BGT_CASE(test_policy_backoff),
+        BGT_CASE(test_rotation_wait), BGT_CASE(test_locked_commit_wait), BGT_CASE(test_write_lock_wait), BGT_CASE(test_policy_backoff),
         BGT_CASE(teardown))
