@@ -35,6 +35,27 @@ BG_API int bg_call_set_timeout_ms(bg_call *call, int64_t timeout_ms) {
   return BG_OK;
 }
 
+BG_API int bg_call_cancel(bg_call *call) {
+  if (!call) return BG_EINVAL;
+  atomic_store(&call->cancelled, 1);
+  return BG_OK;
+}
+
+BG_API int bg_call_cancelled(const bg_call *call) { return call ? atomic_load(&call->cancelled) : 0; }
+
+BG_API int bg_call_clear_cancel(bg_call *call) {
+  if (!call) return BG_EINVAL;
+  atomic_store(&call->cancelled, 0);
+  return BG_OK;
+}
+
+BG_API int bg_call_set_interrupt(bg_call *call, bg_interrupt_fn fn, void *userdata) {
+  if (!call) return BG_EINVAL;
+  call->interrupt = fn;
+  call->interrupt_data = fn ? userdata : NULL;
+  return BG_OK;
+}
+
 BG_API int bg_call_status(const bg_call *call) { return call ? call->status : BG_EINVAL; }
 BG_API const char *bg_call_errmsg(const bg_call *call) { return call ? call->msg : "call handle is NULL"; }
 BG_API int bg_call_source(const bg_call *call) { return call ? call->source : BG_SOURCE_NONE; }

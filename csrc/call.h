@@ -2,11 +2,19 @@
 #ifndef BG_INTERNAL_CALL_H
 #define BG_INTERNAL_CALL_H
 
+#include <stdatomic.h>
+
 #include "bloomguard/call.h"
 #include "common/err.h"
 
+/* bg_call_cancel must be a plain lock-free store to be async-signal-safe */
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "atomic int must be lock-free");
+
 struct bg_call {
   int64_t timeout_ms;   /* 0: the client's command timeout */
+  atomic_int cancelled; /* bg_call_cancel */
+  bg_interrupt_fn interrupt;
+  void *interrupt_data;
   int status;
   int source;
   int degraded;         /* the failure a degraded answer replaced, else BG_OK */

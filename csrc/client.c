@@ -228,7 +228,8 @@ static int parse_ping(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
 BG_API int bg_client_ping_ex(bg_client *c, bg_call *call) {
   bgi_err err = {0};
   if (!c) return bgi_call_null_handle(call, "client");
-  err.status = bgi_client_call(c, BGI_SLOT_ANY, bgi_call_deadline(call), build_ping, parse_ping, NULL, &err);
+  BGI_WITH_CALL(call, err.status = bgi_client_call(c, BGI_SLOT_ANY, bgi_call_deadline(call), build_ping, parse_ping,
+                                                   NULL, &err));
   return bgi_call_finish(call, &c->err, &err, BG_SOURCE_REDIS);
 }
 
@@ -257,12 +258,6 @@ void bgi_client_node_addr(bg_client *cl, int slot, char *buf, size_t cap) {
 #define BGI_MAX_REDIRECTS 5
 /* Longest sleep between two tries of a slot the cluster cannot serve right now. */
 #define BGI_BUSY_BACKOFF_MAX_MS 100
-
-static void sleep_ms(int64_t ms) {
-  struct timespec ts = {.tv_sec = (time_t)(ms / 1000), .tv_nsec = (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
 
 /* Appends WAIT <replicas> <timeout> after a durable call's commands (BG_OPT_WAIT_REPLICAS). */
 static int append_wait(bgi_conn *c, const bg_client *cl, bgi_err *err) {
@@ -403,7 +398,9 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
                            busy_tries);
       busy_tries++;
       atomic_fetch_add(&cluster->stats.busy, 1);
-      sleep_ms(backoff_ms);
+      /* the one wait primitive: a cancel of the call (the thread's current one) ends it */
+      if (bgi_sleep_ns((uint64_t)backoff_ms * 1000000u) == BG_ECANCELED)
+        return bgi_cancel_err(err, "waiting for a busy cluster slot");
       backoff_ms = backoff_ms * 2 > BGI_BUSY_BACKOFF_MAX_MS ? BGI_BUSY_BACKOFF_MAX_MS : backoff_ms * 2;
       /* from the owner again: during a migration the source answers ASK, the target TRYAGAIN,
        * until the keys are all across; the deadline bounds these rounds, the cap each one */

@@ -7,6 +7,7 @@
 #include "bloomguard/client.h"
 #include "common/err.h"
 #include "common/options.h"
+#include "common/wait.h"
 #include "redis/cluster.h"
 #include "redis/pool.h"
 #include "redis/script.h"

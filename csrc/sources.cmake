@@ -2,6 +2,7 @@
 target_sources(bloomguard_objects PRIVATE
   csrc/common/errors.c
   csrc/common/errbuf.c
+  csrc/common/wait.c
   csrc/common/options.c
   csrc/common/version.c
   csrc/redis/url.c

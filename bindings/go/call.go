@@ -20,6 +20,8 @@ const maxCallTimeout = 3600000 * time.Millisecond
 type call struct {
 	p           *C.bg_call
 	hasDeadline bool
+	stop        func() bool   // stops the context.AfterFunc that cancels the C call
+	fired       chan struct{} // closed once that func has cancelled it
 }
 
 var callPool = sync.Pool{New: func() any {
@@ -68,13 +70,59 @@ func beginCall(ctx context.Context) (*call, error) {
 		callPool.Put(c)
 		return nil, newError(st, "bg_call_set_timeout_ms rejected the timeout")
 	}
+	c.watch(ctx)
 	return c, nil
+}
+
+// watch makes the end of ctx cancel the C call in flight (bg_call_cancel, which is just an
+// atomic store, from context.AfterFunc's goroutine): every wait inside the library - a lock,
+// another rotation, a write-locked filter, the policy's backoff - then ends within about 50ms
+// with BG_ECANCELED, leaving nothing behind. A context that can never end costs nothing.
+func (c *call) watch(ctx context.Context) {
+	if ctx.Done() == nil {
+		return
+	}
+	fired := make(chan struct{})
+	p := c.p
+	c.fired = fired
+	c.stop = context.AfterFunc(ctx, func() {
+		C.bg_call_cancel(p)
+		close(fired)
+	})
+}
+
+// unwatch stops the cancelling func, or waits for it if it already runs, and clears the C
+// call's cancel flag: the pooled object must not cancel its next call.
+func (c *call) unwatch() {
+	if c.stop != nil && !c.stop() {
+		<-c.fired
+	}
+	c.stop, c.fired = nil, nil
+	C.bg_call_clear_cancel(c.p) // also after a cancel by Lock.Close
+}
+
+// cancelled turns the BG_ECANCELED of a call whose ctx ended into an error of code (the wait's
+// own: CodeLocked for a lock wait, CodeRotationInProgress for a rotation's, CodeCanceled for the
+// others) that also unwraps to ctx.Err(); a deadline that ended a wait of a filter call is a
+// timeout (ErrTimeout and context.DeadlineExceeded), as when the library's own deadline ends it.
+func cancelled(ctx context.Context, code Code, msg string) error {
+	cerr := contextError(ctx)
+	if cerr == nil {
+		return errorf(CodeCanceled, msg)
+	}
+	if code == CodeCanceled && cerr == context.DeadlineExceeded {
+		code = CodeTimeout
+	}
+	return &Error{Code: code, cause: cerr, Message: msg + " (stopped waiting: " + cerr.Error() + ")"}
 }
 
 // end returns the call to the pool and turns st into an error carrying this call's own message.
 func (c *call) end(ctx context.Context, st C.int) error {
+	c.unwatch()
 	var err error
-	if st != C.BG_OK {
+	if st == C.BG_ECANCELED {
+		err = cancelled(ctx, CodeCanceled, C.GoString(C.bg_call_errmsg(c.p)))
+	} else if st != C.BG_OK {
 		err = newError(st, C.GoString(C.bg_call_errmsg(c.p)))
 		if c.hasDeadline {
 			err = withDeadline(ctx, err)
@@ -85,7 +133,10 @@ func (c *call) end(ctx context.Context, st C.int) error {
 }
 
 // release returns an unused call to the pool.
-func (c *call) release() { callPool.Put(c) }
+func (c *call) release() {
+	c.unwatch()
+	callPool.Put(c)
+}
 
 // gate bounds how many calls of one client (with its filters) are inside C at once. A call
 // blocked in C holds an OS thread: without the gate, thousands of goroutines queueing for a

@@ -17,7 +17,12 @@
 // the call — getting a pooled connection, connecting, sending, each reply. When the deadline is
 // what made the call time out, the error satisfies both errors.Is(err, ErrTimeout) and
 // errors.Is(err, context.DeadlineExceeded). Without a deadline the client's command timeout
-// (WithCommandTimeout) applies. Cancelling a context cannot interrupt a call already in C.
+// (WithCommandTimeout) applies. The end of a context (cancel or deadline) cancels the call in C
+// (context.AfterFunc calls bg_call_cancel): every wait of the library - a lock, another
+// rotation, a write-locked filter, the policy's backoff - ends within about 50ms; a filter call
+// then fails with ErrCanceled and context.Canceled (ErrTimeout and context.DeadlineExceeded for
+// a deadline), Lock.Acquire with ErrLocked and ctx.Err(), Rotate's wait with
+// ErrRotationInProgress and ctx.Err(). A round trip already sent ends by its own timeout.
 //
 // # Errors
 //

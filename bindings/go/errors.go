@@ -34,6 +34,7 @@ const (
 	CodeRotationInProgress Code = -17 // BG_EROTATING
 	CodeAborted            Code = -18 // BG_EABORTED
 	CodeClosed             Code = -19 // BG_ECLOSED
+	CodeCanceled           Code = -20 // BG_ECANCELED
 )
 
 var codeNames = map[Code]string{
@@ -57,6 +58,7 @@ var codeNames = map[Code]string{
 	CodeRotationInProgress: "BG_EROTATING",
 	CodeAborted:            "BG_EABORTED",
 	CodeClosed:             "BG_ECLOSED",
+	CodeCanceled:           "BG_ECANCELED",
 }
 
 // String is the C macro name of the code ("BG_ETIMEOUT"), or "BG_STATUS(n)" for a code this
@@ -129,6 +131,9 @@ var (
 	ErrRotationInProgress = sentinel(CodeRotationInProgress)
 	ErrAborted            = sentinel(CodeAborted)
 	ErrClosed             = sentinel(CodeClosed)
+	// ErrCanceled: a wait inside the library was cancelled - by the end of the call's context
+	// (the error then also unwraps to context.Canceled), or by Lock.Close.
+	ErrCanceled = sentinel(CodeCanceled)
 )
 
 func sentinel(c Code) error { return &Error{Code: c} }

@@ -33,6 +33,7 @@ var sentinels = map[Code]error{
 	CodeRotationInProgress: ErrRotationInProgress,
 	CodeAborted:            ErrAborted,
 	CodeClosed:             ErrClosed,
+	CodeCanceled:           ErrCanceled,
 }
 
 // The Go side knows every status code of include/bloomguard/errors.h, with the same value and

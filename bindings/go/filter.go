@@ -58,8 +58,9 @@ import (
 // Every network method takes a context first: an already cancelled or expired context returns
 // ctx.Err() without touching the network; otherwise the context's deadline becomes the call's
 // timeout (bounding each network wait of the call: the pool, connecting, sending, each reply),
-// and a call without a deadline uses the client's command timeout. Cancellation without a
-// deadline cannot interrupt a call that has started.
+// and a call without a deadline uses the client's command timeout. Cancelling the context ends
+// the library's waits (a write-locked filter, the policy's backoff) within about 50ms:
+// ErrCanceled and context.Canceled.
 //
 // A Filter is safe for concurrent use. Close it when done; a finalizer-like cleanup closes a
 // forgotten one, but only when the garbage collector gets to it.

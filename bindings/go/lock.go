@@ -111,10 +111,6 @@ func WithLockWait(d time.Duration) LockOption {
 	}
 }
 
-// lockWaitSlice is the longest wait handed to the library at once, so that a cancelled context
-// or Close ends a wait within about that much (the library's wait cannot be interrupted).
-const lockWaitSlice = 200 * time.Millisecond
-
 // Lock is a distributed lock in Redis on the key Name()+":lock" (bg_lock): exclusive (Redisson's
 // RLock layout) or reader/writer, with a fencing token per hold, a lease renewed while held, and
 // waits bounded by a context.
@@ -133,8 +129,9 @@ const lockWaitSlice = 200 * time.Millisecond
 //     using the same Lock;
 //   - for mutual exclusion between goroutines, give each its own Lock (Client.Lock makes no round
 //     trip): Locks exclude each other, in this process or any other, as do Redisson clients;
-//   - the Lock's calls run one at a time; a waiting Acquire hands the library waits of at most
-//     200ms, so other calls on the same Lock (Release, Held) get their turn in between.
+//   - the Lock's calls run one at a time on its holder thread: while an Acquire waits, the same
+//     Lock's other calls (Release, Held, HolderID) wait for it. A cancelled ctx or Close ends the
+//     wait within about 50ms (the library's wait is cancelled: bg_call_cancel).
 //
 // Each open Lock costs one OS thread (its holder thread), and once it has held the lock, the
 // library's renewal thread (keep open Locks well below Go's 10,000-thread limit); Close ends both
@@ -149,12 +146,16 @@ type Lock struct {
 
 // lockHandle owns the C lock and its holder thread.
 type lockHandle struct {
-	mu     sync.RWMutex // held for reading by every call (for its whole run), for writing by close
-	p      *C.bg_lock   // nil once closed
-	reqs   chan func()  // run on the holder thread, one at a time
-	exited chan struct{}
-	wait   time.Duration
-	hasMax bool
+	mu sync.RWMutex // held for reading by every call (for its whole run), for writing by close
+	p  *C.bg_lock   // nil once closed
+	// the C calls of waiting Acquires, which close cancels before it waits for them
+	wmu     sync.Mutex
+	waiting map[*C.bg_call]struct{}
+	closing bool
+	reqs    chan func() // run on the holder thread, one at a time
+	exited  chan struct{}
+	wait    time.Duration
+	hasMax  bool
 }
 
 // holderThread runs the lock's calls on one OS thread for the Lock's life. It never unlocks the
@@ -185,7 +186,36 @@ func (h *lockHandle) run(fn func(p *C.bg_lock)) error {
 	return nil
 }
 
+// track records a waiting Acquire's call (false once closing: the Lock is closed).
+func (h *lockHandle) track(p *C.bg_call) bool {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	if h.closing {
+		return false
+	}
+	if h.waiting == nil {
+		h.waiting = make(map[*C.bg_call]struct{})
+	}
+	h.waiting[p] = struct{}{}
+	return true
+}
+
+// untrack forgets it; true when close cancelled it meanwhile.
+func (h *lockHandle) untrack(p *C.bg_call) bool {
+	h.wmu.Lock()
+	defer h.wmu.Unlock()
+	delete(h.waiting, p)
+	return h.closing
+}
+
 func (h *lockHandle) close() {
+	// waiting Acquires stop waiting (within ~50ms) so that close need not wait out their waits
+	h.wmu.Lock()
+	h.closing = true
+	for p := range h.waiting {
+		C.bg_call_cancel(p)
+	}
+	h.wmu.Unlock()
 	h.mu.Lock()
 	p := h.p
 	h.p = nil
@@ -277,7 +307,7 @@ func (l *Lock) Name() string { return l.name }
 func (l *Lock) Key() string { return l.key }
 
 // Close releases every hold still held through the Lock (errors ignored), stops its threads and
-// frees it. Idempotent; it waits for calls in flight (a waiting Acquire ends within 200ms);
+// frees it. Idempotent; it waits for calls in flight (a waiting Acquire is cancelled: ErrClosed);
 // later calls fail with ErrClosed. Close always returns nil.
 func (l *Lock) Close() error {
 	if l == nil || l.h == nil {
@@ -359,62 +389,42 @@ func (l *Lock) Acquire(ctx context.Context, mode LockMode) (token uint64, err er
 	if err := checkContext(ctx); err != nil {
 		return 0, err
 	}
-	var waitEnd time.Time
+	c, err := beginCall(ctx) // ctx's end cancels the library's wait (call.watch)
+	if err != nil {
+		return 0, err
+	}
+	wait := maxCallTimeout
 	if l.h.hasMax {
-		waitEnd = time.Now().Add(l.h.wait)
+		wait = l.h.wait
 	}
-	for {
-		c, err := beginCall(ctx)
-		if err != nil {
-			return 0, err
-		}
-		// this slice's wait: at most lockWaitSlice (so that a cancel, Close and the Lock's other
-		// calls get their turn), up to WithLockWait's end and ctx's deadline (a millisecond
-		// early, so that the lock's wait ends before the call's timeout)
-		slice := lockWaitSlice
-		if l.h.hasMax {
-			slice = min(slice, time.Until(waitEnd))
-		}
-		if dl, ok := ctx.Deadline(); ok {
-			slice = min(slice, time.Until(dl)-time.Millisecond)
-		}
-		ms := max(int64(slice/time.Millisecond), 0)
-
-		var st C.int
-		var tok C.uint64_t
-		var reentrant bool
-		if err := l.h.run(func(p *C.bg_lock) {
-			var held C.int
-			C.bg_lock_held(p, &held, nil, nil)
-			reentrant = held != 0 // then the library answers at once, whatever the wait
-			st = C.bg_lock_acquire_ex(p, c.p, C.int(mode), C.int64_t(ms), &tok)
-		}); err != nil {
-			c.release()
-			return 0, err
-		}
-		if st == C.BG_OK {
-			c.release()
-			return uint64(tok), nil
-		}
-		if st != C.BG_ELOCKED || reentrant {
-			return 0, c.end(ctx, st)
-		}
-		busy := c.end(ctx, st).(*Error)
-		if cerr := contextError(ctx); cerr != nil {
-			busy.cause = cerr
-			busy.Message += " (stopped waiting: " + cerr.Error() + ")"
-			return 0, busy
-		}
-		if l.h.hasMax && !time.Now().Before(waitEnd) {
-			return 0, busy
-		}
-		if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= time.Millisecond {
-			// too little left for another try: the deadline ends the wait
-			busy.cause = context.DeadlineExceeded
-			busy.Message += " (stopped waiting: the context's deadline)"
-			return 0, busy
-		}
+	if !l.h.track(c.p) {
+		c.release()
+		return 0, errorf(CodeClosed, "the lock is closed")
 	}
+	var st C.int
+	var tok C.uint64_t
+	runErr := l.h.run(func(p *C.bg_lock) {
+		st = C.bg_lock_acquire_ex(p, c.p, C.int(mode), C.int64_t(wait/time.Millisecond), &tok)
+	})
+	closed := l.h.untrack(c.p)
+	if runErr != nil {
+		c.release()
+		return 0, runErr
+	}
+	switch st {
+	case C.BG_OK:
+		c.release()
+		return uint64(tok), nil
+	case C.BG_ECANCELED:
+		msg := C.GoString(C.bg_call_errmsg(c.p))
+		c.release()
+		if contextError(ctx) == nil && closed {
+			return 0, errorf(CodeClosed, "the lock was closed while Acquire waited")
+		}
+		// still taken when ctx ended the wait: ErrLocked and ctx.Err()
+		return 0, cancelled(ctx, CodeLocked, msg)
+	}
+	return 0, c.end(ctx, st)
 }
 
 // TryAcquire is Acquire with a single try: ErrLocked at once when the lock is taken.

@@ -9,8 +9,8 @@ package bloomguard
 // bg_rotation_add, bg_rotation_add_many and bg_rotation_commit run the progress callback, which
 // is Go (callbacks.go): they must NOT be marked nocallback (the runtime would panic), and no Go
 // pointer is passed to them (items go through C memory).
-#cgo noescape bg_rotation_begin
-#cgo nocallback bg_rotation_begin
+#cgo noescape bg_rotation_begin_ex
+#cgo nocallback bg_rotation_begin_ex
 #cgo noescape bg_rotation_stats
 #cgo nocallback bg_rotation_stats
 #cgo noescape bg_filter_errmsg_copy
@@ -124,9 +124,9 @@ func WithLease(d time.Duration) RotateOption {
 }
 
 // WithWait makes Rotate wait up to d for another rotation of the filter to end instead of failing
-// at once with ErrRotationInProgress (BG_OPT_ROTATE_WAIT_MS; default 0, at most 1h). The wait is
-// handed to the library in slices of 200ms so that ctx ends it: the error is then both
-// ErrRotationInProgress and ctx.Err(). Swap only: Naive does not look for other rotations.
+// at once with ErrRotationInProgress (BG_OPT_ROTATE_WAIT_MS; default 0, at most 1h). The end of
+// ctx cancels the wait (within about 50ms): the error is then both ErrRotationInProgress and
+// ctx.Err(). Swap only: Naive does not look for other rotations.
 func WithWait(d time.Duration) RotateOption {
 	set := durationSetting("WithWait", C.BG_OPT_ROTATE_WAIT_MS, d)
 	return func(s *rotateSettings) {
@@ -184,10 +184,6 @@ func WithBatch(n int) RotateOption {
 func WithProgress(fn func(phase Phase, items, bytesDone, bytesTotal uint64) error) RotateOption {
 	return func(s *rotateSettings) { s.progress = fn }
 }
-
-// rotateWaitSlice is the longest wait handed to the library at once (WithWait), so that a done
-// context is noticed within about that much.
-const rotateWaitSlice = 200 * time.Millisecond
 
 // rotationsLive counts the rotations whose cgo.Handle exists (tests check it drops back to 0).
 var rotationsLive atomic.Int64
@@ -288,51 +284,34 @@ func (f *Filter) Rotate(ctx context.Context, expectedInsertions int64, fpp float
 	return r.commit()
 }
 
-// beginRotation calls bg_rotation_begin, waiting up to waitMS for another rotation to end, in
-// slices so that ctx ends the wait.
+// beginRotation calls bg_rotation_begin_ex, waiting up to waitMS for another rotation to end;
+// ctx's end cancels the wait (call.watch), which then fails with ErrRotationInProgress and
+// ctx.Err().
 func (f *Filter) beginRotation(ctx context.Context, fp *C.bg_filter, o *C.bg_options, n int64, fpp float64,
 	strategy Strategy, waitMS int64) (*C.bg_rotation, error) {
-	deadline := time.Now().Add(time.Duration(waitMS) * time.Millisecond)
-	for {
-		var slice time.Duration
-		if waitMS > 0 {
-			slice = min(time.Until(deadline), rotateWaitSlice)
-			if dl, ok := ctx.Deadline(); ok {
-				slice = min(slice, time.Until(dl))
-			}
-			slice = max(slice, 0)
-		}
-		ms := int64((slice + time.Millisecond - 1) / time.Millisecond)
-		if st := C.bg_options_set_int(o, C.BG_OPT_ROTATE_WAIT_MS, C.int64_t(ms)); st != C.BG_OK {
-			return nil, newError(st, fmt.Sprintf("WithWait: a slice of %d ms: %s", ms, Code(st).Description()))
-		}
-		if err := f.g.enter(ctx); err != nil {
-			return nil, err
-		}
-		var rp *C.bg_rotation
-		st := C.bg_rotation_begin(&rp, fp, C.int64_t(n), C.double(fpp), C.int(strategy), o)
-		var msg string
-		if st != C.BG_OK {
-			// the library reports a failed begin on the filter's own message slot
-			var buf [errbufSize]C.char
-			C.bg_filter_errmsg_copy(fp, &buf[0], C.size_t(len(buf)))
-			msg = C.GoString(&buf[0])
-		}
-		f.g.leave()
-		if st == C.BG_OK {
-			return rp, nil
-		}
-		if st != C.BG_EROTATING || waitMS == 0 {
-			return nil, newError(st, msg)
-		}
-		if err := contextError(ctx); err != nil {
-			return nil, &Error{Code: CodeRotationInProgress, cause: err,
-				Message: msg + " (stopped waiting: " + err.Error() + ")"}
-		}
-		if !time.Now().Before(deadline) {
-			return nil, newError(st, msg)
-		}
+	if st := C.bg_options_set_int(o, C.BG_OPT_ROTATE_WAIT_MS, C.int64_t(waitMS)); st != C.BG_OK {
+		return nil, newError(st, fmt.Sprintf("WithWait: %d ms: %s", waitMS, Code(st).Description()))
 	}
+	if err := f.g.enter(ctx); err != nil {
+		return nil, err
+	}
+	defer f.g.leave()
+	c, err := beginCall(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var rp *C.bg_rotation
+	st := C.bg_rotation_begin_ex(&rp, fp, c.p, C.int64_t(n), C.double(fpp), C.int(strategy), o)
+	if st == C.BG_OK {
+		c.release()
+		return rp, nil
+	}
+	msg := C.GoString(C.bg_call_errmsg(c.p))
+	c.release()
+	if st == C.BG_ECANCELED {
+		return nil, cancelled(ctx, CodeRotationInProgress, msg)
+	}
+	return nil, newError(st, msg)
 }
 
 // contextError is ctx.Err(), or context.DeadlineExceeded once the deadline has passed even if
@@ -476,6 +455,8 @@ func (r *Rotation) call(c func(*C.bg_rotation) C.int, added int) error {
 	var err error
 	if r.stopCause != nil {
 		err = r.stopCause
+	} else if cerr := contextError(r.ctx); st == C.BG_ECANCELED && cerr != nil {
+		err = cerr // ctx ended a wait of the library (a Locked commit's, for the write lock): as when it stops fn
 	} else {
 		err = newError(st, C.GoString(C.bg_rotation_errmsg(r.p)))
 	}
@@ -492,7 +473,13 @@ func (r *Rotation) commit() error {
 		return err
 	}
 	r.over = true
-	err := r.call(func(p *C.bg_rotation) C.int { return C.bg_rotation_commit(p) }, 0)
+	// with a call watching ctx: its end cancels a Locked commit's wait for the write lock
+	c, err := beginCall(r.ctx)
+	if err != nil {
+		return r.fail(err)
+	}
+	err = r.call(func(p *C.bg_rotation) C.int { return C.bg_rotation_commit_ex(p, c.p) }, 0)
+	c.release()
 	r.refreshStats()
 	return err
 }

@@ -31,15 +31,17 @@ CDEF_FILE = HERE / "bloomguard" / "_cdef.h"
 MODULE_NAME = "bloomguard._bloomguard_cffi"
 
 # Binding-local helpers (prefix bgpy_, not part of the C ABI; test_cdef.py tells them apart).
-# bgpy_progress and bgpy_fallback are implemented in Python (bloomguard/_rotation.py and
-# bloomguard/_fallback.py, ffi.def_extern): static C functions with the signatures of bg_progress_fn
-# and bg_fallback_fn that take the GIL and call the Python callback.
+# bgpy_progress, bgpy_fallback and bgpy_interrupt are implemented in Python (bloomguard/_rotation.py,
+# bloomguard/_fallback.py and bloomguard/_call.py, ffi.def_extern): static C functions with the
+# signatures of bg_progress_fn, bg_fallback_fn and bg_interrupt_fn that take the GIL and call the
+# Python callback.
 HELPERS_CDEF = """
 void bgpy_item_ptrs(const char *blob, const size_t *lens, size_t n, const void **out);
 extern "Python" int bgpy_progress(void *userdata, int phase, uint64_t items, uint64_t bytes_done,
                                   uint64_t bytes_total);
 extern "Python" int bgpy_fallback(void *userdata, const void *const *items, const size_t *lens, size_t n,
                                   uint8_t *present);
+extern "Python" int bgpy_interrupt(void *userdata);
 """
 HELPERS_SRC = r"""
 /* Pointers to n items laid end to end in blob (lens[i] bytes each): one pass in C instead of one

@@ -9,7 +9,8 @@
  * Prints one line once the lock is held ("acquired KEY mode=M token=T holder=H waited_ms=W", or a
  * JSON object with --json) and flushes it, then holds the lock for --hold-ms, or - without it -
  * until standard input reaches end of file; then releases it and prints "released KEY
- * held_ms=N". SIGINT / SIGTERM while holding: release, exit 130. Exit 2 with BG_ELOCKED on stderr
+ * held_ms=N". SIGINT / SIGTERM while holding: release, exit 130; while waiting: the wait is
+ * cancelled (bg_call_cancel from the handler), nothing is held, exit 130. Exit 2 with BG_ELOCKED on stderr
  * (naming the holder) when the lock stayed taken for --wait-ms (default 0: one try).
  *
  *   bloomguard [--url URL] [--timeout-ms MS] lock retire NAME [--json]
@@ -34,8 +35,13 @@
 #include <unistd.h>
 
 static volatile sig_atomic_t lock_stop;
+static bg_call *volatile lock_call;  /* the acquire a signal cancels */
 
-static void on_lock_signal(int sig) { lock_stop = sig; }
+static void on_lock_signal(int sig) {
+  lock_stop = sig;
+  bg_call *c = lock_call;
+  if (c) bg_call_cancel(c);  /* async-signal-safe: one atomic store */
+}
 
 static int64_t now_ms(void) {
   struct timespec ts;
@@ -126,7 +132,8 @@ int cli_lock_main(int argc, char **argv) {
             "--hold-ms (default: until standard input ends), releases it, prints 'released KEY\n"
             "held_ms=N'. --wait-ms: how long to wait for it (default 0: one try; exit 2 with\n"
             "BG_ELOCKED naming the holder). --lease-ms: the lease (default 30000), renewed every\n"
-            "third of it unless --no-renew. SIGINT/SIGTERM while holding: release, exit 130.\n\n"
+            "third of it unless --no-renew. SIGINT/SIGTERM while holding: release, exit 130;\n"
+            "while waiting: the wait is cancelled, nothing held, exit 130.\n\n"
             "usage: bloomguard [--url URL] [--timeout-ms MS] lock retire NAME [--json]\n\n"
             "Retires the name: deletes its fencing-token counter (kept forever otherwise, so tokens\n"
             "never go backwards) if nobody holds the lock and no writer waits (exit 2 with\n"
@@ -206,15 +213,38 @@ int cli_lock_main(int argc, char **argv) {
 
   if (retiring) return retire(client, l, json);
 
-  int64_t t0 = now_ms();
-  uint64_t token = 0;
-  st = bg_lock_acquire(l, mode, wait_ms, &token);
-  if (st != BG_OK) {
-    bg_lock_errmsg_copy(l, err, sizeof err);
+  /* handlers from before the wait: a signal cancels it (and, once held, ends the hold) */
+  bg_call *call = NULL;
+  if ((st = bg_call_new(&call)) != BG_OK) {
     bg_lock_close(l);
     bg_client_close(client);
-    return cli_fail("lock", st, err);
+    return cli_fail("lock", st, "cannot allocate a call");
   }
+  lock_call = call;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_lock_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESETHAND; /* a second signal takes its default action */
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+
+  int64_t t0 = now_ms();
+  uint64_t token = 0;
+  st = bg_lock_acquire_ex(l, call, mode, wait_ms, &token);
+  lock_call = NULL;
+  if (st != BG_OK) {
+    int interrupted = st == BG_ECANCELED && lock_stop;
+    if (interrupted)
+      fprintf(stderr, "bloomguard: lock: interrupted by %s while waiting for %s; nothing is held\n",
+              lock_stop == SIGINT ? "SIGINT" : "SIGTERM", bg_lock_key(l));
+    snprintf(err, sizeof err, "%s", bg_call_errmsg(call));
+    bg_call_free(call);
+    bg_lock_close(l);
+    bg_client_close(client);
+    return interrupted ? CLI_EXIT_INTERRUPTED : cli_fail("lock", st, err);
+  }
+  bg_call_free(call);
   int64_t acquired = now_ms();
   char holder[128];
   bg_lock_holder_id(l, holder, sizeof holder);
@@ -229,13 +259,6 @@ int cli_lock_main(int argc, char **argv) {
   }
   fflush(stdout);
 
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_lock_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESETHAND; /* a second signal takes its default action */
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
   if (hold_ms >= 0) {
     while (!lock_stop && now_ms() - acquired < hold_ms) {
       int64_t left = hold_ms - (now_ms() - acquired);

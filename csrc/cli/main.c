@@ -149,7 +149,8 @@ static const char details_help[] =
   "      message on stderr names the status (e.g. BG_ENOTINIT) and the library's detail;\n"
   "      what stdout holds then is partial (items of earlier batches were applied)\n"
   "  64  usage error (unknown command or option, missing or malformed argument)\n"
-  "  130 rotate: interrupted (SIGINT or SIGTERM); the rotation was aborted\n";
+  "  130 rotate: interrupted (SIGINT or SIGTERM); the rotation was aborted (a wait for\n"
+  "      another rotation is cancelled at once); lock: interrupted while waiting or holding\n";
 
 static void usage_all(FILE *out) {
   fputs("usage: bloomguard [GLOBAL OPTIONS] COMMAND [OPTIONS] NAME [ITEM...]\n"

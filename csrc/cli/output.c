@@ -126,6 +126,7 @@ const char *cli_status_name(int status) {
     case BG_EROTATING: return "BG_EROTATING";
     case BG_EABORTED: return "BG_EABORTED";
     case BG_ECLOSED: return "BG_ECLOSED";
+    case BG_ECANCELED: return "BG_ECANCELED";
     default: return "BG_E?";
   }
 }

@@ -1,11 +1,13 @@
 /*
  * rotate.c - `bloomguard rotate`: rebuilds a live filter through bg_rotation_* (rotation.h).
  *
- *   begin (waiting for another rotation in short slices, so a signal is noticed)
+ *   begin (waiting up to --wait-ms for another rotation; a signal cancels the wait)
  *   -> items from --from FILE or stdin, in batches, to bg_rotation_add_many
  *   -> bg_rotation_commit (upload + atomic swap for SWAP)
  *
- * Signals: SIGINT and SIGTERM set a flag (SA_RESETHAND: a second one ends the process at once).
+ * Signals: SIGINT and SIGTERM set a flag (SA_RESETHAND: a second one ends the process at once)
+ * and cancel the library call in progress (bg_call_cancel, async-signal-safe: a wait for another
+ * rotation, or a LOCKED commit's wait for the write lock, ends within 50 ms with BG_ECANCELED).
  * The flag is checked by the progress callback, which then returns non-zero so the library
  * aborts the rotation cleanly (BG_EABORTED), and by the line reader between reads (it polls at
  * most 200 ms, so an idle source does not hide the request); any failure or stop outside the
@@ -30,11 +32,15 @@
 #include <unistd.h>
 
 #define DRAW_EVERY_NS 100000000ull
-#define WAIT_SLICE_MS 200
 
 static volatile sig_atomic_t stop_signal;  /* the signal that asked to stop; 0: none */
+static bg_call *volatile signal_call;       /* the call a signal cancels (set while handlers are) */
 
-static void on_signal(int sig) { stop_signal = sig; }
+static void on_signal(int sig) {
+  stop_signal = sig;
+  bg_call *c = signal_call;
+  if (c) bg_call_cancel(c);
+}
 
 static const int handled[] = {SIGINT, SIGTERM};
 #define NHANDLED (sizeof handled / sizeof handled[0])
@@ -252,27 +258,17 @@ static int make_options(const cli_opts *o, bg_options **out) {
   return CLI_EXIT_OK;
 }
 
-/*
- * bg_rotation_begin, waiting up to --wait-ms for another rotation to end. The wait goes to the
- * library (BG_OPT_ROTATE_WAIT_MS) in slices of WAIT_SLICE_MS, so that a signal ends it early.
- */
-static int begin(rot_state *s, bg_options *opts) {
+/* bg_rotation_begin_ex, waiting up to --wait-ms for another rotation to end (the library's
+ * BG_OPT_ROTATE_WAIT_MS); a signal cancels the call, which ends the wait (BG_ECANCELED). */
+static int begin(rot_state *s, bg_options *opts, bg_call *call) {
   const cli_opts *o = s->o;
-  uint64_t deadline = now_ns() + (uint64_t)o->wait_ms * 1000000u;
-  for (;;) {
-    uint64_t now = now_ns();
-    int64_t slice = 0;
-    if (o->wait_ms > 0 && now < deadline) {
-      slice = (int64_t)((deadline - now) / 1000000u);
-      if (slice > WAIT_SLICE_MS) slice = WAIT_SLICE_MS;
-    }
-    int st = bg_options_set_int(opts, BG_OPT_ROTATE_WAIT_MS, slice);
-    if (st != BG_OK) return st;
-    st = bg_rotation_begin(&s->r, s->f, o->expected, o->fpp, o->strategy, opts);
-    if (st != BG_EROTATING || stop_signal || slice == 0 || now_ns() >= deadline) return st;
+  int st = bg_options_set_int(opts, BG_OPT_ROTATE_WAIT_MS, o->wait_ms);
+  if (st != BG_OK) return st;
+  if (o->wait_ms > 0) {
     s->phase = PHASE_WAITING;
-    bar_draw(s, 0);
+    bar_draw(s, 1);
   }
+  return bg_rotation_begin_ex(&s->r, s->f, call, o->expected, o->fpp, o->strategy, opts);
 }
 
 static void print_summary(const rot_state *s, uint64_t items, uint64_t bytes, uint64_t us) {
@@ -334,17 +330,26 @@ int cli_cmd_rotate(const cli_opts *o, bg_filter *f) {
     return rc;
   }
 
+  bg_call *call = NULL;
+  if (bg_call_new(&call) != BG_OK) {
+    bg_options_free(opts);
+    if (fd != STDIN_FILENO) close(fd);
+    return cli_fail(o->cmd, BG_ENOMEM, "cannot allocate a call");
+  }
   saved_handlers sh;
   stop_signal = 0;
+  signal_call = call;
   install_handlers(&sh);
 
-  int st = begin(&s, opts);
+  int st = begin(&s, opts, call);
   bg_options_free(opts);
   if (st != BG_OK) {
     bar_clear(&s);
     restore_handlers(&sh);
+    signal_call = NULL;
+    bg_call_free(call);
     if (fd != STDIN_FILENO) close(fd);
-    if (stop_signal && st == BG_EROTATING) {
+    if (stop_signal && (st == BG_ECANCELED || st == BG_EROTATING)) {
       fprintf(stderr, "bloomguard: rotate: interrupted by %s while waiting for another rotation "
                       "of %s; nothing was changed\n", signal_name(stop_signal), o->name);
       return CLI_EXIT_INTERRUPTED;
@@ -361,8 +366,9 @@ int cli_cmd_rotate(const cli_opts *o, bg_filter *f) {
   if (fd != STDIN_FILENO) close(fd);
   if (rc == CLI_EXIT_OK && stop_signal) rc = CLI_EXIT_INTERRUPTED;
   if (rc == CLI_EXIT_OK) {
-    st = bg_rotation_commit(s.r);
-    if (st != BG_OK) rc = st == BG_EABORTED && stop_signal ? CLI_EXIT_INTERRUPTED : fail_rotation(&s, st);
+    st = bg_rotation_commit_ex(s.r, call);
+    if (st != BG_OK)
+      rc = (st == BG_EABORTED || st == BG_ECANCELED) && stop_signal ? CLI_EXIT_INTERRUPTED : fail_rotation(&s, st);
   }
 
   uint64_t items = 0, bytes = 0, us = 0;
@@ -387,6 +393,8 @@ int cli_cmd_rotate(const cli_opts *o, bg_filter *f) {
   }
   bg_rotation_free(s.r);
   restore_handlers(&sh);
+  signal_call = NULL;
+  bg_call_free(call);
   if (rc != CLI_EXIT_OK) return rc;
   bar_clear(&s);
   print_summary(&s, items, bytes, us);

@@ -22,6 +22,7 @@ BG_API const char *bg_strerror(int status) {
     case BG_EROTATING: return "rotation in progress";
     case BG_EABORTED: return "aborted by callback";
     case BG_ECLOSED: return "handle closed";
+    case BG_ECANCELED: return "cancelled";
     default: return "unknown status";
   }
 }

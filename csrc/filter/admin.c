@@ -78,8 +78,8 @@ BG_API int bg_filter_init_ex(bg_filter *f, bg_call *call, int64_t expected_inser
     return bgi_filter_finish(f, call, &err);
   }
   bgi_format_java_double(fpp, in.fpp, sizeof in.fpp);
-  err.status = bgi_client_call_script(f->client, f->slot, bgi_call_deadline(call), &in.run, "init", build_init, parse_init,
-                                      &in, &err);
+  BGI_WITH_CALL(call, err.status = bgi_client_call_script(f->client, f->slot, bgi_call_deadline(call), &in.run, "init",
+                                                          build_init, parse_init, &in, &err));
   if (err.status == BG_OK && created) *created = in.created;
   return bgi_filter_finish(f, call, &err);
 }
@@ -137,7 +137,8 @@ BG_API int bg_filter_count_ex(bg_filter *f, bg_call *call, int64_t *count) {
   counter ct = {.f = f};
   if (!f) return bgi_call_null_handle(call, "filter");
   if (!count) bgi_err_set(&err, BG_EINVAL, "count: count must not be NULL");
-  else err.status = bgi_client_call(f->client, f->slot, bgi_call_deadline(call), build_count, parse_count, &ct, &err);
+  else BGI_WITH_CALL(call, err.status = bgi_client_call(f->client, f->slot, bgi_call_deadline(call), build_count,
+                                                       parse_count, &ct, &err));
   if (err.status == BG_OK) *count = ct.count;
   return bgi_filter_finish(f, call, &err);
 }
@@ -205,7 +206,8 @@ BG_API int bg_filter_info_ex(bg_filter *f, bg_call *call, uint64_t *size, uint32
   bgi_err err = {0};
   infoer in = {.f = f};
   if (!f) return bgi_call_null_handle(call, "filter");
-  err.status = bgi_client_call(f->client, f->slot, bgi_call_deadline(call), build_info, parse_info, &in, &err);
+  BGI_WITH_CALL(call, err.status = bgi_client_call(f->client, f->slot, bgi_call_deadline(call), build_info, parse_info,
+                                                   &in, &err));
   if (err.status == BG_OK) {
     if (size) *size = bgi_cfg_size(in.cfg);
     if (hash_iterations) *hash_iterations = bgi_cfg_k(in.cfg);
@@ -287,7 +289,8 @@ static int parse_keyop(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
 
 static int run_keyop(bg_filter *f, bg_call *call, keyop *op, int *result) {
   bgi_err err = {0};
-  err.status = bgi_client_call(f->client, f->slot, bgi_call_deadline(call), build_keyop, parse_keyop, op, &err);
+  BGI_WITH_CALL(call, err.status = bgi_client_call(f->client, f->slot, bgi_call_deadline(call), build_keyop,
+                                                   parse_keyop, op, &err));
   if (err.status == BG_OK && result) *result = op->result;
   return bgi_filter_finish(f, call, &err);
 }

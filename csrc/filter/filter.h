@@ -8,6 +8,7 @@
 #include "bloomguard/filter.h"
 #include "call.h"
 #include "client.h"
+#include "common/wait.h"
 #include "policy/guard.h"
 
 /*

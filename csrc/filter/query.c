@@ -226,8 +226,7 @@ static int wait_for_lock(const bg_filter *f, lock_wait *w, bgi_err *err) {
    * as long as the last one did, so a slow server does not turn the answer into a timeout: say
    * why now */
   if (w->until_ns == w->deadline_ns && now + nap + 2 * w->look_ns >= w->until_ns) return locked_too_long(f, w, err);
-  struct timespec ts = {(time_t)(nap / 1000000000u), (long)(nap % 1000000000u)};
-  nanosleep(&ts, NULL);
+  if (bgi_sleep_ns(nap) == BG_ECANCELED) return bgi_cancel_err(err, "contains (waiting out the write lock)");
   w->nap_ns = w->nap_ns * 2 < LOCK_POLL_MAX_NS ? w->nap_ns * 2 : LOCK_POLL_MAX_NS;
   return BG_OK;
 }
@@ -282,8 +281,11 @@ BG_API int bg_filter_contains_many_ex(bg_filter *f, bg_call *call, const void *c
   int source = BG_SOURCE_NONE;
   if (!f) return bgi_call_null_handle(call, "filter");
   /* the degrade policy (policy/guard.c) answers when Redis cannot */
-  if (bgi_check_items("contains", items, lens, n, present, &err) == BG_OK)
+  if (bgi_check_items("contains", items, lens, n, present, &err) == BG_OK) {
+    const bg_call *outer = bgi_call_enter(call);
     err.status = bgi_guard_contains(f, bgi_call_deadline(call), items, lens, n, present, &source, &err);
+    bgi_call_leave(outer);
+  }
   return bgi_guard_finish(f, call, &err, source);
 }
 

@@ -155,12 +155,6 @@ static int add_hold(bg_lock *l, pid_t tid, int kind, int mode, uint64_t token) {
   return BG_OK;
 }
 
-static void sleep_ms(int64_t ms) {
-  if (ms <= 0) return;
-  struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0) {}
-}
-
 static const char *kind_text(const bgi_acq *a) {
   if (!strcmp(a->mode, "read")) return a->holders > 1 ? "readers" : "reading";
   if (!strcmp(a->mode, "write")) return "a Redisson RReadWriteLock writer";
@@ -287,7 +281,12 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
     if (intent_ms > 0 && intent_ms / 3 < slice) slice = intent_ms / 3 > 0 ? intent_ms / 3 : 1;
     if (sub.active) {
       if (slice > SUB_RECHECK_MS) slice = SUB_RECHECK_MS;
-      if (bgi_lock_sub_wait(&sub, slice) >= 0) continue;
+      int got = bgi_lock_sub_wait(&sub, slice);
+      if (got == BG_ECANCELED) {
+        st = bgi_cancel_err(err, "lock acquire");
+        break;
+      }
+      if (got >= 0) continue;
       /* the subscription broke or the server ended it (a cluster slot moved): subscribe again,
        * a few times, then poll */
       if (resubscribes++ < MAX_RESUBSCRIBES) {
@@ -296,18 +295,27 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
       }
     }
     if (backoff < slice) slice = backoff;
-    sleep_ms(slice);
+    if (bgi_sleep_ns((uint64_t)(slice > 0 ? slice : 0) * 1000000u) == BG_ECANCELED) {
+      st = bgi_cancel_err(err, "lock acquire");
+      break;
+    }
     backoff = backoff * 2 < l->poll_max_ms ? backoff * 2 : l->poll_max_ms;
   }
   bgi_lock_sub_close(&sub);
-  if (intent_recorded) bgi_lock_step_cancel_intent(l, tid, &(bgi_err){0});
+  if (intent_recorded) {
+    /* withdrawn also after a cancel: a cancelled waiter leaves no intent behind to hold readers
+     * back (a cluster busy backoff here must not be cut short by that same cancel) */
+    const bg_call *cur = bgi_call_detach();
+    bgi_lock_step_cancel_intent(l, tid, &(bgi_err){0});
+    bgi_call_leave(cur);
+  }
   return st;
 }
 
 BG_API int bg_lock_acquire_ex(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_t *fencing_token) {
   bgi_err err = {0};
   if (!l) return bgi_call_null_handle(call, "lock");
-  err.status = acquire(l, call, mode, wait_ms, fencing_token, &err);
+  BGI_WITH_CALL(call, err.status = acquire(l, call, mode, wait_ms, fencing_token, &err));
   return bgi_call_finish(call, &l->err, &err, BG_SOURCE_REDIS);
 }
 
@@ -354,7 +362,7 @@ static int release(bg_lock *l, bg_call *call, bgi_err *err) {
 BG_API int bg_lock_release_ex(bg_lock *l, bg_call *call) {
   bgi_err err = {0};
   if (!l) return bgi_call_null_handle(call, "lock");
-  err.status = release(l, call, &err);
+  BGI_WITH_CALL(call, err.status = release(l, call, &err));
   return bgi_call_finish(call, &l->err, &err, BG_SOURCE_REDIS);
 }
 
@@ -384,7 +392,7 @@ BG_API int bg_lock_retire_ex(bg_lock *l, bg_call *call, int *deleted) {
   bgi_err err = {0};
   if (deleted) *deleted = 0;
   if (!l) return bgi_call_null_handle(call, "lock");
-  err.status = retire(l, call, deleted, &err);
+  BGI_WITH_CALL(call, err.status = retire(l, call, deleted, &err));
   return bgi_call_finish(call, &l->err, &err, BG_SOURCE_REDIS);
 }
 

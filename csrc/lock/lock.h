@@ -10,6 +10,7 @@
 #include "call.h"
 #include "client.h"
 #include "common/err.h"
+#include "common/wait.h"
 #include "redis/conn.h"
 
 /* Kinds of hold on the server: exclusive (RLock layout) or shared (reader). */
@@ -95,7 +96,8 @@ typedef struct bgi_lock_sub {
 /* Opens and subscribes; BG_OK or an error (the caller then polls). */
 int bgi_lock_sub_open(bg_lock *l, bgi_lock_sub *s, bgi_err *err);
 /* Waits up to ms for a message on the channel: 1 one came, 0 none, -1 the connection failed or
- * the server ended the subscription (it is closed; the caller may subscribe again, else polls). */
+ * the server ended the subscription (it is closed; the caller may subscribe again, else polls),
+ * BG_ECANCELED the thread's current call was cancelled (bgi_poll_fd). */
 int bgi_lock_sub_wait(bgi_lock_sub *s, int64_t ms);
 void bgi_lock_sub_close(bgi_lock_sub *s);
 

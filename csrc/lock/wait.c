@@ -97,10 +97,9 @@ int bgi_lock_sub_wait(bgi_lock_sub *s, int64_t ms) {
   if (!s->active) return -1;
   int got = drain(s);
   if (got != 0) goto out;
-  struct pollfd p = {.fd = s->conn.ctx->fd, .events = POLLIN};
-  int r;
-  do r = poll(&p, 1, ms > 0x7fffffff ? 0x7fffffff : (int)(ms < 0 ? 0 : ms));
-  while (r < 0 && errno == EINTR);
+  /* in slices of the one wait primitive: a cancelled call stops waiting within one */
+  int r = bgi_poll_fd(s->conn.ctx->fd, POLLIN, ms, NULL);
+  if (r == BG_ECANCELED) return BG_ECANCELED;  /* the subscription stays usable; the caller closes it */
   if (r < 0) {
     got = -1;
     goto out;

@@ -2,6 +2,7 @@
  * The policy engine per filter handle: a call goes through the breaker to Redis; a failure is
  * classified and its class's chain decides the answer. See include/bloomguard/policy.h.
  */
+#include "common/wait.h"
 #include "filter/filter.h"
 
 #include <stdio.h>
@@ -134,12 +135,6 @@ static uint64_t rand64(bgi_guard *g) {
   return z ^ (z >> 31);
 }
 
-static void sleep_ns(uint64_t ns) {
-  struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
-  while (nanosleep(&ts, &ts) != 0) {
-  }
-}
-
 /* One attempt at Redis for items [*from, n), through the breaker when there is a policy. */
 static int attempt(bgi_guard *g, const bgi_op *op, int guarded, uint64_t deadline_ns, size_t *from, int *rejected,
                    bgi_err *err) {
@@ -152,7 +147,8 @@ static int attempt(bgi_guard *g, const bgi_op *op, int guarded, uint64_t deadlin
   size_t done = *from;
   int st = op->attempt(op->ctx, deadline_ns, *from, &done, err);
   if (done > *from) *from = done;
-  if (guarded) bgi_breaker_record(&g->breaker, st == BG_OK ? 0 : bgi_now_ns(), st, err->msg);
+  /* a cancel says nothing about the server */
+  if (guarded && st != BG_ECANCELED) bgi_breaker_record(&g->breaker, st == BG_OK ? 0 : bgi_now_ns(), st, err->msg);
   if (st != BG_OK) {
     int cls = bgi_fail_class(st);
     if (cls) count(g, BGI_ST_FAIL + cls);
@@ -184,7 +180,7 @@ static int run_chain(bgi_guard *g, const bgi_policy *p, const bgi_op *op, int cl
           if (bgi_breaker_state(&g->breaker) != BG_BREAKER_CLOSED) break;
           uint64_t wait = bgi_backoff_ns(c, a, rand64(g));
           if (deadline_ns && bgi_now_ns() + wait >= deadline_ns) break;
-          if (wait) sleep_ns(wait);
+          if (wait && bgi_sleep_ns(wait) == BG_ECANCELED) return bgi_cancel_err(err, "retry backoff");
           count(g, BGI_ST_RETRIES);
           st = attempt(g, op, 1, deadline_ns, &from, &rejected, err);
           if (st == BG_OK) {

@@ -39,7 +39,8 @@ void bgi_policy_defaults(bgi_policy_cfg *c) {
 int bgi_fail_class(int status) {
   switch (status) {
     case BG_OK:
-    case BG_EINVAL: return 0;
+    case BG_EINVAL:
+    case BG_ECANCELED: return 0;  /* the caller's own wish: nothing to degrade */
     case BG_ENOTINIT: return BG_FAIL_NOTINIT;
     case BG_ECONFIG: return BG_FAIL_CONFIG;
     case BG_ELOCKED: return BG_FAIL_LOCKED;

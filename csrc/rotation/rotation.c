@@ -55,8 +55,10 @@ static int begin_swap(bg_rotation *r, bgi_err *err) {
     uint64_t nap = 50000000u;
     if (pttl > 0 && (uint64_t)pttl * 1000000u < nap) nap = (uint64_t)pttl * 1000000u + 1000000u;
     if (now + nap > deadline) nap = deadline - now;
-    struct timespec ts = {(time_t)(nap / 1000000000u), (long)(nap % 1000000000u)};
-    nanosleep(&ts, NULL);
+    /* cancelled: no lease was taken (the begin step answered BG_EROTATING), nothing to undo */
+    if (bgi_sleep_ns(nap) == BG_ECANCELED)
+      return bgi_err_set(err, BG_ECANCELED, "rotation of \"%s\": cancelled while waiting for the rotation of %s; "
+                         "nothing was changed", r->f->name, owner);
   }
   if (bgi_bitmap_init(&r->next, r->size, r->k) != BG_OK) {
     bgi_rot_step_abort(r, &(bgi_err){0});
@@ -80,8 +82,30 @@ static int begin_naive(bg_rotation *r, bgi_err *err) {
   return BG_OK;
 }
 
+/* begins; its waits observe the thread's current call (bg_rotation_begin_ex enters it) */
+static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
+                 const bg_options *opts);
+
+BG_API int bg_rotation_begin_ex(bg_rotation **out, bg_filter *f, bg_call *call, int64_t expected_insertions,
+                                double fpp, int strategy, const bg_options *opts) {
+  int st;
+  BGI_WITH_CALL(call, st = begin(out, f, expected_insertions, fpp, strategy, opts));
+  if (call) {
+    /* the failure's message is the filter's (as for the plain form) and the call's */
+    bgi_err err = {.status = st};
+    if (st != BG_OK && f) bgi_errslot_copy(&f->err, err.msg, sizeof err.msg);
+    bgi_call_finish(call, NULL, &err, BG_SOURCE_REDIS);
+  }
+  return st;
+}
+
 BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
                              const bg_options *opts) {
+  return bg_rotation_begin_ex(out, f, NULL, expected_insertions, fpp, strategy, opts);
+}
+
+static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
+                 const bg_options *opts) {
   bgi_err err = {0};
   char why[256];
   bg_rotation *r;
@@ -224,9 +248,24 @@ static int upload(bg_rotation *r, bgi_err *err) {
   return st;
 }
 
-BG_API int bg_rotation_commit(bg_rotation *r) {
+static int commit(bg_rotation *r);
+
+BG_API int bg_rotation_commit_ex(bg_rotation *r, bg_call *call) {
+  int st;
+  if (!r) return bgi_call_null_handle(call, "rotation");
+  BGI_WITH_CALL(call, st = commit(r));
+  if (call) {
+    bgi_err err = {.status = st};
+    if (st != BG_OK) bgi_errslot_copy(&r->err, err.msg, sizeof err.msg);
+    bgi_call_finish(call, NULL, &err, BG_SOURCE_REDIS);
+  }
+  return st;
+}
+
+BG_API int bg_rotation_commit(bg_rotation *r) { return bg_rotation_commit_ex(r, NULL); }
+
+static int commit(bg_rotation *r) {
   bgi_err err = {0};
-  if (!r) return BG_EINVAL;
   if (bgi_rot_check_active(r, "commit", &err) != BG_OK) {
     if (err.status == BG_EROTATING) fail(r);
     return finish(r, &err);

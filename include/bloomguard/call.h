@@ -7,6 +7,18 @@
  *  - results: the exact message of this call's failure, and where the answer came from.
  * Handles (client, filter) are shared between threads; a bg_call is not: give each thread (or
  * each in-flight call) its own. It may be reused for any number of calls, on any filter.
+ * The one exception is bg_call_cancel, which any thread (or a signal handler) may call while
+ * another thread runs a call with the object.
+ *
+ * Cancelling a call. Every wait inside the library - a lock acquire waiting for the holder, a
+ * rotation waiting for another one (BG_OPT_ROTATE_WAIT_MS), a query waiting out a filter's write
+ * lock, the degrade policy's retry backoff, a Redis Cluster busy-slot backoff - sleeps in slices
+ * of at most 50 ms and looks at the call's cancel flag between them, so a wait of a call made with
+ * a cancelled bg_call ends within about 50 ms with BG_ECANCELED, leaving nothing behind (a
+ * cancelled lock waiter holds nothing and has withdrawn its writer intent, a cancelled rotation
+ * wait took no lease). A round trip already sent is not cut short: it ends by its own timeout.
+ * A call that does not wait runs to its end. Inner calls the library makes on behalf of a call
+ * (a rotation deleting a filter, a LOCKED commit taking the write lock) observe the same flag.
  */
 #ifndef BLOOMGUARD_CALL_H
 #define BLOOMGUARD_CALL_H
@@ -35,6 +47,28 @@ BG_API void bg_call_free(bg_call *call);
  * network wait is then bounded by the client's BG_OPT_COMMAND_TIMEOUT_MS).
  */
 BG_API int  bg_call_set_timeout_ms(bg_call *call, int64_t timeout_ms);
+
+/*
+ * Asks the call running with this object (or the next one, if none runs) to stop waiting: a
+ * lock-free atomic store, nothing else - thread-safe and async-signal-safe (a SIGINT handler may
+ * call it). The flag stays set: every wait of every later call with the object ends at once
+ * with BG_ECANCELED until bg_call_clear_cancel. BG_EINVAL for NULL.
+ */
+BG_API int  bg_call_cancel(bg_call *call);
+/* 1 when bg_call_cancel was called and not cleared since (also async-signal-safe). */
+BG_API int  bg_call_cancelled(const bg_call *call);
+/* Clears the cancel flag (before the object is reused for a call that should run normally). */
+BG_API int  bg_call_clear_cancel(bg_call *call);
+
+/*
+ * An interrupt callback polled during the call's waits (each slice, at most every 50 ms), on the
+ * waiting thread: a non-zero return cancels the call (BG_ECANCELED) as bg_call_cancel would
+ * (without setting the flag). For runtimes that must run code of their own to learn about an
+ * interrupt, e.g. a Python binding running pending signal handlers. fn NULL removes it. Never
+ * called outside a wait, nor after the call returns.
+ */
+typedef int (*bg_interrupt_fn)(void *userdata);
+BG_API int  bg_call_set_interrupt(bg_call *call, bg_interrupt_fn fn, void *userdata);
 
 /* Status and message of the last call made with this object: "" after a success, except that a
  * degraded answer (policy.h) keeps the message of the failure it degraded. */

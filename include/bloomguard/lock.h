@@ -76,7 +76,10 @@
  * when the holder's lease would run out (a holder that died publishes nothing); with
  * BG_OPT_LOCK_SUBSCRIBE = 0, or when the server refuses SUBSCRIBE, it polls with a backoff from
  * 2 ms doubling to BG_OPT_LOCK_POLL_MAX_MS. Never past wait_ms: then BG_ELOCKED, the message
- * naming the holder (or the waiting writer) and its remaining lease.
+ * naming the holder (or the waiting writer) and its remaining lease. bg_call_cancel on the
+ * bg_call of bg_lock_acquire_ex (from any thread or a signal handler, call.h) ends the wait
+ * within about 50 ms with BG_ECANCELED: the thread then holds nothing and its writer intent is
+ * withdrawn.
  *
  * Thread safety: a bg_lock may be shared by any number of threads (each acquires and releases
  * for itself, see above); bg_lock_errmsg may then show another thread's message: use the _ex

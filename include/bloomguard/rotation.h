@@ -75,6 +75,7 @@
 #ifndef BLOOMGUARD_ROTATION_H
 #define BLOOMGUARD_ROTATION_H
 
+#include "call.h"
 #include "common.h"
 #include "filter.h"
 #include "options.h"
@@ -122,6 +123,12 @@ typedef int (*bg_progress_fn)(void *userdata, int phase, uint64_t items, uint64_
  */
 BG_API int  bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp,
                               int strategy, const bg_options *opts);
+/* The same with a bg_call (may be NULL): a bg_call_cancel ends the wait for another rotation
+ * (BG_OPT_ROTATE_WAIT_MS) within about 50 ms with BG_ECANCELED, no lease taken. The failure's
+ * message is on the call and on the filter. The call's timeout does not apply (the wait is
+ * BG_OPT_ROTATE_WAIT_MS). */
+BG_API int  bg_rotation_begin_ex(bg_rotation **out, bg_filter *f, bg_call *call, int64_t expected_insertions,
+                                 double fpp, int strategy, const bg_options *opts);
 BG_API int  bg_rotation_set_progress(bg_rotation *r, bg_progress_fn fn, void *userdata);
 
 BG_API int  bg_rotation_add(bg_rotation *r, const void *item, size_t len);
@@ -130,6 +137,9 @@ BG_API int  bg_rotation_add_many(bg_rotation *r, const void *const *items, const
 /* Uploads and swaps (SWAP), rewrites in place under the write lock (LOCKED) or finishes (NAIVE).
  * After it (success or not) the rotation is over. */
 BG_API int  bg_rotation_commit(bg_rotation *r);
+/* The same with a bg_call (may be NULL): a cancel ends a LOCKED commit's wait for the write lock
+ * (BG_ECANCELED; the rotation is then aborted, its lease released, the live filter unchanged). */
+BG_API int  bg_rotation_commit_ex(bg_rotation *r, bg_call *call);
 /* Gives up: the staging keys are removed at once and the lease released. Idempotent. */
 BG_API int  bg_rotation_abort(bg_rotation *r);
 /* Aborts a rotation neither committed nor aborted, then frees. Accepts NULL. */

@@ -560,19 +560,42 @@ run rotate "$R" --expected 30000 --fpp 0.001 --from "$WORK/in3000" --wait-ms 400
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 expect_rc "--wait-ms 400 while another rotation runs" 2
 if [ "$ms" -ge 350 ]; then ok "--wait-ms 400 waited (${ms} ms)"; else bad "--wait-ms 400 waited (${ms} ms)"; fi
-# a waiter stopped by SIGTERM while it waits: exit 130 at once, not after its --wait-ms
-"$BG" --url "$URL" rotate "$R" --expected 30000 --fpp 0.001 --from "$WORK/in3000" --wait-ms 60000 \
-  </dev/null >"$WORK/w2.out" 2>"$WORK/w2.err" 8>&- &
-W2PID=$!
-BGPIDS+=("$W2PID")
-sleep 0.5
-start=$(date +%s%N)
-kill -TERM "$W2PID"
-bg_wait "$W2PID"
-ms=$(( ($(date +%s%N) - start) / 1000000 ))
-OUT=$WORK/w2.out ERR=$WORK/w2.err expect_rc "SIGTERM while waiting for another rotation" 130
-OUT=$WORK/w2.out ERR=$WORK/w2.err expect_err "SIGTERM while waiting: message" 'interrupted by SIGTERM while waiting for another rotation'
-if [ "$ms" -lt 3000 ]; then ok "the waiter stopped within ${ms} ms"; else bad "the waiter stopped within ${ms} ms"; fi
+# A background job of a shell without job control starts with SIGINT ignored, and so does every
+# process when this script itself was started in the background (nohup, `cmd &` from a script,
+# many CI runners): bash cannot undo a disposition it inherited, not even under set -m. `rotate`
+# keeps an inherited SIG_IGN (the convention for background jobs), so the SIGINT cases start it
+# with SIGINT reset to the default (env --default-signal, coreutils >= 8.31; else python3).
+if env --default-signal=INT true 2>/dev/null; then
+  DFL_INT=(env --default-signal=INT)
+else
+  DFL_INT=(python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])')
+fi
+# cancel_waiter SIG NAME ARGS... : starts `bloomguard ARGS` (which must wait), sends SIG after
+# 0.5 s and waits for it; RC its status, ms the time from the signal to its exit. The signal
+# cancels the library's wait (bg_call_cancel from the handler): it must end within 150 ms, not
+# after its --wait-ms of 60 s (the `wait` is then bounded by that).
+cancel_waiter() {
+  local sig=$1 tag=$2 pid start
+  shift 2
+  local launch=()
+  if [ "$sig" = INT ]; then launch=("${DFL_INT[@]}"); fi
+  "${launch[@]}" "$BG" --url "$URL" "$@" </dev/null >"$WORK/$tag.out" 2>"$WORK/$tag.err" 8>&- &
+  pid=$!
+  BGPIDS+=("$pid")
+  sleep 0.5
+  start=$(date +%s%N)
+  kill -"$sig" "$pid"
+  wait "$pid"
+  RC=$?
+  ms=$(( ($(date +%s%N) - start) / 1000000 ))
+}
+# a waiter stopped by SIGTERM / SIGINT while it waits: exit 130 at once, not after its --wait-ms
+for sig in TERM INT; do
+  cancel_waiter $sig w2 rotate "$R" --expected 30000 --fpp 0.001 --from "$WORK/in3000" --wait-ms 60000
+  OUT=$WORK/w2.out ERR=$WORK/w2.err expect_rc "SIG$sig while waiting for another rotation" 130
+  OUT=$WORK/w2.out ERR=$WORK/w2.err expect_err "SIG$sig while waiting: message" "interrupted by SIG$sig while waiting for another rotation"
+  if [ "$ms" -le 150 ]; then ok "SIG$sig: the rotation waiter stopped within ${ms} ms"; else bad "SIG$sig: the rotation waiter stopped within ${ms} ms (at most 150)"; fi
+done
 # a waiter in the background: it begins once the first rotation commits, then reads a second
 # fifo, which we feed only after checking what the first rotation left
 rm -f "$WORK/fifo2"
@@ -602,17 +625,8 @@ OUT=$WORK/wait.out expect_json "the waiter rotated 3000 items" "d['items'] == 30
 run -i "$WORK/in3000" contains "$R"
 expect_rc "the waiter's items present" 0
 
-# interrupted: SIGTERM, then SIGINT: exit 130, staging keys removed, live filter unchanged.
-# A background job of a shell without job control starts with SIGINT ignored, and so does every
-# process when this script itself was started in the background (nohup, `cmd &` from a script,
-# many CI runners): bash cannot undo a disposition it inherited, not even under set -m. `rotate`
-# keeps an inherited SIG_IGN (the convention for background jobs), so the SIGINT case starts it
-# with SIGINT reset to the default (env --default-signal, coreutils >= 8.31; else python3).
-if env --default-signal=INT true 2>/dev/null; then
-  DFL_INT=(env --default-signal=INT)
-else
-  DFL_INT=(python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])')
-fi
+# interrupted: SIGTERM, then SIGINT: exit 130, staging keys removed, live filter unchanged
+# (SIGINT with its default disposition restored: DFL_INT above).
 run --json info "$R"
 cp "$OUT" "$WORK/info.before"
 for sig in TERM INT; do
@@ -687,6 +701,23 @@ for i in $(seq 1 100); do grep -q '^acquired' "$WORK/lk.out" && break; sleep 0.0
 run lock retire "$LN"
 expect_rc "lock retire while the lock is held" 2
 expect_err "lock retire while held: BG_ELOCKED naming the holder" "BG_ELOCKED.*not retired: held by [0-9a-f-]+:[0-9]+"
+# a waiter cancelled by SIGTERM / SIGINT: exit 130 within 150 ms, holding nothing, no writer
+# intent left; the control: the same wait without a signal takes its full --wait-ms
+start=$(date +%s%N)
+run lock "$LN" --mode write --wait-ms 400 --hold-ms 0
+ms=$(( ($(date +%s%N) - start) / 1000000 ))
+expect_rc "lock --wait-ms 400 while held" 2
+if [ "$ms" -ge 400 ]; then ok "lock --wait-ms 400 waited it out (${ms} ms)"; else bad "lock --wait-ms 400 waited it out (${ms} ms)"; fi
+for sig in TERM INT; do
+  cancel_waiter $sig lkw lock "$LN" --mode write --wait-ms 60000 --hold-ms 0
+  OUT=$WORK/lkw.out ERR=$WORK/lkw.err expect_rc "lock: SIG$sig while waiting" 130
+  OUT=$WORK/lkw.out ERR=$WORK/lkw.err expect_err "lock: SIG$sig while waiting: message" "interrupted by SIG$sig while waiting for $LN:lock; nothing is held"
+  if [ "$ms" -le 150 ]; then ok "lock: SIG$sig: the waiter stopped within ${ms} ms"; else bad "lock: SIG$sig: the waiter stopped within ${ms} ms (at most 150)"; fi
+  if [ $have_rediscli -eq 1 ]; then
+    n=$(rcli zcard "{$LN:lock}:writers")
+    if [ "$n" = 0 ]; then ok "lock: SIG$sig: the waiter's writer intent was withdrawn"; else bad "lock: SIG$sig: the waiter's writer intent was withdrawn" "zcard $n"; fi
+  fi
+done
 kill -TERM "$LKPID"
 bg_wait "$LKPID"
 expect_rc "the holder released on SIGTERM" 130

@@ -190,9 +190,9 @@ def test_compiled_module_matches_cdef_and_headers():
     headers = header_decls()
     names = set(dir(lib))
     helpers = {n for n in names if n.startswith("bgpy_")}
-    # bgpy_item_ptrs: C helper; bgpy_progress / bgpy_fallback: extern "Python" (the rotation
-    # progress and policy fallback trampolines)
-    assert helpers == {"bgpy_item_ptrs", "bgpy_progress", "bgpy_fallback"}
+    # bgpy_item_ptrs: C helper; bgpy_progress / bgpy_fallback / bgpy_interrupt: extern "Python"
+    # (the rotation progress, policy fallback and wait interrupt trampolines)
+    assert helpers == {"bgpy_item_ptrs", "bgpy_progress", "bgpy_fallback", "bgpy_interrupt"}
     assert names - helpers == set(cdef.functions) | set(cdef.macros)
     for name in cdef.macros:
         value = headers.macros[name]

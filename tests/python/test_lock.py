@@ -296,9 +296,9 @@ def test_lost_hold_is_reported(client, fname, other):
 
 
 def test_a_long_wait_is_interruptible(sigint_raises, lock, other):
-    """wait= is made in slices: Ctrl-C (SIGINT) during it is seen within a slice, and the
-    interrupted waiter holds nothing. The wait is short (5 s, five slices) so that a lost
-    interrupt fails the test quickly: acquire then raises Locked instead."""
+    """Ctrl-C (SIGINT) during wait= cancels the library's wait (the call's interrupt callback),
+    and the interrupted waiter holds nothing. The wait is short (5 s) so that a lost interrupt
+    fails the test quickly: acquire then raises Locked instead (test_cancel.py times it)."""
     lock.acquire()
     timer = threading.Timer(0.3, _thread.interrupt_main)
     t0 = time.monotonic()
@@ -308,17 +308,17 @@ def test_a_long_wait_is_interruptible(sigint_raises, lock, other):
             other.acquire(wait=5)
     finally:
         timer.join()
-    assert time.monotonic() - t0 < 4.5  # within a slice of the interrupt, not at the end of the wait
+    assert time.monotonic() - t0 < 4.5  # at the interrupt, not at the end of the wait
     assert other.held().mode is None
     lock.release()
-    assert other.acquire(wait=1.5) > 0  # the sliced path acquires too
+    assert other.acquire(wait=1.5) > 0  # the same call objects acquire again
     other.release()
 
 
-def test_sliced_wait_still_times_out_with_the_holder(lock, other):
+def test_a_wait_still_times_out_with_the_holder(lock, other):
     lock.acquire()
     with pytest.raises(bloomguard.Locked) as ei:
-        other.acquire(wait=1.2)  # two slices: 1 s, then 0.2 s
+        other.acquire(wait=1.2)
     assert lock.holder_id in ei.value.message
     with pytest.raises(bloomguard.InvalidArgument):
         other.acquire(wait=3601)  # beyond the library's limit: its own error

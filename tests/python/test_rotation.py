@@ -415,8 +415,8 @@ def test_wait_for_the_other_rotation(url, f, wait):
 
 
 def test_a_long_wait_is_interruptible(sigint_raises, f):
-    """wait= is made in short slices: Ctrl-C (SIGINT) during it is seen within a slice. The wait
-    is short (5 s) so that a lost interrupt fails the test quickly (RotationInProgress)."""
+    """Ctrl-C (SIGINT) during wait= cancels the library's wait (the call's interrupt callback).
+    The wait is short (5 s) so that a lost interrupt fails the test quickly (RotationInProgress)."""
     with f.rotate(*NEW) as rot:
         timer = threading.Timer(0.3, _thread.interrupt_main)
         t0 = time.monotonic()

@@ -40,6 +40,7 @@ from ._errors import (
     BadParams,
     BadURL,
     BloomGuardError,
+    Cancelled,
     Closed,
     ConfigChanged,
     ConnectionError,
@@ -81,7 +82,7 @@ __all__ = [
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",
     "NotSupported", "ConnectionError", "Timeout", "AuthError", "ServerError", "ProtocolError",
     "NotInitialized", "ConfigChanged", "Corrupt", "WrongType", "Locked", "RotationInProgress",
-    "Aborted", "Closed",
+    "Aborted", "Closed", "Cancelled",
 ]
 
 # Public classes present themselves (and pickle) as bloomguard.X, not bloomguard._module.X.

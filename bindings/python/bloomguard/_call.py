@@ -9,6 +9,20 @@ takes another one.
 Callbacks the library runs on the calling thread (the policy fallback) cannot raise through C: they
 park their exception with :func:`park_callback_error` and decline; :func:`invoke` raises it once
 the C call has returned (pygit2-style), in preference to the call's own status.
+
+Ctrl-C during a wait. A C call runs with the GIL released, and CPython runs a signal's Python
+handler only in the main thread, between two bytecodes: while the main thread waits inside the
+library (a lock, another rotation, a write-locked filter, the policy's backoff) the handler
+cannot run, and no other thread can see the signal. So every bg_call made on the main thread
+carries an interrupt callback (bg_call_set_interrupt, ``bgpy_interrupt``) that the library
+polls during its waits, every 50 ms at most: cffi takes the GIL back, the first bytecode of the
+callback runs the pending handlers, and what one raises (KeyboardInterrupt for SIGINT, whatever
+a handler of the application raises) is parked and cancels the wait; :func:`invoke` raises it
+once C returns, the wait having left nothing behind (a cancelled lock waiter holds nothing and
+withdrew its writer intent). Why not run the C call in a helper thread and wait for it from the
+main thread: a lock hold belongs to the OS thread that acquired it (bg_lock), so it would be the
+helper's. A SIGINT that is ignored (a background job) runs no handler: the wait goes on.
+Calls made on other threads carry no callback (no signal handler can run there).
 """
 from __future__ import annotations
 
@@ -20,12 +34,13 @@ from ._ffi import cstr, ffi, lib
 from ._handle import Handle
 from ._options import seconds_to_ms
 
-__all__ = ["TimeoutArg", "invoke", "invoke_answer", "timeout_ms", "park_callback_error", "SOURCES"]
+__all__ = ["TimeoutArg", "invoke", "invoke_answer", "run_with_call", "timeout_ms", "park_callback_error", "SOURCES"]
 
 TimeoutArg = Optional[float]
 
 _local = threading.local()
 _MAX_FREE = 4
+_MAIN_THREAD = threading.main_thread().ident
 
 #: BG_SOURCE_* -> the name of an answer's source.
 SOURCES = {
@@ -52,6 +67,29 @@ def park_callback_error(exc: BaseException) -> None:
     if getattr(_local, "cb_error", None) is None:
         _local.cb_error = exc
         _parked += 1
+
+
+_ONE = (0,)
+
+
+def _on_interrupt(_userdata: Any) -> int:
+    """bgpy_interrupt: polled by a waiting C call of the main thread, with the GIL. The pending
+    signal handlers run at the interpreter's next check of its eval breaker: at this function's
+    start (3.11+) and, on every version, at the backward jump of the loop below; one that raises
+    lands in :func:`_interrupt_raised`."""
+    for _ in _ONE:
+        pass
+    return 0
+
+
+def _interrupt_raised(_exc_type: Any, exc: BaseException, _tb: Any) -> int:
+    """cffi's onerror for bgpy_interrupt: a signal handler raised (KeyboardInterrupt): park it for
+    :func:`invoke` and cancel the wait."""
+    park_callback_error(exc)
+    return 1
+
+
+ffi.def_extern(name="bgpy_interrupt", error=1, onerror=_interrupt_raised)(_on_interrupt)
 
 
 def _take_parked() -> Optional[BaseException]:
@@ -84,6 +122,9 @@ def _take() -> Any:
     st = lib.bg_call_new(out)
     if st != lib.BG_OK:
         raise error_for(st, "bg_call_new: %s" % strerror(st))
+    if threading.get_ident() == _MAIN_THREAD:
+        # the free list is per thread: this call stays on the main thread, where handlers run
+        lib.bg_call_set_interrupt(out[0], lib.bgpy_interrupt, ffi.NULL)
     return ffi.gc(out[0], lib.bg_call_free)
 
 
@@ -91,6 +132,23 @@ def _give_back(call: Any) -> None:
     free = getattr(_local, "free", None)
     if free is not None and len(free) < _MAX_FREE:
         free.append(call)
+
+
+def run_with_call(fn: Callable[[Any], int]) -> int:
+    """``fn(call)`` with a bg_call of this thread's free list (on the main thread it carries the
+    interrupt callback, so Ctrl-C cancels a wait inside fn's C call) for a call whose handle and
+    errors the caller manages itself (rotations); returns fn's status, or raises the exception a
+    signal handler (or a callback) parked meanwhile."""
+    call = _take()
+    try:
+        st = fn(call)
+        if _parked:
+            parked = _take_parked()
+            if parked is not None:
+                raise parked
+        return st
+    finally:
+        _give_back(call)
 
 
 def failure(call: Any, st: int) -> BloomGuardError:

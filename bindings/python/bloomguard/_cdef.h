@@ -26,6 +26,7 @@
 #define BG_EROTATING ...
 #define BG_EABORTED ...
 #define BG_ECLOSED ...
+#define BG_ECANCELED ...
 const char *bg_strerror(int status);
 
 /* version.h (BG_VERSION_STRING is a string macro: use bg_version_string()) */
@@ -83,6 +84,11 @@ typedef struct bg_call bg_call;
 int bg_call_new(bg_call **out);
 void bg_call_free(bg_call *call);
 int bg_call_set_timeout_ms(bg_call *call, int64_t timeout_ms);
+int bg_call_cancel(bg_call *call);
+int bg_call_cancelled(const bg_call *call);
+int bg_call_clear_cancel(bg_call *call);
+typedef int (*bg_interrupt_fn)(void *userdata);
+int bg_call_set_interrupt(bg_call *call, bg_interrupt_fn fn, void *userdata);
 int bg_call_status(const bg_call *call);
 const char *bg_call_errmsg(const bg_call *call);
 int bg_call_source(const bg_call *call);
@@ -156,10 +162,13 @@ typedef int (*bg_progress_fn)(void *userdata, int phase, uint64_t items, uint64_
                               uint64_t bytes_total);
 int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp,
                       int strategy, const bg_options *opts);
+int bg_rotation_begin_ex(bg_rotation **out, bg_filter *f, bg_call *call, int64_t expected_insertions,
+                         double fpp, int strategy, const bg_options *opts);
 int bg_rotation_set_progress(bg_rotation *r, bg_progress_fn fn, void *userdata);
 int bg_rotation_add(bg_rotation *r, const void *item, size_t len);
 int bg_rotation_add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n);
 int bg_rotation_commit(bg_rotation *r);
+int bg_rotation_commit_ex(bg_rotation *r, bg_call *call);
 int bg_rotation_abort(bg_rotation *r);
 void bg_rotation_free(bg_rotation *r);
 const char *bg_rotation_errmsg(const bg_rotation *r);

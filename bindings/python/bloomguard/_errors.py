@@ -14,7 +14,7 @@ __all__ = [
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",
     "NotSupported", "ConnectionError", "Timeout", "AuthError", "ServerError", "ProtocolError",
     "NotInitialized", "ConfigChanged", "Corrupt", "WrongType", "Locked", "RotationInProgress",
-    "Aborted", "Closed", "error_for", "status_name", "strerror",
+    "Aborted", "Closed", "Cancelled", "error_for", "status_name", "strerror",
 ]
 
 
@@ -163,6 +163,12 @@ class Aborted(BloomGuardError):
 class Closed(BloomGuardError):
     """BG_ECLOSED: the handle was closed (or its client is gone)."""
     status = lib.BG_ECLOSED
+
+
+class Cancelled(BloomGuardError):
+    """BG_ECANCELED: a wait inside the library was cancelled (bg_call_cancel). A Ctrl-C during a
+    wait raises KeyboardInterrupt instead (the wait is cancelled for it)."""
+    status = lib.BG_ECANCELED
 
 
 _BY_CODE: Dict[int, Type[BloomGuardError]] = {}

@@ -350,8 +350,8 @@ class Filter:
         callback also aborts it, and that same exception object is raised by the call.
 
         Options (None: the library's default): ``lease_ms`` (30000), ``wait`` (seconds to wait
-        for another rotation of this filter to end, in slices of 0.25 s so that Ctrl-C and other
-        signals are handled meanwhile; default 0: raise :class:`~bloomguard.RotationInProgress` at
+        for another rotation of this filter to end; Ctrl-C cancels the wait and raises
+        KeyboardInterrupt, nothing begun; default 0: raise :class:`~bloomguard.RotationInProgress` at
         once), ``staging_ttl_ms`` (300000; while the lease is held the staging keys get at least
         the lease, so none expires under a rotation that still holds it),
         ``threads`` (hashing threads; the online CPUs - 1, at least 1), ``nice`` (raised nice value

@@ -14,8 +14,6 @@ Lock objects are two owners even in one thread. The GIL is released while an acq
 """
 from __future__ import annotations
 
-import math
-import time
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Type, Union
@@ -42,11 +40,6 @@ _MODE_NAMES = {v: k for k, v in MODES.items()}
 _BUF_SIZE = 1024
 Seconds = Union[float, timedelta]
 
-# A wait is made of bg_lock_acquire calls of at most this many ms, so that the interpreter runs
-# its signal handlers (Ctrl-C) in between; the GIL is released inside each. Between two slices the
-# waiter's writer intent stays recorded (it expires 2 s after its last renewal).
-_WAIT_SLICE_MS = 1000
-_MAX_WAIT_MS = 3600000  # bg_lock_acquire's limit
 
 
 class Hold(NamedTuple):
@@ -199,8 +192,10 @@ class Lock:
 
         Raises :class:`~bloomguard.Locked` when still taken after ``wait`` (the message names the
         holder and its lease) or when this thread's hold was lost, :class:`~bloomguard.InvalidArgument`
-        for an upgrade from ``"read"``. The GIL is released while it waits; the wait is made in
-        slices of 1 s, so Ctrl-C (and other signals) are handled meanwhile."""
+        for an upgrade from ``"read"``. The GIL is released while it waits; Ctrl-C (or another
+        signal whose handler raises) cancels the wait within 50 ms and raises KeyboardInterrupt
+        (or the handler's exception), the thread holding nothing and no writer intent left behind
+        (bg_call_set_interrupt, see bloomguard._call)."""
         code = _mode_code(mode)
         wait_ms = seconds_to_ms(wait, "wait")
         token = ffi.new("uint64_t *")
@@ -218,19 +213,8 @@ class Lock:
             raise
 
     def _acquire(self, code: int, wait_ms: int, depth: int, token: Any) -> None:
-        if wait_ms <= _WAIT_SLICE_MS or wait_ms > _MAX_WAIT_MS or depth > 0:
-            # one call: a short wait, one the library will reject, or a reentrant acquire (no wait)
-            invoke(self._handle, lib.bg_lock_acquire_ex, None, code, wait_ms, token)
-            return
-        deadline = time.monotonic() + wait_ms / 1000.0
-        while True:
-            left_ms = max(0, math.ceil((deadline - time.monotonic()) * 1000.0))
-            try:
-                invoke(self._handle, lib.bg_lock_acquire_ex, None, code, min(left_ms, _WAIT_SLICE_MS), token)
-                return
-            except Locked:
-                if left_ms <= _WAIT_SLICE_MS:
-                    raise  # the last slice: its message names the holder
+        # one call whatever the wait: a signal cancels it (the call's interrupt callback)
+        invoke(self._handle, lib.bg_lock_acquire_ex, None, code, wait_ms, token)
 
     def release(self) -> None:
         """Releases one acquire of the calling thread; the last one ends the hold and wakes waiters.

@@ -16,10 +16,10 @@ exception object is raised to the caller, as pygit2 does for its callbacks.
 from __future__ import annotations
 
 import threading
-import time
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, NamedTuple, Optional, Type
 
+from ._call import run_with_call
 from ._errors import Closed, InvalidArgument, error_for, strerror
 from ._ffi import cstr, ffi, lib
 from ._handle import Handle
@@ -52,10 +52,6 @@ PHASES: Dict[int, str] = {
 ROTATE_CHUNK = 1 << 20
 
 _ERRBUF_SIZE = 1024
-
-# A wait for another rotation is split into bg_rotation_begin calls of at most this many ms, so that
-# the interpreter runs its signal handlers (Ctrl-C) in between: the GIL is released inside each.
-_WAIT_SLICE_MS = 250
 
 
 class RotationStats(NamedTuple):
@@ -142,7 +138,7 @@ class Rotation:
                  progress: Optional[ProgressFn], options: Optional[Any], wait_ms: int = 0) -> None:
         """Begins the rotation (bg_rotation_begin); use :meth:`Filter.rotate` rather than this.
         ``options``: a bg_options with the BG_OPT_ROTATE_* values; ``wait_ms``: the value of its
-        BG_OPT_ROTATE_WAIT_MS (the wait is made in slices)."""
+        BG_OPT_ROTATE_WAIT_MS (one wait in the library: Ctrl-C cancels it, see bloomguard._call)."""
         code = _strategy_code(strategy)
         if progress is not None and not callable(progress):
             raise TypeError("progress must be a callable (or None), not %s" % type(progress).__name__)
@@ -166,19 +162,11 @@ class Rotation:
         handle: Optional[Handle] = None
         try:
             copts = options if options is not None else ffi.NULL
-            deadline = time.monotonic() + wait_ms / 1000.0
-            while True:
-                if wait_ms > 0:
-                    left = max(0, int((deadline - time.monotonic()) * 1000.0) + 1)
-                    st = lib.bg_options_set_int(copts, lib.BG_OPT_ROTATE_WAIT_MS, min(left, _WAIT_SLICE_MS))
-                    if st != lib.BG_OK:  # pragma: no cover - the value was accepted once already
-                        raise error_for(st, "wait: %s" % strerror(st))
-                st = lib.bg_rotation_begin(out, fptr, expected, fpp, code, copts)
-                if st != lib.BG_EROTATING or wait_ms <= 0 or time.monotonic() >= deadline:
-                    break
-                # another rotation still holds the filter: signal handlers run here, then wait on
+            # the whole wait (BG_OPT_ROTATE_WAIT_MS) in one call, the GIL released: a signal
+            # handler that raises (Ctrl-C) cancels it through the call's interrupt callback
+            st = run_with_call(lambda call: lib.bg_rotation_begin_ex(out, fptr, call, expected, fpp, code, copts))
             if st != lib.BG_OK:
-                # bg_rotation_begin has no per-call form: its message is on the filter handle
+                # the library puts a failed begin's message on the filter handle too
                 buf = ffi.new("char[]", _ERRBUF_SIZE)
                 lib.bg_filter_errmsg_copy(fptr, buf, _ERRBUF_SIZE)
                 raise error_for(st, cstr(buf))
@@ -296,7 +284,8 @@ class Rotation:
         self._acquire("commit")
         try:
             try:
-                self._call(lib.bg_rotation_commit)
+                # with a call: Ctrl-C cancels a "locked" commit's wait for the write lock
+                self._call(lambda p: run_with_call(lambda call: lib.bg_rotation_commit_ex(p, call)))
                 self._state = "committed"
             except BaseException:
                 if self._state == "active":

@@ -1,0 +1,69 @@
+/* The wait primitive (design in wait.h). */
+#include "common/wait.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+
+static _Thread_local const bg_call *current;
+
+const bg_call *bgi_call_enter(const bg_call *call) {
+  const bg_call *prev = current;
+  if (call) current = call;
+  return prev;
+}
+
+void bgi_call_leave(const bg_call *prev) { current = prev; }
+
+const bg_call *bgi_call_detach(void) {
+  const bg_call *prev = current;
+  current = NULL;
+  return prev;
+}
+
+int bgi_cancelled(void) {
+  const bg_call *c = current;
+  if (!c) return 0;
+  if (atomic_load(&c->cancelled)) return 1;
+  return c->interrupt && c->interrupt(c->interrupt_data) != 0;
+}
+
+int bgi_cancel_err(bgi_err *err, const char *what) {
+  return bgi_err_set(err, BG_ECANCELED, "%s: cancelled while waiting (bg_call_cancel or the call's interrupt callback)",
+                     what);
+}
+
+/* The next slice from now towards until_ns, in ns; 0 when it is reached. */
+static uint64_t slice_ns(uint64_t until_ns) {
+  uint64_t now = bgi_now_ns();
+  if (now >= until_ns) return 0;
+  uint64_t left = until_ns - now, max = (uint64_t)BGI_WAIT_SLICE_MS * 1000000u;
+  return left < max ? left : max;
+}
+
+int bgi_sleep_until(uint64_t until_ns) {
+  for (;;) {
+    if (bgi_cancelled()) return BG_ECANCELED;
+    uint64_t ns = slice_ns(until_ns);
+    if (!ns) return BG_OK;
+    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    /* EINTR (a signal handler ran - maybe the one that cancels): look at the flag again at once */
+    nanosleep(&ts, NULL);
+  }
+}
+
+int bgi_poll_fd(int fd, short events, int64_t ms, short *revents) {
+  uint64_t until = bgi_now_ns() + (uint64_t)(ms < 0 ? 0 : ms) * 1000000u;
+  for (;;) {
+    if (bgi_cancelled()) return BG_ECANCELED;
+    uint64_t ns = slice_ns(until);
+    struct pollfd p = {.fd = fd, .events = events};
+    int r = poll(&p, 1, (int)((ns + 999999u) / 1000000u));
+    if (r < 0 && errno != EINTR) return -1;
+    if (r > 0) {
+      if (revents) *revents = p.revents;
+      return 1;
+    }
+    if (!ns) return 0;
+  }
+}
