@@ -19,4 +19,13 @@ LD_LIBRARY_PATH=$libdir "$PREFIX/consumer_pc"
 # the shared library exports only bg_* symbols
 leaked=$(nm -D --defined-only "$libdir"/libbloomguard.so | awk '{print $3}' | grep -v '^bg_' | grep -v '^_' || true)
 if [ -n "$leaked" ]; then echo "symbols exported beyond bg_*: $leaked" >&2; exit 1; fi
+# a vendored hiredis (cmake/hiredis.cmake) is inside both libraries: neither the shared library nor a
+# program linking the static one needs anything beyond libc, libm, libpthread (and libssl/libcrypto)
+if grep -q '^BG_HIREDIS_KIND:INTERNAL=vendored' "$BUILD/CMakeCache.txt"; then
+  for f in "$libdir"/libbloomguard.so "$PREFIX/consumer/consumer_static"; do
+    extra=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
+            grep -Ev '^(libc|libm|libpthread|libssl|libcrypto)\.so(\.[0-9]+)*$|^ld-linux' || true)
+    if [ -n "$extra" ]; then echo "$(basename "$f") needs more than libc/libm/libpthread/OpenSSL: $extra" >&2; exit 1; fi
+  done
+fi
 echo "install check passed"

@@ -74,7 +74,7 @@ def version() -> str:
     return _cstr(_lib.bg_version_string())
 
 
-def features() -> frozenset:
+def features() -> frozenset[str]:
     """What the C library in this module was built to do (bg_features()): ``"tracking"`` when it
     has hiredis >= 1.0, so queries can take the tracked path (given Redis >= 6 and
     ``tracking=True``); ``"tls"`` once it can connect with TLS (never, in this version)."""
