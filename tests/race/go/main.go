@@ -53,6 +53,8 @@ type counts struct {
 	RotationErrors int64  `json:"rotation_errors"`
 	Locked         int64  `json:"locked"` // of the errors: ErrLocked (waited out the 10 s write-lock wait)
 	LastExpected   int64  `json:"last_expected"`
+	Tracked        int64  `json:"tracked"`   // queries that read the bits alone (BG_STAT_TRACKED_READS)
+	CanTrack       bool   `json:"can_track"` // the library has FeatureTracking (hiredis >= 1.0)
 	FirstError     string `json:"first_error"`
 }
 
@@ -286,6 +288,10 @@ func main() {
 	switch a.role {
 	case "query":
 		runQuery(ctx, a, f, c)
+		if s, err := f.Stats(); err == nil {
+			c.Tracked = s.TrackedReads
+		}
+		c.CanTrack = bloomguard.LibraryFeatures().Has(bloomguard.FeatureTracking)
 	case "add":
 		runAdd(ctx, a, f, c)
 	case "rotate":

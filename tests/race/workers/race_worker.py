@@ -31,6 +31,8 @@ class Counts:
         self.adds = self.add_errors = self.rotations = self.rotation_errors = 0
         self.locked = 0  # of the errors: Locked (a LOCKED rewrite outlasted the lock wait)
         self.last_expected = 0
+        self.tracked = 0  # queries that read the bits alone (tracked_reads)
+        self.can_track = "tracking" in bloomguard.features()  # hiredis >= 1.0
         self.first_error = ""
 
     def note(self, what: str) -> None:
@@ -192,6 +194,7 @@ def main(argv: List[str]) -> int:
     with bloomguard.Client(args.url, command_timeout=10, connect_timeout=10, write_lock_wait=10) as client:
         with client.filter(args.filter) as f:
             {"query": run_query, "add": run_add, "rotate": run_rotate}[args.role](args, f, c)
+            c.tracked = f.stats()["tracked_reads"]
     out = {"lang": "python", "role": args.role, "strategy": args.strategy}
     out.update(vars(c))
     print(json.dumps(out), flush=True)
