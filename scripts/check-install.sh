@@ -14,7 +14,7 @@ LD_LIBRARY_PATH=$PREFIX/lib "$PREFIX/consumer/consumer_shared"
 "$PREFIX/consumer/consumer_static"
 libdir=$(dirname "$(find "$PREFIX" -name bloomguard.pc)")/..
 cc tests/install/consumer.c -o "$PREFIX/consumer_pc" \
-  $(PKG_CONFIG_PATH=$libdir/pkgconfig pkg-config --cflags --libs bloomguard)
+  $(PKG_CONFIG_PATH=$libdir/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH} pkg-config --cflags --libs bloomguard)
 LD_LIBRARY_PATH=$libdir "$PREFIX/consumer_pc"
 # the shared library exports only bg_* symbols
 leaked=$(nm -D --defined-only "$libdir"/libbloomguard.so | awk '{print $3}' | grep -v '^bg_' | grep -v '^_' || true)
