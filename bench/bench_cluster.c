@@ -140,8 +140,9 @@ int main(int argc, char **argv) {
       int seen = 0;
       for (int u = 0; u < nused; u++) seen |= !strcmp(used[u], node);
       if (!seen || attempt == 999) {
+        char got[300];
         snprintf(used[nused++ % MAX_THREADS], sizeof used[0], "%s", node);
-        f = make_filter(c, "spread", i, node, node, sizeof node);
+        f = make_filter(c, "spread", i, node, got, sizeof got);
       }
     }
     spread[i] = f;

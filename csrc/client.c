@@ -40,9 +40,26 @@ static int cluster_slots(bgi_conn *conn, bgi_reply **out, int64_t timeout_ms, bg
   return bgi_conn_roundtrip(conn, out, 1, timeout_ms, err);
 }
 
+/* redis-sentinel://: the sentinels name the master, which then confirms it (ROLE). */
+static int discover_sentinel(bg_client *c, bgi_err *err) {
+  const bgi_url *u = &c->ep.url;
+  if (c->opts.cluster == BG_CLUSTER_ON)
+    return bgi_err_set(err, BG_EINVAL, "a redis-sentinel:// URL names a Sentinel-managed master, not a Redis Cluster: "
+                       "set BG_OPT_CLUSTER to auto or off");
+  if (!(c->cluster = malloc(sizeof *c->cluster))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  c->ep.require_master = 1;
+  bgi_cluster_init(c->cluster, &c->ep, (size_t)c->opts.pool_size, u->hosts, u->nhosts);
+  bgi_cluster_use_sentinel(c->cluster, u->master_name, c->opts.sentinel_username, c->opts.sentinel_password);
+  int st = bgi_cluster_reload(c->cluster, 0, err);
+  if (st == BG_OK && bgi_cluster_start(c->cluster) != BG_OK)
+    st = bgi_err_set(err, BG_ENOMEM, "cannot start the refresher thread");
+  return st;
+}
+
 /* The first reachable seed says whether this is a cluster and, if so, where the slots are. */
 static int discover(bg_client *c, bgi_err *err) {
   const bgi_url *u = &c->ep.url;
+  if (u->is_sentinel) return discover_sentinel(c, err);
   size_t nseeds = u->is_unix ? 1 : u->nhosts;
   int mode = (int)c->opts.cluster, st = BG_ECONN;
   char where[300] = "";
@@ -247,6 +264,17 @@ static void sleep_ms(int64_t ms) {
   }
 }
 
+/* Appends WAIT <replicas> <timeout> after a durable call's commands (BG_OPT_WAIT_REPLICAS). */
+static int append_wait(bgi_conn *c, const bg_client *cl, bgi_err *err) {
+  if (bgi_buf_reserve(&c->out, bgi_resp_bound(3, 2 * BGI_RESP_U64_MAX)) != BG_OK)
+    return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  bgi_resp_array(&c->out, 3);
+  bgi_resp_bulk(&c->out, "WAIT", 4);
+  bgi_resp_u64(&c->out, (uint64_t)cl->opts.wait_replicas);
+  bgi_resp_u64(&c->out, (uint64_t)cl->opts.wait_timeout_ms);
+  return BG_OK;
+}
+
 /* Drops the replies of the ASKINGs an ASK redirect inserted; returns how many are left. */
 static size_t drop_asking(bgi_reply **rep, size_t n, const unsigned char *is_asking) {
   size_t k = 0;
@@ -265,6 +293,7 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
   int redirects = 0, redirected = 0, busy_tries = 0;
   int64_t backoff_ms = 1;
   uint64_t busy_end = 0;           /* until when TRYAGAIN / CLUSTERDOWN / LOADING are waited out */
+  err->not_durable = 0;
   for (size_t stale_tries = 0;;) {
     bgi_conn *c;
     size_t n = 0, added = 0;
@@ -295,8 +324,12 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     uint64_t earlier_calls = c->calls;
     bgi_buf_reset(&c->out);
     c->no_verdict = redirected;
+    c->durable = 0;
     c->fault_bits_only = ask && cluster->fault_ask_bits_only;
+    c->fault_no_guard = cluster && cluster->fault_no_migration_guard;
     st = build(c, ctx, &n, err);
+    int waits = st == BG_OK && c->durable && cl->opts.wait_replicas > 0;
+    if (waits) st = append_wait(c, cl, err);
     if (st == BG_OK && ask) {
       /* the rewrite goes to the scratch buffer, which then becomes the one that is sent */
       st = bgi_asking_rewrite(&c->out, &c->alt, is_asking, BGI_MAX_REPLIES, &added);
@@ -306,10 +339,12 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
       if (st == BG_ENOMEM) bgi_err_set(err, st, "out of memory");
       else if (st != BG_OK) bgi_err_set(err, st, "internal: a call's commands could not be read back for ASKING");
     }
-    if (st == BG_OK && n + added > BGI_MAX_REPLIES) st = bgi_err_set(err, BG_EINVAL, "internal: too many replies");
-    if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n + added, wait_ms, err);
-    c->fault_bits_only = 0;
-    if (st == BG_OK && cluster && bgi_redirect_scan(rep, n + added, &r) != BGI_REDIR_NONE) {
+    if (st == BG_OK && n + waits + added > BGI_MAX_REPLIES) st = bgi_err_set(err, BG_EINVAL, "internal: too many replies");
+    /* WAIT blocks the connection for up to its own timeout: give the read that much more */
+    if (waits && !deadline_ns) wait_ms += cl->opts.wait_timeout_ms;
+    if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n + waits + added, wait_ms, err);
+    c->fault_bits_only = c->fault_no_guard = 0;
+    if (st == BG_OK && cluster && bgi_redirect_scan(rep, n + waits + added, cluster->sentinel, &r) != BGI_REDIR_NONE) {
       c->no_verdict = 0;
       /* whatever this connection vouched for may have moved with the slot */
       bgi_tracking_forget(&c->track);
@@ -332,8 +367,20 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
       redirected = 1;
       continue;
     }
-    if (st == BG_OK && added) n = drop_asking(rep, n + added, is_asking);
+    if (st == BG_OK && added) drop_asking(rep, n + waits + added, is_asking);
+    long long acked = waits && st == BG_OK && rep[n]->type == REDIS_REPLY_INTEGER ? rep[n]->integer : -1;
+    /* a script the server did not have ran nothing: the call is sent again, WAIT and all */
+    for (size_t i = 0; waits && st == BG_OK && i < n; i++)
+      if (bgi_reply_is_error(rep[i], "NOSCRIPT")) waits = 0;
     if (st == BG_OK) st = parse(c, rep, n, ctx, err);
+    if (st == BG_OK && waits && acked < cl->opts.wait_replicas) {
+      err->not_durable = 1;
+      st = acked < 0 ? bgi_reply_error(rep[n], "WAIT", err)
+                     : bgi_err_set(err, BG_ETIMEOUT, "applied on the master, but only %lld of %lld replicas "
+                                   "acknowledged it within %lld ms (BG_OPT_WAIT_REPLICAS): a failover may lose it",
+                                   acked, (long long)cl->opts.wait_replicas, (long long)cl->opts.wait_timeout_ms);
+      if (st != BG_ETIMEOUT) err->not_durable = 0;
+    }
     c->no_verdict = 0;
     int stale = st == BG_ECONN && c->broken && earlier_calls > 0;
     bgi_pool_release(pool, c);
@@ -349,7 +396,8 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     {
       uint64_t now = bgi_now_ns();
       if (!busy_end) busy_end = deadline_ns ? deadline_ns : now + (uint64_t)cl->ep.command_timeout_ms * 1000000u;
-      if (strncmp(r.what, "CLUSTERDOWN", 11) == 0) bgi_cluster_want_reload(cluster);
+      if (strncmp(r.what, "CLUSTERDOWN", 11) == 0 || strncmp(r.what, "READONLY", 8) == 0)
+        bgi_cluster_want_reload(cluster);
       if (now + (uint64_t)backoff_ms * 1000000u >= busy_end)
         return bgi_err_set(err, BG_ESERVER, "slot %u: server error: %s (still after %d retries)", route_slot, r.what,
                            busy_tries);

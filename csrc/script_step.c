@@ -1,15 +1,27 @@
 #include "script_step.h"
 
 #include <stdio.h>
+#include <string.h>
+
+#include "redis/keyslot.h"
+
+#define GUARD_PREFIX "bloomguard:migration-guard:"
 
 static int build_step(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   bgi_step *s = ctx;
   size_t payload = 0;
+  char guard[64];
+  int glen = snprintf(guard, sizeof guard, GUARD_PREFIX "{%u}", bgi_slot_tag((unsigned)s->slot));
   for (size_t i = 0; i < s->nkeys + s->nargs; i++) payload += s->lens[i];
-  if (bgi_script_begin(&c->out, s->script, s->run.use_body, s->nkeys, s->nargs) != BG_OK ||
-      bgi_buf_reserve(&c->out, bgi_resp_bound(s->nkeys + s->nargs, payload)) != BG_OK)
+  if (bgi_script_begin(&c->out, s->script, s->run.use_body, s->nkeys + 1, s->nargs) != BG_OK ||
+      bgi_buf_reserve(&c->out, bgi_resp_bound(s->nkeys + 1 + s->nargs, payload + (size_t)glen)) != BG_OK)
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
-  for (size_t i = 0; i < s->nkeys + s->nargs; i++) bgi_resp_bulk(&c->out, s->argv[i], s->lens[i]);
+  for (size_t i = 0; i < s->nkeys; i++) bgi_resp_bulk(&c->out, s->argv[i], s->lens[i]);
+  /* the fault switch is the cluster tests' negative control: a key that does exist guards nothing */
+  if (c->fault_no_guard) bgi_resp_bulk(&c->out, s->argv[0], s->lens[0]);
+  else bgi_resp_bulk(&c->out, guard, (size_t)glen);
+  for (size_t i = s->nkeys; i < s->nkeys + s->nargs; i++) bgi_resp_bulk(&c->out, s->argv[i], s->lens[i]);
+  c->durable = s->durable;
   *nreplies = 1;
   return BG_OK;
 }
@@ -39,5 +51,6 @@ static int parse_step(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
 }
 
 int bgi_step_run(bg_client *c, int slot, uint64_t deadline_ns, bgi_step *s, bgi_err *err) {
+  s->slot = slot;
   return bgi_client_call_script(c, slot, deadline_ns, &s->run, s->script->name, build_step, parse_step, s, err);
 }

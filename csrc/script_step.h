@@ -2,6 +2,15 @@
  * Internal: one call of a Lua step whose arguments are byte strings and whose reply is an array
  * of integers and strings - the shape of every rotation and lock step. EVALSHA first, the body on
  * NOSCRIPT (bgi_client_call_script).
+ *
+ * Every step declares one key more than its own, last (so KEYS[1..nkeys] are unchanged): a key
+ * of the step's slot that never exists, "bloomguard:migration-guard:{N}". While a Redis Cluster
+ * migrates that slot, Redis checks each command a running script sends and fails the one that
+ * touches a key missing there (as it would answer ASK) - after the commands before it took
+ * effect: a step that deletes a key and touches it again (a delta consumed, a hash recreated, a
+ * RENAME onto a key renamed away) would stop half-done. With a declared key missing, Redis
+ * refuses to start the step at all during a migration (TRYAGAIN, before anything runs), and
+ * bgi_client_call waits the migration out.
  */
 #ifndef BG_INTERNAL_SCRIPT_STEP_H
 #define BG_INTERNAL_SCRIPT_STEP_H
@@ -17,6 +26,8 @@ typedef struct bgi_step {
   bgi_script_run run;
   /* the reply: its integers and strings in order (the first 4 and 2; longer strings truncated) */
   size_t nints, nstrs;
+  int slot;                  /* set by bgi_step_run: the slot of the migration guard key */
+  int durable;               /* what it writes is acknowledged to a caller: BG_OPT_WAIT_REPLICAS applies */
   long long ints[4];
   char str[2][128];
 } bgi_step;

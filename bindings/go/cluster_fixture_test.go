@@ -39,6 +39,28 @@ func TestClusterFixture(t *testing.T) {
 		}
 	}
 
+	// seed writes what a subtest reads; WAIT so that a kill -9 right after cannot lose it.
+	seed := func() {
+		t.Helper()
+		r, err := dialRESP(fmt.Sprintf("127.0.0.1:%d", c.nodes[c.owner(slot)].port))
+		must(err)
+		defer r.close()
+		for _, cmd := range [][]string{{"SET", a, "va"}, {"SET", b, "vb"}, {"WAIT", "1", "5000"}} {
+			if v, err := r.do(cmd...); err != nil || (v != "OK" && v != int64(1)) {
+				t.Fatalf("%v: %v %v", cmd, v, err)
+			}
+		}
+	}
+
+	// first on purpose: a master that does not know its replica yet ignores CLUSTER FAILOVER
+	t.Run("failover-right-after-start", func(t *testing.T) {
+		m := c.otherMaster(-1)
+		must(c.failover(c.replicaOf(m)))
+		if c.nodes[m].isMaster {
+			t.Errorf("node %d is still a master", m)
+		}
+	})
+
 	t.Run("topology", func(t *testing.T) {
 		masters := 0
 		for i, n := range c.nodes {
@@ -68,8 +90,7 @@ func TestClusterFixture(t *testing.T) {
 	t.Run("migrate", func(t *testing.T) {
 		src := c.owner(slot)
 		dst := c.otherMaster(src)
-		expect(src, "OK", "SET", a, "va")
-		expect(src, "OK", "SET", b, "vb")
+		seed()
 		if err := c.migrateBegin(slot, src); err == nil {
 			t.Error("migrateBegin to the owner itself succeeded")
 		}
@@ -111,6 +132,7 @@ func TestClusterFixture(t *testing.T) {
 	})
 
 	t.Run("reshard-failover", func(t *testing.T) {
+		seed()
 		m := c.owner(slot)
 		to := c.otherMaster(m)
 		must(c.reshard(m, to, 50))
@@ -130,6 +152,7 @@ func TestClusterFixture(t *testing.T) {
 	})
 
 	t.Run("kill-restart", func(t *testing.T) {
+		seed()
 		m := c.owner(slot)
 		r := c.replicaOf(m)
 		c.kill(m)

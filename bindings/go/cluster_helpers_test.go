@@ -455,18 +455,83 @@ func (c *testCluster) roleOK(i int) bool {
 	return r[0] == "master" || (r[0] == "slave" && len(r) >= 4 && r[3] == "connected")
 }
 
-// agreed returns nil if every live node is ok and they agree on one slot -> master map.
+// rolesView is node i's view of the live nodes' roles ("index=M;" or "index=S<master>;"), or an
+// error if a live node is missing or flagged fail. Nodes learn a replica's role by gossip, ~1s
+// after --cluster create; until then a master ignores its replica's CLUSTER FAILOVER.
+func (c *testCluster) rolesView(i int) (string, error) {
+	v, err := c.cmd(i, "CLUSTER", "NODES")
+	text, ok := v.(string)
+	if err != nil || !ok {
+		return "", fmt.Errorf("node %d: CLUSTER NODES: %v %v", i, v, err)
+	}
+	ids := map[string]int{}
+	masters := map[int]string{}
+	for _, line := range strings.Split(text, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 8 {
+			continue
+		}
+		addr := strings.SplitN(f[1], "@", 2)[0]
+		port, _ := strconv.ParseInt(addr[strings.LastIndexByte(addr, ':')+1:], 10, 64)
+		j := c.index(port)
+		ids[f[0]] = j
+		if !c.alive(j) {
+			continue
+		}
+		if strings.Contains(f[2], "fail") {
+			return "", fmt.Errorf("node %d flags live node %d %s", i, j, f[2])
+		}
+		masters[j] = "-"
+		if strings.Contains(","+f[2]+",", ",slave,") {
+			masters[j] = f[3]
+		}
+	}
+	var b strings.Builder
+	for j := range c.nodes {
+		if !c.alive(j) {
+			continue
+		}
+		m, ok := masters[j]
+		switch {
+		case !ok:
+			return "", fmt.Errorf("node %d does not list live node %d", i, j)
+		case m == "-":
+			fmt.Fprintf(&b, "%d=M;", j)
+		default:
+			k, known := ids[m]
+			if !known {
+				k = -2
+			}
+			fmt.Fprintf(&b, "%d=S%d;", j, k)
+		}
+	}
+	return b.String(), nil
+}
+
+// agreed returns nil if every live node is ok and they agree on the roles and one slot -> master
+// map. The replica lists in CLUSTER SLOTS are not compared: a replica is left out while its
+// gossiped replication offset is 0, up to 10s on an idle new cluster.
 func (c *testCluster) agreed() error {
 	var first []byte
+	firstRoles := ""
 	seen := false
 	for i, n := range c.nodes {
 		if !c.alive(i) {
 			continue
 		}
-		seen = true
 		if info := c.reply(i, "CLUSTER", "INFO"); !strings.Contains(info, "cluster_state:ok") {
 			return fmt.Errorf("node %d (port %d) is not cluster_state:ok", i, n.port)
 		}
+		roles, err := c.rolesView(i)
+		if err != nil {
+			return err
+		}
+		if !seen {
+			firstRoles = roles
+		} else if roles != firstRoles {
+			return fmt.Errorf("nodes disagree on roles: %s vs node %d %s", firstRoles, i, roles)
+		}
+		seen = true
 		v, err := c.cmd(i, "CLUSTER", "SLOTS")
 		if err != nil {
 			return fmt.Errorf("node %d: CLUSTER SLOTS: %v", i, err)
@@ -484,7 +549,6 @@ func (c *testCluster) agreed() error {
 				}
 			}
 			covered += r.end - r.start + 1
-			// masters only: other nodes learn a new replica by gossip, seconds later
 			fmt.Fprintf(&canon, "%d-%d %d;", r.start, r.end, r.ports[0])
 		}
 		if covered != clusterSlots {
@@ -507,9 +571,9 @@ func (c *testCluster) agreed() error {
 	return nil
 }
 
-// waitOK waits until every live node says cluster_state:ok, all give the same slot -> master map
-// covering all slots with live masters and listing no dead node, and every live replica's link
-// is up.
+// waitOK waits until every live node says cluster_state:ok, all agree on who is a replica of
+// whom (CLUSTER NODES, no live node flagged fail) and give the same slot -> master map covering
+// all slots with live masters and listing no dead node, and every live replica's link is up.
 func (c *testCluster) waitOK(limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {

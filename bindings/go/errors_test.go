@@ -183,8 +183,12 @@ func TestOptionsMatchHeader(t *testing.T) {
 		"BG_OPT_WRITE_LOCK_WAIT_MS": WithWriteLockWait(time.Second),
 		"BG_OPT_TRACKING":           WithTracking(false),
 		"BG_OPT_CLUSTER":            WithCluster(ClusterOff),
+		"BG_OPT_WAIT_REPLICAS":      WithWaitReplicas(1),
+		"BG_OPT_WAIT_TIMEOUT_MS":    WithWaitTimeout(time.Second),
 		"BG_OPT_USERNAME":           WithUsername("u"),
 		"BG_OPT_PASSWORD":           WithPassword("p"),
+		"BG_OPT_SENTINEL_USERNAME":  WithSentinelUsername("su"),
+		"BG_OPT_SENTINEL_PASSWORD":  WithSentinelPassword("sp"),
 		"BG_OPT_CLIENT_NAME":        WithClientName("n"),
 	}
 	rotateCovered := map[string]RotateOption{

@@ -456,3 +456,28 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	return c.end(ctx, st)
 }
+
+// Retire retires the lock's name: it deletes the fencing-token counter (and the readers and
+// writers bookkeeping keys) only when nobody holds the lock - in any mode, from any process,
+// Redisson's RLock included - and no writer waits for it, checked and deleted in one
+// server-side step. deleted reports whether a counter existed. ErrLocked (the message names a
+// holder) when the lock is in use; nothing is deleted then.
+//
+// The counter otherwise lives forever, on purpose: it keeps fencing tokens from going
+// backwards. After Retire the name's tokens restart from 1, so retire only a name that will not
+// be locked again while tokens drawn from it may still be checked.
+func (l *Lock) Retire(ctx context.Context) (deleted bool, err error) {
+	if err := checkContext(ctx); err != nil {
+		return false, err
+	}
+	c, err := beginCall(ctx)
+	if err != nil {
+		return false, err
+	}
+	var st, del C.int
+	if err := l.h.run(func(p *C.bg_lock) { st = C.bg_lock_retire_ex(p, c.p, &del) }); err != nil {
+		c.release()
+		return false, err
+	}
+	return del != 0, c.end(ctx, st)
+}

@@ -291,6 +291,64 @@ func TestLockFencingTokens(t *testing.T) {
 	}
 }
 
+// Retire deletes the fence counter only when nobody holds the lock; a retired name's tokens
+// restart. A filter's Delete keeps its write-lock fence.
+func TestLockRetire(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	name := uniqueName(t)
+	a, b := openLock(t, c, name), openLock(t, c, name)
+	r := raw(t)
+	fence := "{" + name + ":lock}:fence"
+	tok := mustAcquire(t, a, LockWrite)
+	if _, err := b.Retire(ctx); !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), a.HolderID()) {
+		t.Fatalf("Retire while held: %v", err)
+	}
+	if v := r.must(t, "GET", fence); v != strconv.FormatUint(tok, 10) {
+		t.Fatalf("fence %v, token %d", v, tok)
+	}
+	mustRelease(t, a)
+	if del, err := b.Retire(ctx); err != nil || !del {
+		t.Fatalf("Retire when free: %v %v", del, err)
+	}
+	if v := r.must(t, "EXISTS", fence); v != int64(0) {
+		t.Fatalf("fence still there: %v", v)
+	}
+	if del, err := b.Retire(ctx); err != nil || del {
+		t.Fatalf("Retire again: %v %v", del, err)
+	}
+	if tok := mustAcquire(t, a, LockExclusive); tok != 1 {
+		t.Fatalf("token after retire %d, want 1", tok)
+	}
+	mustRelease(t, a)
+	b.Close()
+	if _, err := b.Retire(ctx); err == nil {
+		t.Fatal("Retire on a closed Lock succeeded")
+	}
+
+	f := openFilter(t, c, name+"f")
+	if _, err := f.Init(ctx, 1000, 0.01); err != nil {
+		t.Fatal(err)
+	}
+	fl, err := f.Lock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fl.Close()
+	mustAcquire(t, fl, LockWrite)
+	mustRelease(t, fl)
+	if _, err := f.Delete(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ffence := "{" + name + "f}:lock:fence"
+	if v := r.must(t, "EXISTS", ffence); v != int64(1) {
+		t.Fatalf("Delete removed the write-lock fence: %v", v)
+	}
+	if del, err := fl.Retire(ctx); err != nil || !del {
+		t.Fatalf("filter lock Retire: %v %v", del, err)
+	}
+}
+
 // exclusionRun runs goroutines that each take lockFor(g) and, inside, do a read-modify-write of a
 // Redis counter with a pause in between, recording how many are inside at once. It returns the
 // counter's final value and the most goroutines seen inside together.

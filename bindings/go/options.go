@@ -111,6 +111,19 @@ func WithWriteLockWait(d time.Duration) Option {
 // them.
 func WithTracking(on bool) Option { return boolOption("WithTracking", C.BG_OPT_TRACKING, on) }
 
+// WithWaitReplicas makes every add, lock acquire / release and rotation commit wait for n replicas
+// to acknowledge it (WAIT n, in the same round trip; BG_OPT_WAIT_REPLICAS, default 0: off); fewer
+// within WithWaitTimeout is ErrTimeout (the master applied it, a failover may lose it; a lock
+// acquire then gives the hold back).
+func WithWaitReplicas(n int) Option {
+	return intOption("WithWaitReplicas", C.BG_OPT_WAIT_REPLICAS, int64(n))
+}
+
+// WithWaitTimeout bounds that WAIT (BG_OPT_WAIT_TIMEOUT_MS; default 1 s).
+func WithWaitTimeout(d time.Duration) Option {
+	return intOption("WithWaitTimeout", C.BG_OPT_WAIT_TIMEOUT_MS, d.Milliseconds())
+}
+
 // ClusterMode says whether Open expects a Redis Cluster (BG_OPT_CLUSTER).
 type ClusterMode int
 
@@ -136,6 +149,18 @@ func WithUsername(user string) Option {
 // error messages.
 func WithPassword(password string) Option {
 	return stringOption("WithPassword", C.BG_OPT_PASSWORD, password, true)
+}
+
+// WithSentinelUsername sets the ACL user for the sentinels of a redis-sentinel:// URL, whose
+// userinfo is the data nodes' (BG_OPT_SENTINEL_USERNAME; default none).
+func WithSentinelUsername(user string) Option {
+	return stringOption("WithSentinelUsername", C.BG_OPT_SENTINEL_USERNAME, user, false)
+}
+
+// WithSentinelPassword sets the sentinels' password (BG_OPT_SENTINEL_PASSWORD; default none). It
+// never appears in error messages.
+func WithSentinelPassword(password string) Option {
+	return stringOption("WithSentinelPassword", C.BG_OPT_SENTINEL_PASSWORD, password, true)
 }
 
 // WithClientName sets the CLIENT SETNAME of every connection (BG_OPT_CLIENT_NAME; default

@@ -12,6 +12,13 @@
  * held_ms=N". SIGINT / SIGTERM while holding: release, exit 130. Exit 2 with BG_ELOCKED on stderr
  * (naming the holder) when the lock stayed taken for --wait-ms (default 0: one try).
  *
+ *   bloomguard [--url URL] [--timeout-ms MS] lock retire NAME [--json]
+ *
+ * retires the lock's name (bg_lock_retire): deletes its fence counter if nobody holds the lock and
+ * no writer waits (exit 2 with BG_ELOCKED, naming the holder, otherwise), printing "retired KEY
+ * fence_deleted=0|1". The name's fencing tokens then restart from 1. ("lock retire" alone, with
+ * no second name, is the lock named "retire".)
+ *
  * It parses its own arguments (main.c hands over every command line whose command is "lock").
  */
 #define _DEFAULT_SOURCE 1 /* SA_RESETHAND under the strict C11 build */
@@ -40,7 +47,8 @@ static int lock_usage(const char *fmt, const char *arg) {
   fputs("bloomguard: lock: ", stderr);
   fprintf(stderr, fmt, arg);
   fputs("\nusage: bloomguard [--url URL] [--timeout-ms MS] lock NAME [--mode exclusive|read|write] "
-        "[--wait-ms MS] [--hold-ms MS] [--lease-ms MS] [--no-renew] [--json]\n", stderr);
+        "[--wait-ms MS] [--hold-ms MS] [--lease-ms MS] [--no-renew] [--json]\n"
+        "       bloomguard [--url URL] [--timeout-ms MS] lock retire NAME [--json]\n", stderr);
   return CLI_EXIT_USAGE;
 }
 
@@ -74,8 +82,30 @@ int cli_is_lock_command(int argc, char **argv) {
   return 0;
 }
 
+/* `lock retire NAME`: the handle is open; closes it and the client. */
+static int retire(bg_client *client, bg_lock *l, int json) {
+  char err[1024] = "";
+  int deleted = 0, rc = CLI_EXIT_OK;
+  int st = bg_lock_retire(l, &deleted);
+  if (st != BG_OK) {
+    bg_lock_errmsg_copy(l, err, sizeof err);
+    rc = cli_fail("lock retire", st, err);
+  } else if (json) {
+    fputs("{\"event\":\"retired\",\"key\":", stdout);
+    cli_json_string(stdout, bg_lock_key(l), strlen(bg_lock_key(l)));
+    printf(",\"fenceDeleted\":%s}\n", deleted ? "true" : "false");
+  } else {
+    printf("retired %s fence_deleted=%d\n", bg_lock_key(l), deleted);
+  }
+  bg_lock_close(l);
+  bg_client_close(client);
+  return rc;
+}
+
 int cli_lock_main(int argc, char **argv) {
-  const char *url = getenv("BLOOMGUARD_URL"), *name = NULL, *mode_s = "exclusive", *password_file = NULL;
+  const char *url = getenv("BLOOMGUARD_URL"), *name = NULL, *name2 = NULL, *mode_s = "exclusive";
+  const char *password_file = NULL;
+  const char *hold_opt = NULL; /* an option of holding, which `lock retire` refuses */
   int64_t timeout_ms = 0, wait_ms = 0, hold_ms = -1, lease_ms = 0;
   int json = 0, renew = 1, seen_cmd = 0, mode = BG_LOCK_EXCLUSIVE;
   if (!url || !*url) url = CLI_DEFAULT_URL;
@@ -84,6 +114,7 @@ int cli_lock_main(int argc, char **argv) {
     if (a[0] != '-' || !a[1]) {
       if (!seen_cmd) seen_cmd = 1; /* "lock" */
       else if (!name) name = a;
+      else if (!name2 && !strcmp(name, "retire")) name2 = a; /* lock retire NAME */
       else return lock_usage("unexpected argument %s", cli_shown(a));
       continue;
     }
@@ -95,11 +126,17 @@ int cli_lock_main(int argc, char **argv) {
             "--hold-ms (default: until standard input ends), releases it, prints 'released KEY\n"
             "held_ms=N'. --wait-ms: how long to wait for it (default 0: one try; exit 2 with\n"
             "BG_ELOCKED naming the holder). --lease-ms: the lease (default 30000), renewed every\n"
-            "third of it unless --no-renew. SIGINT/SIGTERM while holding: release, exit 130.\n", stdout);
+            "third of it unless --no-renew. SIGINT/SIGTERM while holding: release, exit 130.\n\n"
+            "usage: bloomguard [--url URL] [--timeout-ms MS] lock retire NAME [--json]\n\n"
+            "Retires the name: deletes its fencing-token counter (kept forever otherwise, so tokens\n"
+            "never go backwards) if nobody holds the lock and no writer waits (exit 2 with\n"
+            "BG_ELOCKED otherwise); prints 'retired KEY fence_deleted=0|1'. Tokens of the name then\n"
+            "restart from 1: retire only names that will not be locked again while old tokens may\n"
+            "still be checked.\n", stdout);
       return CLI_EXIT_OK;
     }
     if (!strcmp(a, "--json")) { json = 1; continue; }
-    if (!strcmp(a, "--no-renew")) { renew = 0; continue; }
+    if (!strcmp(a, "--no-renew")) { renew = 0; hold_opt = a; continue; }
     const char *eq = strchr(a, '=');
     char opt[32];
     size_t n = eq ? (size_t)(eq - a) : strlen(a);
@@ -110,6 +147,7 @@ int cli_lock_main(int argc, char **argv) {
     if (eq) val = eq + 1;
     else if (i + 1 < argc) val = argv[++i];
     else return lock_usage("option %s needs a value", cli_shown(a));
+    if (strcmp(opt, "--url") && strcmp(opt, "--timeout-ms") && strcmp(opt, "--password-file")) hold_opt = a;
     if (!strcmp(opt, "--url")) url = val;
     else if (!strcmp(opt, "--password-file")) password_file = val;
     else if (!strcmp(opt, "--mode")) mode_s = val;
@@ -121,6 +159,11 @@ int cli_lock_main(int argc, char **argv) {
       return lock_usage("--hold-ms: %s is not a number of milliseconds", cli_shown(val));
     else if (!strcmp(opt, "--lease-ms") && num(val, 30, 3600000, &lease_ms))
       return lock_usage("--lease-ms: %s is not in 30..3600000", cli_shown(val));
+  }
+  int retiring = name2 != NULL;
+  if (retiring) {
+    name = name2;
+    if (hold_opt) return lock_usage("retire: %s does not apply (only --url, --password-file, --timeout-ms and --json do)", cli_shown(hold_opt));
   }
   if (!name || !*name) return lock_usage("missing lock NAME%s", "");
   if (!strcmp(mode_s, "exclusive")) mode = BG_LOCK_EXCLUSIVE;
@@ -160,6 +203,8 @@ int cli_lock_main(int argc, char **argv) {
     bg_client_close(client);
     return cli_fail("lock", st, err);
   }
+
+  if (retiring) return retire(client, l, json);
 
   int64_t t0 = now_ms();
   uint64_t token = 0;

@@ -160,6 +160,7 @@ static void usage_all(FILE *out) {
         "Commands:\n", out);
   for (size_t i = 0; i < NCOMMANDS; i++) fprintf(out, "  %s\n", commands[i].synopsis);
   fputs("  lock NAME [--mode exclusive|read|write] [--wait-ms MS] [--hold-ms MS]   (bloomguard lock --help)\n", out);
+  fputs("  lock retire NAME   (deletes the name's fencing-token counter when the lock is free)\n", out);
   fputs("  demo [--items N] [--seconds S] [--url URL] ...   (bloomguard demo --help)\n", out);
   fputc('\n', out);
   fputs(global_help, out);

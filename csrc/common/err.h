@@ -16,6 +16,8 @@
 typedef struct bgi_err {
   int status;
   int degraded;   /* status BG_OK from the policy: the status of the failure it answered for */
+  int not_durable; /* BG_ETIMEOUT from BG_OPT_WAIT_REPLICAS: the master applied the step, too few
+                      replicas acknowledged it (a lock acquire gives the hold back) */
   char msg[BGI_ERRMSG_MAX];
 } bgi_err;
 

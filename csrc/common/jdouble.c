@@ -163,3 +163,19 @@ int bgi_parse_double(const char *s, size_t len, double *out) {
   *out = v;
   return 0;
 }
+
+int64_t bgi_java_d2l(double d) {
+  /* out of range is UB in C, hence the explicit tests */
+  if (isnan(d)) return 0;
+  if (d >= 0x1p63) return INT64_MAX;
+  if (d <= -0x1p63) return INT64_MIN;
+  return (int64_t)d;
+}
+
+int64_t bgi_java_round(double x) {
+  if (isnan(x)) return 0;
+  double f = floor(x);
+  /* x - floor(x) is exact for every finite double */
+  if (x - f >= 0.5) f += 1.0;
+  return bgi_java_d2l(f);
+}

@@ -1,8 +1,16 @@
-/* Internal: doubles in the text forms Redisson's config hash uses. */
+/* Internal: Java's double semantics that Redisson's numbers depend on - the text forms of its
+ * config hash, and the conversions and rounding its arithmetic uses. */
 #ifndef BG_INTERNAL_JDOUBLE_H
 #define BG_INTERNAL_JDOUBLE_H
 
 #include <stddef.h>
+#include <stdint.h>
+
+/* Java's (long) cast: NaN -> 0, saturating at the limits, else truncation. */
+int64_t bgi_java_d2l(double d);
+/* Java's Math.round(double) (JDK 7+): nearest long, ties toward +infinity, exact for all inputs
+ * (unlike floor(x + 0.5), which rounds 0.49999999999999994 up), saturating; NaN -> 0. */
+int64_t bgi_java_round(double x);
 
 /*
  * Java's Double.toString(v): the shortest decimal that reads back as v; plain notation

@@ -15,6 +15,7 @@ void bgi_options_defaults(struct bg_options *o) {
   o->lock_wait_ms = 100;
   o->tracking = 1;
   o->cluster = BG_CLUSTER_AUTO;
+  o->wait_timeout_ms = 1000;
   o->rotate_lease_ms = 30000;
   o->rotate_wait_ms = 0;
   o->rotate_staging_ttl_ms = 300000;
@@ -41,7 +42,9 @@ void bgi_options_clear(struct bg_options *o) {
   free(o->username);
   free_secret(o->password);
   free(o->client_name);
-  o->username = o->password = o->client_name = NULL;
+  free(o->sentinel_username);
+  free_secret(o->sentinel_password);
+  o->username = o->password = o->client_name = o->sentinel_username = o->sentinel_password = NULL;
 }
 
 static int dup_opt(char **dst, const char *src) {
@@ -56,9 +59,10 @@ int bgi_options_copy(struct bg_options *dst, const struct bg_options *src) {
     return BG_OK;
   }
   *dst = *src;
-  dst->username = dst->password = dst->client_name = NULL;
+  dst->username = dst->password = dst->client_name = dst->sentinel_username = dst->sentinel_password = NULL;
   if (dup_opt(&dst->username, src->username) || dup_opt(&dst->password, src->password) ||
-      dup_opt(&dst->client_name, src->client_name)) {
+      dup_opt(&dst->client_name, src->client_name) || dup_opt(&dst->sentinel_username, src->sentinel_username) ||
+      dup_opt(&dst->sentinel_password, src->sentinel_password)) {
     bgi_options_clear(dst);
     return BG_ENOMEM;
   }
@@ -98,6 +102,8 @@ BG_API int bg_options_set_int(bg_options *o, int option, int64_t v) {
     case BG_OPT_WRITE_LOCK_WAIT_MS: return set_ranged(&o->lock_wait_ms, v, 0, 3600000);
     case BG_OPT_TRACKING: return set_ranged(&o->tracking, v, 0, 1);
     case BG_OPT_CLUSTER: return set_ranged(&o->cluster, v, BG_CLUSTER_OFF, BG_CLUSTER_AUTO);
+    case BG_OPT_WAIT_REPLICAS: return set_ranged(&o->wait_replicas, v, 0, 64);
+    case BG_OPT_WAIT_TIMEOUT_MS: return set_ranged(&o->wait_timeout_ms, v, 1, 3600000);
     case BG_OPT_ROTATE_LEASE_MS: return set_ranged(&o->rotate_lease_ms, v, 100, 3600000);
     case BG_OPT_ROTATE_WAIT_MS: return set_ranged(&o->rotate_wait_ms, v, 0, 3600000);
     case BG_OPT_ROTATE_STAGING_TTL_MS: return set_ranged(&o->rotate_staging_ttl_ms, v, 1000, 86400000);
@@ -121,6 +127,8 @@ BG_API int bg_options_set_str(bg_options *o, int option, const char *v) {
   switch (option) {
     case BG_OPT_USERNAME: slot = &o->username; break;
     case BG_OPT_PASSWORD: slot = &o->password; break;
+    case BG_OPT_SENTINEL_USERNAME: slot = &o->sentinel_username; break;
+    case BG_OPT_SENTINEL_PASSWORD: slot = &o->sentinel_password; break;
     case BG_OPT_CLIENT_NAME:
       /* CLIENT SETNAME refuses spaces and newlines; catch it here with a clear status */
       if (v && (strpbrk(v, " \r\n") || !*v)) return BG_EINVAL;
@@ -129,9 +137,11 @@ BG_API int bg_options_set_str(bg_options *o, int option, const char *v) {
     default: return BG_ENOTSUP;
   }
   /* an empty user or password is none (the URL's then applies): Redis refuses AUTH with "" */
-  if (v && !*v && (slot == &o->password || slot == &o->username)) v = NULL;
+  if (v && !*v && (slot == &o->password || slot == &o->username || slot == &o->sentinel_password ||
+                   slot == &o->sentinel_username))
+    v = NULL;
   if (v && !(copy = strdup(v))) return BG_ENOMEM;
-  if (slot == &o->password) free_secret(*slot);
+  if (slot == &o->password || slot == &o->sentinel_password) free_secret(*slot);
   else free(*slot);
   *slot = copy;
   return BG_OK;

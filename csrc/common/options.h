@@ -15,6 +15,8 @@ struct bg_options {
   int64_t lock_wait_ms;          /* queries on a write-locked filter */
   int64_t tracking;              /* 0 or 1 */
   int64_t cluster;               /* BG_CLUSTER_* */
+  int64_t wait_replicas;         /* 0: no WAIT after writes */
+  int64_t wait_timeout_ms;
   int64_t rotate_lease_ms;
   int64_t rotate_wait_ms;
   int64_t rotate_staging_ttl_ms;
@@ -29,6 +31,8 @@ struct bg_options {
   char *username;          /* NULL: take the URL's */
   char *password;          /* NULL: take the URL's */
   char *client_name;
+  char *sentinel_username; /* NULL: none (sentinels have credentials of their own) */
+  char *sentinel_password;
 };
 
 void bgi_options_defaults(struct bg_options *o);

@@ -43,6 +43,7 @@ static int build_add(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
     for (size_t j = 0; j < m * k; j++) bgi_resp_u64(&c->out, *idx++);
     for (size_t j = 0; j < m * nk; j++) bgi_resp_u64(&c->out, *next_idx++);
   }
+  c->durable = 1;
   *nreplies = chunks;
   return BG_OK;
 }

@@ -111,15 +111,6 @@ static int build_count(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   return BG_OK;
 }
 
-/* Java's Math.round(double) -> long: floor(x + 0.5), saturating; NaN -> 0. */
-static int64_t java_round(double x) {
-  if (isnan(x)) return 0;
-  double r = floor(x + 0.5);
-  if (r >= 9223372036854775807.0) return INT64_MAX;
-  if (r <= -9223372036854775808.0) return INT64_MIN;
-  return (int64_t)r;
-}
-
 static int parse_count(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
   counter *ct = ctx;
   uint64_t cfg;
@@ -137,7 +128,7 @@ static int parse_count(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
   if (st != BG_OK) return st;
   atomic_store(&ct->f->cfg, cfg);
   double size = (double)bgi_cfg_size(cfg), k = bgi_cfg_k(cfg);
-  ct->count = java_round(-size / k * log(1 - (double)bits->integer / size));
+  ct->count = bgi_java_round(-size / k * log(1 - (double)bits->integer / size));
   return BG_OK;
 }
 

@@ -12,28 +12,10 @@
 
 #include "bloomguard/errors.h"
 #include "bloomguard/hash.h"
+#include "common/jdouble.h"
 
 /* Java's Math.log(2): 0x3fe62e42fefa39ef. A literal, so no libm rounding can move it. */
 static const double JAVA_LN2 = 0x1.62e42fefa39efp-1;
-
-/* Java's (long) cast: NaN -> 0, saturating at the limits, else truncation (UB in C if out of
-   range, hence the explicit tests). */
-static int64_t java_d2l(double d) {
-  if (isnan(d)) return 0;
-  if (d >= 0x1p63) return INT64_MAX;
-  if (d <= -0x1p63) return INT64_MIN;
-  return (int64_t)d;
-}
-
-/* Java's Math.round(double) (JDK 7+): nearest long, ties toward +infinity, exact for all inputs
-   (unlike floor(x + 0.5), which rounds 0.49999999999999994 up), saturating like the cast. */
-static int64_t java_round(double x) {
-  if (isnan(x)) return 0;
-  double f = floor(x);
-  /* x - floor(x) is exact for every finite double. */
-  if (x - f >= 0.5) f += 1.0;
-  return java_d2l(f);
-}
 
 /* Java's (int) of a long: keeps the low 32 bits. */
 static int32_t java_l2i(int64_t v) {
@@ -64,7 +46,7 @@ int bgi_params(int64_t n, double p, uint64_t *size, uint32_t *k, char *err, size
 
   /* optimalNumOfBits: -n is a long (no overflow, n > 0), widened to double for the product. */
   if (p == 0) p = DBL_TRUE_MIN; /* Double.MIN_VALUE */
-  int64_t bits = java_d2l((double)-n * log(p) / (JAVA_LN2 * JAVA_LN2));
+  int64_t bits = bgi_java_d2l((double)-n * log(p) / (JAVA_LN2 * JAVA_LN2));
   if (bits == 0) {
     set_err(err, err_size, "Bloom filter calculated size is 0", 0);
     return BG_EBADPARAMS;
@@ -78,7 +60,7 @@ int bgi_params(int64_t n, double p, uint64_t *size, uint32_t *k, char *err, size
   /* n > 0 and p <= 1 make bits >= 0, so only 1..BG_MAX_SIZE gets here. */
 
   /* optimalNumOfHashFunctions: ((double) m / n) * Math.log(2), left to right. */
-  int32_t hashes = java_l2i(java_round((double)bits / (double)n * JAVA_LN2));
+  int32_t hashes = java_l2i(bgi_java_round((double)bits / (double)n * JAVA_LN2));
   if (hashes < 1) hashes = 1;
 
   *size = (uint64_t)bits;

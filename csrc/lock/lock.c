@@ -226,6 +226,12 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
   bgi_acq a;
   for (;;) {
     st = bgi_lock_step_acquire(l, call_deadline, tid, kind, mode == BG_LOCK_WRITE, fresh, intent_ms, &a, err);
+    if (st == BG_ETIMEOUT && err->not_durable) {
+      /* taken on the master but not on enough replicas (BG_OPT_WAIT_REPLICAS): a failover could
+       * hand it to someone else as well, so it is given back (one count of a reentrant hold) */
+      int held;
+      bgi_lock_step_release(l, 0, tid, kind, fresh, &held, &(bgi_err){0});
+    }
     if (st != BG_OK) break;
     if (a.status == 1) {
       pthread_mutex_lock(&l->mu);
@@ -353,6 +359,36 @@ BG_API int bg_lock_release_ex(bg_lock *l, bg_call *call) {
 }
 
 BG_API int bg_lock_release(bg_lock *l) { return bg_lock_release_ex(l, NULL); }
+
+static int retire(bg_lock *l, bg_call *call, int *deleted, bgi_err *err) {
+  bgi_acq a;
+  int st = bgi_lock_step_retire(l, bgi_call_deadline(call), &a, err);
+  if (st != BG_OK) return st;
+  if (a.status == 1) {
+    if (deleted) *deleted = a.token != 0;
+    return BG_OK;
+  }
+  char lease[64];
+  if (a.pttl >= 0) snprintf(lease, sizeof lease, "%lld ms", (long long)a.pttl);
+  else snprintf(lease, sizeof lease, "no expiry");
+  if (a.status == 2)
+    return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": not retired: %lld writer(s) wait for it, first %s (its "
+                       "intent expires in %s unless renewed); nothing was deleted", l->key, (long long)a.holders,
+                       a.who, lease);
+  return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": not retired: held by %s%s (%s; lease left: %s); nothing was "
+                     "deleted - retire a name only when nothing uses it any more", l->key, a.who[0] ? a.who : "?",
+                     a.holders > 1 ? " and others" : "", kind_text(&a), lease);
+}
+
+BG_API int bg_lock_retire_ex(bg_lock *l, bg_call *call, int *deleted) {
+  bgi_err err = {0};
+  if (deleted) *deleted = 0;
+  if (!l) return bgi_call_null_handle(call, "lock");
+  err.status = retire(l, call, deleted, &err);
+  return bgi_call_finish(call, &l->err, &err, BG_SOURCE_REDIS);
+}
+
+BG_API int bg_lock_retire(bg_lock *l, int *deleted) { return bg_lock_retire_ex(l, NULL, deleted); }
 
 BG_API int bg_lock_held(bg_lock *l, int *mode, uint32_t *count, uint64_t *fencing_token) {
   if (!l) return BG_EINVAL;

@@ -76,6 +76,10 @@ int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind,
 int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int final, int *held, bgi_err *err);
 /* *held: 1 renewed, 0 the hold is gone */
 int bgi_lock_step_renew(bg_lock *l, pid_t tid, int kind, int *held, bgi_err *err);
+/* Deletes the fence, readers and writers keys if nobody holds the lock and no writer waits
+ * (one step). out->status 1: retired (out->token: 1 if the fence key existed), 0: held, 2: a
+ * writer waits (out->pttl, holders, who, mode as for an acquire). */
+int bgi_lock_step_retire(bg_lock *l, uint64_t deadline_ns, bgi_acq *out, bgi_err *err);
 /* Withdraws a waiting writer's intent (and wakes readers held back by it). */
 int bgi_lock_step_cancel_intent(bg_lock *l, pid_t tid, bgi_err *err);
 

@@ -196,6 +196,35 @@ static bgi_script cancel_script = {
     "return {1}\n",
 };
 
+/*
+ * KEYS K F R W. Retires the lock's keys - the fence counter too - only when nobody holds the
+ * lock (bloomguard or Redisson: K does not exist once expired readers are pruned) and no writer
+ * waits for it, all in this one step: no acquire can slip in between the check and the DEL.
+ * {1, fence key existed}: retired; {0, pttl, who, n, mode}: held (as acquire's); {2, ms, writer,
+ * n}: writers wait.
+ */
+static bgi_script retire_script = {
+  .name = "lock retire",
+  .body = LUA_PRELUDE
+    "local K, F, R, W = KEYS[1], KEYS[2], KEYS[3], KEYS[4]\n"
+    "local now = now_ms()\n"
+    "local mode = prune(K, R, now)\n"
+    "if redis.call('EXISTS', K) == 1 then\n"
+    "  local n = redis.call('HLEN', K)\n"
+    "  if mode then n = n - 1 end\n"
+    "  local who = ''\n"
+    "  local scan = redis.call('HSCAN', K, 0, 'COUNT', 8)[2]\n"
+    "  for i = 1, #scan, 2 do if scan[i] ~= 'mode' then who = scan[i]; break end end\n"
+    "  return {0, redis.call('PTTL', K), who, n, mode or ''}\n"
+    "end\n"
+    "redis.call('ZREMRANGEBYSCORE', W, '-inf', now)\n"
+    "local w = redis.call('ZRANGE', W, 0, 0, 'WITHSCORES')\n"
+    "if #w == 2 then return {2, math.floor(tonumber(w[2]) - now), w[1], redis.call('ZCARD', W)} end\n"
+    "local existed = redis.call('DEL', F)\n"
+    "redis.call('DEL', R, W)\n"
+    "return {1, existed}\n",
+};
+
 static int run_step(bg_lock *l, uint64_t deadline_ns, bgi_step *s, bgi_err *err) {
   int st = bgi_step_run(l->client, l->slot, deadline_ns, s, err);
   if (st == BG_OK && s->nints == 0) st = bgi_err_set(err, BG_EPROTO, "%s: unexpected reply", s->script->name);
@@ -213,7 +242,7 @@ int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind,
                         write ? "1" : "0"};
   size_t lens[] = {l->key_len, l->fence_key_len, l->readers_key_len, l->writers_key_len, strlen(lease), hlen,
                    1, 1, strlen(intent), 1};
-  bgi_step s = {.script = &acquire_script, .nkeys = 4, .nargs = 6, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &acquire_script, .nkeys = 4, .nargs = 6, .argv = argv, .lens = lens, .durable = 1};
   int st = run_step(l, deadline_ns, &s, err);
   if (st != BG_OK) return st;
   memset(out, 0, sizeof *out);
@@ -245,7 +274,7 @@ int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind,
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
   const char *argv[] = {l->key, l->readers_key, holder, lease, k, f, l->channel};
   size_t lens[] = {l->key_len, l->readers_key_len, hlen, strlen(lease), 1, 1, l->channel_len};
-  bgi_step s = {.script = &release_script, .nkeys = 2, .nargs = 5, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &release_script, .nkeys = 2, .nargs = 5, .argv = argv, .lens = lens, .durable = 1};
   int st = run_step(l, deadline_ns, &s, err);
   if (st != BG_OK) return st;
   *held = s.ints[0] == 1;
@@ -273,4 +302,29 @@ int bgi_lock_step_cancel_intent(bg_lock *l, pid_t tid, bgi_err *err) {
   size_t lens[] = {l->writers_key_len, hlen, l->channel_len};
   bgi_step s = {.script = &cancel_script, .nkeys = 1, .nargs = 2, .argv = argv, .lens = lens};
   return run_step(l, 0, &s, err);
+}
+
+int bgi_lock_step_retire(bg_lock *l, uint64_t deadline_ns, bgi_acq *out, bgi_err *err) {
+  const char *argv[] = {l->key, l->fence_key, l->readers_key, l->writers_key};
+  size_t lens[] = {l->key_len, l->fence_key_len, l->readers_key_len, l->writers_key_len};
+  bgi_step s = {.script = &retire_script, .nkeys = 4, .nargs = 0, .argv = argv, .lens = lens};
+  int st = run_step(l, deadline_ns, &s, err);
+  if (st != BG_OK) return st;
+  memset(out, 0, sizeof *out);
+  out->status = (int)s.ints[0];
+  switch (out->status) {
+    case 1:
+      out->token = s.nints > 1 ? (uint64_t)s.ints[1] : 0; /* here: 1 if the fence key existed */
+      break;
+    case 0:
+    case 2:
+      out->pttl = s.nints > 1 ? s.ints[1] : -2;
+      out->holders = s.nints > 2 ? s.ints[2] : 0;
+      snprintf(out->who, sizeof out->who, "%s", s.str[0]);
+      snprintf(out->mode, sizeof out->mode, "%.15s", s.str[1]);
+      break;
+    default:
+      return bgi_err_set(err, BG_EPROTO, "lock retire: unexpected status %lld", s.ints[0]);
+  }
+  return BG_OK;
 }

@@ -22,7 +22,7 @@
 static int subscribe_once(bg_lock *l, bgi_lock_sub *s, bgi_redirect *moved, bgi_err *err) {
   bgi_reply *rep[1];
   const bgi_endpoint *ep;
-  const char *cmd = l->client->cluster ? "SSUBSCRIBE" : "SUBSCRIBE";
+  const char *cmd = l->client->cluster && !l->client->cluster->sentinel ? "SSUBSCRIBE" : "SUBSCRIBE";
   int st = bgi_client_endpoint(l->client, l->slot, &ep, err);
   if (st != BG_OK) return st;
   /* a subscriber stays in RESP2: there, messages are replies, not pushes */

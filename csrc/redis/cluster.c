@@ -73,6 +73,7 @@ static long add_node(bgi_cluster *cl, const char *host, int port) {
   snprintf(n->ep.url.host, sizeof n->ep.url.host, "%s", host);
   n->ep.url.port = port;
   n->ep.probe_slot = -1;
+  n->ep.require_master = cl->sentinel;
   snprintf(n->addr, sizeof n->addr, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
   if (bgi_pool_init(&n->pool, cl->pool_size, &n->ep) != BG_OK) {
     free(n);
@@ -200,7 +201,105 @@ static int ask_one(bgi_cluster *cl, bgi_node *n, int64_t timeout_ms, bgi_err *er
   return st;
 }
 
+void bgi_cluster_use_sentinel(bgi_cluster *cl, const char *master_name, const char *sentinel_user,
+                              const char *sentinel_password) {
+  cl->sentinel = 1;
+  snprintf(cl->master_name, sizeof cl->master_name, "%s", master_name);
+  cl->sentinel_ep = *cl->base;
+  cl->sentinel_ep.user = sentinel_user;
+  cl->sentinel_ep.password = sentinel_password;
+  cl->sentinel_ep.db = 0;
+  cl->sentinel_ep.tracking = 0;
+  cl->sentinel_ep.require_master = 0;
+  cl->sentinel_ep.probe_slot = -1;
+  cl->sentinel_ep.url.is_unix = 0;
+}
+
+/* One sentinel's answer to SENTINEL get-master-addr-by-name: 1 and host/port, 0 it knows no such
+ * master, or a status. */
+static int ask_sentinel(bgi_cluster *cl, const bgi_hostport *s, int64_t timeout_ms, char *host, size_t cap,
+                        int *port, bgi_err *err) {
+  bgi_endpoint ep = cl->sentinel_ep;
+  bgi_conn conn = {0};
+  bgi_reply *rep[1];
+  snprintf(ep.url.host, sizeof ep.url.host, "%s", s->host);
+  ep.url.port = s->port;
+  int st = bgi_conn_open(&conn, &ep, timeout_ms, BGI_CONN_NO_TRACKING, err);
+  if (st == BG_OK) {
+    bgi_buf_reset(&conn.out);
+    if (bgi_buf_reserve(&conn.out, bgi_resp_bound(3, strlen(cl->master_name) + 32)) != BG_OK) {
+      st = bgi_err_set(err, BG_ENOMEM, "out of memory");
+    } else {
+      bgi_resp_array(&conn.out, 3);
+      bgi_resp_cstr(&conn.out, "SENTINEL");
+      bgi_resp_cstr(&conn.out, "get-master-addr-by-name");
+      bgi_resp_cstr(&conn.out, cl->master_name);
+      st = bgi_conn_roundtrip(&conn, rep, 1, timeout_ms > 0 ? timeout_ms : ep.command_timeout_ms, err);
+    }
+  }
+  if (st == BG_OK) {
+    const bgi_reply *r = rep[0];
+    if (r->type == REDIS_REPLY_NIL) st = 0;
+    else if (r->type == REDIS_REPLY_ERROR) st = bgi_reply_error(r, "SENTINEL get-master-addr-by-name", err);
+    else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 || r->element[0]->type != REDIS_REPLY_STRING ||
+             r->element[1]->type != REDIS_REPLY_STRING || atoi(r->element[1]->str) < 1 ||
+             atoi(r->element[1]->str) > 65535)
+      st = bgi_err_set(err, BG_EPROTO, "SENTINEL get-master-addr-by-name: unexpected reply");
+    else {
+      snprintf(host, cap, "%s", r->element[0]->str);
+      *port = atoi(r->element[1]->str);
+      st = 1;
+    }
+  }
+  bgi_conn_free(&conn);
+  return st;
+}
+
+/* Sentinel mode: the first sentinel that names the master, then the master's own ROLE (its pool
+ * connects with require_master). */
+static int reload_from_sentinels(bgi_cluster *cl, int64_t timeout_ms, bgi_err *err) {
+  char host[256];
+  int port = 0, st = BG_ECONN, unknown = 0;
+  bgi_err last = {0};
+  for (size_t i = 0; i < cl->nseeds; i++) {
+    int r = ask_sentinel(cl, &cl->seeds[i], timeout_ms, host, sizeof host, &port, &last);
+    if (r == 1) {
+      st = BG_OK;
+      break;
+    }
+    if (r == 0) unknown++;
+    else if (r == BG_EAUTH) st = r; /* a sentinel refusing our credentials is worth saying */
+  }
+  if (st != BG_OK) {
+    if (unknown)
+      return bgi_err_set(err, BG_EINVAL, "%d of %zu sentinels know no master named \"%s\" (check the name after "
+                         "'#' in the URL: SENTINEL MASTERS lists theirs)", unknown, cl->nseeds, cl->master_name);
+    if (st == BG_EAUTH) return bgi_err_set(err, BG_EAUTH, "%s (sentinels have credentials of their own: "
+                                           "BG_OPT_SENTINEL_USERNAME / BG_OPT_SENTINEL_PASSWORD)", last.msg);
+    return bgi_err_set(err, BG_ECONN, "no sentinel of the URL answered (%zu tried; the last: %s)", cl->nseeds, last.msg);
+  }
+  pthread_mutex_lock(&cl->mu);
+  long m = add_node(cl, host, port);
+  bgi_node *n = m >= 0 ? cl->nodes[m] : NULL;
+  pthread_mutex_unlock(&cl->mu);
+  if (!n) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  /* the master must say so itself before it is used (a sentinel's view can be behind) */
+  bgi_conn *c;
+  if ((st = bgi_pool_acquire(&n->pool, timeout_ms, &c, err)) != BG_OK) return st;
+  bgi_pool_release(&n->pool, c);
+  pthread_mutex_lock(&cl->mu);
+  for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++) cl->owner[s] = (uint16_t)(m + 1);
+  cl->last_reload_ns = mono_ns();
+  pthread_mutex_unlock(&cl->mu);
+  return BG_OK;
+}
+
 int bgi_cluster_reload(bgi_cluster *cl, int64_t timeout_ms, bgi_err *err) {
+  if (cl->sentinel) {
+    int st = reload_from_sentinels(cl, timeout_ms, err);
+    atomic_fetch_add(st == BG_OK ? &cl->stats.reloads : &cl->stats.reload_failures, 1);
+    return st;
+  }
   /* candidates: masters first (they are the most likely to be up), then every other known node,
    * then the seeds; a snapshot of the list, as nodes are only ever appended */
   pthread_mutex_lock(&cl->mu);

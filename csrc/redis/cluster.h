@@ -10,6 +10,11 @@
  * BGI_CLUSTER_RELOAD_EVERY_MS as a safety net. Nodes are never freed before the cluster is: a
  * route handed out stays valid, and a node that left the map only stops being routed to.
  * Steps go to masters only (a replica can miss a just-acknowledged add).
+ *
+ * The same table serves a Sentinel-managed primary (`sentinel` set): every slot maps to the
+ * master the sentinels name (SENTINEL get-master-addr-by-name, asked in turn), its connections
+ * check ROLE when they connect (a demoted master is never used), and a reload is asked for after
+ * a connection error or a READONLY answer, as for a cluster.
  */
 #ifndef BG_INTERNAL_CLUSTER_H
 #define BG_INTERNAL_CLUSTER_H
@@ -42,8 +47,11 @@ typedef struct bgi_cluster {
   uint16_t owner[BGI_CLUSTER_SLOTS];   /* index into nodes + 1; 0: no master serves it */
   const bgi_endpoint *base;
   size_t pool_size;
-  bgi_hostport seeds[BGI_URL_MAX_HOSTS];
+  bgi_hostport seeds[BGI_URL_MAX_HOSTS];   /* cluster: seed nodes; Sentinel: the sentinels */
   size_t nseeds;
+  int sentinel;                /* 1: a Sentinel-managed master (see the top) */
+  char master_name[128];
+  bgi_endpoint sentinel_ep;    /* how to talk to a sentinel: its own credentials, RESP2, no db */
 
   pthread_t refresher;
   pthread_cond_t cv;
@@ -54,11 +62,17 @@ typedef struct bgi_cluster {
   /* The cluster tests' negative control, never set otherwise: an ASK is followed by a bits-only
    * read with ASKING, which answers from the importing node's missing bitmap (false negatives). */
   int fault_ask_bits_only;
+  /* The other negative control: Lua steps declare no migration guard key (script_step.h). */
+  int fault_no_migration_guard;
 } bgi_cluster;
 
 /* base outlives the cluster; seeds are copied. BG_OK or BG_ENOMEM. */
 int bgi_cluster_init(bgi_cluster *cl, const bgi_endpoint *base, size_t pool_size, const bgi_hostport *seeds,
                      size_t nseeds);
+/* Makes it a Sentinel-managed master's table (before the first reload): the sentinels are the
+ * seeds, reached with sentinel_user / sentinel_password (NULL: none; kept by the caller). */
+void bgi_cluster_use_sentinel(bgi_cluster *cl, const char *master_name, const char *sentinel_user,
+                              const char *sentinel_password);
 /* Stops the refresher, closes every connection, frees every node. */
 void bgi_cluster_destroy(bgi_cluster *cl);
 
@@ -70,7 +84,9 @@ void bgi_cluster_destroy(bgi_cluster *cl);
 int bgi_cluster_load(bgi_cluster *cl, const bgi_reply *slots, const char *from, size_t *uncovered,
                      unsigned *first_gap, bgi_err *err);
 
-/* Asks the known nodes (masters first, then the others, then the seeds) for the table. */
+/* Asks the known nodes (masters first, then the others, then the seeds) for the table; in
+ * Sentinel mode, the sentinels in turn for the master (BG_ECONN if none answers, BG_EINVAL if none
+ * knows the name), then that master's ROLE. */
 int bgi_cluster_reload(bgi_cluster *cl, int64_t timeout_ms, bgi_err *err);
 
 /* Starts the background refresher (after the first load). */

@@ -96,7 +96,7 @@ int bgi_reply_error(const bgi_reply *r, const char *what, bgi_err *err) {
 }
 
 static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_err *err) {
-  bgi_reply *rep[3 + BGI_TRACKING_HANDSHAKE_REPLIES];
+  bgi_reply *rep[4 + BGI_TRACKING_HANDSHAKE_REPLIES];
   size_t n = 0;
   size_t ulen = ep->user ? strlen(ep->user) : 0, plen = ep->password ? strlen(ep->password) : 0;
   const char *name = ep->client_name ? ep->client_name : "bloomguard";
@@ -123,6 +123,11 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_err *er
   bgi_resp_cstr(&c->out, "SETNAME");
   bgi_resp_cstr(&c->out, name);
   n++;
+  if (ep->require_master) {
+    bgi_resp_array(&c->out, 1);
+    bgi_resp_cstr(&c->out, "ROLE");
+    n++;
+  }
   int want_tracking = ep->tracking && !(flags & BGI_CONN_NO_TRACKING) && bgi_tracking_supported();
   if (want_tracking) {
     if (bgi_tracking_append_handshake(&c->out, __atomic_load_n(&ep->probe_slot, __ATOMIC_RELAXED)) != BG_OK)
@@ -155,6 +160,14 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_err *er
     if (!strncmp(r->str, "NOAUTH", 6))
       return bgi_err_set(err, BG_EAUTH, "the server requires a password: %s", r->str);
     /* a server that renamed or disabled CLIENT is still usable: the name is only a courtesy */
+  }
+  if (ep->require_master) {
+    const bgi_reply *role = rep[++i];
+    if (role->type != REDIS_REPLY_ARRAY || role->elements < 1 || !role->element[0]->str ||
+        strcmp(role->element[0]->str, "master") != 0)
+      return bgi_err_set(err, BG_ESERVER, "this server is not the master (ROLE: %s); the sentinels are asked again",
+                         role->type == REDIS_REPLY_ARRAY && role->elements && role->element[0]->str
+                             ? role->element[0]->str : "refused");
   }
   /* Tracking is an optimisation: a server before 6.0 (no HELLO), a read-only replica (the probe
    * writes), or one whose ACL or renamed commands refuse a step, is used with the full check on
@@ -192,7 +205,7 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, int f
   bgi_tracking_attach(c->ctx, &c->track);   /* its verdicts were reset by bgi_conn_drop above */
   int st = handshake(c, ep, flags, err);
   if (st != BG_OK) {
-    if (st == BG_ECONN || st == BG_ETIMEOUT) bgi_err_prefix(err, where(ep, at, sizeof at));
+    if (st == BG_ECONN || st == BG_ETIMEOUT || st == BG_ESERVER) bgi_err_prefix(err, where(ep, at, sizeof at));
     bgi_conn_drop(c);
     return st;
   }

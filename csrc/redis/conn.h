@@ -29,6 +29,7 @@ typedef struct bgi_endpoint {
   /* the slot of the tracking handshake's probe key: -1 standalone (a fixed key); a cluster node's
    * is one it serves (updated by map reloads, so read and written with __atomic builtins) */
   int probe_slot;
+  int require_master;      /* the handshake checks ROLE: a replica is refused (Sentinel mode) */
 } bgi_endpoint;
 
 /* bgi_conn_open flags */
@@ -44,9 +45,12 @@ typedef struct bgi_conn {
   uint64_t calls;          /* round trips completed since connecting */
   int64_t timeout_ms;      /* read/write timeout currently set on the socket */
   bgi_tracking track;      /* filters whose config the server tracks for this connection */
+  int durable;             /* set by a build function whose commands write what a caller is told is
+                              done (adds, lock holds, commits): BG_OPT_WAIT_REPLICAS applies */
   int no_verdict;          /* set by the call loop for an attempt after a redirect: queries neither
                               use nor record tracking verdicts in it (full check) */
   int fault_bits_only;     /* tests only (bgi_cluster.fault_ask_bits_only): a query sends BITFIELD_RO alone */
+  int fault_no_guard;      /* tests only (bgi_cluster.fault_no_migration_guard): Lua steps lose their guard */
   int broken;
 } bgi_conn;
 

@@ -53,11 +53,16 @@ int bgi_redirect_parse(const bgi_reply *r, bgi_redirect *out) {
   return kind;
 }
 
-int bgi_redirect_scan(bgi_reply *const *rep, size_t n, bgi_redirect *out) {
+int bgi_redirect_scan(bgi_reply *const *rep, size_t n, int readonly_busy, bgi_redirect *out) {
   bgi_redirect r;
   out->kind = BGI_REDIR_NONE;
   for (size_t i = 0; i < n; i++) {
-    if (rep[i]->type != REDIS_REPLY_ERROR || bgi_redirect_parse(rep[i], &r) == BGI_REDIR_NONE) continue;
+    if (rep[i]->type != REDIS_REPLY_ERROR) continue;
+    if (bgi_redirect_parse(rep[i], &r) == BGI_REDIR_NONE) {
+      if (!readonly_busy || !starts(rep[i], "READONLY")) continue;
+      r.kind = BGI_REDIR_BUSY;
+      snprintf(r.what, sizeof r.what, "%.*s", (int)(rep[i]->len < 63 ? rep[i]->len : 63), rep[i]->str);
+    }
     if (r.kind != BGI_REDIR_BUSY) {
       *out = r;
       return out->kind;

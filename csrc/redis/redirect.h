@@ -8,6 +8,8 @@
  *
  * A redirect may be the reply to any command of a block: a queued command inside MULTI gets it
  * at queue time (EXEC then answers EXECABORT), or EXEC itself gets it for the transaction's keys.
+ * Behind Sentinel, READONLY (a write reached a master that was demoted) is one of the busy kinds
+ * too: the sentinels are asked again and the call waits for the new master.
  */
 #ifndef BG_INTERNAL_REDIRECT_H
 #define BG_INTERNAL_REDIRECT_H
@@ -37,9 +39,10 @@ int bgi_redirect_parse(const bgi_reply *r, bgi_redirect *out);
 
 /*
  * The first redirect among a round trip's replies (MOVED and ASK win over the busy kinds, which
- * a block may also answer on other commands). Returns out->kind.
+ * a block may also answer on other commands); readonly_busy counts READONLY among the busy kinds.
+ * Returns out->kind.
  */
-int bgi_redirect_scan(bgi_reply *const *rep, size_t n, bgi_redirect *out);
+int bgi_redirect_scan(bgi_reply *const *rep, size_t n, int readonly_busy, bgi_redirect *out);
 
 /*
  * Rewrites the commands in `in` into `out` with ASKING before each command that starts a unit

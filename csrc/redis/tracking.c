@@ -34,21 +34,6 @@ void bgi_tracking_attach(redisContext *ctx, bgi_tracking *t) {
 /* Expires on its own; written by every connection that turns tracking on. */
 #define PROBE_KEY "bloomguard:tracking-probe"
 
-/* The smallest tag n whose "{n}" hashes to slot: found by search (about 16384 CRCs), once. */
-static unsigned probe_tag(unsigned slot) {
-  static unsigned memo[16384];   /* tag + 1; 0: not searched yet (races are benign: same answer) */
-  unsigned m = __atomic_load_n(&memo[slot], __ATOMIC_RELAXED);
-  if (m) return m - 1;
-  char buf[16];
-  for (unsigned n = 0;; n++) {
-    int len = snprintf(buf, sizeof buf, "%u", n);
-    if (bgi_keyslot(buf, (size_t)len) == slot) {
-      __atomic_store_n(&memo[slot], n + 1, __ATOMIC_RELAXED);
-      return n;
-    }
-  }
-}
-
 static void command(bgi_buf *out, const char *const *argv, size_t argc) {
   bgi_resp_array(out, argc);
   for (size_t i = 0; i < argc; i++) bgi_resp_cstr(out, argv[i]);
@@ -56,7 +41,7 @@ static void command(bgi_buf *out, const char *const *argv, size_t argc) {
 
 int bgi_tracking_append_handshake(bgi_buf *out, int probe_slot) {
   char key[64] = PROBE_KEY;
-  if (probe_slot >= 0) snprintf(key, sizeof key, PROBE_KEY ":{%u}", probe_tag((unsigned)probe_slot & 16383u));
+  if (probe_slot >= 0) snprintf(key, sizeof key, PROBE_KEY ":{%u}", bgi_slot_tag((unsigned)probe_slot));
   static const char *const hello[] = {"HELLO", "3"}, *const on[] = {"CLIENT", "TRACKING", "ON", "OPTIN"},
                            *const multi[] = {"MULTI"}, *const caching[] = {"CLIENT", "CACHING", "YES"},
                            *const exec[] = {"EXEC"}, *const ping[] = {"PING"};

@@ -11,8 +11,8 @@
  * print the password. Messages name the part that is wrong instead; only a URL that parsed is
  * shown (display), rebuilt from the parsed fields with the userinfo as "***".
  */
-#define EXPECTED "expected redis://[user[:password]@]host1[:port1][,host2[:port2],...][/db][?db=N] " \
-                 "or unix:///path/to.sock[?db=N]"
+#define EXPECTED "expected redis://[user[:password]@]host1[:port1][,host2[:port2],...][/db][?db=N], " \
+                 "redis-sentinel://[user[:password]@]host1[:port1][,...][/db]#MASTER or unix:///path/to.sock[?db=N]"
 #define MAX_DB 1000000
 
 static int hexval(char c) {
@@ -93,7 +93,7 @@ static int parse_seed(const char *s, size_t n, bgi_hostport *hp, const char *whe
                       bgi_err *err) {
   const char *end = s + n, *port_colon = NULL;
   size_t hlen;
-  hp->port = 6379;
+  hp->port = u->is_sentinel ? 26379 : 6379;
   if (n == 0)
     return fail(u, err, "%sempty (two commas in a row, or a comma at the start or the end?)",
                 where);
@@ -188,7 +188,8 @@ static int parse_userinfo(const char *s, size_t n, bgi_url *u, bgi_err *err) {
 }
 
 static void build_display(bgi_url *u, int had_userinfo) {
-  size_t off = (size_t)snprintf(u->display, sizeof u->display, "redis://%s", had_userinfo ? "***@" : "");
+  size_t off = (size_t)snprintf(u->display, sizeof u->display, "%s%s", u->is_sentinel ? "redis-sentinel://" : "redis://",
+                                had_userinfo ? "***@" : "");
   for (size_t i = 0; i < u->nhosts && off < sizeof u->display; i++) {
     const bgi_hostport *h = &u->hosts[i];
     int v6 = strchr(h->host, ':') != NULL;
@@ -196,13 +197,29 @@ static void build_display(bgi_url *u, int had_userinfo) {
                             v6 ? "[" : "", h->host, v6 ? "]" : "", h->port);
   }
   if (u->db_given && off < sizeof u->display)
-    snprintf(u->display + off, sizeof u->display - off, "/%d", u->db);
+    off += (size_t)snprintf(u->display + off, sizeof u->display - off, "/%d", u->db);
+  if (u->is_sentinel && off < sizeof u->display)
+    snprintf(u->display + off, sizeof u->display - off, "#%s", u->master_name);
+}
+
+/* "#NAME" at the end of a Sentinel URL: the master's name as the sentinels know it. */
+static int parse_master_name(const char *s, size_t n, bgi_url *u, bgi_err *err) {
+  if (n == 0)
+    return fail(u, err, "a Sentinel URL names the master after '#' (redis-sentinel://host:26379#mymaster)");
+  if (n >= sizeof u->master_name) return fail(u, err, "the master name after '#' is too long");
+  for (size_t i = 0; i < n; i++)
+    if (!host_char(s[i]))
+      return fail(u, err, "the master name after '#' may hold only letters, digits, '.', '-' and '_'");
+  memcpy(u->master_name, s, n);
+  u->master_name[n] = 0;
+  return BG_OK;
 }
 
 static int parse_redis(const char *p, bgi_url *u, bgi_err *err) {
   const char *at = strrchr(p, '@'); /* the LAST '@': passwords may hold '@', '/', '?' unescaped */
   const char *hp = at ? at + 1 : p;
-  const char *auth_end = hp + strcspn(hp, "/?");
+  const char *frag = u->is_sentinel ? strchr(hp, '#') : NULL;
+  const char *auth_end = hp + strcspn(hp, u->is_sentinel ? "/?#" : "/?");
   size_t nseeds = 1;
   int st;
 
@@ -226,9 +243,13 @@ static int parse_redis(const char *p, bgi_url *u, bgi_err *err) {
   memcpy(u->host, u->hosts[0].host, sizeof u->host);
   u->port = u->hosts[0].port;
 
-  const char *q = strchr(auth_end, '?');
+  if (u->is_sentinel) {
+    if (!frag) return fail(u, err, "a Sentinel URL names the master after '#' (redis-sentinel://host:26379#mymaster)");
+    if ((st = parse_master_name(frag + 1, strlen(frag + 1), u, err)) != BG_OK) return st;
+  }
+  const char *q = memchr(auth_end, '?', (size_t)((frag ? frag : auth_end + strlen(auth_end)) - auth_end));
   if (*auth_end == '/') {
-    const char *path = auth_end + 1, *pend = q ? q : path + strlen(path);
+    const char *path = auth_end + 1, *pend = q ? q : frag ? frag : path + strlen(path);
     if (pend > path) {
       long db = parse_num(path, (size_t)(pend - path), 0, MAX_DB);
       if (db < 0) return fail(u, err, "the path must be a database number (/0, /1, ...)");
@@ -236,7 +257,8 @@ static int parse_redis(const char *p, bgi_url *u, bgi_err *err) {
       u->db_given = 1;
     }
   }
-  if (q && (st = parse_query(q + 1, strlen(q + 1), u, err)) != BG_OK) return st;
+  if (q && (st = parse_query(q + 1, (size_t)((frag ? frag : q + 1 + strlen(q + 1)) - (q + 1)), u, err)) != BG_OK)
+    return st;
   build_display(u, at != NULL);
   return BG_OK;
 }
@@ -248,8 +270,14 @@ int bgi_url_parse(const char *url, bgi_url *u, bgi_err *err) {
   if (strncmp(url, "unix://", 7) == 0) return parse_unix(url + 7, u, err);
   if (strncmp(url, "rediss://", 9) == 0) return fail(u, err, "TLS (rediss://) is not supported yet");
   if (strncmp(url, "redis://", 8) == 0) return parse_redis(url + 8, u, err);
+  if (strncmp(url, "redis-sentinel://", 17) == 0) {
+    u->is_sentinel = 1;
+    return parse_redis(url + 17, u, err);
+  }
+  if (strncmp(url, "rediss-sentinel://", 18) == 0)
+    return fail(u, err, "TLS (rediss-sentinel://) is not supported yet");
   /* nothing of the text is shown: a mistyped scheme ("redis:/:pw@h") leaves the password in it */
-  return fail(u, err, "unknown scheme: the URL must start with redis:// or unix://");
+  return fail(u, err, "unknown scheme: the URL must start with redis://, redis-sentinel:// or unix://");
 }
 
 void bgi_url_free(bgi_url *u) {

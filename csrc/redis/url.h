@@ -26,10 +26,14 @@ typedef struct bgi_url {
   size_t nhosts;                         /* seeds in URL order: >= 1 for redis://, 0 for unix:// */
   bgi_hostport hosts[BGI_URL_MAX_HOSTS]; /* hosts[0] equals host/port */
   int db_given;                          /* 1 when the URL named a database (path or ?db=) */
+  int is_sentinel;                       /* redis-sentinel://: hosts are the sentinels */
+  char master_name[128];                 /* redis-sentinel://...#NAME: the master they watch */
 } bgi_url;
 
 /*
- * redis://[user[:password]@]host[:port][,host:port...][/db][?db=N] or unix:///path[?db=N].
+ * redis://[user[:password]@]host[:port][,host:port...][/db][?db=N] or unix:///path[?db=N], or
+ * Lettuce's Sentinel form redis-sentinel://[[user:]password@]host[:port][,host[:port]...][/db]#MASTER
+ * (sentinel ports default to 26379; the userinfo is the data nodes' credentials).
  * The userinfo ends at the LAST '@' of the URL, so a password may hold '@', '/', '?' and ','
  * unescaped. An empty user or password counts as none.
  * BG_EBADURL or BG_ENOMEM; on failure nothing needs freeing. A message never quotes the URL: it

@@ -183,7 +183,7 @@ int bgi_locked_commit(bg_rotation *r, bgi_err *err) {
                           r->staging_key, f->spare_key, r->token, holder, written};
     size_t lens[] = {f->config_key_len, f->name_len, f->rotation_key_len, f->delta_key_len,
                      strlen(bg_lock_key(r->lock)), r->staging_key_len, f->spare_key_len, 32, hlen, strlen(written)};
-    bgi_step fin = {.script = &finish_script, .nkeys = 7, .nargs = 3, .argv = argv, .lens = lens};
+    bgi_step fin = {.script = &finish_script, .nkeys = 7, .nargs = 3, .argv = argv, .lens = lens, .durable = 1};
     st = run(r, &fin, "commit", err);
   }
   if (st == BG_OK) bgi_locked_release(r);   /* the filter is whole again: wake the queries */

@@ -279,7 +279,7 @@ int bgi_rot_step_commit(bg_rotation *r, bgi_err *err) {
                         bytes};
   size_t lens[] = {f->config_key_len, f->name_len, f->rotation_key_len, r->staging_key_len, f->delta_key_len,
                    f->spare_key_len, 32, strlen(ttl), strlen(bytes)};
-  bgi_step s = {.script = &commit_script, .nkeys = 6, .nargs = 3, .argv = argv, .lens = lens};
+  bgi_step s = {.script = &commit_script, .nkeys = 6, .nargs = 3, .argv = argv, .lens = lens, .durable = 1};
   int st = run_step(r, &s, err);
   if (st == BG_OK && s.ints[0] == 2) return bgi_rot_vanished(r, "commit", r->staging_key, err);
   if (st == BG_OK && s.ints[0] != 1) return lease_lost(r, "commit", err);

@@ -1,16 +1,23 @@
 /*
- * bloomguard/client.h - a connection pool to one Redis server.
+ * bloomguard/client.h - connection pools to one Redis server, or to the masters of a Redis Cluster.
  *
  * Thread safety: a bg_client may be shared by any number of threads; each call takes a pooled
  * connection for its duration (waiting up to the command timeout when all are busy). A connection
  * that failed is dropped and replaced by a fresh one on a later call.
  *
+ * Redis Cluster (BG_OPT_CLUSTER, options.h): the URL of any node, or a seed list. Every call
+ * touches the keys of one filter or one lock, which share one hash slot, and goes to the master
+ * serving it (a pool of BG_OPT_POOL_SIZE connections per master, opened when first needed);
+ * MOVED, ASK, TRYAGAIN, CLUSTERDOWN and LOADING are handled inside the call within its timeout
+ * (README, "Redis Cluster"). A cluster has only db 0.
+ *
  * URLs:  redis://[user[:password]@]host[:port][/db][?db=N]   (user and password may be %-encoded;
  *        unix:///path/to.sock[?db=N]                            host may be [IPv6])
  *   The userinfo ends at the last '@'; an empty user or password is none (no AUTH). A seed list
- *   host1[:port1],host2[:port2],... (at most 16) is accepted for Redis Cluster; until cluster
- *   routing lands the client connects to the first host. BG_EBADURL messages name the part that
- *   is wrong and never quote the URL, so no password can appear in them.
+ *   host1[:port1],host2[:port2],... (at most 16) names cluster seeds: the first reachable one
+ *   is asked for the slot map (several hosts are refused for a standalone server). BG_EBADURL
+ *   messages name the part that is wrong and never quote the URL, so no password can appear in
+ *   them.
  *
  * Lifetime: filters opened on a client keep it alive; bg_client_close releases the caller's
  * reference and the pool goes away when the last filter is closed as well.

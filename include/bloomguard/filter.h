@@ -76,7 +76,10 @@ BG_API int bg_filter_info(bg_filter *f, uint64_t *size, uint32_t *hash_iteration
                           int64_t *expected_insertions, double *fpp);
 
 /* Deletes the bitmap and the config (and the spare bitmap a swap rotation keeps for the next one);
- * *deleted (may be NULL) is 1 if the bitmap or the config existed. */
+ * *deleted (may be NULL) is 1 if the bitmap or the config existed. The fencing-token counter of
+ * the filter's write lock ("{NAME}:lock:fence", lock.h) stays, on purpose: a writer that drew its
+ * token before the delete must keep losing to every later writer if the name is used again.
+ * Retire it with bg_lock_retire on bg_lock_open_filter's handle once the name is done with. */
 BG_API int bg_filter_delete(bg_filter *f, int *deleted);
 /* Sets (PEXPIRE) or clears (PERSIST) a time to live on both keys; *applied: 1 if any key changed.
  * ttl_ms: 1 .. 70368744177664 (2^46 ms, about 2230 years), else BG_EINVAL; Redis itself refuses a

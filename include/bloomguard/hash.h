@@ -25,7 +25,10 @@ BG_API int bg_indexes(const void *data, size_t len, uint64_t size, uint32_t k, u
 /*
  * Redisson's optimal bitmap size and hash-iteration count for n expected insertions at false
  * probability fpp. BG_EBADPARAMS, as Redisson's tryInit rejects them: fpp < 0, fpp > 1 (or NaN),
- * computed size 0, or size > BG_MAX_SIZE.
+ * computed size 0, or size > BG_MAX_SIZE, with Redisson's messages. Also BG_EBADPARAMS for
+ * n <= 0, with bloomguard's own message ("expected insertions must be positive"): Redisson does
+ * not check n - for n = 0 it fails later with "calculated size is 0", and it accepts n < 0,
+ * writing a negative size into the config hash.
  */
 BG_API int bg_optimal_params(int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k);
 /* The same, with Redisson's rejection message on the call (bg_call_errmsg); call may be NULL. */

@@ -52,8 +52,17 @@
  *
  * Fencing token: every acquire that starts a hold INCRs suffix(KEY, "fence") in the same
  * server-side step, so tokens are strictly increasing across every hold of this lock by any
- * bloomguard process; a reentrant acquire returns the token of the hold it re-enters. The
- * counter never expires. Holds taken by Redisson draw no token.
+ * bloomguard process; a reentrant acquire returns the token of the hold it re-enters. Holds
+ * taken by Redisson draw no token.
+ * The fence key lives forever, on purpose: it is what keeps tokens from going backwards. Were it
+ * to expire or be deleted while a stale holder (paused, partitioned, its lease run out) still
+ * carries token 41, the next holder would draw token 1 and the storage checking tokens would
+ * reject the live writer and accept the stale one. So nothing bloomguard does deletes it - not
+ * the last release, not bg_filter_delete (a filter's lock, "{NAME}:lock:fence", outlives the
+ * filter: a writer that took its token before the delete must still lose to every later one) -
+ * except bg_lock_retire below, which you call for a name that will not be used again. Each name
+ * ever locked costs one small string key (about 60 bytes) until then. docs/layout.md lists
+ * every key.
  *
  * The lease. Each handle has one renewal thread (started with its first hold, joined by close)
  * that renews every hold of the handle every third of the lease, and only holds still held: a
@@ -133,6 +142,21 @@ BG_API int  bg_lock_acquire_ex(bg_lock *l, bg_call *call, int mode, int64_t wait
  */
 BG_API int  bg_lock_release(bg_lock *l);
 BG_API int  bg_lock_release_ex(bg_lock *l, bg_call *call);
+
+/*
+ * Retires the lock's name: deletes its fence counter (and the readers / writers bookkeeping keys,
+ * which would expire anyway) - only when nobody holds the lock (bloomguard in any mode, or a
+ * Redisson RLock) and no writer waits for it, checked and deleted in one server-side step, so no
+ * acquire can slip in between. BG_ELOCKED otherwise (the message names a holder; nothing is
+ * deleted). *deleted (may be NULL): 1 if a fence key existed.
+ * After it the name's tokens restart from 1: retire only a name that will not be locked again
+ * while tokens drawn from it may still be checked (a storage that compares fencing tokens would
+ * otherwise take a new holder's token 1 for a stale one). The lock key itself is not touched
+ * (there is none while nobody holds it). A filter's lock is retired through bg_lock_open_filter's
+ * handle, after bg_filter_delete.
+ */
+BG_API int  bg_lock_retire(bg_lock *l, int *deleted);
+BG_API int  bg_lock_retire_ex(bg_lock *l, bg_call *call, int *deleted);
 
 /*
  * What the calling thread holds through this handle, without a round trip: *mode BG_LOCK_* (the

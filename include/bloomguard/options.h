@@ -31,6 +31,12 @@ typedef struct bg_options bg_options;
                                           host of the URL (CLUSTER SLOTS) whether it is a cluster node;
                                           BG_CLUSTER_ON requires one (BG_ENOTSUP otherwise);
                                           BG_CLUSTER_OFF talks to the one server as is (client.h) */
+#define BG_OPT_WAIT_REPLICAS        9  /* durability: 0 (default) off; N: every add, lock acquire / release and
+                                          rotation commit is followed by WAIT N BG_OPT_WAIT_TIMEOUT_MS in the
+                                          same round trip, and fails with BG_ETIMEOUT when fewer than N
+                                          replicas acknowledged it (it was applied on the master, but a
+                                          failover may lose it); 0..64 */
+#define BG_OPT_WAIT_TIMEOUT_MS     10  /* how long that WAIT waits for the replicas; default 1000; 1..3600000 */
 #define BG_CLUSTER_OFF  0
 #define BG_CLUSTER_ON   1
 #define BG_CLUSTER_AUTO 2
@@ -57,6 +63,9 @@ typedef struct bg_options bg_options;
 #define BG_OPT_PASSWORD           102  /* password; overrides the URL's; never echoed in messages;
                                           "" = none given (the URL's, if any, applies) */
 #define BG_OPT_CLIENT_NAME        103  /* CLIENT SETNAME on every connection; default "bloomguard" */
+#define BG_OPT_SENTINEL_USERNAME  104  /* redis-sentinel:// URLs: the ACL user for the sentinels (the URL's
+                                          userinfo is the data nodes'); default none */
+#define BG_OPT_SENTINEL_PASSWORD  105  /* the sentinels' password; default none; never echoed in messages */
 
 BG_API int  bg_options_new(bg_options **out);
 BG_API void bg_options_free(bg_options *o);

@@ -49,7 +49,9 @@
  *    place, so items present in both generations keep their bits throughout and they see those;
  *    items only in the new generation (and adds made during the rewrite) appear when it ends.
  *    With other parameters the old bitmap is dropped first and they may miss items until the
- *    commit: rotate with SWAP when Redisson readers share a filter whose parameters change.
+ *    commit. SWAP does not save them either when (n, p) change (a long-lived RBloomFilter keeps
+ *    its cached size and k; even a new object per call may read the config before the swap and
+ *    the bits after it): keep (n, p) while Redisson readers share the filter (README).
  *  - a bitmap that vanishes under the rewrite (the filter's own TTL, eviction, a delete) makes the
  *    commit fail with BG_ESERVER; the mark stays (queries: BG_ELOCKED) until the next rotation.
  * The write window (readers waiting) lasts the rewrite of the bitmap in BG_OPT_ROTATE_CHUNK_BYTES

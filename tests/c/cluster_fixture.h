@@ -3,8 +3,12 @@
  * and the topology changes a cluster client must survive: one slot migrated step by step (ASK,
  * TRYAGAIN, MOVED), a reshard, a graceful failover, kill -9 and restart of a node.
  *
- * Every node is a child of the test (PR_SET_PDEATHSIG: it dies with the thread that started it), is
- * stopped by its pid, and its scratch directory (nodes.conf, log) is removed by bgt_cluster_stop.
+ * Every node is a child of the test and is stopped by its pid; its scratch directory (nodes.conf,
+ * log) is removed by bgt_cluster_stop. A node gets SIGKILL when the *thread* that started it exits
+ * (PR_SET_PDEATHSIG), so call bgt_cluster_start and bgt_cluster_restart from the main thread (or
+ * one that outlives the cluster), not from a short-lived worker. A test that crashes leaves no
+ * process, but its directory stays in /tmp/bgt-cluster-*. bgt_cluster_start ignores SIGPIPE if it
+ * was at its default (raw hiredis writes to a node killed a moment ago would end the test).
  * Binaries: $BG_REDIS_SERVER / $BG_REDIS_CLI, or redis-server / redis-cli from PATH.
  * Ports: each node port P in 20000..22767 (so that its bus port P+10000 stays below the kernel's
  * ephemeral range, where other tests' free ports come from), bind-tested with P+10000; a port
@@ -77,11 +81,13 @@ void bgt_cluster_kill(bgt_cluster *c, int node);
 /* Starts the node again on its port with its nodes.conf; waits until the cluster is ok with it
  * back (a replica with its link up); refreshes. */
 int bgt_cluster_restart(bgt_cluster *c, int node);
-/* Waits until every live node says cluster_state:ok and all give the same slot -> master map in
- * CLUSTER SLOTS, covering all 16384 slots with live masters and listing no dead node (not even as
- * a replica), and every live replica's link to its master is up (ROLE "connected"). The replica
- * lists are not compared: other nodes learn a new replica by gossip, up to ~10 s after
- * --cluster create (measured here), and clients route to masters only. */
+/* Waits until every live node says cluster_state:ok; all live nodes agree on who is master and
+ * who is a replica of whom (CLUSTER NODES, no live node flagged fail) and give the same slot ->
+ * master map in CLUSTER SLOTS, covering all 16384 slots with live masters and listing no dead
+ * node (not even as a replica); and every live replica's link is up (ROLE "connected").
+ * The replica lists inside CLUSTER SLOTS are not compared: 7.0 leaves out a replica whose
+ * gossiped replication offset is still 0, i.e. for up to 10 s (repl-ping-replica-period) after
+ * --cluster create on an idle cluster (measured here). */
 int bgt_cluster_wait_ok(bgt_cluster *c, int timeout_ms);
 
 /* all int returns: 0 ok, -1 failure with a message on stderr */

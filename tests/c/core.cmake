@@ -37,3 +37,5 @@ if(BG_BUILD_CLI)
     set_tests_properties(cli_argv_fuzz PROPERTIES TIMEOUT 300 LABELS cli)
   endif()
 endif()
+# BG_OPT_WAIT_REPLICAS against a master alone and with a real replica.
+bg_add_test(test_durability SOURCES test_durability.c LABELS redis)

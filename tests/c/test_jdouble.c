@@ -187,6 +187,23 @@ static void test_comma_locale(void) {
   setlocale(LC_NUMERIC, "C");
 }
 
+/* Math.round and the (long) cast as Java computes them (JDK 7+; values from jshell). count()
+ * rounded with floor(x + 0.5), which gives 1 for the largest double below 0.5. */
+static void test_java_round_and_cast(void) {
+  CHECK_EQ_INT(bgi_java_round(0.49999999999999994), 0);
+  CHECK_EQ_INT(bgi_java_round(0.5), 1);
+  CHECK_EQ_INT(bgi_java_round(-0.5), 0);
+  CHECK_EQ_INT(bgi_java_round(-1.5), -1);
+  CHECK_EQ_INT(bgi_java_round(2.5), 3);
+  CHECK_EQ_INT(bgi_java_round(4503599627370497.0), 4503599627370497);   /* 2^52 + 1: floor(x + 0.5) gives + 1 */
+  CHECK_EQ_INT(bgi_java_round(NAN), 0);
+  CHECK_EQ_INT(bgi_java_round(1e300), INT64_MAX);
+  CHECK_EQ_INT(bgi_java_round(-1e300), INT64_MIN);
+  CHECK_EQ_INT(bgi_java_d2l(-2.9), -2);
+  CHECK_EQ_INT(bgi_java_d2l(INFINITY), INT64_MAX);
+  CHECK_EQ_INT(bgi_java_d2l(NAN), 0);
+}
+
 BGT_RUN(BGT_CASE(test_redisson_table), BGT_CASE(test_java_layout), BGT_CASE(test_format_small_buffers),
         BGT_CASE(test_parse_accepts), BGT_CASE(test_parse_rejects), BGT_CASE(test_round_trip),
-        BGT_CASE(test_comma_locale))
+        BGT_CASE(test_comma_locale), BGT_CASE(test_java_round_and_cast))

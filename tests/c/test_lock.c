@@ -606,6 +606,78 @@ static void test_fencing_tokens_strictly_increase(void) {
   bg_lock_close(b);
 }
 
+/* bg_lock_retire: the fence key goes only when nobody holds the lock and nobody waits for it. */
+static void test_retire_only_a_free_lock(void) {
+  clean("retire");
+  bg_lock *a = open_lock("retire", 0, 1), *b = open_lock("retire", 0, 1);
+  uint64_t t = 0;
+  int deleted = -1;
+  CHECK_STATUS(bg_lock_retire(NULL, &deleted), BG_EINVAL);
+  CHECK_EQ_INT(deleted, 0);
+  for (int mode = BG_LOCK_EXCLUSIVE; mode <= BG_LOCK_WRITE; mode++) {
+    CHECK_OK(bg_lock_acquire(a, mode, 1000, &t));
+    char holder[96];
+    bg_lock_holder_id(a, holder, sizeof holder);
+    deleted = -1;
+    CHECK_STATUS(bg_lock_retire(b, &deleted), BG_ELOCKED);
+    CHECK_EQ_INT(deleted, 0);
+    CHECK_CONTAINS(bg_lock_errmsg(b), "not retired: held by");
+    CHECK_CONTAINS(bg_lock_errmsg(b), holder);
+    CHECK_STATUS(bg_lock_retire(a, NULL), BG_ELOCKED); /* the holder's own handle too */
+    CHECK(reply_ll("GET %s", "{retire:lock}:fence") == (long long)t);
+    CHECK_OK(bg_lock_release(a));
+  }
+  /* a Redisson RLock holder (its own script) */
+  free(bgt_redis_cmd(&srv, "EVAL %s 1 retire:lock 30000 java-uuid:1", redisson_try_lock));
+  CHECK_STATUS(bg_lock_retire(b, NULL), BG_ELOCKED);
+  CHECK_CONTAINS(bg_lock_errmsg(b), "java-uuid:1");
+  free(bgt_redis_cmd(&srv, "DEL retire:lock"));
+  /* a waiting writer's intent */
+  free(bgt_redis_cmd(&srv, "ZADD {retire:lock}:writers 99999999999999 waiting-writer"));
+  CHECK_STATUS(bg_lock_retire(b, NULL), BG_ELOCKED);
+  CHECK_CONTAINS(bg_lock_errmsg(b), "waiting-writer");
+  free(bgt_redis_cmd(&srv, "DEL {retire:lock}:writers"));
+  CHECK(reply_ll("EXISTS %s", "{retire:lock}:fence") == 1); /* every refusal deleted nothing */
+  /* free: retired, and the tokens restart (what lock.h warns about) */
+  free(bgt_redis_cmd(&srv, "ZADD {retire:lock}:readers 1 long-gone-reader"));
+  CHECK_OK(bg_lock_retire(b, &deleted));
+  CHECK_EQ_INT(deleted, 1);
+  CHECK(reply_ll("EXISTS %s", "{retire:lock}:fence") == 0);
+  CHECK(reply_ll("EXISTS %s", "{retire:lock}:readers") == 0);
+  CHECK_OK(bg_lock_retire(b, &deleted)); /* nothing left: still fine */
+  CHECK_EQ_INT(deleted, 0);
+  CHECK_OK(bg_lock_acquire(a, BG_LOCK_EXCLUSIVE, 0, &t));
+  CHECK_EQ_U64(t, 1);
+  CHECK_OK(bg_lock_release(a));
+  CHECK_OK(bg_lock_retire(b, NULL));
+  bg_lock_close(a);
+  bg_lock_close(b);
+}
+
+/* bg_filter_delete keeps the filter's write-lock fence (a writer holding an old token must keep
+ * losing to every later one); retiring the filter's lock removes it. */
+static void test_filter_delete_keeps_its_lock_fence(void) {
+  bg_filter *f = NULL;
+  bg_lock *l = NULL;
+  uint64_t t1 = 0, t2 = 0;
+  CHECK_OK(bg_filter_open(&f, cl, "retired-filter"));
+  CHECK_OK(bg_filter_init(f, 1000, 0.01, NULL));
+  CHECK_OK(bg_lock_open_filter(&l, f, NULL));
+  CHECK_OK(bg_lock_acquire(l, BG_LOCK_WRITE, 0, &t1));
+  CHECK_OK(bg_lock_release(l));
+  CHECK_OK(bg_filter_delete(f, NULL));
+  CHECK(reply_ll("EXISTS %s", "{retired-filter}:lock:fence") == 1);
+  CHECK_OK(bg_filter_init(f, 1000, 0.01, NULL)); /* the name used again: tokens go on */
+  CHECK_OK(bg_lock_acquire(l, BG_LOCK_WRITE, 0, &t2));
+  CHECK(t2 > t1);
+  CHECK_OK(bg_lock_release(l));
+  CHECK_OK(bg_filter_delete(f, NULL));
+  CHECK_OK(bg_lock_retire(l, NULL));
+  CHECK(reply_ll("EXISTS %s", "{retired-filter}:lock:fence") == 0);
+  bg_lock_close(l);
+  bg_filter_close(f);
+}
+
 /* ---- the lease ------------------------------------------------------------------------------------ */
 
 /* Tries (wait 0) every 50 ms for ms; returns after the first success (*at: when) or the end. */
@@ -1019,6 +1091,7 @@ BGT_RUN(BGT_CASE(setup), BGT_CASE(test_open_and_options), BGT_CASE(test_wire_lay
         BGT_CASE(test_mutual_exclusion_between_threads), BGT_CASE(test_mutual_exclusion_between_processes),
         BGT_CASE(test_reentrancy_and_release_by_owner_only), BGT_CASE(test_wait_timeout_names_the_holder),
         BGT_CASE(test_waiter_wakes_on_release), BGT_CASE(test_fencing_tokens_strictly_increase),
+        BGT_CASE(test_retire_only_a_free_lock), BGT_CASE(test_filter_delete_keeps_its_lock_fence),
         BGT_CASE(test_renewal_keeps_a_long_hold), BGT_CASE(test_without_renewal_the_lock_is_taken_after_its_lease),
         BGT_CASE(test_renewal_notices_a_lost_hold), BGT_CASE(test_holder_killed_lock_expires),
         BGT_CASE(test_readers_share_writers_exclude), BGT_CASE(test_many_readers_together),

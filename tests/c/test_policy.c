@@ -74,7 +74,7 @@ static void test_no_policy_plain_statuses(void) {
   /* the ABI edges */
   int64_t v;
   CHECK_STATUS(bg_filter_stat(f, 0, &v), BG_ENOTSUP);
-  CHECK_STATUS(bg_filter_stat(f, BG_STAT_TRACKED_STALE + 1, &v), BG_ENOTSUP);
+  CHECK_STATUS(bg_filter_stat(f, BG_STAT_CLUSTER_MAP_RELOADS + 1, &v), BG_ENOTSUP);
   CHECK_STATUS(bg_filter_stat(f, 100, &v), BG_ENOTSUP);
   CHECK_STATUS(bg_filter_stat(f, 109, &v), BG_ENOTSUP);
   CHECK_STATUS(bg_filter_stat(f, BG_STAT_QUERIES, NULL), BG_EINVAL);

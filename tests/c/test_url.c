@@ -268,6 +268,35 @@ static void test_malformed(void) {
   CHECK_STATUS(bgi_url_parse(NULL, &u, &e), BG_EBADURL);
 }
 
-BGT_RUN(BGT_CASE(test_tcp_forms), BGT_CASE(test_credentials), BGT_CASE(test_empty_credentials),
+/* Lettuce's Sentinel form: the hosts are sentinels (default port 26379), the master's name after '#'. */
+static void test_sentinel(void) {
+  bgi_url u = parse_ok("redis-sentinel://:s3cret@10.0.0.1,10.0.0.2:5000,[::1]/3#mymaster");
+  CHECK(u.is_sentinel);
+  CHECK_EQ_INT(u.nhosts, 3);
+  CHECK_EQ_STR(u.hosts[0].host, "10.0.0.1");
+  CHECK_EQ_INT(u.hosts[0].port, 26379);
+  CHECK_EQ_INT(u.hosts[1].port, 5000);
+  CHECK_EQ_STR(u.hosts[2].host, "::1");
+  CHECK_EQ_INT(u.db, 3);
+  CHECK_EQ_STR(u.master_name, "mymaster");
+  CHECK_EQ_STR(u.password, "s3cret");
+  CHECK_EQ_STR(u.display, "redis-sentinel://***@10.0.0.1:26379,10.0.0.2:5000,[::1]:26379/3#mymaster");
+  bgi_url_free(&u);
+  /* a '#' in the password is the password's (the userinfo ends at the last '@') */
+  u = parse_ok("redis-sentinel://user:s3c#ret@h:1?db=2#m-1.a_b");
+  CHECK_EQ_STR(u.password, "s3c#ret");
+  CHECK_EQ_STR(u.master_name, "m-1.a_b");
+  CHECK_EQ_INT(u.db, 2);
+  bgi_url_free(&u);
+  parse_bad("redis-sentinel://:s3cret@h:26379", "names the master after '#'");
+  parse_bad("redis-sentinel://:s3cret@h#", "names the master after '#'");
+  parse_bad("redis-sentinel://:s3cret@h#a b", "master name after '#' may hold only");
+  parse_bad("redis-sentinel://:s3cret@h:0#m", "port must be a number");
+  parse_bad("rediss-sentinel://:s3cret@h#m", "not supported yet");
+  /* a plain redis:// URL has no fragment: '#' is not a host character */
+  parse_bad("redis://:s3cret@h#m", "bad host");
+}
+
+BGT_RUN(BGT_CASE(test_sentinel), BGT_CASE(test_tcp_forms), BGT_CASE(test_credentials), BGT_CASE(test_empty_credentials),
         BGT_CASE(test_query), BGT_CASE(test_seed_lists), BGT_CASE(test_no_echo), BGT_CASE(test_unix),
         BGT_CASE(test_malformed))

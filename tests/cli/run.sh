@@ -519,10 +519,12 @@ FIFO=$WORK/fifo
 BGPIDS=()
 # bg_rotate ARGS... : `rotate` in the background, stdin from $FIFO, fd 8 = our end of the fifo.
 # Sets BGPID; returns once the rotation has begun (its lease key exists).
+# LAUNCH=(...): a command prefix for it (see DFL_INT below).
+LAUNCH=()
 bg_rotate() {
   rm -f "$FIFO" "$WORK/bg.out" "$WORK/bg.err"
   mkfifo "$FIFO"
-  "$BG" --url "$URL" rotate "$@" <"$FIFO" >"$WORK/bg.out" 2>"$WORK/bg.err" &
+  ${LAUNCH[@]+"${LAUNCH[@]}"} "$BG" --url "$URL" rotate "$@" <"$FIFO" >"$WORK/bg.out" 2>"$WORK/bg.err" &
   BGPID=$!
   BGPIDS+=("$BGPID")
   exec 8>"$FIFO"
@@ -600,14 +602,23 @@ OUT=$WORK/wait.out expect_json "the waiter rotated 3000 items" "d['items'] == 30
 run -i "$WORK/in3000" contains "$R"
 expect_rc "the waiter's items present" 0
 
-# interrupted: SIGTERM, then SIGINT (a background job of a shell without job control ignores
-# SIGINT, so that one runs under set -m): exit 130, staging keys removed, live filter unchanged
+# interrupted: SIGTERM, then SIGINT: exit 130, staging keys removed, live filter unchanged.
+# A background job of a shell without job control starts with SIGINT ignored, and so does every
+# process when this script itself was started in the background (nohup, `cmd &` from a script,
+# many CI runners): bash cannot undo a disposition it inherited, not even under set -m. `rotate`
+# keeps an inherited SIG_IGN (the convention for background jobs), so the SIGINT case starts it
+# with SIGINT reset to the default (env --default-signal, coreutils >= 8.31; else python3).
+if env --default-signal=INT true 2>/dev/null; then
+  DFL_INT=(env --default-signal=INT)
+else
+  DFL_INT=(python3 -c 'import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])')
+fi
 run --json info "$R"
 cp "$OUT" "$WORK/info.before"
 for sig in TERM INT; do
-  if [ $sig = INT ]; then set -m; fi
+  if [ $sig = INT ]; then LAUNCH=("${DFL_INT[@]}"); fi
   bg_rotate "$R" --expected 70000 --fpp 0.0001
-  if [ $sig = INT ]; then set +m; fi
+  LAUNCH=()
   printf 'never-1\nnever-2\n' >&8
   sleep 0.3
   kill -"$sig" "$BGPID"
@@ -663,6 +674,33 @@ if command -v script >/dev/null 2>&1 && script -qc true /dev/null >/dev/null 2>&
   expect_out "terminal: the summary line follows" "rotated $R \\(swap\\): 60000 items"
 fi
 run -i "$WORK/in3000" contains "$R"
+
+# ---- lock, lock retire ---------------------------------------------------------------------
+LN="${P}lk"
+run lock "$LN" --hold-ms 0
+expect_rc "lock: take and release" 0
+expect_out "lock: the acquired line" "^acquired $LN:lock mode=exclusive token=[0-9]+ holder=[0-9a-f-]+:[0-9]+ "
+"$BG" --url "$URL" lock "$LN" --hold-ms 20000 >"$WORK/lk.out" 2>"$WORK/lk.err" &
+LKPID=$!
+BGPIDS+=("$LKPID")
+for i in $(seq 1 100); do grep -q '^acquired' "$WORK/lk.out" && break; sleep 0.05; done
+run lock retire "$LN"
+expect_rc "lock retire while the lock is held" 2
+expect_err "lock retire while held: BG_ELOCKED naming the holder" "BG_ELOCKED.*not retired: held by [0-9a-f-]+:[0-9]+"
+kill -TERM "$LKPID"
+bg_wait "$LKPID"
+expect_rc "the holder released on SIGTERM" 130
+run --json lock retire "$LN"
+expect_rc "lock retire once free" 0
+expect_json "lock retire --json: the fence key was deleted" "d['event'] == 'retired' and d['key'] == '$LN:lock' and d['fenceDeleted'] is True"
+run lock retire "$LN"
+expect_out "lock retire again: nothing left" "^retired $LN:lock fence_deleted=0$"
+run lock retire "$LN" --wait-ms 5
+expect_rc "lock retire --wait-ms: does not apply" 64
+run lock "$LN" --hold-ms 0
+expect_out "a retired name's tokens restart" "token=1 "
+run lock retire "$LN"
+expect_rc "lock retire: cleanup" 0
 
 # ---- expire / persist / delete ------------------------------------------------------------
 run expire "$F" --ttl-ms 600000

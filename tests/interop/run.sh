@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Interop tests: real Redisson (Java) against the bloomguard CLI on one redis-server.
+# Interop tests: real Redisson (Java) against the bloomguard CLI on one redis-server, and
+# (ClusterInteropTest) on a 6-node Redis Cluster.
 #
 #   tests/interop/run.sh
 #
@@ -8,6 +9,11 @@
 # ($BG_REDIS_SERVER, else redis-server on PATH) on a free 127.0.0.1
 # port, stops it by its pid on exit, and runs `mvn -B test` in tests/interop/java. Exits with
 # Maven's status.
+# The cluster: the nodes in $BLOOMGUARD_TEST_CLUSTER_SEEDS ("h:p,h:p,...") when set; otherwise
+# scripts/cluster.sh starts 3 masters + 3 replicas in this run's temp dir and its `stop` ends
+# them by pid on exit. The seeds reach the tests as -Dbloomguard.cluster.seeds and
+# $BLOOMGUARD_CLUSTER_SEEDS; when the cluster cannot be started they are "none", and
+# ClusterInteropTest then fails when CI=true (skips otherwise).
 #
 # Environment:
 #   BLOOMGUARD_CLI   path of the bloomguard command (default: build/bloomguard)
@@ -40,7 +46,12 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bg-interop.XXXXXX")
 REDIS_PID=
+CLUSTER_DIR=
 cleanup() {
+  if [ -n "$CLUSTER_DIR" ] && [ -f "$CLUSTER_DIR/pids" ]; then
+    bash "$TOP/scripts/cluster.sh" stop "$CLUSTER_DIR" ||
+      echo "interop: could not stop the cluster in $CLUSTER_DIR (pids: $(cut -d' ' -f1 "$CLUSTER_DIR/pids" | tr '\n' ' '))" >&2
+  fi
   if [ -n "$REDIS_PID" ] && kill -0 "$REDIS_PID" 2>/dev/null; then
     kill "$REDIS_PID" 2>/dev/null
     for _ in $(seq 1 50); do
@@ -100,7 +111,22 @@ else
 fi
 echo "interop: redis-server ${REDIS_PID:+pid $REDIS_PID }at $URL, CLI $CLI ($("$CLI" version 2>&1))"
 
+if [ -n "${BLOOMGUARD_TEST_CLUSTER_SEEDS:-}" ]; then
+  SEEDS=${BLOOMGUARD_TEST_CLUSTER_SEEDS#redis://}
+else
+  CLUSTER_DIR=$WORK/cluster
+  t0=$SECONDS
+  if seeds_url=$(BG_REDIS_SERVER=$REDIS_SERVER bash "$TOP/scripts/cluster.sh" start "$CLUSTER_DIR"); then
+    SEEDS=${seeds_url#redis://}
+    echo "interop: Redis Cluster (3 masters + 3 replicas, pids in $CLUSTER_DIR/pids) at $SEEDS, up in $((SECONDS - t0)) s"
+  else
+    SEEDS=none
+    echo "interop: could not start a Redis Cluster with scripts/cluster.sh: ClusterInteropTest will fail (CI) or skip" >&2
+  fi
+fi
+
 export BLOOMGUARD_REDIS_URL=$URL
+export BLOOMGUARD_CLUSTER_SEEDS=$SEEDS
 export BLOOMGUARD_CLI=$CLI
 cd "$HERE/java" || exit 2
 # Not -q: Surefire's "Tests run: ..." summary must show. -ntp keeps download progress out.
@@ -110,7 +136,7 @@ M2=${MAVEN_REPO_LOCAL:-$HOME/.m2/repository}
 run_mvn() {
   # shellcheck disable=SC2086
   "$MVN" -B -ntp -Dstyle.color=never "$@" ${MVN_ARGS:-} test \
-    -Dbloomguard.redis.url="$URL" -Dbloomguard.cli="$CLI" </dev/null 2>&1 | tee "$WORK/mvn.log"
+    -Dbloomguard.redis.url="$URL" -Dbloomguard.cli="$CLI" -Dbloomguard.cluster.seeds="$SEEDS" </dev/null 2>&1 | tee "$WORK/mvn.log"
   return "${PIPESTATUS[0]}"
 }
 if [ -z "${MVN_ARGS:-}" ] && [ "${BG_MVN_OFFLINE:-auto}" != 0 ] &&

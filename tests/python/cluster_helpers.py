@@ -314,15 +314,50 @@ class RedisCluster:
         role = self.cmd(i, "ROLE")
         return isinstance(role, list) and (role[0] == b"master" or (role[0] == b"slave" and role[3] == b"connected"))
 
+    def _roles_view(self, i: int) -> Union[str, List[Any]]:
+        """Node i's view of the live nodes' roles ([(index, master index or -1)]), or the reason it
+        is not usable (a live node missing or flagged fail). Nodes learn a replica's role by gossip,
+        ~1 s after --cluster create; until then a master ignores its replica's CLUSTER FAILOVER."""
+        text = self.cmd(i, "CLUSTER", "NODES")
+        if isinstance(text, RespError):
+            return "node %d: CLUSTER NODES: %s" % (i, text)
+        ids, roles = {}, {}
+        for line in text.decode().splitlines():
+            f = line.split()
+            if len(f) < 8:
+                continue
+            j = self._index(int(f[1].split("@")[0].rsplit(":", 1)[1]))
+            ids[f[0]] = j
+            if self._live(j):
+                if "fail" in f[2]:
+                    return "node %d flags live node %d %s" % (i, j, f[2])
+                roles[j] = f[3] if "slave" in f[2].split(",") else "-"
+        view = []
+        for j in range(len(self.nodes)):
+            if self._live(j):
+                if j not in roles:
+                    return "node %d does not list live node %d" % (i, j)
+                view.append((j, -1 if roles[j] == "-" else ids.get(roles[j], -2)))
+        return view
+
     def _agreed(self) -> str:
-        """'' if every live node is ok and they agree on one slot -> master map, else the reason."""
-        first = None
+        """'' if every live node is ok and they agree on roles and one slot -> master map, else
+        the reason. The replica lists in CLUSTER SLOTS are not compared: a replica is left out
+        while its gossiped replication offset is 0, up to 10 s on an idle new cluster."""
+        first = first_roles = None
         for i, n in enumerate(self.nodes):
             if not n.alive:
                 continue
             info = self.cmd(i, "CLUSTER", "INFO")
             if isinstance(info, RespError) or b"cluster_state:ok" not in info:
                 return "node %d (port %d) is not cluster_state:ok" % (i, n.port)
+            roles = self._roles_view(i)
+            if isinstance(roles, str):
+                return roles
+            if first_roles is None:
+                first_roles = roles
+            elif roles != first_roles:
+                return "nodes disagree on roles: %s vs node %d %s" % (first_roles, i, roles)
             slots = self.cmd(i, "CLUSTER", "SLOTS")
             if not isinstance(slots, list):
                 return "node %d: CLUSTER SLOTS answered %s" % (i, slots)
@@ -332,7 +367,6 @@ class RedisCluster:
                     if not self._live(self._index(node[1])):
                         return "node %d lists a dead node (port %d) for slots %d-%d" % (i, node[1], r[0], r[1])
                 covered += r[1] - r[0] + 1
-                # masters only: other nodes learn a new replica by gossip, seconds later
                 canon.append((r[0], r[1], r[2][1]))
             if covered != N_SLOTS:
                 return "node %d: CLUSTER SLOTS covers %d of %d slots" % (i, covered, N_SLOTS)
@@ -348,9 +382,10 @@ class RedisCluster:
         return ""
 
     def wait_ok(self, timeout: float = 20.0) -> None:
-        """Waits until every live node says cluster_state:ok, all give the same slot -> master map
-        covering all slots with live masters and listing no dead node, and every live replica's
-        link is up. Raises ClusterError with the last reason otherwise."""
+        """Waits until every live node says cluster_state:ok, all agree on who is a replica of whom
+        (CLUSTER NODES, no live node flagged fail) and give the same slot -> master map covering
+        all slots with live masters and listing no dead node, and every live replica's link is up.
+        Raises ClusterError with the last reason otherwise."""
         deadline = time.monotonic() + timeout
         while True:
             try:

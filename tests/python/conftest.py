@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -70,3 +71,18 @@ def fname(request) -> str:
     """A filter name no other test uses."""
     base = "".join(ch if ch.isalnum() else "_" for ch in request.node.name)[:60]
     return "pytest:%s:%d:%d" % (base, os.getpid(), next(_names))
+
+
+@pytest.fixture
+def sigint_raises():
+    """SIGINT raises KeyboardInterrupt during the test, whatever disposition the suite inherited.
+
+    Started in the background (``cmd &`` from a non-interactive shell, nohup, many CI runners) the
+    interpreter inherits SIGINT as ignored and installs no handler; ``_thread.interrupt_main()``
+    then does nothing and a test waiting for its KeyboardInterrupt would wait out its whole wait.
+    The previous handler (or SIG_IGN) is put back afterwards."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)

@@ -222,3 +222,16 @@ def test_dropping_a_client_with_open_filters(url, fname):
 def test_version():
     assert bloomguard.version() == bloomguard.__version__
     assert bloomguard.__version__.count(".") == 2
+
+
+def test_wait_replicas_without_a_replica(url, fname):
+    # the session's server has no replica: the add is applied but not acknowledged (Timeout); the
+    # options are validated by the library
+    with bloomguard.Client(url, wait_replicas=1, wait_timeout=0.1) as c:
+        f = c.filter(fname)
+        f.init(1000, 0.01)
+        with pytest.raises(bloomguard.Timeout, match="only 0 of 1 replicas acknowledged"):
+            f.add("x")
+        assert f.contains("x")
+    with pytest.raises(bloomguard.InvalidArgument):
+        bloomguard.Client(url, wait_replicas=65)

@@ -24,8 +24,22 @@ def cluster():
         yield c
 
 
+def seed(c: RedisCluster) -> None:
+    """Each test writes what it reads; WAIT so that a kill -9 right after cannot lose it."""
+    with c.resp(c.owner(key_slot(A))) as r:
+        assert r("SET", A, "va") == "OK" and r("SET", B, "vb") == "OK" and r("WAIT", 1, 5000) == 1
+
+
 def redirect(c: RedisCluster, kind: str, slot: int, to: int) -> str:
     return "%s %d 127.0.0.1:%d" % (kind, slot, c.nodes[to].port)
+
+
+def test_failover_right_after_start(cluster):
+    """First on purpose: a master that does not know its replica yet ignores CLUSTER FAILOVER."""
+    c = cluster
+    m = c.other_master(-1)
+    c.failover(c.replica_of(m))
+    assert not c.nodes[m].is_master
 
 
 def test_topology_and_slots(cluster):
@@ -51,7 +65,7 @@ def test_migrate_one_slot_step_by_step(cluster):
     slot = key_slot(A)
     src = c.owner(slot)
     dst = c.other_master(src)
-    assert c.cmd(src, "SET", A, "va") == "OK" and c.cmd(src, "SET", B, "vb") == "OK"
+    seed(c)
     assert str(c.cmd(dst, "GET", A)) == redirect(c, "MOVED", slot, src)
     with pytest.raises(ClusterError):
         c.migrate_begin(slot, src)  # negative control: its own owner
@@ -82,6 +96,7 @@ def test_migrate_one_slot_step_by_step(cluster):
 def test_reshard_and_failover(cluster):
     c = cluster
     slot = key_slot(A)
+    seed(c)
     m = c.owner(slot)
     to = c.other_master(m)
     c.reshard(m, to, 50)
@@ -100,6 +115,7 @@ def test_reshard_and_failover(cluster):
 def test_kill_takeover_restart(cluster):
     c = cluster
     slot = key_slot(A)
+    seed(c)
     m = c.owner(slot)
     r = c.replica_of(m)
     c.kill(m)

@@ -295,17 +295,20 @@ def test_lost_hold_is_reported(client, fname, other):
         other.release()
 
 
-def test_a_long_wait_is_interruptible(lock, other):
+def test_a_long_wait_is_interruptible(sigint_raises, lock, other):
     """wait= is made in slices: Ctrl-C (SIGINT) during it is seen within a slice, and the
-    interrupted waiter holds nothing."""
+    interrupted waiter holds nothing. The wait is short (5 s, five slices) so that a lost
+    interrupt fails the test quickly: acquire then raises Locked instead."""
     lock.acquire()
     timer = threading.Timer(0.3, _thread.interrupt_main)
+    t0 = time.monotonic()
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            other.acquire(wait=600)
+            other.acquire(wait=5)
     finally:
         timer.join()
+    assert time.monotonic() - t0 < 4.5  # within a slice of the interrupt, not at the end of the wait
     assert other.held().mode is None
     lock.release()
     assert other.acquire(wait=1.5) > 0  # the sliced path acquires too
@@ -320,3 +323,41 @@ def test_sliced_wait_still_times_out_with_the_holder(lock, other):
     with pytest.raises(bloomguard.InvalidArgument):
         other.acquire(wait=3601)  # beyond the library's limit: its own error
     lock.release()
+
+
+# --- retiring a name ------------------------------------------------------------------------------
+
+def test_retire_deletes_the_fence_only_when_free(lock, other, fname, raw):
+    fence = "{%s:lock}:fence" % fname
+    token = lock.acquire("write")
+    for retirer in (other, lock):  # held: refused, even through the holder's own handle
+        with pytest.raises(bloomguard.Locked) as ei:
+            retirer.retire()
+        assert "not retired" in ei.value.message and lock.holder_id in ei.value.message
+    assert int(raw("GET", fence)) == token
+    lock.release()
+    other.acquire("read")
+    with pytest.raises(bloomguard.Locked):
+        lock.retire()
+    other.release()
+    assert other.retire() is True
+    assert raw("EXISTS", fence) == 0
+    assert other.retire() is False  # nothing left
+    assert lock.acquire() == 1  # a retired name's tokens restart (see Lock.retire)
+    lock.release()
+
+
+def test_filter_delete_keeps_the_write_lock_fence(client, fname, raw):
+    fence = "{%s}:lock:fence" % fname
+    with client.filter(fname) as f, f.lock() as lk:
+        f.init(1000, 0.01)
+        with lk.write() as t1:
+            pass
+        f.delete()
+        assert raw("EXISTS", fence) == 1  # a writer holding t1 must keep losing to later writers
+        f.init(1000, 0.01)
+        with lk.write() as t2:
+            assert t2 > t1
+        f.delete()
+        assert lk.retire() is True
+        assert raw("EXISTS", fence) == 0

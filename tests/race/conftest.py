@@ -1,5 +1,6 @@
 """Fixtures of the race suite: one redis-server for the session (free 127.0.0.1 port, stopped
-by pid), the workers' commands, and the tables printed at the end of the run."""
+by pid), a 6-node Redis Cluster for the cluster scenarios (tests/python/cluster_helpers.py),
+the workers' commands, and the tables printed at the end of the run."""
 from __future__ import annotations
 
 import sys
@@ -13,6 +14,7 @@ sys.path.insert(0, str(HERE))
 # the Python suite's redis-server and RESP helpers (appended: this suite's own modules come first)
 sys.path.append(str(HERE.parent / "python"))
 
+from cluster_helpers import RedisCluster  # noqa: E402
 from redis_helpers import RedisServer  # noqa: E402
 from workers import commands, languages  # noqa: E402
 
@@ -40,6 +42,17 @@ def redis_server():
         yield server
     finally:
         server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster():
+    """A 6-node Redis Cluster (3 masters + 3 replicas) for the cluster scenarios only: started
+    when the first of them runs (never for the standalone ones), stopped by pid at the end."""
+    cluster = RedisCluster().start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -9,25 +9,33 @@ COLUMNS = [("queries", "queries"), ("checked", "items checked"), ("errors", "err
            ("locked", "of which ELOCKED"), ("false_negatives", "false neg."),
            ("false_negatives_base", "of which base"), ("adds", "adds"), ("add_errors", "add errors"),
            ("rotations", "rotations"), ("rotation_errors", "rot. errors"), ("tracked", "tracked reads")]
+#: cluster scenarios only: each worker's client counters, summed (Redisson's are not readable: "-")
+CLUSTER_COLUMNS = [("cluster_moved", "MOVED"), ("cluster_ask", "ASK"), ("cluster_busy", "busy retries"),
+                   ("cluster_reloads", "map reloads")]
 
 
 def table(o: Outcome) -> str:
     s = o.scenario
-    head = ("%s, %s (n, p): expected %s, fpp %s; %d rotations planned, %d base items, %d items in the "
+    head = ("%s%s, %s (n, p): expected %s, fpp %s; %d rotations planned, %d base items, %d items in the "
             "database at the end; %.1f s"
-            % (s.strategy, "unchanged" if s.params == "same" else "alternating",
+            % (("cluster control (one more C reader, cfault, follows ASK wrongly): " if s.fault_reader else
+                "cluster: " if s.cluster else ""), s.strategy, "unchanged" if s.params == "same" else "alternating",
                "/".join(map(str, s.expected)), s.fpp, o.planned_rotations, s.base_items, o.db_items, o.seconds))
-    rows: List[List[str]] = [["lang"] + [title for _, title in COLUMNS]]
+    columns = COLUMNS + (CLUSTER_COLUMNS if s.cluster else [])
+    rows: List[List[str]] = [["lang"] + [title for _, title in columns]]
     totals: dict = {}
     for lang, counts in o.by_lang().items():
         # "-": a count this worker does not keep (base false negatives: the Redisson reader only)
-        rows.append([lang] + [str(counts[k]) if k in counts else "-" for k, _ in COLUMNS])
-        for k, _ in COLUMNS:
+        rows.append([lang] + [str(counts[k]) if k in counts else "-" for k, _ in columns])
+        for k, _ in columns:
             if k in counts:
                 totals[k] = totals.get(k, 0) + counts[k]
-    rows.append(["all"] + [str(totals[k]) if k in totals else "-" for k, _ in COLUMNS])
+    rows.append(["all"] + [str(totals[k]) if k in totals else "-" for k, _ in columns])
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [head]
+    if s.cluster:
+        lines.append("  slot migrations (one way, config key first): %d, %s s each"
+                     % (o.legs, "%.2f-%.2f" % (min(o.leg_seconds), max(o.leg_seconds)) if o.leg_seconds else "-"))
     if o.cut_short:
         lines.append("  (cut short: the rotation budget ran out before every round; a busy machine)")
     for r in rows:

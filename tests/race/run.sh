@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The cross-language race suite (tests/race/README.md): builds the C, Go and Java workers, then
-# runs the pytest suite, which starts its own redis-server on a free 127.0.0.1 port.
+# runs the pytest suite, which starts its own redis-server on a free 127.0.0.1 port (and, for
+# the cluster scenarios, a 6-node Redis Cluster on free ports: tests/python/cluster_helpers.py).
 #
-#   bash tests/race/run.sh [pytest args...]        e.g. -k swap-same
+#   bash tests/race/run.sh [pytest args...]        e.g. -k swap-same, -k cluster
 #
 # Environment:
 #   BG_RACE_BUILD     CMake build directory for the C worker (default: build; configured if empty)
@@ -27,8 +28,9 @@ say() { printf 'race: %s\n' "$*" >&2; }
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$TOP" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBG_BUILD_BENCH=OFF >/dev/null
 fi
-cmake --build "$BUILD" -j 2 --target bg_race_worker >/dev/null
+cmake --build "$BUILD" -j 2 --target bg_race_worker bg_race_worker_fault >/dev/null
 export BG_RACE_C_WORKER=$BUILD/race/bg_race_worker
+export BG_RACE_CFAULT_WORKER=$BUILD/race/bg_race_worker_fault  # the cluster scenarios' control
 
 # C worker against hiredis 1.x ("c1": tracked queries), whatever hiredis the main build has: the
 # vendored one (cmake/hiredis.cmake), configured here if that has not run

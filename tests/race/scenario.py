@@ -1,5 +1,6 @@
 """One race: readers and adders in every language run while rotators in each language in turn
-rotate one filter on one redis-server; then the final filter is compared with a reference.
+rotate one filter on one redis-server (or a Redis Cluster whose slot for the filter migrates
+meanwhile: cluster_race.py); then the final filter is compared with a reference.
 
 The files shared by the workers (all in the scenario's own directory):
   items.txt  base items: in the filter before the race and in every generation;
@@ -16,17 +17,17 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import bloomguard
 
 from redis_helpers import RedisServer
 from reference import bit_differences, first_difference, reference_bitmap
-from workers import WRITERS
+from workers import WRITERS, fault_command
 
 #: pauses between two operations, in microseconds: enough readers' traffic to land inside every
 #: rotation, without starving the rotators on a 2-core machine shared with builds
-QUERY_PAUSE_US = {"c": 500, "c1": 500, "go": 500, "python": 0, "java": 500}
+QUERY_PAUSE_US = {"c": 500, "c1": 500, "cfault": 500, "go": 500, "python": 0, "java": 500}
 ADD_PAUSE_US = 5000
 ADD_CAP = 3000
 #: caps for a worker that never sees the stop file, and for waiting on workers
@@ -40,8 +41,30 @@ READY_TIMEOUT_S = 90
 EXIT_TIMEOUT_S = 60
 
 
+#: a slot migrator still running this long after the last rotation (its last leg) is hung
+MIGRATOR_FINISH_S = 60
+
+
 class HarnessError(Exception):
     """A worker failed to run (not the library misbehaving: that is what the counts show)."""
+
+
+class Standalone:
+    """One redis-server as the race's server: every worker gets its URL; no migrations."""
+
+    def __init__(self, server: RedisServer) -> None:
+        self.server = server
+        self.url = server.url
+
+    def worker_url(self, lang: str) -> str:
+        return self.url
+
+    def get(self, key: str) -> bytes:
+        with self.server.resp() as r:
+            return r("GET", key) or b""
+
+    def migrator(self, name: str, max_legs: int, min_legs: int) -> Any:
+        raise HarnessError("a standalone server has no slots to migrate")
 
 
 @dataclass
@@ -54,10 +77,16 @@ class Scenario:
     rounds: int = 8          # each round runs one rotator process per writing language, in turn
     per_process: int = 10    # rotations per rotator process (even: the alternation stays in step)
     hold_ms: int = 3         # rotator's pause between reading the database and committing
+    cluster: bool = False    # on a Redis Cluster, the filter's slot migrating back and forth
+    max_legs: int = 0        # cluster: migrations (one way) at most, and at least
+    min_legs: int = 0
+    fault_reader: bool = False  # cluster control: one more C reader, "cfault", following ASK wrongly
 
     @property
     def name(self) -> str:
-        return "%s-%s" % (self.strategy, self.params)
+        if self.fault_reader:
+            return "cluster-fault"
+        return ("cluster-%s" % self.strategy) if self.cluster else "%s-%s" % (self.strategy, self.params)
 
 
 @dataclass
@@ -97,6 +126,8 @@ class Outcome:
     db_items: int = 0
     missing: int = 0          # db items the final filter says are absent
     seconds: float = 0.0
+    legs: int = 0             # cluster: slot migrations done (one way)
+    leg_seconds: List[float] = field(default_factory=list)
 
     def by_lang(self, role: Optional[str] = None) -> Dict[str, Dict[str, int]]:
         """language -> summed counts (of one role, or all)."""
@@ -115,8 +146,10 @@ class Outcome:
 
 
 class Race:
-    def __init__(self, scenario: Scenario, server: RedisServer, commands: Dict[str, List[str]],
+    def __init__(self, scenario: Scenario, server: Any, commands: Dict[str, List[str]],
                  langs: List[str], workdir: Path) -> None:
+        """server: a Standalone, or a cluster_race.ClusterTarget (url, worker_url(lang), get(key),
+        migrator(name, max_legs, min_legs))."""
         self.s = scenario
         self.server = server
         self.commands = commands
@@ -137,8 +170,9 @@ class Race:
         self.seq += 1
         tag = "%02d-%s-%s" % (self.seq, lang, role)
         out, err = self.dir / (tag + ".out"), self.dir / (tag + ".err")
-        args = self.commands[lang] + [
-            "--url", self.server.url, "--filter", self.filter, "--role", role, "--strategy", self.s.strategy,
+        command = fault_command() if lang == "cfault" else self.commands[lang]
+        args = command + [
+            "--url", self.server.worker_url(lang), "--filter", self.filter, "--role", role, "--strategy", self.s.strategy,
             "--items", str(self.items), "--db", str(self.db), "--added", str(self.added),
             "--stop", str(self.stop)] + extra
         with open(out, "wb") as o, open(err, "wb") as e:
@@ -163,9 +197,16 @@ class Race:
         with bloomguard.Client(self.server.url, command_timeout=10) as client, client.filter(self.filter) as f:
             f.init(self.s.expected[0], self.s.fpp)
             f.add_many(base)
+        migrator = None
         try:
             self._start_background()
+            if self.s.cluster:  # every worker is running: the slot starts moving
+                migrator = self.server.migrator(self.filter, self.s.max_legs, self.s.min_legs)
+                migrator.start()
             out.planned_rotations, out.last_expected = self._rotate_in_turn(out)
+            if migrator is not None:
+                migrator.finish(MIGRATOR_FINISH_S)  # its last leg (or the minimum) under traffic
+                out.legs, out.leg_seconds = migrator.legs, migrator.seconds
             time.sleep(0.3)  # readers query the final generation too
             self.stop.touch()
             deadline = time.monotonic() + EXIT_TIMEOUT_S
@@ -177,6 +218,8 @@ class Race:
                                        % (w.lang, w.role, EXIT_TIMEOUT_S, w.tail())) from None
                 out.counts.append(w.counts())
         finally:
+            if migrator is not None and migrator.is_alive():  # a failure elsewhere: let it end
+                migrator.abandon(MIGRATOR_FINISH_S)
             self._kill_all()
         self._check_final(out)
         out.seconds = time.monotonic() - t0
@@ -184,7 +227,7 @@ class Race:
 
     def _start_background(self) -> None:
         ready: List[Tuple[Worker, Path]] = []
-        for lang in self.langs:
+        for lang in self.langs + (["cfault"] if self.s.fault_reader else []):
             r = self.dir / ("ready-query-" + lang)
             w = self._spawn(lang, "query", ["--ready", str(r), "--duration", str(WORKER_CAP_S),
                                             "--pause-us", str(QUERY_PAUSE_US[lang])])
@@ -247,8 +290,7 @@ class Race:
                 return  # a naive rotation may have been caught between delete and init: reported
             out.final_size, out.final_k = info.size, info.hash_iterations
             out.missing = sum(1 for p in f.contains_many(db_items) if not p)
-        with self.server.resp() as r:
-            live = (r("GET", self.filter) or b"").rstrip(b"\0")
+        live = self.server.get(self.filter).rstrip(b"\0")
         want = reference_bitmap(db_items, out.final_size, out.final_k)
         out.bitmap_equal = live == want
         if not out.bitmap_equal:

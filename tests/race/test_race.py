@@ -23,12 +23,21 @@ import pytest
 
 from conftest import record_table
 from report import table
-from scenario import Outcome, Race, Scenario
+from cluster_race import ClusterTarget
+from scenario import Outcome, Race, Scenario, Standalone
 from workers import WRITERS
 
 SAME = [20000]
 RESIZE = [20000, 30000]   # alternating: every other rotation changes size and k under the readers
 BLOOMGUARD_READERS = ("c", "c1", "python", "go")
+#: A library defect the cluster scenarios find (reported, not fixed here: csrc/ is not this
+#: suite's to change). The delta merge of a rotation's drain and commit scripts (LRANGE, then
+#: LTRIM that deletes the list once consumed, then LRANGE again) touches a key it deleted
+#: itself; while the slot is MIGRATING, Redis refuses that command inside the script, leaving
+#: what ran before it applied. The rotation fails; a LOCKED one leaves bgRebuilding set and
+#: bloomguard readers answer BG_ELOCKED until the next rotation. While this message shows in a
+#: cluster scenario's errors, its error counts xfail (false negatives and the bitmap are
+#: still asserted); once fixed, it never shows and every count is asserted again.
 
 SCENARIOS = [
     pytest.param(Scenario("swap", "same", SAME), id="swap-same"),
@@ -37,12 +46,24 @@ SCENARIOS = [
     pytest.param(Scenario("locked", "resize", RESIZE), id="locked-resize"),
     # the control is caught within a few rotations; 96 keep it certain without costing minutes
     pytest.param(Scenario("naive", "same", SAME, rounds=4, per_process=8), id="naive-same"),
+    # on a 6-node Redis Cluster while the filter's slot migrates back and forth between two
+    # masters (cluster_race.py): fewer rotations (3 rounds of 6: 54), 4 to 24 one-way migrations
+    pytest.param(Scenario("swap", "same", SAME, rounds=3, per_process=6, cluster=True, max_legs=24, min_legs=4),
+                 id="cluster-swap"),
+    pytest.param(Scenario("locked", "same", SAME, rounds=3, per_process=6, cluster=True, max_legs=24,
+                          min_legs=4), id="cluster-locked"),
+    # the controls there: the same harness, migrations included, must catch the naive rebuild,
+    # and a C reader that follows ASK wrongly (tests/race/c/fault.h) amid correct swaps
+    pytest.param(Scenario("naive", "same", SAME, rounds=1, per_process=8, cluster=True, max_legs=24, min_legs=2),
+                 id="cluster-naive"),
+    pytest.param(Scenario("swap", "same", SAME, rounds=1, per_process=6, cluster=True, max_legs=24, min_legs=4,
+                          fault_reader=True), id="cluster-fault"),
 ]
 
 
-def run(scenario: Scenario, redis_server, worker_commands: Dict[str, List[str]], langs: List[str],
+def run(scenario: Scenario, server, worker_commands: Dict[str, List[str]], langs: List[str],
         tmp_path: Path) -> Outcome:
-    outcome = Race(scenario, redis_server, worker_commands, langs, tmp_path).run()
+    outcome = Race(scenario, server, worker_commands, langs, tmp_path).run()
     record_table(table(outcome))
     return outcome
 
@@ -63,12 +84,37 @@ def every_worker_worked(o: Outcome, langs: List[str]) -> None:
             assert readers[lang].get("tracked", 0) > 0, "the %s reader never read the bits alone" % lang
 
 
+def migrations_reached_the_workers(o: Outcome) -> None:
+    """The cluster scenarios prove something only if the slot moved under the workers' traffic:
+    some bloomguard call met a half-moved slot (ASK or TRYAGAIN) and one a moved one (MOVED)."""
+    assert o.legs >= o.scenario.min_legs, "only %d slot migrations" % o.legs
+    total = o.by_lang()
+    seen = {k: sum(total.get(lang, {}).get(k, 0) for lang in BLOOMGUARD_READERS + WRITERS)
+            for k in ("cluster_moved", "cluster_ask", "cluster_busy")}
+    assert seen["cluster_moved"] > 0, "no worker followed a MOVED in %d migrations" % o.legs
+    assert seen["cluster_ask"] + seen["cluster_busy"] > 0, \
+        "no worker met a half-migrated slot (ASK, TRYAGAIN) in %d migrations" % o.legs
+
+
 @pytest.mark.parametrize("scenario", SCENARIOS)
-def test_rotate_vs_query(scenario: Scenario, redis_server, worker_commands, langs, tmp_path) -> None:
-    o = run(scenario, redis_server, worker_commands, langs, tmp_path)
+def test_rotate_vs_query(scenario: Scenario, request, worker_commands, langs, tmp_path) -> None:
+    # the cluster is started only when a cluster scenario runs; the others keep their server
+    if scenario.cluster:
+        server = ClusterTarget(request.getfixturevalue("redis_cluster"))
+    else:
+        server = Standalone(request.getfixturevalue("redis_server"))
+    o = run(scenario, server, worker_commands, langs, tmp_path)
     every_worker_worked(o, langs)
+    if scenario.cluster:
+        migrations_reached_the_workers(o)
     readers = o.by_lang("query")
     errors = "\n".join(o.first_errors())
+
+    if scenario.fault_reader:  # the control of the cluster scenarios' redirect handling
+        fn = readers.get("cfault", {}).get("false_negatives", 0)
+        assert fn > 0, ("negative control: a reader answering ASK with a bits-only read on the importing node "
+                        "saw no false negative in %d slot migrations - the harness would prove nothing" % o.legs)
+        return
 
     if scenario.strategy == "naive":
         caught = sum(readers.get(lang, {}).get(k, 0) for lang in BLOOMGUARD_READERS
@@ -82,40 +128,42 @@ def test_rotate_vs_query(scenario: Scenario, redis_server, worker_commands, lang
         return
 
     total = o.by_lang()
-    rotations = sum(c.get("rotations", 0) for c in total.values())
-    if not o.cut_short:  # else a rotator stopped at the time budget, without an error
-        assert rotations == o.planned_rotations, "rotations done %d of %d:\n%s" % (
-            rotations, o.planned_rotations, errors)
+    # false negatives and the final filter first: nothing excuses them, in any scenario
     for lang in BLOOMGUARD_READERS:
-        if lang not in readers:
-            continue
-        r = readers[lang]
-        # every reader waits up to 10 s for a LOCKED rewrite: BG_ELOCKED is an error like any other
-        assert (r["errors"], r["false_negatives"]) == (0, 0), \
-            "%s readers: %d errors, %d false negatives:\n%s" % (lang, r["errors"], r["false_negatives"], errors)
-    add_errors = sum(c.get("add_errors", 0) for c in total.values())
-    rot_errors = sum(c.get("rotation_errors", 0) for c in total.values())
-    assert (add_errors, rot_errors) == (0, 0), "add errors %d, rotation errors %d:\n%s" % (add_errors, rot_errors,
-                                                                                          errors)
+        if lang in readers:
+            assert readers[lang]["false_negatives"] == 0, "%s readers: %d false negatives:\n%s" % (
+                lang, readers[lang]["false_negatives"], errors)
     # the final generation: the last rotation's parameters, every item, and nothing else
     import bloomguard
     assert (o.final_size, o.final_k) == bloomguard.optimal_params(o.last_expected, scenario.fpp)
     assert o.missing == 0, "%d of %d database items absent at the end" % (o.missing, o.db_items)
     assert o.bitmap_equal, "final bitmap differs from the reference: %s (%d extra bits, %d missing bits)" % (
         o.bitmap_diff, o.extra_bits, o.lost_bits)
-
+    java_ok = True
     if "java" in readers and scenario.params == "same":
         # Redisson keeps the size/k it read at its first call: right as long as (n, p) stay.
         # With other (n, p) it answers false until it re-reads the config: reported only.
         j = readers["java"]
-        if scenario.strategy == "swap":  # one atomic swap of the bitmap: every item, always
-            assert (j["errors"], j["false_negatives"]) == (0, 0), \
-                "Redisson readers under swap to unchanged (n, p): %d errors, %d false negatives:\n%s" % (
-                    j["errors"], j["false_negatives"], errors)
-        else:
-            # LOCKED rewrites in place; Redisson ignores the lock. rotation.h: items in both
-            # generations keep their bits throughout (base items here); items only in the new one
-            # (adds made during the rewrite) appear when it ends - so added items are reported only
-            assert (j["errors"], j["false_negatives_base"]) == (0, 0), \
-                "Redisson readers under locked to unchanged (n, p): %d errors, %d false negatives " \
-                "for base items:\n%s" % (j["errors"], j["false_negatives_base"], errors)
+        # swap: one atomic swap of the bitmap: every item, always. LOCKED rewrites in place and
+        # Redisson ignores the lock; rotation.h: items in both generations keep their bits
+        # throughout (base items here); items only in the new one (adds made during the
+        # rewrite) appear when it ends - so added items are reported only
+        fn = j["false_negatives"] if scenario.strategy == "swap" else j["false_negatives_base"]
+        assert fn == 0, "Redisson readers under %s to unchanged (n, p): %d false negatives%s:\n%s" % (
+            scenario.strategy, fn, "" if scenario.strategy == "swap" else " for base items", errors)
+        java_ok = j["errors"] == 0
+
+    rotations = sum(c.get("rotations", 0) for c in total.values())
+    add_errors = sum(c.get("add_errors", 0) for c in total.values())
+    rot_errors = sum(c.get("rotation_errors", 0) for c in total.values())
+    reader_errors = {lang: readers[lang]["errors"] for lang in BLOOMGUARD_READERS if lang in readers}
+    if not o.cut_short:  # else a rotator stopped at the time budget, without an error
+        assert rotations == o.planned_rotations, "rotations done %d of %d:\n%s" % (
+            rotations, o.planned_rotations, errors)
+    for lang, n in reader_errors.items():
+        # every reader waits up to 10 s for a LOCKED rewrite: BG_ELOCKED is an error like any other
+        assert n == 0, "%s readers: %d errors:\n%s" % (lang, n, errors)
+    assert (add_errors, rot_errors) == (0, 0), "add errors %d, rotation errors %d:\n%s" % (add_errors, rot_errors,
+                                                                                          errors)
+    assert java_ok, "Redisson readers under %s to unchanged (n, p): %d errors:\n%s" % (
+        scenario.strategy, readers["java"]["errors"], errors)

@@ -7,6 +7,8 @@ with defaults for a build in the usual places:
   BG_RACE_C_WORKER   build/race/bg_race_worker            (tests/race/race.cmake)
   BG_RACE_C1_WORKER  build-hiredis1/race/bg_race_worker   the same C worker built against hiredis 1.x
                      ("c1": its queries read the bits alone under tracking; a reader only)
+  BG_RACE_CFAULT_WORKER  build/race/bg_race_worker_fault  the C worker with --fault: the cluster
+                     scenarios' negative control (tests/race/c/fault.h), not a language of its own
   BG_RACE_GO_WORKER  build/race/race_worker_go            (tests/race/go)
   BG_RACE_JAVA_CP    tests/race/java/target/classes + target/classpath.txt (tests/race/java)
   Python             this interpreter, tests/race/workers/race_worker.py (bloomguard installed)
@@ -69,3 +71,13 @@ def commands(langs: List[str]) -> Dict[str, List[str]]:
                                    % (lang, path, env))
             out[lang] = [str(path)] + (["--lang", "c1"] if lang == "c1" else [])
     return out
+
+
+def fault_command() -> List[str]:
+    """The cluster control's reader: the C worker built with fault injection (race.cmake), as
+    language "cfault", following ASK wrongly (a bits-only read on the importing node)."""
+    path = Path(os.environ.get("BG_RACE_CFAULT_WORKER") or ROOT / "build" / "race" / "bg_race_worker_fault")
+    if not os.access(path, os.X_OK):
+        raise RuntimeError("the fault-injecting C worker is not built: %s (set BG_RACE_CFAULT_WORKER, or "
+                           "bash tests/race/run.sh)" % path)
+    return [str(path), "--lang", "cfault", "--fault", "ask-bits-only"]

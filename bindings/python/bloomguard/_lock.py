@@ -240,6 +240,20 @@ class Lock:
         meanwhile (the lease ran out; the thread then holds nothing)."""
         invoke(self._handle, lib.bg_lock_release_ex, None)
 
+    def retire(self) -> bool:
+        """Retires the lock's name: deletes its fence counter (and its readers / writers keys) -
+        only when nobody holds the lock (in any mode, from any process, Redisson's RLock
+        included) and no writer waits, checked and deleted in one server-side step. Returns True
+        if a fence key existed. Raises :class:`~bloomguard.Locked` (naming a holder) otherwise;
+        nothing is deleted then.
+
+        The fence key otherwise lives forever, on purpose: it keeps fencing tokens from going
+        backwards. After ``retire()`` the name's tokens restart from 1, so retire only a name that
+        will not be locked again while tokens drawn from it may still be checked."""
+        deleted = ffi.new("int *")
+        invoke(self._handle, lib.bg_lock_retire_ex, None, deleted)
+        return bool(deleted[0])
+
     def held(self) -> Hold:
         """What the calling thread holds through this Lock (no round trip)."""
         mode = ffi.new("int *")

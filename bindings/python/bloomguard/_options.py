@@ -30,8 +30,12 @@ OPTIONS: Dict[str, Tuple[int, str]] = {
     "write_lock_wait": (lib.BG_OPT_WRITE_LOCK_WAIT_MS, "seconds"),
     "tracking": (lib.BG_OPT_TRACKING, "bool"),
     "cluster": (lib.BG_OPT_CLUSTER, "cluster"),
+    "wait_replicas": (lib.BG_OPT_WAIT_REPLICAS, "int"),
+    "wait_timeout": (lib.BG_OPT_WAIT_TIMEOUT_MS, "seconds"),
     "username": (lib.BG_OPT_USERNAME, "str"),
     "password": (lib.BG_OPT_PASSWORD, "str"),
+    "sentinel_username": (lib.BG_OPT_SENTINEL_USERNAME, "str"),
+    "sentinel_password": (lib.BG_OPT_SENTINEL_PASSWORD, "str"),
     "client_name": (lib.BG_OPT_CLIENT_NAME, "str"),
 }
 
@@ -84,7 +88,7 @@ def _set(opts: Any, table: Dict[str, Tuple[int, str]], name: str, value: Any) ->
             if "\0" in value:
                 raise InvalidArgument("option %s must not contain NUL characters" % name)
             st = lib.bg_options_set_str(opts, option, value.encode("utf-8"))
-        shown = "***" if name == "password" else repr(value)
+        shown = "***" if name in ("password", "sentinel_password") else repr(value)
     else:
         if kind == "seconds":
             ms = seconds_to_ms(value, name)

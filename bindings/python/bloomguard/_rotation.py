@@ -157,13 +157,10 @@ class Rotation:
         self._progress = _Progress(progress) if progress is not None else None
         self._userdata = ffi.new_handle(self._progress) if self._progress is not None else None
 
-        fptr = filter_handle.enter()  # the bg_filter must outlive the bg_rotation: released by free()
-
-        def free(p: Any) -> None:
-            try:
-                lib.bg_rotation_free(p)  # aborts first if neither committed nor aborted (gc safety net)
-            finally:
-                filter_handle.leave()
+        # The bg_filter and the progress userdata must outlive the bg_rotation: the rotation's Handle
+        # keeps them (no Python code in its finalizer; see _handle), and a close of the filter
+        # meanwhile leaves the native filter to be freed after the rotation.
+        fptr = filter_handle.pin()
 
         out = ffi.new("bg_rotation **")
         handle: Optional[Handle] = None
@@ -185,7 +182,8 @@ class Rotation:
                 buf = ffi.new("char[]", _ERRBUF_SIZE)
                 lib.bg_filter_errmsg_copy(fptr, buf, _ERRBUF_SIZE)
                 raise error_for(st, cstr(buf))
-            handle = Handle(out[0], free, "rotation")
+            handle = Handle(out[0], lib.bg_rotation_free, "rotation",  # aborts first if still active
+                            keep=(fptr, self._userdata), pinned=(filter_handle,))
             if self._userdata is not None:
                 st = lib.bg_rotation_set_progress(out[0], lib.bgpy_progress, self._userdata)
                 if st != lib.BG_OK:  # pragma: no cover - only for a NULL rotation
@@ -195,10 +193,10 @@ class Rotation:
             # rotation (its lease renewed by a background thread) without an owner
             if handle is not None:
                 handle.close()
-            elif out[0] != ffi.NULL:
-                free(out[0])
             else:
-                filter_handle.leave()
+                if out[0] != ffi.NULL:
+                    lib.bg_rotation_free(out[0])
+                filter_handle.unpin()
             raise
         assert handle is not None
         self._handle: Handle = handle

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fault.h"
 #include "worker_kit.h"
 
 #define BATCH 64
@@ -150,6 +151,17 @@ static void run_rotate(const worker_args *a, bg_filter *f, counts *c) {
   }
 }
 
+/* The client's redirect counters (client-wide, read through its one filter; 0 standalone). */
+static void cluster_counts(bg_filter *f, counts *c) {
+  static const int stat[4] = {BG_STAT_CLUSTER_MOVED, BG_STAT_CLUSTER_ASK, BG_STAT_CLUSTER_BUSY_RETRIES,
+                              BG_STAT_CLUSTER_MAP_RELOADS};
+  long *out[4] = {&c->cluster_moved, &c->cluster_ask, &c->cluster_busy, &c->cluster_reloads};
+  for (int i = 0; i < 4; i++) {
+    int64_t v = 0;
+    if (bg_filter_stat(f, stat[i], &v) == BG_OK) *out[i] = (long)v;
+  }
+}
+
 int main(int argc, char **argv) {
   worker_args a;
   kit_parse_args(&a, argc, argv);
@@ -172,6 +184,11 @@ int main(int argc, char **argv) {
     fprintf(stderr, "race worker: connect %s: %s\n", a.url, err);
     return 2;
   }
+  if (a.fault && race_fault_set(client, a.fault) != 0) {
+    fprintf(stderr, "race worker: --fault %s: unknown, not a cluster, or not the bg_race_worker_fault build\n",
+            a.fault);
+    return 2;
+  }
   if (bg_filter_open(&f, client, a.filter) != BG_OK) {
     fprintf(stderr, "race worker: open %s: %s\n", a.filter, bg_client_errmsg(client));
     return 2;
@@ -183,6 +200,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "race worker: unknown role %s\n", a.role);
     return 2;
   }
+  cluster_counts(f, &c);
   kit_print_counts(&a, &c);
   bg_filter_close(f);
   bg_client_close(client);

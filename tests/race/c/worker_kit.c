@@ -17,7 +17,8 @@ static void usage(const char *msg) {
           "usage: bg_race_worker --url URL --filter NAME --role query|add|rotate --strategy swap|locked|naive\n"
           "  --items FILE --db FILE --added FILE [--stop FILE] [--ready FILE] [--id TAG]\n"
           "  [--duration SEC] [--count N] [--expected N[,N...]] [--fpp P] [--hold-ms MS] [--pause-us US]\n"
-          "  [--lang NAME (default c; the harness names the worker built against hiredis 1.x c1)]\n",
+          "  [--lang NAME (default c; the harness names the worker built against hiredis 1.x c1)]\n"
+          "  [--fault ask-bits-only (bg_race_worker_fault only, with a cluster URL: the control)]\n",
           msg);
   exit(2);
 }
@@ -52,6 +53,7 @@ void kit_parse_args(worker_args *a, int argc, char **argv) {
     else if (!strcmp(k, "--ready")) a->ready = v;
     else if (!strcmp(k, "--id")) a->id = v;
     else if (!strcmp(k, "--lang")) a->lang = v;
+    else if (!strcmp(k, "--fault")) a->fault = v;
     else if (!strcmp(k, "--duration")) a->duration = atof(v);
     else if (!strcmp(k, "--count")) a->count = to_long(v, "--count");
     else if (!strcmp(k, "--fpp")) a->fpp = atof(v);
@@ -166,9 +168,11 @@ void kit_print_counts(const worker_args *a, const counts *c) {
   json_string(a->strategy);
   printf(",\"queries\":%ld,\"checked\":%ld,\"errors\":%ld,\"false_negatives\":%ld,\"adds\":%ld,"
          "\"add_errors\":%ld,\"rotations\":%ld,\"rotation_errors\":%ld,\"locked\":%ld,"
-         "\"tracked\":%ld,\"last_expected\":%ld,\"first_error\":",
+         "\"tracked\":%ld,\"cluster_moved\":%ld,\"cluster_ask\":%ld,\"cluster_busy\":%ld,"
+         "\"cluster_reloads\":%ld,\"last_expected\":%ld,\"first_error\":",
          c->queries, c->checked, c->errors, c->false_negatives, c->adds, c->add_errors, c->rotations,
-         c->rotation_errors, c->locked, c->tracked, c->last_expected);
+         c->rotation_errors, c->locked, c->tracked, c->cluster_moved, c->cluster_ask, c->cluster_busy,
+         c->cluster_reloads, c->last_expected);
   json_string(c->first_error);
   printf("}\n");
   fflush(stdout);

@@ -17,6 +17,7 @@ typedef struct worker_args {
   const char *stop;   /* stop as soon as this file exists */
   const char *ready;  /* created once the worker is running */
   const char *id;     /* adders: prefix of their items, unique per worker */
+  const char *fault;  /* the cluster control's fault (fault.h), NULL for none */
   double duration;    /* seconds; a hard cap */
   long count;         /* rotate: rotations; add: adds (caps) */
   long expected[8];   /* rotate: rotation i uses expected[i % n_expected] */
@@ -60,6 +61,9 @@ typedef struct counts {
   long queries, checked, errors, false_negatives, adds, add_errors, rotations, rotation_errors;
   long locked; /* of the errors: BG_ELOCKED (a LOCKED rewrite outlasted the reader's lock wait) */
   long tracked; /* queries that read the bits alone (BG_STAT_TRACKED_READS; hiredis >= 1.0 only) */
+  /* the client's Redis Cluster counters (BG_STAT_CLUSTER_*; 0 standalone): MOVED and ASK
+   * redirects followed, TRYAGAIN / CLUSTERDOWN / LOADING answers waited out, slot map reloads */
+  long cluster_moved, cluster_ask, cluster_busy, cluster_reloads;
   long last_expected;
   char first_error[512];
 } counts;

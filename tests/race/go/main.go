@@ -52,6 +52,11 @@ type counts struct {
 	Rotations      int64  `json:"rotations"`
 	RotationErrors int64  `json:"rotation_errors"`
 	Locked         int64  `json:"locked"` // of the errors: ErrLocked (waited out the 10 s write-lock wait)
+	// the client's Redis Cluster counters (Stats.Cluster*; 0 standalone)
+	ClusterMoved   int64  `json:"cluster_moved"`
+	ClusterAsk     int64  `json:"cluster_ask"`
+	ClusterBusy    int64  `json:"cluster_busy"`
+	ClusterReloads int64  `json:"cluster_reloads"`
 	LastExpected   int64  `json:"last_expected"`
 	Tracked        int64  `json:"tracked"`   // queries that read the bits alone (BG_STAT_TRACKED_READS)
 	CanTrack       bool   `json:"can_track"` // the library has FeatureTracking (hiredis >= 1.0)
@@ -298,6 +303,10 @@ func main() {
 		runRotate(ctx, a, f, c)
 	default:
 		fail("unknown role %q", a.role)
+	}
+	if st, err := f.Stats(); err == nil {
+		c.ClusterMoved, c.ClusterAsk = st.ClusterMoved, st.ClusterAsk
+		c.ClusterBusy, c.ClusterReloads = st.ClusterBusyRetries, st.ClusterMapReloads
 	}
 	out, _ := json.Marshal(c)
 	fmt.Println(string(out))

@@ -194,9 +194,13 @@ def main(argv: List[str]) -> int:
     with bloomguard.Client(args.url, command_timeout=10, connect_timeout=10, write_lock_wait=10) as client:
         with client.filter(args.filter) as f:
             {"query": run_query, "add": run_add, "rotate": run_rotate}[args.role](args, f, c)
-            c.tracked = f.stats()["tracked_reads"]
+            st = f.stats()  # the client's Redis Cluster counters (0 standalone)
+            c.tracked = st["tracked_reads"]
+    cluster = {"cluster_moved": st["cluster_moved"], "cluster_ask": st["cluster_ask"],
+               "cluster_busy": st["cluster_busy_retries"], "cluster_reloads": st["cluster_map_reloads"]}
     out = {"lang": "python", "role": args.role, "strategy": args.strategy}
     out.update(vars(c))
+    out.update(cluster)
     print(json.dumps(out), flush=True)
     return 0
 

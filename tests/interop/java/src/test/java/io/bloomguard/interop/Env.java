@@ -20,12 +20,20 @@ import java.util.concurrent.TimeUnit;
  *       handle) when the JVM exits.</li>
  *   <li>CLI: system property {@code bloomguard.cli}, else env {@code BLOOMGUARD_CLI}, else
  *       {@code build/bloomguard} at the top of the repository.</li>
+ *   <li>Cluster (ClusterInteropTest): system property {@code bloomguard.cluster.seeds}, else env
+ *       {@code BLOOMGUARD_CLUSTER_SEEDS}: {@code host:port,host:port,...} of a Redis Cluster's
+ *       nodes ({@code redis://} in front is allowed); {@code none} says the caller could not start
+ *       one (tests/interop/run.sh does that). If neither is set, {@code scripts/cluster.sh start}
+ *       runs once for the whole JVM and {@code scripts/cluster.sh stop} (by pid) at its exit.</li>
  * </ul>
  */
 final class Env {
   private static String url;
   private static Process ownServer;
   private static Path ownDir;
+  private static List<String> clusterSeeds;
+  private static String clusterProblem;
+  private static Path ownClusterDir;
 
   private Env() {}
 
@@ -41,6 +49,95 @@ final class Env {
       if (url == null) url = startOwnServer();
     }
     return url;
+  }
+
+  /**
+   * The cluster's node addresses ("127.0.0.1:P"), or null when there is none; then
+   * {@link #clusterProblem()} says why.
+   */
+  static synchronized List<String> clusterSeeds() {
+    if (clusterSeeds != null || clusterProblem != null) return clusterSeeds;
+    String v = setting("bloomguard.cluster.seeds", "BLOOMGUARD_CLUSTER_SEEDS");
+    if (v == null) {
+      v = startOwnCluster();
+      if (v == null) return null;
+    }
+    if (v.equals("none")) {
+      clusterProblem = "the caller (tests/interop/run.sh) could not start a Redis Cluster: see its output";
+      return null;
+    }
+    if (v.startsWith("redis://")) v = v.substring("redis://".length());
+    List<String> l = new java.util.ArrayList<>();
+    for (String s : v.split(",")) if (!s.isBlank()) l.add(s.trim());
+    if (l.isEmpty()) {
+      clusterProblem = "bloomguard.cluster.seeds is empty";
+      return null;
+    }
+    clusterSeeds = List.copyOf(l);
+    return clusterSeeds;
+  }
+
+  static synchronized String clusterProblem() {
+    return clusterProblem;
+  }
+
+  /** True on CI (CI=true), where a missing cluster must fail the cluster tests, not skip them. */
+  static boolean onCi() {
+    String ci = System.getenv("CI");
+    return ci != null && !ci.isBlank() && !ci.equalsIgnoreCase("false") && !ci.equals("0");
+  }
+
+  /** scripts/cluster.sh start in a temp dir; returns its seeds ("redis://h:p,...") or null. */
+  private static String startOwnCluster() {
+    Path script = Path.of("").toAbsolutePath().resolve("../../../scripts/cluster.sh").normalize();
+    if (!Files.isRegularFile(script)) {
+      clusterProblem = "no bloomguard.cluster.seeds given and " + script + " not found";
+      return null;
+    }
+    try {
+      Path dir = Files.createTempDirectory("bg-interop-cluster");
+      Path log = dir.resolveSibling(dir.getFileName() + ".log");
+      Path nodes = dir.resolve("nodes");  // cluster.sh wants a directory that does not exist yet
+      Process p = new ProcessBuilder("bash", script.toString(), "start", nodes.toString())
+          .redirectErrorStream(true).redirectOutput(log.toFile()).start();
+      if (!p.waitFor(120, TimeUnit.SECONDS)) {
+        p.destroyForcibly();
+        clusterProblem = script + " start did not finish in 120 s; its output: " + log;
+        return null;
+      }
+      if (p.exitValue() != 0 || !Files.isRegularFile(nodes.resolve("seeds"))) {
+        clusterProblem = script + " start failed (exit " + p.exitValue() + "): "
+            + Files.readString(log).trim();
+        return null;
+      }
+      ownClusterDir = nodes;
+      Runtime.getRuntime().addShutdownHook(new Thread(() -> stopOwnCluster(script, dir, log)));
+      String seeds = Files.readString(nodes.resolve("seeds")).trim();
+      System.err.println("[interop] started a Redis Cluster with " + script + ": " + seeds);
+      return seeds;
+    } catch (IOException e) {
+      clusterProblem = "cannot run " + script + ": " + e;
+      return null;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      clusterProblem = "interrupted while starting the cluster";
+      return null;
+    }
+  }
+
+  private static void stopOwnCluster(Path script, Path dir, Path log) {
+    try {
+      Process p = new ProcessBuilder("bash", script.toString(), "stop", ownClusterDir.toString())
+          .redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.appendTo(log.toFile())).start();
+      if (p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0) {
+        Files.deleteIfExists(log);
+        Files.deleteIfExists(dir);
+      }
+    } catch (IOException e) {
+      // the JVM is exiting: nothing left to report to
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
   }
 
   static Path cli() {

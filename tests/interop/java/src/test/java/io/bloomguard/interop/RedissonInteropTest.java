@@ -2,6 +2,7 @@ package io.bloomguard.interop;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -277,6 +278,33 @@ class RedissonInteropTest {
       assertTrue(redissonRejects, "Redisson rejects n=" + np[0] + " p=" + np[1]);
       cli.run("init", a, "--expected", np[0], "--fpp", np[1]).expect(2);
     }
+  }
+
+  /**
+   * n <= 0 is where bloomguard does not copy Redisson: Redisson 3.45.1 checks no n, so n = 0
+   * fails later with "calculated size is 0" and n < 0 is accepted, writing a negative size into
+   * the config hash; bloomguard refuses both, in its own words (the library: BG_EBADPARAMS,
+   * "expected insertions must be positive"; the CLI refuses a negative --expected as usage).
+   */
+  @Test
+  void expectedInsertionsBelowOneAreRefusedInBloomguardsOwnWords() {
+    String a = fresh("n0");
+    IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+        () -> bloom(a).tryInit(0, 0.01));
+    assertTrue(String.valueOf(e.getMessage()).contains("calculated size is 0"), e.toString());
+    Cli.Result r = cli.run("init", a, "--expected", "0", "--fpp", "0.01").expect(2);
+    assertTrue(r.err().contains("BG_EBADPARAMS") && r.err().contains("expected insertions must be positive"),
+        r.toString());
+
+    String b = fresh("nneg");
+    assertTrue(bloom(b).tryInit(-5, 0.01), "Redisson 3.45.1 accepts n < 0");
+    String size = redisson.<String, String>getMap("{" + b + "}:config", StringCodec.INSTANCE).get("size");
+    System.err.println("[interop] Redisson tryInit(-5, 0.01) wrote size=" + size);
+    assertTrue(size != null && size.startsWith("-"), "a negative size: " + size);
+    bloom(b).delete();
+    r = cli.run("init", b, "--expected", "-5", "--fpp", "0.01").expect(64);
+    assertTrue(r.err().contains("--expected"), r.toString());
+    assertEquals(0, redisson.getKeys().countExists("{" + b + "}:config"), "bloomguard wrote nothing");
   }
 
   // (d) --------------------------------------------------------------------------------------

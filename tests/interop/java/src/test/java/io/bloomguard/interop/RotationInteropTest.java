@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.IntFunction;
+import java.util.function.Supplier;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -113,8 +114,9 @@ class RotationInteropTest {
   }
 
   /**
-   * Threads calling contains() on one RBloomFilter object (its cached size/k) until stopped:
-   * one item at a time, and 100 at a time through contains(Collection).
+   * Threads calling contains() until stopped: one item at a time, and 100 at a time through
+   * contains(Collection), each call on the RBloomFilter object {@code src} gives: always the same
+   * one (its cached size/k), or a new one per call (it reads the config on that call).
    */
   static final class Readers implements AutoCloseable {
     final AtomicLong calls = new AtomicLong();
@@ -125,11 +127,15 @@ class RotationInteropTest {
     private volatile boolean stop;
 
     Readers(RBloomFilter<String> bf, List<String> items) {
+      this(() -> bf, items);
+    }
+
+    Readers(Supplier<RBloomFilter<String>> src, List<String> items) {
       threads.add(new Thread(() -> {
         for (int i = 0; !stop; i++) {
           String it = items.get(i % items.size());
           try {
-            boolean present = bf.contains(it);
+            boolean present = src.get().contains(it);
             calls.incrementAndGet();
             if (!present) note(falses, 1, "false for " + it);
           } catch (RuntimeException e) {
@@ -141,7 +147,7 @@ class RotationInteropTest {
         for (int i = 0; !stop; i = (i + 100) % (items.size() - 100)) {
           List<String> batch = items.subList(i, i + 100);
           try {
-            long present = bf.contains(batch);
+            long present = src.get().contains(batch);
             calls.incrementAndGet();
             if (present != batch.size()) {
               note(falses, batch.size() - present, (batch.size() - present) + " of 100 false in a batch");
@@ -216,10 +222,18 @@ class RotationInteropTest {
     assertTrue(reader.contains(base.get(0)), "one query: the object has cached size/k");
     Map<String, String> before = config(name);
 
-    Readers readers = rotateUnderReaders(name, reader, base, 20, 20_000, 0.01);
+    Readers perCall = new Readers(() -> bloom(name), base);  // a new object for every call
+    Readers readers;
+    try (perCall) {
+      readers = rotateUnderReaders(name, reader, base, 20, 20_000, 0.01);
+    }
+    System.err.println("[interop] same (n, p), a new RBloomFilter object per call: " + perCall);
     assertEquals(0, readers.exceptions.get(), "no exception: " + readers);
     assertEquals(0, readers.falses.get(), "no false answer for a base item: " + readers);
     assertTrue(readers.calls.get() > 100, "the readers made calls: " + readers);
+    assertEquals(0, perCall.exceptions.get(), "a new object per call: no exception: " + perCall);
+    assertEquals(0, perCall.falses.get(), "a new object per call: no false answer: " + perCall);
+    assertTrue(perCall.calls.get() > 0, "the per-call readers made calls: " + perCall);
 
     // the last generation: base + its extras, for the old object and a new one
     List<String> last = items(200, i -> "extra-19-" + i);
@@ -361,6 +375,109 @@ class RotationInteropTest {
     // arguments before finding the config exists): a documented way to recover
     assertFalse(newCfg.tryInit(20_000, 0.01));
     assertEquals(base.size(), newCfg.contains(base), "after tryInit with the current (n, p): right again");
+  }
+
+  /** bloomguard's own reader: `bloomguard contains` of a sample, one process per call, until stopped. */
+  static final class CliReader implements AutoCloseable {
+    final AtomicLong calls = new AtomicLong();
+    final AtomicLong falses = new AtomicLong();
+    final AtomicLong failures = new AtomicLong();
+    final List<String> samples = Collections.synchronizedList(new ArrayList<>());
+    private final Thread thread;
+    private volatile boolean stop;
+
+    CliReader(String name, List<String> sample) {
+      byte[] input = Cli.lines(sample);
+      thread = new Thread(() -> {
+        while (!stop) {
+          Cli.Result r = cli.run(input, "--json", "contains", name);
+          calls.incrementAndGet();
+          if (r.rc() != 0) {
+            failures.incrementAndGet();
+            if (samples.size() < 5) samples.add(r.toString());
+            continue;
+          }
+          long present = r.json().get("present").asLong();
+          falses.addAndGet(sample.size() - present);
+        }
+      }, "reader-bloomguard");
+      thread.setDaemon(true);
+      thread.start();
+    }
+
+    @Override
+    public void close() throws InterruptedException {
+      stop = true;
+      thread.join(60_000);
+    }
+
+    @Override
+    public String toString() {
+      return calls + " calls, " + falses + " false answers, " + failures + " failed calls"
+          + (samples.isEmpty() ? "" : ", e.g. " + samples);
+    }
+  }
+
+  private static void awaitMoreCalls(AtomicLong calls, long more) throws InterruptedException {
+    long want = calls.get() + more, deadline = System.nanoTime() + 20_000_000_000L;
+    while (calls.get() < want && System.nanoTime() < deadline) Thread.sleep(5);
+  }
+
+  /**
+   * Swap rotations that change (n, p) every time, under three readers at once: a long-lived
+   * RBloomFilter object, a new RBloomFilter object per call, and bloomguard's own reader (the
+   * CLI). Documents the README's strategy table: the long-lived object (it caches size and k)
+   * answers false for present items once the parameters changed (measured: 56 % of its answers);
+   * a new object per call still answers false now and then (measured 0.7-1.4 %: it reads the
+   * config and the bits in two round trips, and a swap can land in between); bloomguard's reader
+   * never does (it checks the config in the same step as the bits and retries).
+   */
+  @Test
+  void redissonReadersAcrossParameterChangingSwaps() throws InterruptedException {
+    String name = fresh("params");
+    List<String> base = items(5_000, i -> "base-" + i);
+    RBloomFilter<String> cached = bloom(name);
+    assertTrue(cached.tryInit(20_000, 0.01));
+    cached.add(base);
+    assertTrue(cached.contains(base.get(0)), "one query: the object has cached size/k");
+    long[] ns = {30_000, 50_000, 20_000, 30_000, 50_000, 20_000};
+    double[] ps = {0.005, 0.001, 0.01, 0.005, 0.001, 0.01};
+
+    Readers longLived = new Readers(cached, base);
+    Readers perCall = new Readers(() -> bloom(name), base);
+    CliReader own = new CliReader(name, base.subList(0, 500));
+    long t0 = System.nanoTime();
+    try (longLived; perCall; own) {
+      awaitMoreCalls(longLived.calls, 20);
+      awaitMoreCalls(perCall.calls, 20);
+      awaitMoreCalls(own.calls, 1);
+      for (int r = 0; r < ns.length; r++) {
+        final int round = r;
+        List<String> source = new ArrayList<>(base);
+        source.addAll(items(200, i -> "extra-" + round + "-" + i));
+        rotate(name, source, ns[r], ps[r]);
+        // every reader asks at least a few times under these parameters before the next swap
+        awaitMoreCalls(longLived.calls, 10);
+        awaitMoreCalls(perCall.calls, 10);
+        awaitMoreCalls(own.calls, 1);
+      }
+    }
+    System.err.println("[interop] " + ns.length + " swap rotations changing (n, p) each time, in "
+        + (System.nanoTime() - t0) / 1_000_000 + " ms. Long-lived RBloomFilter object: " + longLived
+        + ". A new RBloomFilter object per call: " + perCall + ". bloomguard (CLI contains of 500): "
+        + own);
+    // the documented limitation: a long-lived Redisson object misses present items
+    assertTrue(longLived.falses.get() > 0,
+        "a long-lived RBloomFilter object must answer false after a parameter-changing swap "
+            + "(it caches size and k): " + longLived);
+    // bloomguard's reader: never a false negative, never a failed call
+    assertTrue(own.calls.get() >= ns.length, "the bloomguard reader ran: " + own);
+    assertEquals(0, own.failures.get(), "bloomguard reader: no failed call: " + own);
+    assertEquals(0, own.falses.get(), "bloomguard reader: no false negative: " + own);
+    assertTrue(perCall.calls.get() > 0, "the per-call readers ran: " + perCall);
+    // back at the first (n, p): the long-lived object is right again, a new one too
+    assertEquals(base.size(), cached.contains(base));
+    assertEquals(base.size(), bloom(name).contains(base));
   }
 
   // (3) ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import org.redisson.api.RBloomFilter;
 import org.redisson.api.RedissonClient;
 import org.redisson.client.codec.StringCodec;
 import org.redisson.config.Config;
+import org.redisson.config.ReadMode;
 
 /**
  * The Java worker of the cross-language race suite (tests/race/README.md): a Redisson
@@ -30,6 +31,11 @@ import org.redisson.config.Config;
  * apart: under a LOCKED rotation to unchanged (n, p), rotation.h says Redisson sees those. One {@code RBloomFilter} object
  * for the whole run, shared by both threads, so the size and hashIterations Redisson cached at
  * its first call are the ones it keeps using (as a service holding one object would).
+ *
+ * <p>The URL is one server's, or a Redis Cluster's: one node with {@code --cluster on}, or a
+ * seed list {@code redis://h1:p1,h2:p2,...} (bloomguard's form; {@code --cluster auto}, the
+ * default, takes several hosts for a cluster), then {@code useClusterServers()} with every seed.
+ * {@code --retry-attempts N --retry-interval-ms MS} (cluster only) set Redisson's retries.
  *
  * <p>Prints one JSON line of counts; exits 2 only on a harness failure.
  */
@@ -163,15 +169,72 @@ public final class RaceWorker {
     return a;
   }
 
+  /**
+   * The node addresses of a URL {@code redis://[userinfo@]h1:p1[,h2:p2...]} (the seed-list form
+   * bloomguard takes), each as {@code redis://[userinfo@]h:p} for Redisson.
+   */
+  static List<String> addresses(String url) {
+    int scheme = url.indexOf("://");
+    if (scheme < 0) throw new IllegalArgumentException("--url: no scheme (redis://host:port)");
+    String prefix = url.substring(0, scheme + 3), rest = url.substring(scheme + 3);
+    int at = rest.lastIndexOf('@');
+    if (at >= 0) {
+      prefix += rest.substring(0, at + 1);
+      rest = rest.substring(at + 1);
+    }
+    int slash = rest.indexOf('/');
+    if (slash >= 0) rest = rest.substring(0, slash); // a db: one server only (a cluster has db 0)
+    List<String> out = new ArrayList<>();
+    for (String hp : rest.split(",", -1)) {
+      if (hp.isEmpty()) throw new IllegalArgumentException("--url: an empty host in the seed list");
+      out.add(prefix + hp);
+    }
+    return out;
+  }
+
+  /**
+   * Redisson's config: {@code useClusterServers()} for a cluster ({@code --cluster on}, or
+   * {@code auto} (the default) with several hosts in the URL), else {@code useSingleServer()}.
+   * Generous timeouts: the suite judges correctness, not latency on a loaded machine.
+   */
+  static Config config(Map<String, String> a) {
+    List<String> nodes = addresses(a.get("url"));
+    String mode = a.getOrDefault("cluster", "auto");
+    boolean cluster;
+    switch (mode) {
+      case "on": cluster = true; break;
+      case "off": cluster = false; break;
+      case "auto": cluster = nodes.size() > 1; break;
+      default: throw new IllegalArgumentException("--cluster: on, off or auto, not " + mode);
+    }
+    Config cfg = new Config();
+    if (!cluster) {
+      if (nodes.size() > 1) throw new IllegalArgumentException("--url: several hosts need --cluster on or auto");
+      cfg.useSingleServer().setAddress(a.get("url")).setConnectionMinimumIdleSize(1)
+          .setConnectionPoolSize(THREADS + 1).setTimeout(10_000).setConnectTimeout(10_000).setRetryAttempts(0);
+      return cfg;
+    }
+    // Masters only, as bloomguard reads (a replica can miss a just-acknowledged add). Redisson
+    // follows MOVED and ASK itself; TRYAGAIN (its contains() is one EVAL on the config and the
+    // bitmap: two keys, refused while the slot is half moved) it retries every retryInterval,
+    // retryAttempts times. Measured here (tests/race/README.md): with no retries about half of
+    // its calls fail with TRYAGAIN during migrations; with its defaults (3 x 1.5 s) it answers
+    // right but makes ~40 calls a scenario, too few to judge; 100 x 20 ms waits as long as
+    // bloomguard's backoff does (a 1 ms .. 100 ms doubling, inside the call's deadline).
+    cfg.useClusterServers().addNodeAddress(nodes.toArray(new String[0])).setReadMode(ReadMode.MASTER)
+        .setMasterConnectionMinimumIdleSize(1).setMasterConnectionPoolSize(THREADS + 1)
+        .setSlaveConnectionMinimumIdleSize(1).setSlaveConnectionPoolSize(2)
+        .setTimeout(10_000).setConnectTimeout(10_000)
+        .setRetryAttempts(Integer.parseInt(a.getOrDefault("retry-attempts", "100")))
+        .setRetryInterval(Integer.parseInt(a.getOrDefault("retry-interval-ms", "20")));
+    return cfg;
+  }
+
   public static void main(String[] argv) {
     RedissonClient redisson = null;
     try {
       Map<String, String> a = parse(argv);
-      Config cfg = new Config();
-      // generous timeouts: the suite judges correctness, not latency on a loaded machine
-      cfg.useSingleServer().setAddress(a.get("url")).setConnectionMinimumIdleSize(1)
-          .setConnectionPoolSize(THREADS + 1).setTimeout(10_000).setConnectTimeout(10_000).setRetryAttempts(0);
-      redisson = Redisson.create(cfg);
+      redisson = Redisson.create(config(a));
       RBloomFilter<String> bf = redisson.getBloomFilter(a.get("filter"), StringCodec.INSTANCE);
       RaceWorker w = new RaceWorker();
       List<Thread> threads = new ArrayList<>();

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# A local Redis Sentinel deployment (1 master + 1 replica + 3 sentinels, master name "bgmaster")
+# for humans and benchmarks.
+#
+#   bash scripts/sentinel.sh start DIR   # prints the URL: redis-sentinel://127.0.0.1:S0,127.0.0.1:S1,127.0.0.1:S2#bgmaster
+#   bash scripts/sentinel.sh stop DIR    # stops the processes by the pids in DIR/pids, removes DIR
+#
+# DIR must not exist yet (or be empty); it holds DIR/pids ("pid port" per line: data 0, data 1,
+# sentinels 0-2), DIR/url, DIR/data{0,1}/log and DIR/sentinel{0,1,2}/{sentinel.conf,log} (each
+# sentinel's own writable config, which Sentinel rewrites). Ports: random in 20000..(the kernel's
+# ephemeral range - 1), bind-tested; a start that loses a port retries with new ports. The
+# processes run in their own session (setsid), so they outlive this script until `stop`; nothing
+# reads stdin. Node 0 is the first master; after a failover ask a sentinel:
+#   redis-cli -p S0 sentinel get-master-addr-by-name bgmaster
+# Environment: BG_REDIS_SERVER, BG_REDIS_CLI (default redis-server, redis-cli from PATH);
+# BG_SENTINEL_DATA_PASSWORD (requirepass + masterauth on the data nodes, sentinel auth-pass; no
+# spaces, quotes or backslashes: Redis 7.0 Sentinel rewrites auth-pass unquoted);
+# BG_SENTINEL_PASSWORD (requirepass on the sentinels; then in the URL as :PASSWORD@);
+# BG_SENTINEL_TRACE=1 prints how long each phase took.
+# down-after-milliseconds is 2000 (see DOWN_AFTER_MS in tests/c/sentinel_fixture.c: with 1000 a
+# second failover was followed by a spurious third one).
+set -euo pipefail
+
+SERVER=${BG_REDIS_SERVER:-redis-server}
+CLI=${BG_REDIS_CLI:-redis-cli}
+DPW=${BG_SENTINEL_DATA_PASSWORD:-}
+SPW=${BG_SENTINEL_PASSWORD:-}
+NAME=bgmaster
+
+T0=$(date +%s%N)
+trace() {
+  if [ -n "${BG_SENTINEL_TRACE:-}" ]; then echo "sentinel.sh: $* at $((($(date +%s%N) - T0) / 1000000)) ms" >&2; fi
+}
+die() { echo "sentinel.sh: $*" >&2; exit 2; }
+usage() { echo "usage: bash scripts/sentinel.sh start DIR | stop DIR" >&2; exit 64; }
+
+# redis-cli on a data node / a sentinel, with the password through the environment (REDISCLI_AUTH),
+# never on the command line
+pcli() {
+  local pw=$1 p=$2; shift 2
+  if [ -n "$pw" ]; then REDISCLI_AUTH=$pw "$CLI" -p "$p" "$@" </dev/null 2>/dev/null
+  else "$CLI" -p "$p" "$@" </dev/null 2>/dev/null; fi
+}
+dcli() { pcli "$DPW" "$@"; }
+scli() { pcli "$SPW" "$@"; }
+
+pick_ports() {  # PORTS=(5 bind-tested free ports), in one python3 run
+  local out
+  out=$(python3 - 5 <<'EOF'
+import random, socket, sys
+
+def free(port):  # SO_REUSEADDR, as redis-server: a port in TIME_WAIT is free for it
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+hi = 32767
+try:  # below the ephemeral range, where other tests' free ports come from
+    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    if 20100 <= lo - 1 < hi:
+        hi = lo - 1
+except (OSError, ValueError):
+    pass
+ports = []
+for _ in range(5000):
+    p = random.randint(20000, hi)
+    if p not in ports and free(p):
+        ports.append(p)
+        if len(ports) == int(sys.argv[1]):
+            print(" ".join(map(str, ports)))
+            sys.exit(0)
+sys.exit("no free ports in 20000..%d" % hi)
+EOF
+  ) || die "cannot pick ports (python3 needed)"
+  read -r -a PORTS <<<"$out"
+}
+
+quote() {  # a config-file string in double quotes
+  python3 -c 'import sys; v = sys.argv[1]; print("\"" + "".join("\\" + c if c in "\"\\" else c for c in v) + "\"")' "$1"
+}
+
+kill_pids() {  # SIGTERM every pid in DIR/pids, then SIGKILL what is left after 5 s
+  local dir=$1 pid port i alive
+  [ -f "$dir/pids" ] || return 0
+  while read -r pid port; do kill "$pid" 2>/dev/null || true; done <"$dir/pids"
+  for i in $(seq 100); do
+    alive=0
+    while read -r pid port; do kill -0 "$pid" 2>/dev/null && alive=1; done <"$dir/pids"
+    [ $alive = 0 ] && return 0
+    sleep 0.05
+  done
+  while read -r pid port; do kill -9 "$pid" 2>/dev/null || true; done <"$dir/pids"
+}
+
+wait_own() {  # until the process $1 answers on port $2 as itself (INFO server's process_id)
+  local pid=$1 port=$2 kind=$3 i
+  for i in $(seq 250); do
+    kill -0 "$pid" 2>/dev/null || return 1
+    if [ "$kind" = data ]; then
+      dcli "$port" info server | grep -q "^process_id:$pid" && return 0
+    else
+      scli "$port" info server | grep -q "^process_id:$pid" && return 0
+    fi
+    sleep 0.02
+  done
+  return 1
+}
+
+field() {  # field NAME: the value after the line NAME in redis-cli's one-item-per-line output
+  awk -v k="$1" 'prev == k { print; exit } { prev = $0 }'
+}
+
+sentinel_ready() {  # master is data node 0, the replica healthy, the other 2 sentinels seen up
+  local s=$1 out flags
+  out=$(scli "$s" sentinel master "$NAME") || return 1
+  [ "$(field port <<<"$out")" = "${PORTS[0]}" ] || return 1
+  [ "$(field flags <<<"$out")" = master ] || return 1
+  [ "$(field num-other-sentinels <<<"$out")" = 2 ] || return 1
+  out=$(scli "$s" sentinel replicas "$NAME") || return 1
+  flags=$(awk -v p="${PORTS[1]}" 'prev == "port" && $0 == p { hit = 1 } prev == "flags" && hit { print; exit } { prev = $0 }' <<<"$out")
+  case $flags in slave) ;; *) return 1 ;; esac
+  out=$(scli "$s" sentinel sentinels "$NAME") || return 1
+  case $out in *s_down*|*disconnected*) return 1 ;; esac
+  return 0
+}
+
+start_once() {
+  local dir=$1 i p pid ok deadline
+  pick_ports
+  trace "ports picked"
+  : >"$dir/pids"
+  local auth=()
+  [ -n "$DPW" ] && auth=(--requirepass "$DPW" --masterauth "$DPW")
+  for i in 0 1; do
+    mkdir -p "$dir/data$i"
+    local repl=()
+    [ $i = 1 ] && repl=(--replicaof 127.0.0.1 "${PORTS[0]}")
+    setsid "$SERVER" --port "${PORTS[$i]}" --bind 127.0.0.1 --save '' --appendonly no \
+      --repl-diskless-sync-delay 0 --dir "$dir/data$i" --logfile "$dir/data$i/log" --daemonize no \
+      ${auth[@]+"${auth[@]}"} ${repl[@]+"${repl[@]}"} </dev/null >/dev/null 2>&1 &
+    echo "$! ${PORTS[$i]}" >>"$dir/pids"
+  done
+  while read -r pid p; do
+    wait_own "$pid" "$p" data || { echo "sentinel.sh: data node $p did not start (port taken?), retrying" >&2; return 1; }
+  done <"$dir/pids"
+  trace "data nodes answer"
+  # the replica's link up before any sentinel looks: a sentinel learns the replicas from the
+  # master's INFO, asked at connect and then only every 10 s
+  for i in $(seq 500); do
+    dcli "${PORTS[1]}" info replication | grep -q master_link_status:up && break
+    [ "$i" = 500 ] && { echo "sentinel.sh: the replica's link did not come up" >&2; return 1; }
+    sleep 0.02
+  done
+  trace "replica link up"
+  for i in 0 1 2; do
+    p=${PORTS[$((2 + i))]}
+    mkdir -p "$dir/sentinel$i"
+    {
+      echo "port $p"; echo "bind 127.0.0.1"; echo "daemonize no"
+      echo "dir $(quote "$dir/sentinel$i")"; echo 'logfile "log"'; echo "sentinel resolve-hostnames no"
+      [ -n "$SPW" ] && echo "requirepass $(quote "$SPW")"
+      echo "sentinel monitor $NAME 127.0.0.1 ${PORTS[0]} 2"
+      echo "sentinel down-after-milliseconds $NAME 2000"
+      echo "sentinel failover-timeout $NAME 5000"
+      [ -n "$DPW" ] && echo "sentinel auth-pass $NAME $(quote "$DPW")"
+    } >"$dir/sentinel$i/sentinel.conf"
+    chmod 600 "$dir/sentinel$i/sentinel.conf"
+    setsid "$SERVER" "$dir/sentinel$i/sentinel.conf" --sentinel </dev/null >/dev/null 2>&1 &
+    echo "$! $p" >>"$dir/pids"
+  done
+  tail -n 3 "$dir/pids" | while read -r pid p; do
+    wait_own "$pid" "$p" sentinel || { echo "sentinel.sh: sentinel $p did not start (port taken?), retrying" >&2; exit 1; }
+  done || return 1
+  trace "sentinels answer"
+  deadline=$((SECONDS + 15))
+  while :; do
+    ok=1
+    for i in 2 3 4; do sentinel_ready "${PORTS[$i]}" || { ok=0; break; }; done
+    [ $ok = 1 ] && break
+    [ $SECONDS -lt $deadline ] || { echo "sentinel.sh: the sentinels did not agree within 15 s" >&2; return 1; }
+    sleep 0.05
+  done
+  trace "sentinels agree"
+  local url="redis-sentinel://" sep=
+  if [ -n "$SPW" ]; then
+    url+=":$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$SPW")@"
+  fi
+  for i in 2 3 4; do url+="${sep}127.0.0.1:${PORTS[$i]}"; sep=,; done
+  url+="#$NAME"
+  echo "$url" >"$dir/url"
+  echo "$url"
+}
+
+cmd=${1:-}; dir=${2:-}
+[ -n "$cmd" ] && [ -n "$dir" ] || usage
+case $cmd in
+  start)
+    command -v "$SERVER" >/dev/null || die "$SERVER not found (Debian: apt-get install redis-server)"
+    command -v "$CLI" >/dev/null || die "$CLI not found (Debian: apt-get install redis-tools)"
+    case $DPW in *[[:space:]\"\'\\]*) die "BG_SENTINEL_DATA_PASSWORD must not contain spaces, quotes or backslashes" ;; esac
+    if [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then die "$dir exists and is not empty"; fi
+    mkdir -p "$dir"
+    dir=$(cd "$dir" && pwd)
+    for attempt in 1 2 3 4 5; do
+      if start_once "$dir"; then exit 0; fi
+      kill_pids "$dir"
+      rm -rf "${dir:?}"/data? "${dir:?}"/sentinel? "$dir/pids"
+    done
+    rmdir "$dir" 2>/dev/null || true
+    die "could not start the Sentinel deployment"
+    ;;
+  stop)
+    [ -f "$dir/pids" ] || die "$dir/pids not found: nothing started there by sentinel.sh"
+    kill_pids "$dir"
+    while read -r pid port; do
+      if kill -0 "$pid" 2>/dev/null; then die "pid $pid (port $port) is still running"; fi
+    done <"$dir/pids"
+    rm -rf "${dir:?}"
+    ;;
+  *) usage ;;
+esac
