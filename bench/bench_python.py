@@ -172,6 +172,13 @@ def main() -> int:
             print("%-6s %10.0f %10.1f %12.0f %14.1f %13.3fx%s" % (n, m, 1e6 / m, m * a.batch,
                                                                  statistics.median(cpu[n]), r, verdict))
         print("Py/C time = median over rounds of (Python s/call) / (C s/call); client CPU = medians per call")
+        # hiredis >= 1.0 (the default build) and Redis >= 6: the Python calls read the bits alone
+        st = f.stats()
+        print("Python side: %d of %d calls tracked (BITFIELD_RO alone; library features: %s)"
+              % (st["tracked_reads"], st["queries"], ", ".join(sorted(bloomguard.features())) or "none"))
+        if "tracking" in bloomguard.features() and st["tracked_reads"] == 0:
+            print("the library can track, but no call was tracked", file=sys.stderr)
+            ok = False
         return 0 if ok else 3
     finally:
         if c_side:

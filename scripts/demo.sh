@@ -7,16 +7,19 @@
 # 1,000,000-item filter and rebuilds it under query load with each strategy (under a minute), prints
 # a table and writes bloomguard-demo.svg in the current directory.
 #
-# Packages: only what the command and the demo need (compiler, CMake, Ninja, pkg-config, hiredis,
-# highwayhash, redis-server), installed with apt-get when missing - as root or with sudo, like
-# scripts/deps.sh (which installs the whole test toolchain: JDK, Maven, Python headers ...).
+# Packages: only what the command and the demo need (compiler, CMake, Ninja, pkg-config, OpenSSL
+# headers, highwayhash, pip, redis-server), installed with apt-get when missing - as root or with
+# sudo, like scripts/deps.sh (which installs the whole test toolchain: JDK, Maven, Python headers ...).
+# hiredis: a system hiredis >= 1.0 if there is one, else hiredis 1.5 is built into the command from
+# the hiredis PyPI sdist (downloaded once with pip: cmake/hiredis.cmake), so queries take the
+# tracked path (README, "Queries and tracking"); Debian 12's libhiredis-dev (0.14) is not needed.
 # BG_NO_INSTALL=1 only reports what is missing. BG_DEMO_BUILD_DIR: build directory (default
 # build-demo at the top of the repository).
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BG_DEMO_BUILD_DIR:-$TOP/build-demo}
 
-pkgs=(cmake ninja-build gcc g++ pkg-config libhiredis-dev libhighwayhash-dev redis-server)
+pkgs=(cmake ninja-build gcc g++ pkg-config libssl-dev libhighwayhash-dev python3-pip redis-server)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,7 +30,8 @@ read -r -a missing <<< "${missing[*]:-}"
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
     echo "demo.sh: not a Debian/Ubuntu system; install: a C/C++ compiler, CMake >= 3.18, Ninja, pkg-config," \
-         "hiredis, highwayhash headers, redis-server - then run this again" >&2
+         "OpenSSL headers, highwayhash headers, python3 with pip (or hiredis >= 1.0), redis-server -" \
+         "then run this again" >&2
     exit 1
   fi
   if [ "${BG_NO_INSTALL:-0}" = 1 ]; then

@@ -4,8 +4,11 @@
 # BG_NO_INSTALL=1 only reports what is missing.
 set -euo pipefail
 
-pkgs=(cmake ninja-build gcc g++ pkg-config libhiredis-dev libhighwayhash-dev libcjson-dev redis-server
-      python3 python3-dev python3-venv maven default-jdk-headless curl ca-certificates)
+# libhiredis-dev: Debian's hiredis 0.14, for the build that keeps 0.14 tested (scripts/check-hiredis014.sh);
+# the default build uses hiredis 1.x from the hiredis PyPI sdist (python3-pip fetches it), TLS part
+# included (libssl-dev; openssl makes the TLS tests' certificates).
+pkgs=(cmake ninja-build gcc g++ pkg-config libhiredis-dev libssl-dev openssl libhighwayhash-dev libcjson-dev
+      redis-server python3 python3-dev python3-venv python3-pip maven default-jdk-headless curl ca-certificates)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

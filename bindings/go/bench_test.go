@@ -77,6 +77,18 @@ func benchFilter(b *testing.B) *Filter {
 	return f
 }
 
+// reportTracked adds the share of query round trips that took the tracked path (BITFIELD_RO
+// alone: hiredis >= 1.0, Redis >= 6) as a metric, and fails a library that can track but never did.
+func reportTracked(b *testing.B, f *Filter) {
+	s := stats(b, f)
+	if s.Queries > 0 {
+		b.ReportMetric(float64(s.TrackedReads)/float64(s.Queries), "tracked/query")
+	}
+	if LibraryFeatures().Has(FeatureTracking) && s.Queries > 1 && s.TrackedReads == 0 {
+		b.Errorf("%d queries, none tracked", s.Queries)
+	}
+}
+
 func BenchmarkContainsString(b *testing.B) {
 	f := benchFilter(b)
 	ctx := context.Background()
@@ -86,6 +98,7 @@ func BenchmarkContainsString(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	reportTracked(b, f)
 }
 
 func BenchmarkContainsStringParallel(b *testing.B) {
@@ -112,6 +125,7 @@ func BenchmarkContainsMany(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	reportTracked(b, f)
 }
 
 func BenchmarkAddMany(b *testing.B) {

@@ -982,6 +982,56 @@ func TestTracking(t *testing.T) {
 	}
 }
 
+// LibraryFeatures: the default build (bindings/go/setup.sh, CMake's BG_HIREDIS=auto) has hiredis
+// >= 1.0, so it can track; TLS is reserved. BG_CMAKE_ARGS=-DBG_HIREDIS=system (Debian 12's 0.14)
+// is the one build allowed to lack tracking.
+func TestLibraryFeatures(t *testing.T) {
+	fs := LibraryFeatures()
+	if fs&^(FeatureTracking|FeatureTLS) != 0 {
+		t.Fatalf("undefined feature bits: %#x", int(fs))
+	}
+	if fs.Has(FeatureTLS) {
+		t.Errorf("FeatureTLS set, but TLS is not implemented")
+	}
+	if !fs.Has(FeatureTracking) && !strings.Contains(os.Getenv("BG_CMAKE_ARGS"), "BG_HIREDIS=system") {
+		t.Errorf("library without FeatureTracking: the default build should have hiredis >= 1.0 (cmake/hiredis.cmake)")
+	}
+}
+
+// With a library that can track (hiredis >= 1.0) and Redis >= 6, repeated queries of an unchanged
+// filter read the bits alone: TrackedReads > 0. With tracking off, never.
+func TestRepeatedQueriesTakeTheTrackedPath(t *testing.T) {
+	if !LibraryFeatures().Has(FeatureTracking) {
+		t.Skip("library built with hiredis < 1.0: no tracking")
+	}
+	ctx := context.Background()
+	for _, on := range []bool{true, false} {
+		t.Run(strconv.FormatBool(on), func(t *testing.T) {
+			c := openClient(t, WithTracking(on), WithPoolSize(1))
+			f := initFilter(t, c, 1000, 0.01)
+			defer f.Delete(ctx)
+			if _, err := f.AddMany(ctx, [][]byte{[]byte("a"), []byte("b")}); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 20; i++ {
+				if ok, err := f.ContainsString(ctx, "a"); err != nil || !ok {
+					t.Fatalf("ContainsString: %v %v", ok, err)
+				}
+				if got, err := f.ContainsMany(ctx, [][]byte{[]byte("a"), []byte("b")}); err != nil || !got[0] || !got[1] {
+					t.Fatalf("ContainsMany: %v %v", got, err)
+				}
+			}
+			s := stats(t, f)
+			if on && s.TrackedReads <= 0 {
+				t.Errorf("tracking on: TrackedReads %d after 40 queries", s.TrackedReads)
+			}
+			if !on && s.TrackedReads != 0 {
+				t.Errorf("tracking off: TrackedReads %d", s.TrackedReads)
+			}
+		})
+	}
+}
+
 // Thousands of goroutines on one client do not become thousands of OS threads blocked in C: the
 // client's gate lets a bounded number into C and the rest wait as goroutines.
 func TestManyGoroutinesBoundedThreads(t *testing.T) {

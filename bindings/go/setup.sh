@@ -30,14 +30,13 @@ BUILD=${BG_BUILD_DIR:-$ROOT/build-go/cmake}
 for tool in cmake pkg-config cc; do
   command -v "$tool" >/dev/null 2>&1 || {
     echo "setup.sh: '$tool' not found (Debian: bash scripts/deps.sh, or apt-get install cmake pkg-config gcc g++" \
-         "libhiredis-dev libhighwayhash-dev)" >&2
+         "libssl-dev libhighwayhash-dev python3-pip)" >&2
     exit 1
   }
 done
-pkg-config --exists hiredis || {
-  echo "setup.sh: hiredis not found by pkg-config (Debian: apt-get install libhiredis-dev)" >&2
-  exit 1
-}
+# hiredis: CMake's BG_HIREDIS=auto (cmake/hiredis.cmake) takes a system hiredis >= 1.0, else builds
+# hiredis 1.x from the hiredis PyPI sdist into the library (which then needs no hiredis package, the
+# static one included); BG_CMAKE_ARGS=-DBG_HIREDIS=system forces the system one (Debian 12: 0.14).
 
 generator=()
 if [ ! -f "$BUILD/CMakeCache.txt" ] && command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
@@ -63,4 +62,5 @@ if [ "$LINK" = shared ]; then
 else
   echo "export GOFLAGS=$(q "${GOFLAGS:+$GOFLAGS }-tags=bloomguard_static")"
 fi
-echo "bloomguard installed in $PREFIX ($LINK); pkg-config: $(PKG_CONFIG_PATH=$pcdir pkg-config --modversion bloomguard)" >&2
+hiredis=$(sed -n 's/^BG_HIREDIS_\(KIND\|VERSION\):INTERNAL=//p' "$BUILD/CMakeCache.txt" | tr '\n' ' ')
+echo "bloomguard installed in $PREFIX ($LINK, hiredis: ${hiredis% }); pkg-config: $(PKG_CONFIG_PATH=$pcdir pkg-config --modversion bloomguard)" >&2

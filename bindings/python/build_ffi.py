@@ -7,13 +7,18 @@ headers by ``tests/python/test_cdef.py``).
 ``build_native`` builds the C library itself with the project's own CMake build (the one source of
 truth for the source list and the per-file flags of the hashing unit): it configures
 ``CMakeLists.txt`` with tests, CLI and benchmarks off and builds the ``bloomguard_static`` target
-(position-independent code, hidden visibility). The extension links that archive plus hiredis
-(found with pkg-config, as the C build does) and re-exports none of its symbols.
+(position-independent code, hidden visibility). By default (CMake's BG_HIREDIS=auto) that archive
+holds hiredis too: a system hiredis >= 1.0 if pkg-config finds one, else hiredis 1.x built from the
+hiredis PyPI sdist (cmake/hiredis.cmake), so the extension needs only libc, libm, libpthread and,
+once TLS is used, libssl/libcrypto at run time. With BLOOMGUARD_CMAKE_ARGS=-DBG_HIREDIS=system it
+links the system hiredis found with pkg-config instead (Debian 12: 0.14, no tracked queries). The
+extension re-exports none of the archive's symbols.
 
 setup.py at the repository root wires both into setuptools; nothing here imports the package.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -73,16 +78,34 @@ def _fail(msg: str) -> BuildError:
     return BuildError(msg)
 
 
-def _pkg_config_hiredis() -> list[str]:
+def _pkg_config_libs(packages: list[str]) -> list[str]:
+    """--libs of a system hiredis (and hiredis_ssl) the CMake build chose (BG_HIREDIS=system)."""
     pkg_config = os.environ.get("PKG_CONFIG") or shutil.which("pkg-config")
     if not pkg_config:
-        raise _fail("pkg-config not found; it locates hiredis as for the C build "
+        raise _fail("pkg-config not found; it locates the system hiredis as for the C build "
                     "(Debian: apt-get install pkg-config libhiredis-dev)")
-    if subprocess.run([pkg_config, "--exists", "hiredis"]).returncode != 0:
-        raise _fail("hiredis not found by pkg-config (Debian: apt-get install libhiredis-dev, or set "
-                    "PKG_CONFIG_PATH to a hiredis install)")
-    out = subprocess.run([pkg_config, "--libs", "hiredis"], check=True, capture_output=True, text=True)
+    if subprocess.run([pkg_config, "--exists"] + packages).returncode != 0:
+        raise _fail("%s not found by pkg-config (Debian: apt-get install libhiredis-dev, or set "
+                    "PKG_CONFIG_PATH to a hiredis install)" % " ".join(packages))
+    out = subprocess.run([pkg_config, "--libs"] + packages, check=True, capture_output=True, text=True)
     return shlex.split(out.stdout)
+
+
+def _static_link_flags(build_dir: Path) -> list[str]:
+    """What linking libbloomguard.a needs besides it, from the file the CMake build writes."""
+    info_file = build_dir / "bloomguard-static-link.json"
+    try:
+        info = json.loads(info_file.read_text())
+    except (OSError, ValueError) as e:
+        raise _fail("cannot read %s (written by the CMake configure step): %s" % (info_file, e))
+    if info["hiredis"] == "system":
+        return _pkg_config_libs(info["pkg_config_requires"]) + info["libs"]
+    flags = list(info["libs"])
+    if info["hiredis_ssl"]:
+        # the vendored hiredis's TLS part is in the archive; --as-needed: libssl/libcrypto are
+        # recorded only once the library's code uses it
+        flags += ["-Wl,--push-state,--as-needed", "-lssl", "-lcrypto", "-Wl,--pop-state"]
+    return flags
 
 
 def _run(cmd: list[str], what: str, verbose: bool) -> None:
@@ -98,15 +121,15 @@ def _run(cmd: list[str], what: str, verbose: bool) -> None:
 def build_native(build_dir: str | os.PathLike[str], jobs: int | None = None, verbose: bool = False) -> dict:
     """Builds libbloomguard.a with CMake in build_dir; returns what the extension must link.
 
-    Returns a dict with ``extra_objects`` (the archive), ``libraries`` and ``library_dirs``
-    (hiredis from pkg-config, libm, pthread). Extra CMake arguments may be given in the
-    BLOOMGUARD_CMAKE_ARGS environment variable (e.g. -DCMAKE_BUILD_TYPE=Debug).
+    Returns a dict with ``extra_objects`` (the archive), ``libraries``, ``library_dirs`` and
+    ``extra_link_args`` (libm, pthread; OpenSSL as needed, or a system hiredis from pkg-config).
+    Extra CMake arguments may be given in the BLOOMGUARD_CMAKE_ARGS environment variable (e.g.
+    -DCMAKE_BUILD_TYPE=Debug, -DBG_HIREDIS=system).
     """
     cmake = os.environ.get("CMAKE") or shutil.which("cmake")
     if not cmake:
         raise _fail("cmake (>= 3.18) not found: it builds the C library "
                     "(Debian: apt-get install cmake ninja-build, or pip install cmake)")
-    hiredis_flags = _pkg_config_hiredis()
     build_dir = Path(build_dir).resolve()
     build_dir.mkdir(parents=True, exist_ok=True)
 
@@ -129,14 +152,24 @@ def build_native(build_dir: str | os.PathLike[str], jobs: int | None = None, ver
         archive = found[0]
 
     libraries, library_dirs, extra_link_args = [], [], []
-    for flag in hiredis_flags:
-        if flag.startswith("-l"):
-            libraries.append(flag[2:])
+    flags = _static_link_flags(build_dir)
+    # a -Wl,--push-state ... --pop-state group stays in order, after the archive (extra_link_args
+    # go last on the link line)
+    grouped = False
+    for flag in flags:
+        if flag.startswith("-Wl,--push-state"):
+            grouped = True
+        if grouped:
+            extra_link_args.append(flag)
+        elif flag.startswith("-l"):
+            if flag[2:] not in libraries:
+                libraries.append(flag[2:])
         elif flag.startswith("-L"):
             library_dirs.append(flag[2:])
         else:
             extra_link_args.append(flag)
-    libraries += ["m", "pthread"]
+        if flag.startswith("-Wl,--pop-state"):
+            grouped = False
     return {"extra_objects": [str(archive)], "libraries": libraries, "library_dirs": library_dirs,
             "extra_link_args": extra_link_args}
 

@@ -17,6 +17,16 @@ BG_BEGIN_DECLS
 BG_API int bg_version(void);
 BG_API const char *bg_version_string(void);
 
+/* What the loaded library was built to do: a mask of BG_FEATURE_* bits (bg_features()). */
+/* Built with hiredis >= 1.0 (RESP3): queries can take the tracked path, reading the bits alone while
+ * Redis's client tracking vouches for the config (README, "Queries and tracking"). Whether a client
+ * does also depends on the server (Redis >= 6) and BG_OPT_TRACKING. Not set with hiredis 0.14. */
+#define BG_FEATURE_TRACKING 0x1
+/* Can connect with TLS (rediss:// URLs). Reserved: this version never sets it (hiredis's TLS part
+ * is built in when OpenSSL is available, but the library does not use it yet). */
+#define BG_FEATURE_TLS 0x2
+BG_API int bg_features(void);
+
 BG_END_DECLS
 
 #endif

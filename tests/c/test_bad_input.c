@@ -330,6 +330,7 @@ static void test_strerror_distinct(void) {
   CHECK_EQ_STR(bg_strerror(1), "unknown status");
   CHECK_EQ_INT(bg_version(), BG_VERSION_NUMBER);
   CHECK_EQ_STR(bg_version_string(), BG_VERSION_STRING);
+  CHECK_EQ_INT(bg_features() & ~(BG_FEATURE_TRACKING | BG_FEATURE_TLS), 0);   /* no undefined bits */
 }
 
 static void setup(void) {

@@ -343,6 +343,10 @@ static void setup(void) {
   supported = bgi_tracking_supported();
   printf("    tracking %s (hiredis %d.%d)\n", supported ? "available" : "not available", HIREDIS_MAJOR,
          HIREDIS_MINOR);
+  /* the public feature query tells the same (bindings use it to know whether to expect tracked reads) */
+  CHECK_EQ_INT((bg_features() & BG_FEATURE_TRACKING) != 0, supported);
+  CHECK_EQ_INT(supported, HIREDIS_MAJOR >= 1);
+  CHECK_EQ_INT(bg_features() & BG_FEATURE_TLS, 0);   /* reserved: not implemented yet */
   bgt_redis_start(&srv, NULL);
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));

@@ -1,6 +1,8 @@
 """Client: URLs, options, errors of open, ping, close and the life of filters beyond their client."""
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import bloomguard
@@ -66,6 +68,41 @@ def test_tracking_option(url, fname, tracking):
         if not tracking:
             assert s["tracked_reads"] == 0 and s["tracked_stale"] == 0
         f.delete()
+
+
+def _built_against_system_hiredis() -> bool:
+    return "BG_HIREDIS=system" in os.environ.get("BLOOMGUARD_CMAKE_ARGS", "")
+
+
+def test_features():
+    """bg_features(): the default build (BG_HIREDIS=auto) has hiredis >= 1.0, so tracked queries;
+    TLS is reserved (not implemented yet)."""
+    feats = bloomguard.features()
+    assert feats <= {"tracking", "tls"}
+    assert "tls" not in feats
+    if not _built_against_system_hiredis():
+        assert "tracking" in feats, "the default build should have hiredis >= 1.0 (cmake/hiredis.cmake)"
+
+
+def test_repeated_queries_take_the_tracked_path(url, fname):
+    """With a library that can track (hiredis >= 1.0) and Redis >= 6, repeated queries of an
+    unchanged filter read the bits alone (tracked_reads > 0); with tracking off, never."""
+    if "tracking" not in bloomguard.features():
+        pytest.skip("library built with hiredis < 1.0 (BG_HIREDIS=system on Debian 12): no tracking")
+    for tracking in (True, False):
+        with bloomguard.Client(url, tracking=tracking, pool_size=1) as c, c.filter(fname) as f:
+            f.init(1000, 0.01)
+            f.add_many(["a", "b"])
+            for _ in range(20):
+                assert f.contains("a") is True
+                assert f.contains_many(["a", "b", "zz-absent"])[:2] == [True, True]
+            s = f.stats()
+            if tracking:
+                assert s["tracked_reads"] > 0, s
+                assert s["tracked_stale"] <= s["tracked_reads"]
+            else:
+                assert s["tracked_reads"] == 0, s
+            f.delete()
 
 
 def test_every_option_is_bound():

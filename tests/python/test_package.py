@@ -112,10 +112,25 @@ def test_build_says_when_cmake_is_missing(monkeypatch, tmp_path):
 
 @pytest.mark.skipif(not shutil.which("pkg-config") or not shutil.which("cmake"), reason="needs pkg-config")
 def test_build_says_when_hiredis_is_missing(monkeypatch, tmp_path):
+    # only a build asked to use the system hiredis needs one (the default builds hiredis 1.x)
     build_ffi = _build_ffi(monkeypatch)
     monkeypatch.setenv("PKG_CONFIG_LIBDIR", str(tmp_path))
     monkeypatch.setenv("PKG_CONFIG_PATH", str(tmp_path))
-    with pytest.raises(build_ffi.BuildError, match="hiredis.*libhiredis-dev"):
+    monkeypatch.setenv("BLOOMGUARD_CMAKE_ARGS", "-DBG_HIREDIS=system")
+    with pytest.raises(build_ffi.BuildError, match="(?s)BG_HIREDIS=system.*no hiredis.*libhiredis-dev"):
+        build_ffi.build_native(tmp_path / "b")
+
+
+@pytest.mark.skipif(not shutil.which("cmake"), reason="needs cmake")
+def test_build_says_when_the_vendored_hiredis_cannot_be_fetched(monkeypatch, tmp_path):
+    # no PyPI (an index that refuses connections) and no sdist in the cache: the message says how out
+    build_ffi = _build_ffi(monkeypatch)
+    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
+    monkeypatch.setenv("PIP_RETRIES", "0")
+    monkeypatch.setenv("PIP_TIMEOUT", "2")
+    monkeypatch.setenv("BG_DOWNLOAD_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("BLOOMGUARD_CMAKE_ARGS", "-DBG_HIREDIS=vendored")
+    with pytest.raises(build_ffi.BuildError, match="(?s)could not download hiredis==3.5.0.*BG_HIREDIS_SDIST"):
         build_ffi.build_native(tmp_path / "b")
 
 

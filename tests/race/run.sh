@@ -7,7 +7,8 @@
 #
 # Environment:
 #   BG_RACE_BUILD     CMake build directory for the C worker (default: build; configured if empty)
-#   BG_RACE_BUILD_H1  the same against hiredis 1.x, for the c1 worker (default: build-hiredis1)
+#   BG_RACE_BUILD_H1  the same against hiredis 1.x, for the c1 worker (default: BG_RACE_BUILD when
+#                     that has hiredis >= 1.0, as by default; else build-hiredis1, vendored hiredis)
 #   BG_PY_VENV        virtualenv with bloomguard + pytest (default: build-python/venv, as
 #                     bindings/python/ci.sh makes it; created and installed here if missing)
 #   BG_RACE_REINSTALL=1  reinstall the binding there first (it embeds the C library: after a C
@@ -31,14 +32,16 @@ cmake --build "$BUILD" -j 2 --target bg_race_worker bg_race_worker_fault >/dev/n
 export BG_RACE_C_WORKER=$BUILD/race/bg_race_worker
 export BG_RACE_CFAULT_WORKER=$BUILD/race/bg_race_worker_fault  # the cluster scenarios' control
 
-# C worker against hiredis 1.x ("c1": tracked queries; Debian 12 ships 0.14), in the build that
-# scripts/check-hiredis1.sh makes (configured here if that has not run)
+# C worker against hiredis 1.x ("c1": tracked queries), whatever hiredis the main build has: the
+# vendored one (cmake/hiredis.cmake), configured here if that has not run
+if [ -z "${BG_RACE_BUILD_H1:-}" ] && grep -q '^BG_HIREDIS_VERSION:INTERNAL=[1-9]' "$BUILD/CMakeCache.txt"; then
+  BG_RACE_BUILD_H1=$BUILD   # the main build already has hiredis >= 1.0: one worker serves both
+fi
 BUILD_H1=${BG_RACE_BUILD_H1:-build-hiredis1}
 case $BUILD_H1 in /*) ;; *) BUILD_H1=$TOP/$BUILD_H1 ;; esac
 if [ ! -f "$BUILD_H1/CMakeCache.txt" ]; then
-  bash scripts/hiredis1.sh "$BUILD_H1/hiredis1" >/dev/null
-  PKG_CONFIG_PATH=$BUILD_H1/hiredis1/lib/pkgconfig \
-    cmake -S "$TOP" -B "$BUILD_H1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBG_BUILD_BENCH=OFF >/dev/null
+  cmake -S "$TOP" -B "$BUILD_H1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBG_BUILD_BENCH=OFF \
+    -DBG_HIREDIS=vendored >/dev/null
 fi
 cmake --build "$BUILD_H1" -j 2 --target bg_race_worker >/dev/null
 export BG_RACE_C1_WORKER=$BUILD_H1/race/bg_race_worker

@@ -79,6 +79,9 @@ def every_worker_worked(o: Outcome, langs: List[str]) -> None:
     assert sorted(rotators) == sorted(set(langs) & set(WRITERS)), "a writing language did not rotate"
     if "c1" in langs:  # built against hiredis 1.x: its queries must have taken the tracked path
         assert readers["c1"].get("tracked", 0) > 0, "the c1 reader never read the bits alone (tracking off?)"
+    for lang in ("python", "go"):  # the bindings, built with hiredis >= 1.0 by default, too
+        if lang in langs and readers.get(lang, {}).get("can_track"):
+            assert readers[lang].get("tracked", 0) > 0, "the %s reader never read the bits alone" % lang
 
 
 def migrations_reached_the_workers(o: Outcome) -> None:

@@ -75,10 +75,19 @@ def version() -> str:
     return _cstr(_lib.bg_version_string())
 
 
+def features() -> frozenset[str]:
+    """What the C library in this module was built to do (bg_features()): ``"tracking"`` when it
+    has hiredis >= 1.0, so queries can take the tracked path (given Redis >= 6 and
+    ``tracking=True``); ``"tls"`` once it can connect with TLS (never, in this version)."""
+    mask = _lib.bg_features()
+    names = [("tracking", _lib.BG_FEATURE_TRACKING), ("tls", _lib.BG_FEATURE_TLS)]
+    return frozenset(name for name, bit in names if mask & bit)
+
+
 __all__ = [
     "Client", "Filter", "FilterInfo", "Rotation", "RotationStats", "Lock", "Hold", "Policy", "Answer", "Answers",
     "hash128", "indexes", "optimal_params", "hash_impl", "MAX_SIZE", "MAX_HASH_ITERATIONS",
-    "version", "__version__", "error_for", "strerror",
+    "version", "__version__", "features", "error_for", "strerror",
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",
     "NotSupported", "ConnectionError", "Timeout", "AuthError", "ServerError", "ProtocolError",
     "NotInitialized", "ConfigChanged", "Corrupt", "WrongType", "Locked", "RotationInProgress",

@@ -36,6 +36,9 @@ const char *bg_strerror(int status);
 #define BG_VERSION_NUMBER ...
 int bg_version(void);
 const char *bg_version_string(void);
+#define BG_FEATURE_TRACKING ...
+#define BG_FEATURE_TLS ...
+int bg_features(void);
 
 /* options.h */
 typedef struct bg_options bg_options;

@@ -58,6 +58,8 @@ type counts struct {
 	ClusterBusy    int64  `json:"cluster_busy"`
 	ClusterReloads int64  `json:"cluster_reloads"`
 	LastExpected   int64  `json:"last_expected"`
+	Tracked        int64  `json:"tracked"`   // queries that read the bits alone (BG_STAT_TRACKED_READS)
+	CanTrack       bool   `json:"can_track"` // the library has FeatureTracking (hiredis >= 1.0)
 	FirstError     string `json:"first_error"`
 }
 
@@ -291,6 +293,10 @@ func main() {
 	switch a.role {
 	case "query":
 		runQuery(ctx, a, f, c)
+		if s, err := f.Stats(); err == nil {
+			c.Tracked = s.TrackedReads
+		}
+		c.CanTrack = bloomguard.LibraryFeatures().Has(bloomguard.FeatureTracking)
 	case "add":
 		runAdd(ctx, a, f, c)
 	case "rotate":

@@ -31,6 +31,8 @@ class Counts:
         self.adds = self.add_errors = self.rotations = self.rotation_errors = 0
         self.locked = 0  # of the errors: Locked (a LOCKED rewrite outlasted the lock wait)
         self.last_expected = 0
+        self.tracked = 0  # queries that read the bits alone (tracked_reads)
+        self.can_track = "tracking" in bloomguard.features()  # hiredis >= 1.0
         self.first_error = ""
 
     def note(self, what: str) -> None:
@@ -193,6 +195,7 @@ def main(argv: List[str]) -> int:
         with client.filter(args.filter) as f:
             {"query": run_query, "add": run_add, "rotate": run_rotate}[args.role](args, f, c)
             st = f.stats()  # the client's Redis Cluster counters (0 standalone)
+            c.tracked = st["tracked_reads"]
     cluster = {"cluster_moved": st["cluster_moved"], "cluster_ask": st["cluster_ask"],
                "cluster_busy": st["cluster_busy_retries"], "cluster_reloads": st["cluster_map_reloads"]}
     out = {"lang": "python", "role": args.role, "strategy": args.strategy}

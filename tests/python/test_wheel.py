@@ -1,0 +1,175 @@
+"""The installed extension (and the wheel `pip wheel .` makes) runs anywhere: at run time it needs
+only libc, libm, libpthread and (for TLS) libssl/libcrypto - hiredis and the HighwayHash code are
+compiled in (cmake/hiredis.cmake: BG_HIREDIS=auto builds hiredis 1.x when the system has none).
+
+The ELF dynamic section is read with the standard library (no binutils needed); a fresh virtualenv
+installing the wheel runs a small program against a real redis-server.
+
+BG_WHEEL: the wheel to install (bindings/python/ci.sh builds it and installs it where the suite
+runs); without it the test builds one with `pip wheel`.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import bloomguard
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# What the extension may need at run time: the C library and its parts, the dynamic loader, OpenSSL.
+ALLOWED = re.compile(r"^(?:(?:libc|libm|libpthread|libssl|libcrypto)\.so(?:\.[0-9]+)*|ld-linux[-\w.]*\.so(?:\.[0-9]+)*)$")
+
+DT_NULL, DT_NEEDED = 0, 1
+SHT_DYNAMIC = 6
+
+
+def elf_needed(path: str | os.PathLike[str]) -> list[str]:
+    """The DT_NEEDED entries of an ELF file: its dynamic section's entries, names from the string
+    table that section links to."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF":
+        raise ValueError("%s is not an ELF file" % path)
+    is64 = data[4] == 2
+    end = "<" if data[5] == 1 else ">"
+    if is64:
+        shoff, = struct.unpack_from(end + "Q", data, 0x28)
+        shentsize, shnum = struct.unpack_from(end + "HH", data, 0x3A)
+        shdr, dyn = end + "IIQQQQIIQQ", end + "qQ"
+    else:
+        shoff, = struct.unpack_from(end + "I", data, 0x20)
+        shentsize, shnum = struct.unpack_from(end + "HH", data, 0x2E)
+        shdr, dyn = end + "IIIIIIIIII", end + "iI"
+    sections = [struct.unpack_from(shdr, data, shoff + i * shentsize) for i in range(shnum)]
+    needed = []
+    for _name, sh_type, _flags, _addr, offset, size, link, _info, _align, _entsize in sections:
+        if sh_type != SHT_DYNAMIC:
+            continue
+        strtab_off = sections[link][4]
+        step = struct.calcsize(dyn)
+        for pos in range(offset, offset + size, step):
+            tag, val = struct.unpack_from(dyn, data, pos)
+            if tag == DT_NULL:
+                break
+            if tag == DT_NEEDED:
+                stop = data.index(b"\0", strtab_off + val)
+                needed.append(data[strtab_off + val:stop].decode())
+    return needed
+
+
+def unexpected_needed(path: str | os.PathLike[str]) -> list[str]:
+    return [n for n in elf_needed(path) if not ALLOWED.match(n)]
+
+
+def _system_hiredis_build() -> bool:
+    # a build asked to link the system hiredis (BG_HIREDIS=system) needs libhiredis, as it should
+    return "BG_HIREDIS=system" in os.environ.get("BLOOMGUARD_CMAKE_ARGS", "")
+
+
+def _extension_path() -> str:
+    from bloomguard import _bloomguard_cffi
+    return _bloomguard_cffi.__file__
+
+
+def test_elf_reader_matches_readelf():
+    """The stdlib reader finds what binutils finds (when binutils is there to ask)."""
+    ext = _extension_path()
+    needed = elf_needed(ext)
+    assert any(n.startswith("libc.so") for n in needed), needed
+    if not shutil.which("readelf"):
+        pytest.skip("no readelf to compare with")
+    out = subprocess.run(["readelf", "-d", ext], check=True, capture_output=True, text=True).stdout
+    assert needed == re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", out)
+
+
+def test_check_catches_a_foreign_dependency():
+    """Negative control: the check fails on an extension that needs another library - the
+    standard library's _ctypes, which needs libffi."""
+    import _ctypes
+    path = getattr(_ctypes, "__file__", None)
+    if not path:
+        pytest.skip("_ctypes is built into this interpreter")
+    assert any(n.startswith("libffi") for n in unexpected_needed(path)), elf_needed(path)
+
+
+def test_installed_extension_needs_only_system_libraries():
+    if _system_hiredis_build():
+        pytest.skip("built with BLOOMGUARD_CMAKE_ARGS=-DBG_HIREDIS=system: links the system hiredis")
+    ext = _extension_path()
+    assert unexpected_needed(ext) == [], "%s needs %s" % (ext, elf_needed(ext))
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    given = os.environ.get("BG_WHEEL")
+    if given:
+        return Path(given)
+    out = tmp_path_factory.mktemp("wheelhouse")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+                    "--no-deps", "-w", str(out), str(ROOT)], check=True)
+    found = glob.glob(str(out / "bloomguard-*.whl"))
+    assert len(found) == 1, found
+    return Path(found[0])
+
+
+def test_wheel_extension_needs_only_system_libraries(wheel, tmp_path):
+    import zipfile
+    with zipfile.ZipFile(wheel) as z:
+        names = [n for n in z.namelist() if re.match(r"bloomguard/_bloomguard_cffi.*\.so$", n)]
+        assert len(names) == 1, z.namelist()
+        z.extract(names[0], tmp_path)
+    ext = tmp_path / names[0]
+    if _system_hiredis_build():
+        pytest.skip("built with BLOOMGUARD_CMAKE_ARGS=-DBG_HIREDIS=system: links the system hiredis")
+    assert unexpected_needed(ext) == [], "%s needs %s" % (names[0], elf_needed(ext))
+
+
+SMOKE = textwrap.dedent('''
+    import json, sys
+    import bloomguard
+    url = sys.argv[1]
+    with bloomguard.Client(url, pool_size=1) as c, c.filter("wheel-smoke") as f:
+        f.init(1000, 0.01)
+        f.add_many(["a", "b"])
+        answers = [f.contains("a"), f.contains("b"), f.contains_many(["a", "b"])]
+        for _ in range(20):
+            f.contains("a")
+        stats = f.stats()
+        f.delete()
+    print(json.dumps({"file": bloomguard.__file__, "version": bloomguard.version(),
+                      "features": sorted(bloomguard.features()), "answers": answers,
+                      "tracked_reads": stats["tracked_reads"]}))
+''')
+
+
+def test_wheel_in_a_fresh_venv(wheel, tmp_path, url):
+    """The wheel installed into a new virtualenv (its own site-packages only, run outside the
+    source tree) works against a real redis-server."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
+                   check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "LD_PRELOAD")}
+    (tmp_path / "smoke.py").write_text(SMOKE)
+    proc = subprocess.run([str(py), "smoke.py", url], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert Path(got["file"]).resolve().is_relative_to(venv.resolve()), got["file"]
+    assert got["version"] == bloomguard.version()
+    assert got["answers"] == [True, True, [True, True]]
+    if not _system_hiredis_build():
+        assert "tracking" in got["features"]
+    if "tracking" in got["features"]:
+        assert got["tracked_reads"] > 0, got
