@@ -142,11 +142,12 @@ start_once() {
     setsid "$SERVER" --port "${PORTS[$i]}" --bind 127.0.0.1 --save '' --appendonly no \
       --repl-diskless-sync-delay 0 --dir "$dir/data$i" --logfile "$dir/data$i/log" --daemonize no \
       ${auth[@]+"${auth[@]}"} ${repl[@]+"${repl[@]}"} </dev/null >/dev/null 2>&1 &
-    echo "$! ${PORTS[$i]}" >>"$dir/pids"
+    pid=$!
+    echo "$pid ${PORTS[$i]}" >>"$dir/pids"
+    # the replica after the master answers: else its first connect fails and it retries 1 s later
+    wait_own "$pid" "${PORTS[$i]}" data ||
+      { echo "sentinel.sh: data node ${PORTS[$i]} did not start (port taken?), retrying" >&2; return 1; }
   done
-  while read -r pid p; do
-    wait_own "$pid" "$p" data || { echo "sentinel.sh: data node $p did not start (port taken?), retrying" >&2; return 1; }
-  done <"$dir/pids"
   trace "data nodes answer"
   # the replica's link up before any sentinel looks: a sentinel learns the replicas from the
   # master's INFO, asked at connect and then only every 10 s

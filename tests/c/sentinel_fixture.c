@@ -645,9 +645,10 @@ static int try_start(bgt_sentinel_set *s, unsigned *seed) {
   if (pick_ports(s, seed) != 0) return -1;
   /* the data nodes first, the replica's link up before any sentinel looks: a sentinel learns the
    * replicas from the master's INFO, which it asks at connect and then only every 10 s */
-  if (data_spawn(s, 0, 0) != 0 || data_spawn(s, 1, s->data_port[0]) != 0) return -1;
-  for (int i = 0; i < NDATA; i++)
-    if (wait_own(&s->data_pid[i], s->data_port[i], s->opts.data_password, 10000) != 0) {
+  for (int i = 0; i < NDATA; i++)  /* the replica after the master answers: else its first
+                                      * connect fails and it retries only a second later */
+    if (data_spawn(s, i, i ? s->data_port[0] : 0) != 0 ||
+        wait_own(&s->data_pid[i], s->data_port[i], s->opts.data_password, 10000) != 0) {
       data_log(s, i, path, sizeof path);
       fprintf(stderr, "sentinel fixture: data node %d (port %d) did not start (a port taken? retrying)\n", i,
               s->data_port[i]);

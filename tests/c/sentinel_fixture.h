@@ -8,7 +8,8 @@
  * node's log, each sentinel's own writable config file, which Sentinel rewrites) is removed by
  * bgt_sentinel_stop. A process gets SIGKILL when the *thread* that started it exits
  * (PR_SET_PDEATHSIG), so call start/restart from the main thread (or one that outlives the set).
- * A test that crashes leaves no process, but its directory stays in /tmp/bgt-sentinel-*.
+ * A test that crashes leaves no process, but its directory stays in /tmp/bgt-sentinel-*: data0/log,
+ * data1/log, sentinel<i>/{sentinel.conf,log}; BGT_SENTINEL_KEEP=1 makes stop leave it too.
  * bgt_sentinel_start ignores SIGPIPE if it was at its default (a raw hiredis write to a process
  * killed a moment ago would end the test).
  * Binary: $BG_REDIS_SERVER or redis-server from PATH (sentinels run as `redis-server FILE --sentinel`).

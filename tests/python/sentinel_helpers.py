@@ -239,9 +239,9 @@ class RedisSentinelSet:
         self.data_ports, self.sentinel_ports = ports[:N_DATA], ports[N_DATA:]
         # the replica's link up before any sentinel looks: a sentinel learns the replicas from the
         # master's INFO, asked at connect and then only every 10 s
-        self._spawn_data(0)
-        self._spawn_data(1, self.data_ports[0])
-        for i in range(N_DATA):
+        for i in range(N_DATA):  # the replica after the master answers: else its first connect
+            # fails and it retries only a second later
+            self._spawn_data(i, self.data_ports[0] if i else 0)
             self._wait_own(self.data_procs[i], self.data_ports[i], self.data_password, "data %d" % i)
         self._wait(lambda: self._link_up(1, 0), 10, "start (replica link)")
         for i in range(N_SENTINELS):

@@ -25,8 +25,10 @@ def sset():
 
 
 def seed(s: RedisSentinelSet, m: int, key: str, val: str) -> None:
-    """Written on the master and WAITed for: a kill -9 right after cannot lose it."""
-    assert s.data_cmd(m, "SET", key, val) == "OK" and s.data_cmd(m, "WAIT", 1, 5000) == 1
+    """Written on the master and WAITed for: a kill -9 right after cannot lose it. One connection:
+    WAIT counts the acknowledgements of this connection's writes (on a fresh one it returns at once)."""
+    with s.data_resp(m) as r:
+        assert r("SET", key, val) == "OK" and r("WAIT", 1, 5000) == 1
 
 
 def kill_and_watch(s: RedisSentinelSet, m: int) -> float:
