@@ -5,8 +5,8 @@
  *   the right CA verifies (CA file and hashed CA directory, hostname localhost and IP 127.0.0.1);
  *   the other CA fails; the expired certificate fails with "certificate has expired"; wrong-host
  *   fails the hostname check for localhost and 127.0.0.1; with --tls-auth-clients yes a connection
- *   without a client certificate is refused ("certificate required"), one with client.crt works and
- *   one with other-client.crt (the other CA) is refused; the bad-input files are what they claim.
+ *   without a client certificate is refused (the server logs "peer did not return a certificate"),
+ *   one with client.crt works and one with other-client.crt (the other CA) is refused; the bad-input files are what they claim.
  * Each failure has its control: the same server answering when the one thing that should break it
  * is put right (the right CA, verification off, the name in the certificate, a client certificate,
  * auth-clients off), so a check that can never succeed would show up.
@@ -50,6 +50,21 @@ static void show(const char *what, const char *out, const char *key) {
   while (p > out && p[-1] != '\n') p--;
   e = strchr(p, '\n');
   printf("  %-44s %.*s\n", what, e ? (int)(e - p) : (int)strlen(p), p);
+}
+
+/* The server's log (redis.log in its scratch directory) into out. */
+static void server_log(const bgt_tls_redis *r, char *out) {
+  char path[512];
+  size_t n = 0;
+  FILE *f;
+  snprintf(path, sizeof path, "%s/redis.log", r->dir);
+  out[0] = 0;
+  f = fopen(path, "r");
+  CHECK_MSG(f != NULL, "cannot open %s", path);
+  if (!f) return;
+  n = fread(out, 1, OUT_CAP - 1, f);
+  out[n] = 0;
+  fclose(f);
 }
 
 #define PATH(r, name) bgt_tls_path(r, name, (char[512]){0}, 512)
@@ -134,8 +149,11 @@ static void test_auth_clients(void) {
   bgt_tls_redis_start(&r, NULL, 1);
   const char *none[] = {"-CAfile", PATH(&r, "ca.crt"), "-verify_return_error", NULL};
   CHECK_MSG(!s_client(&r, none, out), "no client certificate must be refused: %s", out);
-  CHECK_CONTAINS(out, "certificate required");
+  /* TLS 1.3: the client's handshake ends before the server checks, so the client may read the
+   * "certificate required" alert or only the close; the server's log says why, every time */
   show("auth-clients yes, no client certificate:", out, "alert");
+  server_log(&r, out);
+  CHECK_CONTAINS(out, "peer did not return a certificate");
   const char *good[] = {"-CAfile", PATH(&r, "ca.crt"), "-verify_return_error",
                         "-cert", PATH(&r, "client.crt"), "-key", PATH(&r, "client.key"), NULL};
   CHECK_MSG(s_client(&r, good, out), "client.crt must be accepted: %s", out);
@@ -143,8 +161,9 @@ static void test_auth_clients(void) {
   const char *other[] = {"-CAfile", PATH(&r, "ca.crt"), "-verify_return_error",
                          "-cert", PATH(&r, "other-client.crt"), "-key", PATH(&r, "other-client.key"), NULL};
   CHECK_MSG(!s_client(&r, other, out), "a client certificate of the other CA must be refused: %s", out);
-  CHECK_CONTAINS(out, "unknown ca");
   show("auth-clients yes, other-client.crt:", out, "alert");
+  server_log(&r, out);
+  CHECK_CONTAINS(out, "certificate verify failed");
   bgt_tls_redis_stop(&r);
 
   /* control: auth-clients no takes a connection without a client certificate */
