@@ -21,6 +21,7 @@ static void client_free(bg_client *c) {
     free(c->cluster);
   }
   bgi_pool_destroy(&c->pool);
+  bgi_tls_free(c->tls);
   bgi_url_free(&c->ep.url);
   bgi_options_clear(&c->opts);
   bgi_errslot_destroy(&c->err);
@@ -165,7 +166,21 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   c->ep.client_name = c->opts.client_name;
   c->ep.tracking = c->opts.tracking != 0;
   c->ep.probe_slot = -1;
+  const struct bg_options *o = &c->opts;
+  if (c->ep.url.tls || o->tls_ca_file || o->tls_ca_dir || o->tls_cert_file || o->tls_key_file || o->tls_server_name) {
+    bgi_tls_config tc = {o->tls_ca_file, o->tls_ca_dir, o->tls_cert_file, o->tls_key_file, o->tls_server_name,
+                         o->tls_verify != 0};
+    if ((st = bgi_tls_new(&c->tls, &tc, err)) != BG_OK) {
+      bgi_url_free(&c->ep.url);
+      bgi_options_clear(&c->opts);
+      bgi_errslot_destroy(&c->err);
+      free(c);
+      return st;
+    }
+    c->ep.tls = c->tls;
+  }
   if (bgi_pool_init(&c->pool, (size_t)c->opts.pool_size, &c->ep) != BG_OK) {
+    bgi_tls_free(c->tls);
     bgi_url_free(&c->ep.url);
     bgi_options_clear(&c->opts);
     bgi_errslot_destroy(&c->err);

@@ -18,6 +18,7 @@ struct bg_client {
   bgi_endpoint ep;
   bgi_pool pool;               /* standalone: the server's connections */
   bgi_cluster *cluster;        /* Redis Cluster: slot map and a pool per node; NULL standalone */
+  bgi_tls *tls;                /* TLS settings of every connection (ep.tls), or NULL */
   bgi_errslot err;
 };
 

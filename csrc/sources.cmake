@@ -16,6 +16,7 @@ target_sources(bloomguard_objects PRIVATE
   csrc/redis/tracking.c
   csrc/redis/redirect.c
   csrc/redis/cluster.c
+  csrc/redis/tls.c
   csrc/call.c
   csrc/client.c
   csrc/filter/config.c

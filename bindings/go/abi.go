@@ -28,6 +28,7 @@ func _() {
 	_ = x[CodeAborted-C.BG_EABORTED]
 	_ = x[CodeClosed-C.BG_ECLOSED]
 	_ = x[CodeCanceled-C.BG_ECANCELED]
+	_ = x[CodeTLS-C.BG_ETLS]
 	_ = x[MaxSize-C.BG_MAX_SIZE]
 	_ = x[MaxHashIterations-C.BG_MAX_HASH_ITERATIONS]
 	_ = x[Swap-C.BG_ROTATE_SWAP]

@@ -35,6 +35,7 @@ const (
 	CodeAborted            Code = -18 // BG_EABORTED
 	CodeClosed             Code = -19 // BG_ECLOSED
 	CodeCanceled           Code = -20 // BG_ECANCELED
+	CodeTLS                Code = -21 // BG_ETLS
 )
 
 var codeNames = map[Code]string{
@@ -59,6 +60,7 @@ var codeNames = map[Code]string{
 	CodeAborted:            "BG_EABORTED",
 	CodeClosed:             "BG_ECLOSED",
 	CodeCanceled:           "BG_ECANCELED",
+	CodeTLS:                "BG_ETLS",
 }
 
 // String is the C macro name of the code ("BG_ETIMEOUT"), or "BG_STATUS(n)" for a code this
@@ -134,6 +136,8 @@ var (
 	// ErrCanceled: a wait inside the library was cancelled - by the end of the call's context
 	// (the error then also unwraps to context.Canceled), or by Lock.Close.
 	ErrCanceled = sentinel(CodeCanceled)
+	// ErrTLS: the TLS handshake failed, or a certificate or key file cannot be used (WithTLS*).
+	ErrTLS = sentinel(CodeTLS)
 )
 
 func sentinel(c Code) error { return &Error{Code: c} }

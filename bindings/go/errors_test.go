@@ -34,6 +34,7 @@ var sentinels = map[Code]error{
 	CodeAborted:            ErrAborted,
 	CodeClosed:             ErrClosed,
 	CodeCanceled:           ErrCanceled,
+	CodeTLS:                ErrTLS,
 }
 
 // The Go side knows every status code of include/bloomguard/errors.h, with the same value and
@@ -190,6 +191,12 @@ func TestOptionsMatchHeader(t *testing.T) {
 		"BG_OPT_PASSWORD":           WithPassword("p"),
 		"BG_OPT_SENTINEL_USERNAME":  WithSentinelUsername("su"),
 		"BG_OPT_SENTINEL_PASSWORD":  WithSentinelPassword("sp"),
+		"BG_OPT_TLS_CA_FILE":        WithTLSCAFile("ca.crt"),
+		"BG_OPT_TLS_CA_DIR":         WithTLSCADir("/etc/ssl/certs"),
+		"BG_OPT_TLS_CERT_FILE":      WithTLSCertFile("c.crt"),
+		"BG_OPT_TLS_KEY_FILE":       WithTLSKeyFile("c.key"),
+		"BG_OPT_TLS_SERVER_NAME":    WithTLSServerName("localhost"),
+		"BG_OPT_TLS_VERIFY":         WithTLSVerify(false),
 		"BG_OPT_CLIENT_NAME":        WithClientName("n"),
 	}
 	rotateCovered := map[string]RotateOption{

@@ -124,6 +124,38 @@ func WithWaitTimeout(d time.Duration) Option {
 	return intOption("WithWaitTimeout", C.BG_OPT_WAIT_TIMEOUT_MS, d.Milliseconds())
 }
 
+// WithTLSCAFile sets the PEM file of the CAs to trust (BG_OPT_TLS_CA_FILE; default: the system's
+// trust store). Any WithTLS* option, or a rediss:// URL, turns TLS on for every connection; a
+// refused certificate or an unusable file is ErrTLS.
+func WithTLSCAFile(path string) Option {
+	return stringOption("WithTLSCAFile", C.BG_OPT_TLS_CA_FILE, path, false)
+}
+
+// WithTLSCADir sets a directory of hashed CA certificates (BG_OPT_TLS_CA_DIR).
+func WithTLSCADir(dir string) Option {
+	return stringOption("WithTLSCADir", C.BG_OPT_TLS_CA_DIR, dir, false)
+}
+
+// WithTLSCertFile sets the PEM client certificate (BG_OPT_TLS_CERT_FILE), with WithTLSKeyFile.
+func WithTLSCertFile(path string) Option {
+	return stringOption("WithTLSCertFile", C.BG_OPT_TLS_CERT_FILE, path, false)
+}
+
+// WithTLSKeyFile sets the client certificate's PEM private key (BG_OPT_TLS_KEY_FILE).
+func WithTLSKeyFile(path string) Option {
+	return stringOption("WithTLSKeyFile", C.BG_OPT_TLS_KEY_FILE, path, false)
+}
+
+// WithTLSServerName sets the SNI and the name the server's certificate must be for
+// (BG_OPT_TLS_SERVER_NAME; default: the host connected to).
+func WithTLSServerName(name string) Option {
+	return stringOption("WithTLSServerName", C.BG_OPT_TLS_SERVER_NAME, name, false)
+}
+
+// WithTLSVerify turns the check of the server's certificate and name off (false: testing only)
+// or on (the default) (BG_OPT_TLS_VERIFY).
+func WithTLSVerify(on bool) Option { return boolOption("WithTLSVerify", C.BG_OPT_TLS_VERIFY, on) }
+
 // ClusterMode says whether Open expects a Redis Cluster (BG_OPT_CLUSTER).
 type ClusterMode int
 

@@ -42,6 +42,8 @@ typedef struct cli_opts {
   const char *cmd;         /* subcommand name */
   const char *url;         /* --url, else $BLOOMGUARD_URL, else CLI_DEFAULT_URL */
   const char *password_file; /* --password-file PATH; NULL: not given */
+  const char *tls[5];        /* --tls-ca-file, --tls-ca-dir, --tls-cert-file, --tls-key-file, --tls-server-name */
+  int tls_no_verify;         /* --tls-no-verify */
   int json;                /* --json */
   int have_batch;          /* --batch given */
   int verbose;             /* -v / --verbose */

@@ -125,6 +125,12 @@ static const char global_help[] =
   "                    file; else $BLOOMGUARD_PASSWORD, if set, is the password. These keep\n"
   "                    it off the command line (ps); an empty one means none. No message\n"
   "                    shows a password\n"
+  "  --tls-ca-file PATH, --tls-ca-dir DIR, --tls-cert-file PATH, --tls-key-file PATH,\n"
+  "  --tls-server-name NAME, --tls-no-verify\n"
+  "                    TLS (any of them, or a rediss:// URL, turns it on): the CAs to trust\n"
+  "                    (default: the system's), a client certificate and its key, the name\n"
+  "                    the server's certificate must be for (default: the URL's host);\n"
+  "                    --tls-no-verify checks nothing (testing only)\n"
   "  --timeout-ms MS   connect and command timeout in milliseconds (default: the library's)\n"
   "  --json            print one JSON object on standard output\n"
   "  -v, --verbose     with items from stdin, list every item (text and JSON)\n"
@@ -274,6 +280,20 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       if (!*val) FAIL("option --password-file needs a file name%s", "");
       o->password_file = val;
       continue;
+    }
+    if (strcmp(a, "--tls-no-verify") == 0) { o->tls_no_verify = 1; continue; }
+    {
+      static const char *const tls_flags[5] = {"--tls-ca-file", "--tls-ca-dir", "--tls-cert-file", "--tls-key-file",
+                                               "--tls-server-name"};
+      int k = 0;
+      for (; k < 5; k++)
+        if ((r = take_value(argc, argv, &i, tls_flags[k], &val)) != 0) break;
+      if (k < 5) {
+        if (r < 0) FAIL("option %s needs a value", a);
+        if (!*val) FAIL("option %s needs a non-empty value", tls_flags[k]);
+        o->tls[k] = val;
+        continue;
+      }
     }
     if ((r = take_value(argc, argv, &i, "--timeout-ms", &val)) != 0) {
       if (r < 0) FAIL("option %s needs a value", a);
@@ -440,6 +460,15 @@ static int connect_client(const cli_opts *o, bg_client **out) {
     }
   }
   bg_options_set_str(opts, BG_OPT_CLIENT_NAME, "bloomguard-cli");
+  static const int tls_opts[5] = {BG_OPT_TLS_CA_FILE, BG_OPT_TLS_CA_DIR, BG_OPT_TLS_CERT_FILE, BG_OPT_TLS_KEY_FILE,
+                                  BG_OPT_TLS_SERVER_NAME};
+  for (int k = 0; k < 5 && st == BG_OK; k++)
+    if (o->tls[k]) st = bg_options_set_str(opts, tls_opts[k], o->tls[k]);
+  if (st == BG_OK && o->tls_no_verify) st = bg_options_set_int(opts, BG_OPT_TLS_VERIFY, 0);
+  if (st != BG_OK) {
+    bg_options_free(opts);
+    return cli_fail(o->cmd, st, "a --tls-* option was rejected by the library");
+  }
   /* a password kept out of the command line (ps): --password-file or the environment */
   if (cli_password_load(o->password_file) != CLI_EXIT_OK) {
     bg_options_free(opts);

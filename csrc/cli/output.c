@@ -127,6 +127,7 @@ const char *cli_status_name(int status) {
     case BG_EABORTED: return "BG_EABORTED";
     case BG_ECLOSED: return "BG_ECLOSED";
     case BG_ECANCELED: return "BG_ECANCELED";
+    case BG_ETLS: return "BG_ETLS";
     default: return "BG_E?";
   }
 }

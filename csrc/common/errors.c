@@ -23,6 +23,7 @@ BG_API const char *bg_strerror(int status) {
     case BG_EABORTED: return "aborted by callback";
     case BG_ECLOSED: return "handle closed";
     case BG_ECANCELED: return "cancelled";
+    case BG_ETLS: return "TLS failure";
     default: return "unknown status";
   }
 }

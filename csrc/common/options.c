@@ -16,6 +16,7 @@ void bgi_options_defaults(struct bg_options *o) {
   o->tracking = 1;
   o->cluster = BG_CLUSTER_AUTO;
   o->wait_timeout_ms = 1000;
+  o->tls_verify = 1;
   o->rotate_lease_ms = 30000;
   o->rotate_wait_ms = 0;
   o->rotate_staging_ttl_ms = 300000;
@@ -44,7 +45,13 @@ void bgi_options_clear(struct bg_options *o) {
   free(o->client_name);
   free(o->sentinel_username);
   free_secret(o->sentinel_password);
+  free(o->tls_ca_file);
+  free(o->tls_ca_dir);
+  free(o->tls_cert_file);
+  free(o->tls_key_file);
+  free(o->tls_server_name);
   o->username = o->password = o->client_name = o->sentinel_username = o->sentinel_password = NULL;
+  o->tls_ca_file = o->tls_ca_dir = o->tls_cert_file = o->tls_key_file = o->tls_server_name = NULL;
 }
 
 static int dup_opt(char **dst, const char *src) {
@@ -60,9 +67,12 @@ int bgi_options_copy(struct bg_options *dst, const struct bg_options *src) {
   }
   *dst = *src;
   dst->username = dst->password = dst->client_name = dst->sentinel_username = dst->sentinel_password = NULL;
+  dst->tls_ca_file = dst->tls_ca_dir = dst->tls_cert_file = dst->tls_key_file = dst->tls_server_name = NULL;
   if (dup_opt(&dst->username, src->username) || dup_opt(&dst->password, src->password) ||
       dup_opt(&dst->client_name, src->client_name) || dup_opt(&dst->sentinel_username, src->sentinel_username) ||
-      dup_opt(&dst->sentinel_password, src->sentinel_password)) {
+      dup_opt(&dst->sentinel_password, src->sentinel_password) || dup_opt(&dst->tls_ca_file, src->tls_ca_file) ||
+      dup_opt(&dst->tls_ca_dir, src->tls_ca_dir) || dup_opt(&dst->tls_cert_file, src->tls_cert_file) ||
+      dup_opt(&dst->tls_key_file, src->tls_key_file) || dup_opt(&dst->tls_server_name, src->tls_server_name)) {
     bgi_options_clear(dst);
     return BG_ENOMEM;
   }
@@ -104,6 +114,7 @@ BG_API int bg_options_set_int(bg_options *o, int option, int64_t v) {
     case BG_OPT_CLUSTER: return set_ranged(&o->cluster, v, BG_CLUSTER_OFF, BG_CLUSTER_AUTO);
     case BG_OPT_WAIT_REPLICAS: return set_ranged(&o->wait_replicas, v, 0, 64);
     case BG_OPT_WAIT_TIMEOUT_MS: return set_ranged(&o->wait_timeout_ms, v, 1, 3600000);
+    case BG_OPT_TLS_VERIFY: return set_ranged(&o->tls_verify, v, 0, 1);
     case BG_OPT_ROTATE_LEASE_MS: return set_ranged(&o->rotate_lease_ms, v, 100, 3600000);
     case BG_OPT_ROTATE_WAIT_MS: return set_ranged(&o->rotate_wait_ms, v, 0, 3600000);
     case BG_OPT_ROTATE_STAGING_TTL_MS: return set_ranged(&o->rotate_staging_ttl_ms, v, 1000, 86400000);
@@ -129,6 +140,11 @@ BG_API int bg_options_set_str(bg_options *o, int option, const char *v) {
     case BG_OPT_PASSWORD: slot = &o->password; break;
     case BG_OPT_SENTINEL_USERNAME: slot = &o->sentinel_username; break;
     case BG_OPT_SENTINEL_PASSWORD: slot = &o->sentinel_password; break;
+    case BG_OPT_TLS_CA_FILE: slot = &o->tls_ca_file; break;
+    case BG_OPT_TLS_CA_DIR: slot = &o->tls_ca_dir; break;
+    case BG_OPT_TLS_CERT_FILE: slot = &o->tls_cert_file; break;
+    case BG_OPT_TLS_KEY_FILE: slot = &o->tls_key_file; break;
+    case BG_OPT_TLS_SERVER_NAME: slot = &o->tls_server_name; break;
     case BG_OPT_CLIENT_NAME:
       /* CLIENT SETNAME refuses spaces and newlines; catch it here with a clear status */
       if (v && (strpbrk(v, " \r\n") || !*v)) return BG_EINVAL;
@@ -136,10 +152,9 @@ BG_API int bg_options_set_str(bg_options *o, int option, const char *v) {
       break;
     default: return BG_ENOTSUP;
   }
-  /* an empty user or password is none (the URL's then applies): Redis refuses AUTH with "" */
-  if (v && !*v && (slot == &o->password || slot == &o->username || slot == &o->sentinel_password ||
-                   slot == &o->sentinel_username))
-    v = NULL;
+  /* an empty string is the option unset (for a user or password, the URL's then applies: Redis
+   * refuses AUTH with ""; an empty file name names no file) */
+  if (v && !*v) v = NULL;
   if (v && !(copy = strdup(v))) return BG_ENOMEM;
   if (slot == &o->password || slot == &o->sentinel_password) free_secret(*slot);
   else free(*slot);

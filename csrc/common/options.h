@@ -17,6 +17,7 @@ struct bg_options {
   int64_t cluster;               /* BG_CLUSTER_* */
   int64_t wait_replicas;         /* 0: no WAIT after writes */
   int64_t wait_timeout_ms;
+  int64_t tls_verify;            /* 0 or 1 */
   int64_t rotate_lease_ms;
   int64_t rotate_wait_ms;
   int64_t rotate_staging_ttl_ms;
@@ -33,6 +34,7 @@ struct bg_options {
   char *client_name;
   char *sentinel_username; /* NULL: none (sentinels have credentials of their own) */
   char *sentinel_password;
+  char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file, *tls_server_name;   /* NULL: unset */
 };
 
 void bgi_options_defaults(struct bg_options *o);

@@ -1,5 +1,6 @@
 #include "bloomguard/version.h"
 
+#include "redis/tls.h"
 #include "redis/tracking.h"
 
 BG_API int bg_version(void) { return BG_VERSION_NUMBER; }
@@ -11,5 +12,7 @@ BG_API int bg_features(void) {
   int features = 0;
   if (bgi_tracking_supported())
     features |= BG_FEATURE_TRACKING;
+  if (bgi_tls_supported())
+    features |= BG_FEATURE_TLS;
   return features;
 }

@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 static struct timeval ms_to_tv(int64_t ms) {
   struct timeval tv;
@@ -39,21 +38,12 @@ static int transport_error(bgi_conn *c, int saved_errno, bgi_err *err) {
   return st;
 }
 
-static int send_all(bgi_conn *c, bgi_err *err) {
-  const char *p = c->out.data;
-  size_t left = c->out.len;
-  while (left) {
-    ssize_t w = send(c->ctx->fd, p, left, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      c->broken = 1;
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return bgi_err_set(err, BG_ETIMEOUT, "the server did not accept the request within %lld ms",
-                           (long long)c->timeout_ms);
-      return bgi_err_set(err, BG_ECONN, "connection error while sending: %s", strerror(errno));
-    }
-    p += w;
-    left -= (size_t)w;
+/* Hands c->out to hiredis, which writes it (through its TLS layer when the connection has one)
+ * before it reads the first reply: every byte goes through hiredis. */
+static int queue_out(bgi_conn *c, bgi_err *err) {
+  if (redisAppendFormattedCommand(c->ctx, c->out.data, c->out.len) != REDIS_OK) {
+    c->broken = 1;
+    return bgi_err_set(err, BG_ENOMEM, "out of memory while queueing a request");
   }
   return BG_OK;
 }
@@ -70,7 +60,11 @@ int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, int64_t timeout_m
     c->timeout_ms = timeout_ms;
   }
   bgi_arena_reset(&c->arena);
-  if ((st = send_all(c, err)) != BG_OK) return st;
+  if ((st = queue_out(c, err)) != BG_OK) return st;
+  for (int done = n > 0; !done;) {  /* nothing to read: write it all now */
+    errno = 0;
+    if (redisBufferWrite(c->ctx, &done) != REDIS_OK) return transport_error(c, errno, err);
+  }
   for (size_t i = 0; i < n; i++) {
     void *obj = NULL;
     errno = 0;
@@ -201,11 +195,27 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, int f
     return st;
   }
   if (!ep->url.is_unix) redisEnableKeepAlive(c->ctx);
+  if (ep->tls) {
+    int st = bgi_tls_connect(ep->tls, c->ctx, ep->url.is_unix ? "localhost" : ep->url.host, err);
+    if (st != BG_OK) {
+      bgi_err_prefix(err, where(ep, at, sizeof at));
+      bgi_conn_drop(c);
+      return st;
+    }
+  }
   bgi_reply_attach(c->ctx, &c->arena);
   bgi_tracking_attach(c->ctx, &c->track);   /* its verdicts were reset by bgi_conn_drop above */
   int st = handshake(c, ep, flags, err);
+  if (st == BG_ECONN && ep->tls) {
+    /* TLS 1.3 ends the client's side of the handshake first: a server that wants a client
+     * certificate hangs up on the first command instead */
+    char was[BGI_ERRMSG_MAX];
+    snprintf(was, sizeof was, "%s", err->msg);
+    st = bgi_err_set(err, BG_ETLS, "%.300s right after the TLS handshake: does the server require a client "
+                     "certificate (BG_OPT_TLS_CERT_FILE / BG_OPT_TLS_KEY_FILE), or one from another CA?", was);
+  }
   if (st != BG_OK) {
-    if (st == BG_ECONN || st == BG_ETIMEOUT || st == BG_ESERVER) bgi_err_prefix(err, where(ep, at, sizeof at));
+    if (st == BG_ECONN || st == BG_ETIMEOUT || st == BG_ESERVER || st == BG_ETLS) bgi_err_prefix(err, where(ep, at, sizeof at));
     bgi_conn_drop(c);
     return st;
   }

@@ -13,6 +13,7 @@
 #include "common/err.h"
 #include "redis/reply.h"
 #include "redis/resp.h"
+#include "redis/tls.h"
 #include "redis/tracking.h"
 #include "redis/url.h"
 
@@ -30,6 +31,7 @@ typedef struct bgi_endpoint {
    * is one it serves (updated by map reloads, so read and written with __atomic builtins) */
   int probe_slot;
   int require_master;      /* the handshake checks ROLE: a replica is refused (Sentinel mode) */
+  const struct bgi_tls *tls;   /* TLS on every connection (redis/tls.h), or NULL */
 } bgi_endpoint;
 
 /* bgi_conn_open flags */

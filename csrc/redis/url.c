@@ -188,8 +188,8 @@ static int parse_userinfo(const char *s, size_t n, bgi_url *u, bgi_err *err) {
 }
 
 static void build_display(bgi_url *u, int had_userinfo) {
-  size_t off = (size_t)snprintf(u->display, sizeof u->display, "%s%s", u->is_sentinel ? "redis-sentinel://" : "redis://",
-                                had_userinfo ? "***@" : "");
+  size_t off = (size_t)snprintf(u->display, sizeof u->display, "%s%s%s", u->tls ? "rediss" : "redis",
+                                u->is_sentinel ? "-sentinel://" : "://", had_userinfo ? "***@" : "");
   for (size_t i = 0; i < u->nhosts && off < sizeof u->display; i++) {
     const bgi_hostport *h = &u->hosts[i];
     int v6 = strchr(h->host, ':') != NULL;
@@ -268,16 +268,22 @@ int bgi_url_parse(const char *url, bgi_url *u, bgi_err *err) {
   u->port = 6379;
   if (!url) return fail(u, err, "URL is NULL");
   if (strncmp(url, "unix://", 7) == 0) return parse_unix(url + 7, u, err);
-  if (strncmp(url, "rediss://", 9) == 0) return fail(u, err, "TLS (rediss://) is not supported yet");
+  if (strncmp(url, "rediss://", 9) == 0) {
+    u->tls = 1;
+    return parse_redis(url + 9, u, err);
+  }
   if (strncmp(url, "redis://", 8) == 0) return parse_redis(url + 8, u, err);
   if (strncmp(url, "redis-sentinel://", 17) == 0) {
     u->is_sentinel = 1;
     return parse_redis(url + 17, u, err);
   }
-  if (strncmp(url, "rediss-sentinel://", 18) == 0)
-    return fail(u, err, "TLS (rediss-sentinel://) is not supported yet");
+  if (strncmp(url, "rediss-sentinel://", 18) == 0) {
+    u->is_sentinel = u->tls = 1;
+    return parse_redis(url + 18, u, err);
+  }
   /* nothing of the text is shown: a mistyped scheme ("redis:/:pw@h") leaves the password in it */
-  return fail(u, err, "unknown scheme: the URL must start with redis://, redis-sentinel:// or unix://");
+  return fail(u, err, "unknown scheme: the URL must start with redis://, rediss://, redis-sentinel://, "
+              "rediss-sentinel:// or unix://");
 }
 
 void bgi_url_free(bgi_url *u) {

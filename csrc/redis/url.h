@@ -27,6 +27,7 @@ typedef struct bgi_url {
   bgi_hostport hosts[BGI_URL_MAX_HOSTS]; /* hosts[0] equals host/port */
   int db_given;                          /* 1 when the URL named a database (path or ?db=) */
   int is_sentinel;                       /* redis-sentinel://: hosts are the sentinels */
+  int tls;                               /* rediss:// or rediss-sentinel:// */
   char master_name[128];                 /* redis-sentinel://...#NAME: the master they watch */
 } bgi_url;
 

@@ -33,6 +33,8 @@ BG_BEGIN_DECLS
 #define BG_EABORTED    -18   /* a user callback asked to abort */
 #define BG_ECLOSED     -19   /* the handle was closed or its client is gone */
 #define BG_ECANCELED   -20   /* the call was cancelled (bg_call_cancel, or its interrupt callback) while it waited */
+#define BG_ETLS        -21   /* TLS: the handshake failed (certificate refused: unknown CA, expired, another name;
+                                a client certificate required), or a certificate / key file cannot be used */
 
 /* Static description of a status code ("unknown status" for values not listed above). */
 BG_API const char *bg_strerror(int status);

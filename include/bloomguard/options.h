@@ -37,6 +37,8 @@ typedef struct bg_options bg_options;
                                           replicas acknowledged it (it was applied on the master, but a
                                           failover may lose it); 0..64 */
 #define BG_OPT_WAIT_TIMEOUT_MS     10  /* how long that WAIT waits for the replicas; default 1000; 1..3600000 */
+#define BG_OPT_TLS_VERIFY          11  /* TLS: 1 (default) checks the server's certificate and name; 0 checks
+                                          nothing (testing only) */
 #define BG_CLUSTER_OFF  0
 #define BG_CLUSTER_ON   1
 #define BG_CLUSTER_AUTO 2
@@ -66,6 +68,14 @@ typedef struct bg_options bg_options;
 #define BG_OPT_SENTINEL_USERNAME  104  /* redis-sentinel:// URLs: the ACL user for the sentinels (the URL's
                                           userinfo is the data nodes'); default none */
 #define BG_OPT_SENTINEL_PASSWORD  105  /* the sentinels' password; default none; never echoed in messages */
+/* TLS (rediss://, rediss-sentinel://; setting any of these turns TLS on for a redis:// URL too): every
+ * connection - pooled ones, lock waiters', cluster nodes', sentinels' - is TLS. */
+#define BG_OPT_TLS_CA_FILE        106  /* PEM file of the CAs to trust; default: the system's trust store */
+#define BG_OPT_TLS_CA_DIR         107  /* a directory of hashed CA certificates (c_rehash); default none */
+#define BG_OPT_TLS_CERT_FILE      108  /* PEM client certificate (chain), for servers with tls-auth-clients */
+#define BG_OPT_TLS_KEY_FILE       109  /* its PEM private key (unencrypted) */
+#define BG_OPT_TLS_SERVER_NAME    110  /* SNI and the name the certificate must be for; default: the host
+                                          connected to (a DNS name or an IP address) */
 
 BG_API int  bg_options_new(bg_options **out);
 BG_API void bg_options_free(bg_options *o);

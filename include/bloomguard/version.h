@@ -22,8 +22,8 @@ BG_API const char *bg_version_string(void);
  * Redis's client tracking vouches for the config (README, "Queries and tracking"). Whether a client
  * does also depends on the server (Redis >= 6) and BG_OPT_TRACKING. Not set with hiredis 0.14. */
 #define BG_FEATURE_TRACKING 0x1
-/* Can connect with TLS (rediss:// URLs). Reserved: this version never sets it (hiredis's TLS part
- * is built in when OpenSSL is available, but the library does not use it yet). */
+/* Can connect with TLS (rediss:// URLs, BG_OPT_TLS_*): built with hiredis's TLS part and OpenSSL.
+ * Not set with hiredis 0.14, where asking for TLS is BG_ENOTSUP. */
 #define BG_FEATURE_TLS 0x2
 BG_API int bg_features(void);
 

@@ -697,9 +697,11 @@ static int rewrite_safe(const char *v) {
 
 static void make_url(bgt_sentinel_set *s) {
   size_t n = (size_t)snprintf(s->url, sizeof s->url, "redis-sentinel://");
-  if (s->opts.sentinel_password) {
+  /* the userinfo is the data nodes' (the library's reading of Lettuce's form); the sentinels'
+   * password goes to BG_OPT_SENTINEL_PASSWORD */
+  if (s->opts.data_password) {
     n += (size_t)snprintf(s->url + n, sizeof s->url - n, ":");
-    n += url_escape(s->url + n, sizeof s->url - n - 2, s->opts.sentinel_password);
+    n += url_escape(s->url + n, sizeof s->url - n - 2, s->opts.data_password);
     n += (size_t)snprintf(s->url + n, sizeof s->url - n, "@");
   }
   for (int i = 0; i < NSENT; i++)

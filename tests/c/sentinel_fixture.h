@@ -35,7 +35,9 @@ typedef struct bgt_sentinel_set {
   int sentinel_port[3];
   pid_t sentinel_pid[3];          /* 0 while killed */
   char master_name[32];           /* "bgmaster" */
-  char url[512];                  /* redis-sentinel://[:sentinel_password@]127.0.0.1:S0,127.0.0.1:S1,127.0.0.1:S2#bgmaster (Lettuce's form) */
+  char url[512];                  /* redis-sentinel://[:data_password@]127.0.0.1:S0,127.0.0.1:S1,127.0.0.1:S2#bgmaster
+                                     (Lettuce's form, read as the library does: the userinfo is the data nodes';
+                                     the sentinels' password goes to BG_OPT_SENTINEL_PASSWORD) */
   char dir[256];
   bgt_sentinel_opts opts;         /* copied strings owned by the set */
 } bgt_sentinel_set;

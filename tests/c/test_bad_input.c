@@ -217,7 +217,7 @@ static void test_unreachable_server(void) {
 }
 
 static void test_malformed_urls(void) {
-  const char *bad[] = {"", "127.0.0.1:6379", "redis://", "redis://h:99999", "redis://h/x", "unix://rel", "rediss://h"};
+  const char *bad[] = {"", "127.0.0.1:6379", "redis://", "redis://h:99999", "redis://h/x", "unix://rel", "rediss://"};
   char msg[512];
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     bg_client *c = NULL;

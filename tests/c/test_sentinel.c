@@ -156,8 +156,9 @@ static void test_credentials(void) {
   bgt_sentinel_start(&sec, &o);
   char url[1100], msg[512];
   int st;
-  const char *hosts = strchr(sec.url, '@') ? strchr(sec.url, '@') + 1 : sec.url + strlen("redis-sentinel://");
-  snprintf(url, sizeof url, "redis-sentinel://:d4ta-pw@%s", hosts);
+  const char *hosts = strchr(sec.url, '@') + 1;
+  CHECK(strncmp(sec.url, "redis-sentinel://:d4ta-pw@", 26) == 0);
+  snprintf(url, sizeof url, "%s", sec.url);
   bg_client *c = open_opts(url, "s3nt-pw", msg, sizeof msg, &st);
   CHECK_MSG(st == BG_OK, "%s", msg);
   bg_filter *f = NULL;

@@ -330,7 +330,7 @@ static void test_passwords(void) {
   printf("  sentinel set with passwords up in %.2f s\n", (double)(bgt_now_ns() - t0) / 1e9);
   CHECK(P.opts.data_password != data_pw && !strcmp(P.opts.data_password, data_pw));  /* copied */
   CHECK(P.opts.sentinel_password != sent_pw && !strcmp(P.opts.sentinel_password, sent_pw));
-  snprintf(want, sizeof want, "redis-sentinel://:sent%%3Apw%%40%%2F%%5C2@127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#bgmaster",
+  snprintf(want, sizeof want, "redis-sentinel://:data-pw%%231%%3Ax%%40y@127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#bgmaster",
            P.sentinel_port[0], P.sentinel_port[1], P.sentinel_port[2]);
   CHECK_EQ_STR(P.url, want);
 

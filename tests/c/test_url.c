@@ -247,7 +247,6 @@ static void test_malformed(void) {
   parse_bad("", "unknown scheme");
   parse_bad("localhost:6379", "unknown scheme");
   parse_bad("http://h", "unknown scheme");
-  parse_bad("rediss://:s3cret@h", "TLS");
   parse_bad("redis://", "missing host");
   parse_bad("redis://:s3cret@", "missing host");
   parse_bad("redis://h:0", "port");
@@ -292,7 +291,14 @@ static void test_sentinel(void) {
   parse_bad("redis-sentinel://:s3cret@h#", "names the master after '#'");
   parse_bad("redis-sentinel://:s3cret@h#a b", "master name after '#' may hold only");
   parse_bad("redis-sentinel://:s3cret@h:0#m", "port must be a number");
-  parse_bad("rediss-sentinel://:s3cret@h#m", "not supported yet");
+  u = parse_ok("rediss-sentinel://:s3cret@h#m");
+  CHECK(u.tls && u.is_sentinel);
+  CHECK_EQ_STR(u.display, "rediss-sentinel://***@h:26379#m");
+  bgi_url_free(&u);
+  u = parse_ok("rediss://:s3cret@h:6380/1");
+  CHECK(u.tls && !u.is_sentinel);
+  CHECK_EQ_STR(u.display, "rediss://***@h:6380/1");
+  bgi_url_free(&u);
   /* a plain redis:// URL has no fragment: '#' is not a host character */
   parse_bad("redis://:s3cret@h#m", "bad host");
 }

@@ -127,8 +127,10 @@ class RedisSentinelSet:
 
     @property
     def url(self) -> str:
-        """redis-sentinel://[:password@]127.0.0.1:S0,127.0.0.1:S1,127.0.0.1:S2#bgmaster (Lettuce's form)."""
-        auth = ":%s@" % urllib.parse.quote(self.sentinel_password, safe="") if self.sentinel_password else ""
+        """redis-sentinel://[:data_password@]127.0.0.1:S0,...#bgmaster (Lettuce's form, as the library
+        reads it: the userinfo is the data nodes'; the sentinels' password is the client's
+        sentinel_password option)."""
+        auth = ":%s@" % urllib.parse.quote(self.data_password, safe="") if self.data_password else ""
         return "redis-sentinel://%s%s#%s" % (auth, ",".join("127.0.0.1:%d" % p for p in self.sentinel_ports),
                                              MASTER_NAME)
 

@@ -75,13 +75,12 @@ def _built_against_system_hiredis() -> bool:
 
 
 def test_features():
-    """bg_features(): the default build (BG_HIREDIS=auto) has hiredis >= 1.0, so tracked queries;
-    TLS is reserved (not implemented yet)."""
+    """bg_features(): the default build (BG_HIREDIS=auto) has hiredis >= 1.0 with its TLS part, so
+    tracked queries and rediss://; Debian's 0.14 (BG_HIREDIS=system) has neither."""
     feats = bloomguard.features()
     assert feats <= {"tracking", "tls"}
-    assert "tls" not in feats
     if not _built_against_system_hiredis():
-        assert "tracking" in feats, "the default build should have hiredis >= 1.0 (cmake/hiredis.cmake)"
+        assert feats == {"tracking", "tls"}, "the default build should have hiredis >= 1.0 with TLS (cmake/hiredis.cmake)"
 
 
 def test_repeated_queries_take_the_tracked_path(url, fname):

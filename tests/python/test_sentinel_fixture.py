@@ -108,7 +108,7 @@ def test_sentinels_killed_and_restarted(sset):
 
 def test_passwords():
     with RedisSentinelSet(data_password="d-pw#1", sentinel_password="s pw \"2\"@") as s:
-        assert s.url.startswith("redis-sentinel://:s%20pw%20%222%22%40@127.0.0.1:")
+        assert s.url.startswith("redis-sentinel://:d-pw%231@127.0.0.1:")
         with Resp("127.0.0.1", s.sentinel_ports[0], timeout=5) as raw:
             with pytest.raises(RespError, match="^NOAUTH"):
                 raw("SENTINEL", "get-master-addr-by-name", "bgmaster")

@@ -41,6 +41,7 @@ from ._errors import (
     BadURL,
     BloomGuardError,
     Cancelled,
+    TlsError,
     Closed,
     ConfigChanged,
     ConnectionError,
@@ -91,7 +92,7 @@ __all__ = [
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",
     "NotSupported", "ConnectionError", "Timeout", "AuthError", "ServerError", "ProtocolError",
     "NotInitialized", "ConfigChanged", "Corrupt", "WrongType", "Locked", "RotationInProgress",
-    "Aborted", "Closed", "Cancelled",
+    "Aborted", "Closed", "Cancelled", "TlsError",
 ]
 
 # Public classes present themselves (and pickle) as bloomguard.X, not bloomguard._module.X.

@@ -37,7 +37,12 @@ class Client:
     :class:`~bloomguard.Timeout` when fewer replicas acknowledged it within ``wait_timeout``
     seconds, default 1), ``username``, ``password``, ``client_name``, ``sentinel_username``,
     ``sentinel_password`` (for a ``redis-sentinel://[[user:]password@]host1[:port1][,...][/db]#MASTER``
-    URL, whose userinfo is the data nodes' credentials: the sentinels' own).
+    URL, whose userinfo is the data nodes' credentials: the sentinels' own), and TLS (``rediss://``
+    / ``rediss-sentinel://`` URLs, or any of these): ``tls_ca_file``, ``tls_ca_dir`` (the CAs to
+    trust; default the system's), ``tls_cert_file`` + ``tls_key_file`` (a client certificate),
+    ``tls_server_name`` (the name the server's certificate must be for; default the URL's host),
+    ``tls_verify`` (default True; False checks nothing). A refused certificate raises
+    :class:`~bloomguard.TlsError`.
     Opening connects once, so a wrong address or password fails here
     (:class:`~bloomguard.ConnectionError`, :class:`~bloomguard.AuthError`, :class:`~bloomguard.BadURL`).
 

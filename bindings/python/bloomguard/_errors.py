@@ -14,7 +14,7 @@ __all__ = [
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",
     "NotSupported", "ConnectionError", "Timeout", "AuthError", "ServerError", "ProtocolError",
     "NotInitialized", "ConfigChanged", "Corrupt", "WrongType", "Locked", "RotationInProgress",
-    "Aborted", "Closed", "Cancelled", "error_for", "status_name", "strerror",
+    "Aborted", "Closed", "Cancelled", "TlsError", "error_for", "status_name", "strerror",
 ]
 
 
@@ -163,6 +163,12 @@ class Aborted(BloomGuardError):
 class Closed(BloomGuardError):
     """BG_ECLOSED: the handle was closed (or its client is gone)."""
     status = lib.BG_ECLOSED
+
+
+class TlsError(BloomGuardError):
+    """BG_ETLS: the TLS handshake failed (the server's certificate refused: unknown CA, expired,
+    another name; a client certificate required), or a certificate or key file cannot be used."""
+    status = lib.BG_ETLS
 
 
 class Cancelled(BloomGuardError):

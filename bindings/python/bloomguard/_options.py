@@ -36,6 +36,12 @@ OPTIONS: Dict[str, Tuple[int, str]] = {
     "password": (lib.BG_OPT_PASSWORD, "str"),
     "sentinel_username": (lib.BG_OPT_SENTINEL_USERNAME, "str"),
     "sentinel_password": (lib.BG_OPT_SENTINEL_PASSWORD, "str"),
+    "tls_ca_file": (lib.BG_OPT_TLS_CA_FILE, "str"),
+    "tls_ca_dir": (lib.BG_OPT_TLS_CA_DIR, "str"),
+    "tls_cert_file": (lib.BG_OPT_TLS_CERT_FILE, "str"),
+    "tls_key_file": (lib.BG_OPT_TLS_KEY_FILE, "str"),
+    "tls_server_name": (lib.BG_OPT_TLS_SERVER_NAME, "str"),
+    "tls_verify": (lib.BG_OPT_TLS_VERIFY, "bool"),
     "client_name": (lib.BG_OPT_CLIENT_NAME, "str"),
 }
 
