@@ -27,7 +27,7 @@ from typing import Any, List, Optional, Sequence, Union
 
 from redis_helpers import Resp, RespError
 from server_proc import (cli_bin, die_with_parent, kill_proc, log_tail, pick_ports, server_bin, spawn,
-                         stop_procs, wait_ping)
+                         start_retrying, stop_procs, wait_ping)
 
 N_NODES = 6
 N_SLOTS = 16384
@@ -108,16 +108,9 @@ class RedisCluster:
     def start(self) -> "RedisCluster":
         self.dir = tempfile.mkdtemp(prefix="bgpy-cluster-")
         atexit.register(self.stop)
-        last = ""
-        for _attempt in range(5):  # a port taken before the server binds it: new ports
-            try:
-                self._try_start()
-                return self
-            except ClusterError as e:
-                last = str(e)
-                self._stop_nodes()
-                for entry in os.listdir(self.dir):
-                    shutil.rmtree(os.path.join(self.dir, entry), ignore_errors=True)
+        last = start_retrying(self._try_start, self._stop_nodes, self.dir, ClusterError)
+        if last is None:
+            return self
         self.stop()
         raise ClusterError("could not start a 6-node cluster: " + last)
 

@@ -29,7 +29,7 @@ import urllib.parse
 from typing import Any, List, Optional
 
 from redis_helpers import Resp, RespError
-from server_proc import kill_proc, log_tail, pick_ports, server_bin, spawn, stop_procs
+from server_proc import kill_proc, log_tail, pick_ports, server_bin, spawn, start_retrying, stop_procs
 
 MASTER_NAME = "bgmaster"
 DOWN_AFTER_MS = 2000
@@ -122,16 +122,9 @@ class RedisSentinelSet:
         (no s_down) and the other 2 sentinels, and the replica's link is up (~2-3 s)."""
         self.dir = tempfile.mkdtemp(prefix="bgpy-sentinel-")
         atexit.register(self.stop)
-        last = ""
-        for _attempt in range(5):  # a port taken before the server binds it: new ports
-            try:
-                self._try_start()
-                return self
-            except SentinelError as e:
-                last = str(e)
-                self._stop_all()
-                for entry in os.listdir(self.dir):
-                    shutil.rmtree(os.path.join(self.dir, entry), ignore_errors=True)
+        last = start_retrying(self._try_start, self._stop_all, self.dir, SentinelError)
+        if last is None:
+            return self
         self.stop()
         raise SentinelError("could not start 2 data nodes + 3 sentinels: " + last)
 

@@ -14,7 +14,7 @@ import signal
 import socket
 import subprocess
 import time
-from typing import Iterable, List, Optional, Sequence, Type
+from typing import Callable, Iterable, List, Optional, Sequence, Type
 
 EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
@@ -157,3 +157,34 @@ def log_tail(path: str, chars: int = 1500) -> str:
             return fh.read()[-chars:]
     except OSError:
         return "(no log)"
+
+
+def empty_dir(path: str) -> None:
+    """Removes everything under path (a scratch directory reused by the next start attempt)."""
+    for entry in os.listdir(path):
+        full = os.path.join(path, entry)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full, ignore_errors=True)
+        else:
+            try:
+                os.remove(full)
+            except OSError:
+                pass
+
+
+def start_retrying(try_start: Callable[[], None], stop: Callable[[], None], scratch: str,
+                   error: Type[Exception], attempts: int = 5) -> Optional[str]:
+    """Calls try_start until it does not raise error, at most attempts times: a port can be taken
+    between the bind test and the server's bind, and the next attempt picks new ports. After each
+    failure stop() stops what it started and scratch is emptied. None on success, else the last
+    error's message (the caller cleans up and raises)."""
+    last = ""
+    for _attempt in range(attempts):
+        try:
+            try_start()
+            return None
+        except error as e:
+            last = str(e)
+            stop()
+            empty_dir(scratch)
+    return last
