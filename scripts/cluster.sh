@@ -13,6 +13,8 @@
 # Environment: BG_REDIS_SERVER, BG_REDIS_CLI (default redis-server, redis-cli from PATH);
 # BG_CLUSTER_TRACE=1 prints how long each phase took.
 set -euo pipefail
+# shellcheck source=lib/servers.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/servers.sh"
 
 SERVER=${BG_REDIS_SERVER:-redis-server}
 CLI=${BG_REDIS_CLI:-redis-cli}
@@ -24,54 +26,6 @@ trace() {  # BG_CLUSTER_TRACE=1: how long each phase took
 }
 die() { echo "cluster.sh: $*" >&2; exit 2; }
 usage() { echo "usage: bash scripts/cluster.sh start DIR | stop DIR" >&2; exit 64; }
-
-pick_ports() {  # PORTS=(6 ports P, each with P and P+10000 bind-tested free), in one python3 run
-  local out
-  out=$(python3 - "$N" <<'EOF'
-import random, socket, sys
-
-def free(port):  # SO_REUSEADDR, as redis-server: a port in TIME_WAIT is free for it
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-hi = 29999
-try:  # keep the bus port below the ephemeral range, where other tests' free ports come from
-    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    if 20100 <= lo - 10001 < hi:
-        hi = lo - 10001
-except (OSError, ValueError):
-    pass
-ports = []
-for _ in range(6000):
-    p = random.randint(20000, hi)
-    if p not in ports and free(p) and free(p + 10000):
-        ports.append(p)
-        if len(ports) == int(sys.argv[1]):
-            print(" ".join(map(str, ports)))
-            sys.exit(0)
-sys.exit("no free port pairs P, P+10000 in 20000..%d" % hi)
-EOF
-  ) || die "cannot pick ports (python3 needed)"
-  read -r -a PORTS <<<"$out"
-}
-
-kill_pids() {  # SIGTERM every pid in DIR/pids, then SIGKILL what is left after 5 s
-  local dir=$1 pid port i
-  [ -f "$dir/pids" ] || return 0
-  while read -r pid port; do kill "$pid" 2>/dev/null || true; done <"$dir/pids"
-  for i in $(seq 100); do
-    local alive=0
-    while read -r pid port; do kill -0 "$pid" 2>/dev/null && alive=1; done <"$dir/pids"
-    [ $alive = 0 ] && return 0
-    sleep 0.05
-  done
-  while read -r pid port; do kill -9 "$pid" 2>/dev/null || true; done <"$dir/pids"
-}
 
 wait_ok() {  # every node cluster_state:ok, one view of the roles, one slot -> master map, replicas connected
   local dir=$1 deadline=$((SECONDS + 20)) p first first_roles m r ok role
@@ -103,16 +57,15 @@ wait_ok() {  # every node cluster_state:ok, one view of the roles, one slot -> m
 
 start_once() {
   local dir=$1 p i
-  pick_ports
+  servers_pick_ports "$N" 20000 29999 10000
   trace "ports picked"
   : >"$dir/pids"
   for p in "${PORTS[@]}"; do
     mkdir -p "$dir/$p"
-    setsid "$SERVER" --port "$p" --bind 127.0.0.1 --cluster-enabled yes \
+    servers_spawn "$dir" "$p" "$SERVER" --port "$p" --bind 127.0.0.1 --cluster-enabled yes \
       --cluster-config-file "$dir/$p/nodes.conf" --cluster-node-timeout 2000 \
       --repl-diskless-sync-delay 0 --save '' --appendonly no --dir "$dir/$p" --logfile "$dir/$p/log" \
-      --daemonize no </dev/null >/dev/null 2>&1 &
-    echo "$! $p" >>"$dir/pids"
+      --daemonize no
   done
   for p in "${PORTS[@]}"; do
     for i in $(seq 250); do
@@ -143,14 +96,12 @@ cmd=${1:-}; dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || usage
 case $cmd in
   start)
-    command -v "$SERVER" >/dev/null || die "$SERVER not found (Debian: apt-get install redis-server)"
-    command -v "$CLI" >/dev/null || die "$CLI not found (Debian: apt-get install redis-tools)"
-    if [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then die "$dir exists and is not empty"; fi
-    mkdir -p "$dir"
-    dir=$(cd "$dir" && pwd)
+    servers_check_bins
+    servers_new_dir "$dir"
+    dir=$SERVERS_DIR
     for attempt in 1 2 3 4 5; do
       if start_once "$dir"; then exit 0; fi
-      kill_pids "$dir"
+      servers_kill_pids "$dir"
       for p in "${PORTS[@]}"; do rm -rf "${dir:?}/$p"; done
       rm -f "$dir/pids" "$dir/create.log"
     done
@@ -158,12 +109,7 @@ case $cmd in
     die "could not start the cluster"
     ;;
   stop)
-    [ -f "$dir/pids" ] || die "$dir/pids not found: nothing started there by cluster.sh"
-    kill_pids "$dir"
-    while read -r pid port; do
-      if kill -0 "$pid" 2>/dev/null; then die "pid $pid (port $port) is still running"; fi
-    done <"$dir/pids"
-    rm -rf "${dir:?}"
+    servers_stop "$dir" cluster.sh
     ;;
   *) usage ;;
 esac

@@ -20,6 +20,8 @@
 # down-after-milliseconds is 2000 (see DOWN_AFTER_MS in tests/c/sentinel_fixture.c: with 1000 a
 # second failover was followed by a spurious third one).
 set -euo pipefail
+# shellcheck source=lib/servers.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/servers.sh"
 
 SERVER=${BG_REDIS_SERVER:-redis-server}
 CLI=${BG_REDIS_CLI:-redis-cli}
@@ -44,56 +46,8 @@ pcli() {
 dcli() { pcli "$DPW" "$@"; }
 scli() { pcli "$SPW" "$@"; }
 
-pick_ports() {  # PORTS=(5 bind-tested free ports), in one python3 run
-  local out
-  out=$(python3 - 5 <<'EOF'
-import random, socket, sys
-
-def free(port):  # SO_REUSEADDR, as redis-server: a port in TIME_WAIT is free for it
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-hi = 32767
-try:  # below the ephemeral range, where other tests' free ports come from
-    lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-    if 20100 <= lo - 1 < hi:
-        hi = lo - 1
-except (OSError, ValueError):
-    pass
-ports = []
-for _ in range(5000):
-    p = random.randint(20000, hi)
-    if p not in ports and free(p):
-        ports.append(p)
-        if len(ports) == int(sys.argv[1]):
-            print(" ".join(map(str, ports)))
-            sys.exit(0)
-sys.exit("no free ports in 20000..%d" % hi)
-EOF
-  ) || die "cannot pick ports (python3 needed)"
-  read -r -a PORTS <<<"$out"
-}
-
 quote() {  # a config-file string in double quotes
   python3 -c 'import sys; v = sys.argv[1]; print("\"" + "".join("\\" + c if c in "\"\\" else c for c in v) + "\"")' "$1"
-}
-
-kill_pids() {  # SIGTERM every pid in DIR/pids, then SIGKILL what is left after 5 s
-  local dir=$1 pid port i alive
-  [ -f "$dir/pids" ] || return 0
-  while read -r pid port; do kill "$pid" 2>/dev/null || true; done <"$dir/pids"
-  for i in $(seq 100); do
-    alive=0
-    while read -r pid port; do kill -0 "$pid" 2>/dev/null && alive=1; done <"$dir/pids"
-    [ $alive = 0 ] && return 0
-    sleep 0.05
-  done
-  while read -r pid port; do kill -9 "$pid" 2>/dev/null || true; done <"$dir/pids"
 }
 
 wait_own() {  # until the process $1 answers on port $2 as itself (INFO server's process_id)
@@ -130,7 +84,7 @@ sentinel_ready() {  # master is data node 0, the replica healthy, the other 2 se
 
 start_once() {
   local dir=$1 i p pid ok deadline
-  pick_ports
+  servers_pick_ports 5 20000 32767
   trace "ports picked"
   : >"$dir/pids"
   local auth=()
@@ -139,11 +93,10 @@ start_once() {
     mkdir -p "$dir/data$i"
     local repl=()
     [ $i = 1 ] && repl=(--replicaof 127.0.0.1 "${PORTS[0]}")
-    setsid "$SERVER" --port "${PORTS[$i]}" --bind 127.0.0.1 --save '' --appendonly no \
-      --repl-diskless-sync-delay 0 --dir "$dir/data$i" --logfile "$dir/data$i/log" --daemonize no \
-      ${auth[@]+"${auth[@]}"} ${repl[@]+"${repl[@]}"} </dev/null >/dev/null 2>&1 &
-    pid=$!
-    echo "$pid ${PORTS[$i]}" >>"$dir/pids"
+    servers_spawn "$dir" "${PORTS[$i]}" "$SERVER" --port "${PORTS[$i]}" --bind 127.0.0.1 --save '' \
+      --appendonly no --repl-diskless-sync-delay 0 --dir "$dir/data$i" --logfile "$dir/data$i/log" \
+      --daemonize no ${auth[@]+"${auth[@]}"} ${repl[@]+"${repl[@]}"}
+    pid=$SPAWNED_PID
     # the replica after the master answers: else its first connect fails and it retries 1 s later
     wait_own "$pid" "${PORTS[$i]}" data ||
       { echo "sentinel.sh: data node ${PORTS[$i]} did not start (port taken?), retrying" >&2; return 1; }
@@ -170,8 +123,7 @@ start_once() {
       [ -n "$DPW" ] && echo "sentinel auth-pass $NAME $(quote "$DPW")"
     } >"$dir/sentinel$i/sentinel.conf"
     chmod 600 "$dir/sentinel$i/sentinel.conf"
-    setsid "$SERVER" "$dir/sentinel$i/sentinel.conf" --sentinel </dev/null >/dev/null 2>&1 &
-    echo "$! $p" >>"$dir/pids"
+    servers_spawn "$dir" "$p" "$SERVER" "$dir/sentinel$i/sentinel.conf" --sentinel
   done
   tail -n 3 "$dir/pids" | while read -r pid p; do
     wait_own "$pid" "$p" sentinel || { echo "sentinel.sh: sentinel $p did not start (port taken?), retrying" >&2; exit 1; }
@@ -200,27 +152,20 @@ cmd=${1:-}; dir=${2:-}
 [ -n "$cmd" ] && [ -n "$dir" ] || usage
 case $cmd in
   start)
-    command -v "$SERVER" >/dev/null || die "$SERVER not found (Debian: apt-get install redis-server)"
-    command -v "$CLI" >/dev/null || die "$CLI not found (Debian: apt-get install redis-tools)"
+    servers_check_bins
     case $DPW in *[[:space:]\"\'\\]*) die "BG_SENTINEL_DATA_PASSWORD must not contain spaces, quotes or backslashes" ;; esac
-    if [ -e "$dir" ] && [ -n "$(ls -A "$dir" 2>/dev/null)" ]; then die "$dir exists and is not empty"; fi
-    mkdir -p "$dir"
-    dir=$(cd "$dir" && pwd)
+    servers_new_dir "$dir"
+    dir=$SERVERS_DIR
     for attempt in 1 2 3 4 5; do
       if start_once "$dir"; then exit 0; fi
-      kill_pids "$dir"
+      servers_kill_pids "$dir"
       rm -rf "${dir:?}"/data? "${dir:?}"/sentinel? "$dir/pids"
     done
     rmdir "$dir" 2>/dev/null || true
     die "could not start the Sentinel deployment"
     ;;
   stop)
-    [ -f "$dir/pids" ] || die "$dir/pids not found: nothing started there by sentinel.sh"
-    kill_pids "$dir"
-    while read -r pid port; do
-      if kill -0 "$pid" 2>/dev/null; then die "pid $pid (port $port) is still running"; fi
-    done <"$dir/pids"
-    rm -rf "${dir:?}"
+    servers_stop "$dir" sentinel.sh
     ;;
   *) usage ;;
 esac

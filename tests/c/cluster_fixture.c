@@ -1,18 +1,12 @@
 #include "cluster_fixture.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -20,6 +14,7 @@
 #include <unistd.h>
 
 #include "redis_fixture.h"
+#include "server_proc.h"
 
 #define PORT_LO 20000
 #define PORT_HI 29999
@@ -27,24 +22,6 @@
 #define NSLOTS 16384
 
 /* ---- small helpers ------------------------------------------------------------------------ */
-
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
-
-static const char *server_bin(void) {
-  const char *b = getenv("BG_REDIS_SERVER");
-  return b && *b ? b : "redis-server";
-}
-
-static const char *cli_bin(void) {
-  const char *b = getenv("BG_REDIS_CLI");
-  return b && *b ? b : "redis-cli";
-}
 
 static int live(const bgt_cluster *c, int i) { return i >= 0 && i < c->n && c->node[i].pid > 0; }
 
@@ -195,26 +172,6 @@ int bgt_cluster_replica_of(const bgt_cluster *c, int master) {
 
 /* ---- processes ------------------------------------------------------------------------------ */
 
-/* Forks argv with stdin /dev/null and stdout+stderr to out (or /dev/null); the child dies with us. */
-static pid_t spawn(char *const *argv, const char *out) {
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) { perror("cluster fixture: fork"); return -1; }
-  if (pid == 0) {
-    int in = open("/dev/null", O_RDONLY);
-    int o = open(out ? out : "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  /* the parent died before prctl */
-    if (in >= 0) dup2(in, STDIN_FILENO);
-    if (o >= 0) { dup2(o, STDOUT_FILENO); dup2(o, STDERR_FILENO); }
-    execvp(argv[0], argv);
-    fprintf(stderr, "cannot run %s: %s (install redis-server / redis-tools, or set BG_REDIS_SERVER / "
-                    "BG_REDIS_CLI)\n", argv[0], strerror(errno));
-    _exit(127);
-  }
-  return pid;
-}
-
 static void node_dir(const bgt_cluster *c, int i, char *buf, size_t n) {
   snprintf(buf, n, "%s/%d", c->dir, c->node[i].port);
 }
@@ -229,91 +186,46 @@ static int node_spawn(bgt_cluster *c, int i) {
     fprintf(stderr, "cluster fixture: mkdir %s: %s\n", dir, strerror(errno));
     return -1;
   }
-  char *argv[] = {(char *)server_bin(), "--port", port, "--bind", "127.0.0.1",
+  char *argv[] = {(char *)bgt_server_bin(), "--port", port, "--bind", "127.0.0.1",
                   "--cluster-enabled", "yes", "--cluster-config-file", conf,
                   "--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0",
                   "--save", "", "--appendonly", "no", "--dir", dir, "--logfile", log,
                   "--daemonize", "no", NULL};
-  c->node[i].pid = spawn(argv, NULL);
-  return c->node[i].pid > 0 ? 0 : -1;
+  return bgt_spawn(argv, "/dev/null", &c->node[i].pid);
 }
 
 /* Reaps node i if it exited; returns 1 if it is gone. */
-static int node_exited(bgt_cluster *c, int i) {
-  if (c->node[i].pid <= 0) return 1;
-  if (waitpid(c->node[i].pid, NULL, WNOHANG) == c->node[i].pid) { c->node[i].pid = 0; return 1; }
-  return 0;
-}
+static int node_exited(bgt_cluster *c, int i) { return bgt_exited(&c->node[i].pid); }
 
 /* Signals node i (unless sig is 0: already signalled) and reaps it; SIGKILL after 5 s. */
-static void node_stop(bgt_cluster *c, int i, int sig) {
-  pid_t pid = c->node[i].pid;
-  if (pid <= 0) return;
-  if (sig) kill(pid, sig);
-  for (int k = 0; k < 250; k++) {  /* 5 s for a clean shutdown, then SIGKILL */
-    if (waitpid(pid, NULL, WNOHANG) == pid) { c->node[i].pid = 0; return; }
-    sleep_ms(20);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  c->node[i].pid = 0;
-}
-
-static int ping_ok(const bgt_cluster *c, int i) {
-  redisReply *rep = node_cmd(c, i, "PING");
-  int ok = rep && (rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_ERROR);
-  if (rep) freeReplyObject(rep);
-  return ok;
-}
+static void node_stop(bgt_cluster *c, int i, int sig) { bgt_stop_pid(&c->node[i].pid, sig); }
 
 /* Waits until node i answers PING; -1 if it exited or did not within timeout_ms. */
 static int wait_ping(bgt_cluster *c, int i, int timeout_ms) {
-  long long end = now_ms() + timeout_ms;
-  while (now_ms() < end) {
-    if (node_exited(c, i)) return -1;
-    if (ping_ok(c, i)) return 0;
-    sleep_ms(20);
-  }
-  return -1;
-}
-
-static void print_file_tail(const char *path) {
-  FILE *f = fopen(path, "r");
-  char buf[2048];
-  size_t n;
-  long sz;
-  if (!f) return;
-  fseek(f, 0, SEEK_END);
-  sz = ftell(f);
-  fseek(f, sz > (long)sizeof buf - 1 ? sz - (long)sizeof buf + 1 : 0, SEEK_SET);
-  n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
-  fprintf(stderr, "--- %s ---\n%s\n---\n", path, buf);
+  return bgt_wait_ping(&c->node[i].pid, c->node[i].port, timeout_ms);
 }
 
 /* Runs redis-cli with argv (argv[0] is replaced by the binary), bounded by timeout_ms. */
 static int run_cli(const bgt_cluster *c, char **argv, int timeout_ms) {
   char log[300];
   int st = 0;
-  long long end = now_ms() + timeout_ms;
+  long long end = bgt_now_ms() + timeout_ms;
   pid_t pid, w = 0;
   snprintf(log, sizeof log, "%s/cli.log", c->dir);
-  argv[0] = (char *)cli_bin();
-  pid = spawn(argv, log);
-  if (pid < 0) return -1;
-  while ((w = waitpid(pid, &st, WNOHANG)) == 0 && now_ms() < end) sleep_ms(20);
+  argv[0] = (char *)bgt_cli_bin();
+  if (bgt_spawn(argv, log, &pid) != 0) return -1;
+  while ((w = waitpid(pid, &st, WNOHANG)) == 0 && bgt_now_ms() < end) bgt_sleep_ms(20);
   if (w == 0) {
     kill(pid, SIGKILL);
     waitpid(pid, &st, 0);
     fprintf(stderr, "cluster fixture: redis-cli %s did not finish within %d ms\n", argv[1], timeout_ms);
-    print_file_tail(log);
+    bgt_print_file_tail(log);
     unlink(log);
     return -1;
   }
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     fprintf(stderr, "cluster fixture: redis-cli %s %s failed (status %d)\n", argv[1], argv[2], st);
-    print_file_tail(log);
+    bgt_print_file_tail(log);
     unlink(log);
     return -1;
   }
@@ -323,49 +235,10 @@ static int run_cli(const bgt_cluster *c, char **argv, int timeout_ms) {
 
 /* ---- ports ---------------------------------------------------------------------------------- */
 
-static int bind_test(int port) {
-  struct sockaddr_in a;
-  int one = 1, ok;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((unsigned short)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  /* redis-server sets SO_REUSEADDR too: a port in TIME_WAIT is free for it */
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-  close(fd);
-  return ok;
-}
-
-/* The highest node port whose bus port stays below the ephemeral range (free ports of other tests). */
-static int port_hi(void) {
-  int lo = 0, hi = 0, top = PORT_HI;
-  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-  if (f) {
-    if (fscanf(f, "%d %d", &lo, &hi) == 2 && lo - 1 - BUS_OFFSET >= PORT_LO + 100 && lo - 1 - BUS_OFFSET < top)
-      top = lo - 1 - BUS_OFFSET;
-    fclose(f);
-  }
-  return top;
-}
-
 static int pick_ports(bgt_cluster *c, unsigned *seed) {
-  int top = port_hi();
-  for (int i = 0; i < c->n; i++) {
-    int tries = 0, p, dup;
-    do {
-      p = PORT_LO + (int)(rand_r(seed) % (unsigned)(top - PORT_LO + 1));
-      dup = 0;
-      for (int j = 0; j < i; j++) dup |= c->node[j].port == p;
-    } while ((dup || !bind_test(p) || !bind_test(p + BUS_OFFSET)) && ++tries < 1000);
-    if (tries >= 1000) {
-      fprintf(stderr, "cluster fixture: no free port pair P, P+%d in %d..%d\n", BUS_OFFSET, PORT_LO, top);
-      return -1;
-    }
-    c->node[i].port = p;
-  }
+  int ports[BGT_CLUSTER_NODES];
+  if (bgt_pick_ports(ports, c->n, PORT_LO, PORT_HI, BUS_OFFSET, seed, "cluster fixture") != 0) return -1;
+  for (int i = 0; i < c->n; i++) c->node[i].port = ports[i];
   return 0;
 }
 
@@ -600,25 +473,19 @@ done:
 
 int bgt_cluster_wait_ok(bgt_cluster *c, int timeout_ms) {
   char why[600] = "";
-  long long end = now_ms() + timeout_ms;
+  long long end = bgt_now_ms() + timeout_ms;
   for (;;) {
     for (int i = 0; i < c->n; i++) node_exited(c, i);
     if (cluster_agreed(c, why, sizeof why) == 0) return 0;
-    if (now_ms() >= end) break;
+    if (bgt_now_ms() >= end) break;
     if (getenv("BGT_CLUSTER_TRACE")) fprintf(stderr, "cluster fixture: waiting: %s\n", why);
-    sleep_ms(50);
+    bgt_sleep_ms(50);
   }
   fprintf(stderr, "cluster fixture: not ok after %d ms: %s\n", timeout_ms, why);
   return -1;
 }
 
 /* ---- start / stop --------------------------------------------------------------------------- */
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb; (void)flag; (void)ftw;
-  remove(path);
-  return 0;
-}
 
 static void stop_all(bgt_cluster *c) {
   for (int i = 0; i < c->n; i++)
@@ -629,14 +496,14 @@ static void stop_all(bgt_cluster *c) {
 /* BGT_CLUSTER_TRACE=1: print how long each phase of a start took. */
 static void trace(const char *what, long long t0) {
   const char *t = getenv("BGT_CLUSTER_TRACE");
-  if (t && *t && *t != '0') fprintf(stderr, "cluster fixture: %s at %lld ms\n", what, now_ms() - t0);
+  if (t && *t && *t != '0') fprintf(stderr, "cluster fixture: %s at %lld ms\n", what, bgt_now_ms() - t0);
 }
 
 static int try_start(bgt_cluster *c, unsigned *seed) {
   char *argv[4 + BGT_CLUSTER_NODES + 8];
   char addrs[BGT_CLUSTER_NODES][32];
   int n = 0;
-  long long t0 = now_ms();
+  long long t0 = bgt_now_ms();
   if (pick_ports(c, seed) != 0) return -1;
   for (int i = 0; i < c->n; i++)
     if (node_spawn(c, i) != 0) return -1;
@@ -645,7 +512,7 @@ static int try_start(bgt_cluster *c, unsigned *seed) {
       char log[320];
       snprintf(log, sizeof log, "%s/%d/log", c->dir, c->node[i].port);
       fprintf(stderr, "cluster fixture: node on port %d did not start (a port taken? retrying)\n", c->node[i].port);
-      print_file_tail(log);
+      bgt_print_file_tail(log);
       return -1;
     }
   trace("all nodes answer PING", t0);
@@ -669,14 +536,11 @@ static int try_start(bgt_cluster *c, unsigned *seed) {
 }
 
 void bgt_cluster_start(bgt_cluster *c) {
-  unsigned seed = (unsigned)getpid() ^ (unsigned)now_ms() ^ (unsigned)time(NULL);
-  struct sigaction old;
-  /* raw hiredis writes with write(2): one to a node killed a moment ago must not kill the test */
-  if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+  unsigned seed = (unsigned)getpid() ^ (unsigned)bgt_now_ms() ^ (unsigned)time(NULL);
+  bgt_ignore_sigpipe();
   memset(c, 0, sizeof *c);
   c->n = BGT_CLUSTER_NODES;
-  snprintf(c->dir, sizeof c->dir, "/tmp/bgt-cluster-XXXXXX");
-  if (!mkdtemp(c->dir)) { perror("cluster fixture: mkdtemp"); exit(2); }
+  bgt_scratch_dir(c->dir, sizeof c->dir, "bgt-cluster");
   for (int attempt = 0; attempt < 5; attempt++) {
     if (try_start(c, &seed) == 0) {
       int n = snprintf(c->seeds, sizeof c->seeds, "redis://");
@@ -686,7 +550,7 @@ void bgt_cluster_start(bgt_cluster *c) {
       return;
     }
     stop_all(c);
-    nftw(c->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);  /* the node directories, then the top one */
+    bgt_rm_tree(c->dir);  /* the node directories, then the top one */
     if (mkdir(c->dir, 0700) != 0) break;
   }
   fprintf(stderr, "cluster fixture: could not start a 6-node cluster (redis-server and redis-cli 7 needed)\n");
@@ -697,7 +561,7 @@ void bgt_cluster_start(bgt_cluster *c) {
 void bgt_cluster_stop(bgt_cluster *c) {
   stop_all(c);
   if (c->dir[0]) {
-    nftw(c->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);
+    bgt_rm_tree(c->dir);
     c->dir[0] = 0;
   }
 }
@@ -831,7 +695,7 @@ int bgt_cluster_reshard(bgt_cluster *c, int from, int to, int nslots) {
 }
 
 int bgt_cluster_failover(bgt_cluster *c, int replica) {
-  long long end = now_ms() + 15000, mport;
+  long long end = bgt_now_ms() + 15000, mport;
   if (check_node(c, replica, "failover") != 0) return -1;
   if (node_role(c, replica, &mport) != 0) {
     fprintf(stderr, "cluster fixture: failover: node %d is not a connected replica\n", replica);
@@ -839,22 +703,20 @@ int bgt_cluster_failover(bgt_cluster *c, int replica) {
   }
   if (node_ok(c, replica, "CLUSTER FAILOVER", "CLUSTER FAILOVER") != 0) return -1;
   while (node_role(c, replica, &mport) != 1) {
-    if (now_ms() >= end) {
+    if (bgt_now_ms() >= end) {
       fprintf(stderr, "cluster fixture: failover: node %d did not become master within 15 s\n", replica);
       return -1;
     }
-    sleep_ms(10);
+    bgt_sleep_ms(10);
   }
-  if (bgt_cluster_wait_ok(c, (int)(end - now_ms()) + 5000) != 0) return -1;
+  if (bgt_cluster_wait_ok(c, (int)(end - bgt_now_ms()) + 5000) != 0) return -1;
   bgt_cluster_refresh(c);
   return 0;
 }
 
 void bgt_cluster_kill(bgt_cluster *c, int node) {
   if (!live(c, node)) return;
-  kill(c->node[node].pid, SIGKILL);
-  waitpid(c->node[node].pid, NULL, 0);
-  c->node[node].pid = 0;
+  bgt_stop_pid(&c->node[node].pid, SIGKILL);
 }
 
 int bgt_cluster_restart(bgt_cluster *c, int node) {
@@ -871,7 +733,7 @@ int bgt_cluster_restart(bgt_cluster *c, int node) {
       fprintf(stderr, "cluster fixture: restart: node %d (port %d) did not come back\n", node, c->node[node].port);
       return -1;
     }
-    sleep_ms(200);
+    bgt_sleep_ms(200);
   }
   if (bgt_cluster_wait_ok(c, 20000) != 0) return -1;
   bgt_cluster_refresh(c);

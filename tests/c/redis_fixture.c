@@ -1,59 +1,22 @@
 #include "redis_fixture.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  socklen_t len = sizeof a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-    perror("free_port");
-    exit(2);
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-static int ping_ok(int port) {
-  struct timeval tv = {0, 200000};
-  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-  int ok = 0;
-  if (c && !c->err) {
-    redisReply *rep = redisCommand(c, "PING");
-    /* any answer means it is up; a server with requirepass answers NOAUTH */
-    ok = rep && (rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_ERROR);
-    if (rep) freeReplyObject(rep);
-  }
-  if (c) redisFree(c);
-  return ok;
-}
+#include "server_proc.h"
 
 static int try_start(bgt_redis *r, const char *const *extra) {
-  const char *bin = getenv("BG_REDIS_SERVER");
+  const char *bin = bgt_server_bin();
   char port[16];
   const char *argv[64];
   int n = 0;
-  if (!bin || !*bin) bin = "redis-server";
-  r->port = free_port();
+  r->port = bgt_free_port();
   snprintf(port, sizeof port, "%d", r->port);
   snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
   snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
@@ -70,37 +33,15 @@ static int try_start(bgt_redis *r, const char *const *extra) {
   for (; extra && *extra && n < 62; extra++) argv[n++] = *extra;
   argv[n] = NULL;
 
-  pid_t pid = fork();
-  if (pid < 0) { perror("fork"); exit(2); }
-  if (pid == 0) {
-    /* the server must not outlive a test that crashed or exited early, nor hold ctest's pipes */
-    int devnull = open("/dev/null", O_RDWR);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (devnull >= 0) {
-      dup2(devnull, STDIN_FILENO);
-      dup2(devnull, STDOUT_FILENO);
-    }
-    execvp(bin, (char *const *)argv);
-    fprintf(stderr, "cannot run %s: %s (install redis-server or set BG_REDIS_SERVER)\n", bin, strerror(errno));
-    _exit(127);
-  }
-  r->pid = pid;
-  for (int i = 0; i < 250; i++) {  /* up to 5 s */
-    int st;
-    if (waitpid(pid, &st, WNOHANG) == pid) { r->pid = 0; return 0; }
-    if (ping_ok(r->port)) return 1;
-    usleep(20000);
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  r->pid = 0;
+  if (bgt_spawn((char *const *)argv, NULL, &r->pid) != 0) exit(2);
+  if (bgt_wait_ping(&r->pid, r->port, 5000) == 0) return 1;
+  bgt_stop_pid(&r->pid, SIGKILL);  /* it exited (reaped already) or did not answer within 5 s */
   return 0;
 }
 
 void bgt_redis_start(bgt_redis *r, const char *const *extra_args) {
   memset(r, 0, sizeof *r);
-  snprintf(r->dir, sizeof r->dir, "/tmp/bgt-redis-XXXXXX");
-  if (!mkdtemp(r->dir)) { perror("mkdtemp"); exit(2); }
+  bgt_scratch_dir(r->dir, sizeof r->dir, "bgt-redis");
   for (int attempt = 0; attempt < 5; attempt++)   /* the free port may be taken before redis binds it */
     if (try_start(r, extra_args)) return;
   fprintf(stderr, "could not start redis-server (see %s/redis.log)\n", r->dir);
@@ -108,14 +49,7 @@ void bgt_redis_start(bgt_redis *r, const char *const *extra_args) {
 }
 
 void bgt_redis_stop(bgt_redis *r) {
-  if (r->pid > 0) {
-    kill(r->pid, SIGTERM);
-    for (int i = 0; i < 250; i++) {
-      if (waitpid(r->pid, NULL, WNOHANG) == r->pid) { r->pid = 0; break; }
-      usleep(20000);
-    }
-    if (r->pid > 0) { kill(r->pid, SIGKILL); waitpid(r->pid, NULL, 0); r->pid = 0; }
-  }
+  bgt_stop_pid(&r->pid, SIGTERM);
   if (r->dir[0]) {
     char path[512];
     snprintf(path, sizeof path, "%s/redis.log", r->dir); unlink(path);

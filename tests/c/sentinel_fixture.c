@@ -1,18 +1,12 @@
 #include "sentinel_fixture.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <ftw.h>
 #include <hiredis/hiredis.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -20,6 +14,7 @@
 #include <unistd.h>
 
 #include "redis_fixture.h"
+#include "server_proc.h"
 
 #define NDATA 2
 #define NSENT 3
@@ -38,22 +33,9 @@
 
 /* ---- small helpers ------------------------------------------------------------------------ */
 
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
-
 static int tracing(void) {
   const char *t = getenv("BGT_SENTINEL_TRACE");
   return t && *t && *t != '0';
-}
-
-static const char *server_bin(void) {
-  const char *b = getenv("BG_REDIS_SERVER");
-  return b && *b ? b : "redis-server";
 }
 
 static int data_live(const bgt_sentinel_set *s, int i) { return i >= 0 && i < NDATA && s->data_pid[i] > 0; }
@@ -176,76 +158,24 @@ static const char *field(const redisReply *flat, const char *key) {
 
 /* ---- processes ------------------------------------------------------------------------------ */
 
-/* Forks argv with stdin and stdout+stderr on /dev/null; the child dies with the calling thread. */
-static pid_t spawn(char *const *argv) {
-  pid_t parent = getpid();
-  pid_t pid = fork();
-  if (pid < 0) { perror("sentinel fixture: fork"); return -1; }
-  if (pid == 0) {
-    int in = open("/dev/null", O_RDWR);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (getppid() != parent) _exit(127);  /* the parent died before prctl */
-    if (in >= 0) { dup2(in, STDIN_FILENO); dup2(in, STDOUT_FILENO); }
-    execvp(argv[0], argv);
-    fprintf(stderr, "cannot run %s: %s (install redis-server, or set BG_REDIS_SERVER)\n", argv[0], strerror(errno));
-    _exit(127);
-  }
-  return pid;
-}
-
-/* Reaps *pid if it exited; returns 1 if it is gone. */
-static int exited(pid_t *pid) {
-  if (*pid <= 0) return 1;
-  if (waitpid(*pid, NULL, WNOHANG) == *pid) { *pid = 0; return 1; }
-  return 0;
-}
-
-/* Signals *pid (unless sig is 0: already signalled) and reaps it; SIGKILL after 5 s. */
-static void proc_stop(pid_t *pid, int sig) {
-  if (*pid <= 0) return;
-  if (sig) kill(*pid, sig);
-  for (int k = 0; k < 250; k++) {
-    if (waitpid(*pid, NULL, WNOHANG) == *pid) { *pid = 0; return; }
-    sleep_ms(20);
-  }
-  kill(*pid, SIGKILL);
-  waitpid(*pid, NULL, 0);
-  *pid = 0;
-}
-
-static void print_file_tail(const char *path) {
-  FILE *f = fopen(path, "r");
-  char buf[2048];
-  size_t n;
-  long sz;
-  if (!f) return;
-  fseek(f, 0, SEEK_END);
-  sz = ftell(f);
-  fseek(f, sz > (long)sizeof buf - 1 ? sz - (long)sizeof buf + 1 : 0, SEEK_SET);
-  n = fread(buf, 1, sizeof buf - 1, f);
-  buf[n] = 0;
-  fclose(f);
-  fprintf(stderr, "--- %s ---\n%s\n---\n", path, buf);
-}
-
 /*
  * Waits until the process *pid answers on port as itself: INFO server's process_id is its pid, so
  * a port that someone else took between the bind test and the server's bind is never mistaken
  * for ours. -1 if it exited or did not answer within timeout_ms.
  */
 static int wait_own(pid_t *pid, int port, const char *pw, int timeout_ms) {
-  long long end = now_ms() + timeout_ms;
+  long long end = bgt_now_ms() + timeout_ms;
   char want[32];
   snprintf(want, sizeof want, "process_id:%d\r", (int)*pid);
-  while (now_ms() < end) {
+  while (bgt_now_ms() < end) {
     redisReply *rep;
     int ok;
-    if (exited(pid)) return -1;
+    if (bgt_exited(pid)) return -1;
     rep = port_cmd(port, pw, "INFO server");
     ok = rep && rep->type == REDIS_REPLY_STRING && strstr(rep->str, want);
     if (rep) freeReplyObject(rep);
     if (ok) return 0;
-    sleep_ms(20);
+    bgt_sleep_ms(20);
   }
   return -1;
 }
@@ -271,7 +201,7 @@ static int data_spawn(bgt_sentinel_set *s, int i, int replica_of) {
     fprintf(stderr, "sentinel fixture: mkdir %s: %s\n", dir, strerror(errno));
     return -1;
   }
-  argv[n++] = (char *)server_bin();
+  argv[n++] = (char *)bgt_server_bin();
   argv[n++] = "--port"; argv[n++] = port;
   argv[n++] = "--bind"; argv[n++] = "127.0.0.1";
   argv[n++] = "--save"; argv[n++] = "";
@@ -286,8 +216,7 @@ static int data_spawn(bgt_sentinel_set *s, int i, int replica_of) {
   }
   if (replica_of) { argv[n++] = "--replicaof"; argv[n++] = "127.0.0.1"; argv[n++] = mport; }
   argv[n] = NULL;
-  s->data_pid[i] = spawn(argv);
-  return s->data_pid[i] > 0 ? 0 : -1;
+  return bgt_spawn(argv, NULL, &s->data_pid[i]);
 }
 
 /* A config-file string in double quotes (sdssplitargs rules), so any password survives. */
@@ -345,56 +274,15 @@ static int sent_write_conf(const bgt_sentinel_set *s, int i) {
 static int sent_spawn(bgt_sentinel_set *s, int i) {
   char conf[340];
   sent_conf(s, i, conf, sizeof conf);
-  char *argv[] = {(char *)server_bin(), conf, "--sentinel", NULL};
-  s->sentinel_pid[i] = spawn(argv);
-  return s->sentinel_pid[i] > 0 ? 0 : -1;
+  char *argv[] = {(char *)bgt_server_bin(), conf, "--sentinel", NULL};
+  return bgt_spawn(argv, NULL, &s->sentinel_pid[i]);
 }
 
 /* ---- ports ---------------------------------------------------------------------------------- */
 
-static int bind_test(int port) {
-  struct sockaddr_in a;
-  int one = 1, ok;
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((unsigned short)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  /* redis-server sets SO_REUSEADDR too: a port in TIME_WAIT is free for it */
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
-  close(fd);
-  return ok;
-}
-
-/* Below the kernel's ephemeral range: other tests' free ports (and outgoing connections) come
- * from there, so a port picked here is not taken by a client socket a moment later. */
-static int port_hi(void) {
-  int lo = 0, hi = 0, top = PORT_HI;
-  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-  if (f) {
-    if (fscanf(f, "%d %d", &lo, &hi) == 2 && lo - 1 >= PORT_LO + 100 && lo - 1 < top) top = lo - 1;
-    fclose(f);
-  }
-  return top;
-}
-
 static int pick_ports(bgt_sentinel_set *s, unsigned *seed) {
-  int top = port_hi(), ports[NDATA + NSENT];
-  for (int i = 0; i < NDATA + NSENT; i++) {
-    int tries = 0, p, dup;
-    do {
-      p = PORT_LO + (int)(rand_r(seed) % (unsigned)(top - PORT_LO + 1));
-      dup = 0;
-      for (int j = 0; j < i; j++) dup |= ports[j] == p;
-    } while ((dup || !bind_test(p)) && ++tries < 1000);
-    if (tries >= 1000) {
-      fprintf(stderr, "sentinel fixture: no free port in %d..%d\n", PORT_LO, top);
-      return -1;
-    }
-    ports[i] = p;
-  }
+  int ports[NDATA + NSENT];
+  if (bgt_pick_ports(ports, NDATA + NSENT, PORT_LO, PORT_HI, 0, seed, "sentinel fixture") != 0) return -1;
   for (int i = 0; i < NDATA; i++) s->data_port[i] = ports[i];
   for (int i = 0; i < NSENT; i++) s->sentinel_port[i] = ports[NDATA + i];
   return 0;
@@ -533,11 +421,11 @@ done:
  */
 static int wait_settled(bgt_sentinel_set *s, int only, int timeout_ms, const char *what) {
   char why[400] = "no live data node says master";
-  long long end = now_ms() + timeout_ms;
+  long long end = bgt_now_ms() + timeout_ms;
   for (;;) {
     int m, ok = 1;
-    for (int i = 0; i < NDATA; i++) exited(&s->data_pid[i]);
-    for (int i = 0; i < NSENT; i++) exited(&s->sentinel_pid[i]);
+    for (int i = 0; i < NDATA; i++) bgt_exited(&s->data_pid[i]);
+    for (int i = 0; i < NSENT; i++) bgt_exited(&s->sentinel_pid[i]);
     m = master_by_role(s);
     if (m < 0) {
       snprintf(why, sizeof why, "no single live data node says ROLE master");
@@ -554,9 +442,9 @@ static int wait_settled(bgt_sentinel_set *s, int only, int timeout_ms, const cha
       if (!sentinel_ready(s, i, m, why, sizeof why)) ok = 0;
     }
     if (ok) return 0;
-    if (now_ms() >= end) break;
+    if (bgt_now_ms() >= end) break;
     if (tracing()) fprintf(stderr, "sentinel fixture: waiting: %s\n", why);
-    sleep_ms(50);
+    bgt_sleep_ms(50);
   }
   fprintf(stderr, "sentinel fixture: %s: not settled after %d ms: %s\n", what, timeout_ms, why);
   return -1;
@@ -573,7 +461,7 @@ int bgt_sentinel_master(const bgt_sentinel_set *s) {
 }
 
 int bgt_sentinel_wait_master(bgt_sentinel_set *s, int node, int timeout_ms) {
-  long long end = now_ms() + timeout_ms;
+  long long end = bgt_now_ms() + timeout_ms;
   char why[200] = "";
   if (node < 0 || node >= NDATA) {
     fprintf(stderr, "sentinel fixture: wait_master: no data node %d\n", node);
@@ -581,7 +469,7 @@ int bgt_sentinel_wait_master(bgt_sentinel_set *s, int node, int timeout_ms) {
   }
   for (;;) {
     int ok = 1, any = 0;
-    for (int i = 0; i < NSENT; i++) exited(&s->sentinel_pid[i]);
+    for (int i = 0; i < NSENT; i++) bgt_exited(&s->sentinel_pid[i]);
     for (int i = 0; ok && i < NSENT; i++) {
       int m;
       if (!sent_live(s, i)) continue;
@@ -597,9 +485,9 @@ int bgt_sentinel_wait_master(bgt_sentinel_set *s, int node, int timeout_ms) {
       ok = 0;
     }
     if (ok) return 0;
-    if (now_ms() >= end) break;
+    if (bgt_now_ms() >= end) break;
     if (tracing()) fprintf(stderr, "sentinel fixture: waiting: %s\n", why);
-    sleep_ms(20);
+    bgt_sleep_ms(20);
   }
   fprintf(stderr, "sentinel fixture: wait_master %d: not after %d ms: %s\n", node, timeout_ms, why);
   return -1;
@@ -607,40 +495,34 @@ int bgt_sentinel_wait_master(bgt_sentinel_set *s, int node, int timeout_ms) {
 
 /* ---- start / stop --------------------------------------------------------------------------- */
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb; (void)flag; (void)ftw;
-  remove(path);
-  return 0;
-}
-
 static void stop_all(bgt_sentinel_set *s) {
   /* signal all first: one wait, not five */
   for (int i = 0; i < NSENT; i++) if (s->sentinel_pid[i] > 0) kill(s->sentinel_pid[i], SIGTERM);
   for (int i = 0; i < NDATA; i++) if (s->data_pid[i] > 0) kill(s->data_pid[i], SIGTERM);
-  for (int i = 0; i < NSENT; i++) proc_stop(&s->sentinel_pid[i], 0);
-  for (int i = 0; i < NDATA; i++) proc_stop(&s->data_pid[i], 0);
+  for (int i = 0; i < NSENT; i++) bgt_stop_pid(&s->sentinel_pid[i], 0);
+  for (int i = 0; i < NDATA; i++) bgt_stop_pid(&s->data_pid[i], 0);
 }
 
 static void trace(const char *what, long long t0) {
-  if (tracing()) fprintf(stderr, "sentinel fixture: %s at %lld ms\n", what, now_ms() - t0);
+  if (tracing()) fprintf(stderr, "sentinel fixture: %s at %lld ms\n", what, bgt_now_ms() - t0);
 }
 
 /* Waits until data node i is a replica of data node m with its link up. */
 static int wait_link(bgt_sentinel_set *s, int i, int m, int timeout_ms) {
   char why[200];
-  long long end = now_ms() + timeout_ms;
+  long long end = bgt_now_ms() + timeout_ms;
   for (;;) {
-    if (exited(&s->data_pid[i])) { snprintf(why, sizeof why, "data node %d exited", i); break; }
+    if (bgt_exited(&s->data_pid[i])) { snprintf(why, sizeof why, "data node %d exited", i); break; }
     if (link_up(s, i, m, why, sizeof why)) return 0;
-    if (now_ms() >= end) break;
-    sleep_ms(20);
+    if (bgt_now_ms() >= end) break;
+    bgt_sleep_ms(20);
   }
   fprintf(stderr, "sentinel fixture: %s (after %d ms)\n", why, timeout_ms);
   return -1;
 }
 
 static int try_start(bgt_sentinel_set *s, unsigned *seed) {
-  long long t0 = now_ms();
+  long long t0 = bgt_now_ms();
   char path[340];
   if (pick_ports(s, seed) != 0) return -1;
   /* the data nodes first, the replica's link up before any sentinel looks: a sentinel learns the
@@ -652,7 +534,7 @@ static int try_start(bgt_sentinel_set *s, unsigned *seed) {
       data_log(s, i, path, sizeof path);
       fprintf(stderr, "sentinel fixture: data node %d (port %d) did not start (a port taken? retrying)\n", i,
               s->data_port[i]);
-      print_file_tail(path);
+      bgt_print_file_tail(path);
       return -1;
     }
   trace("data nodes answer", t0);
@@ -665,7 +547,7 @@ static int try_start(bgt_sentinel_set *s, unsigned *seed) {
       snprintf(path, sizeof path, "%s/sentinel%d/log", s->dir, i);
       fprintf(stderr, "sentinel fixture: sentinel %d (port %d) did not start (a port taken? retrying)\n", i,
               s->sentinel_port[i]);
-      print_file_tail(path);
+      bgt_print_file_tail(path);
       return -1;
     }
   trace("sentinels answer", t0);
@@ -718,17 +600,15 @@ static char *dup_opt(const char *v) {
 
 static void clean_dir(bgt_sentinel_set *s) {
   if (s->dir[0]) {
-    nftw(s->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);  /* the node directories, then the top one */
+    bgt_rm_tree(s->dir);  /* the node directories, then the top one */
     s->dir[0] = 0;
   }
 }
 
 void bgt_sentinel_start(bgt_sentinel_set *s, const bgt_sentinel_opts *opts) {
-  unsigned seed = (unsigned)getpid() ^ (unsigned)now_ms() ^ (unsigned)time(NULL);
-  struct sigaction old;
+  unsigned seed = (unsigned)getpid() ^ (unsigned)bgt_now_ms() ^ (unsigned)time(NULL);
   char dir[256];
-  /* raw hiredis writes with write(2): one to a process killed a moment ago must not end the test */
-  if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+  bgt_ignore_sigpipe();
   memset(s, 0, sizeof *s);
   if (opts && opts->data_password && !rewrite_safe(opts->data_password)) {
     /* measured: the restarted sentinel died with "Unrecognized sentinel configuration statement" */
@@ -742,8 +622,7 @@ void bgt_sentinel_start(bgt_sentinel_set *s, const bgt_sentinel_opts *opts) {
     s->opts.data_password = dup_opt(opts->data_password);
     s->opts.sentinel_password = dup_opt(opts->sentinel_password);
   }
-  snprintf(s->dir, sizeof s->dir, "/tmp/bgt-sentinel-XXXXXX");
-  if (!mkdtemp(s->dir)) { perror("sentinel fixture: mkdtemp"); exit(2); }
+  bgt_scratch_dir(s->dir, sizeof s->dir, "bgt-sentinel");
   for (int attempt = 0; attempt < 5; attempt++) {
     if (try_start(s, &seed) == 0) {
       make_url(s);
@@ -777,16 +656,12 @@ void bgt_sentinel_stop(bgt_sentinel_set *s) {
 
 void bgt_sentinel_kill_data(bgt_sentinel_set *s, int node) {
   if (!data_live(s, node)) return;
-  kill(s->data_pid[node], SIGKILL);
-  waitpid(s->data_pid[node], NULL, 0);
-  s->data_pid[node] = 0;
+  bgt_stop_pid(&s->data_pid[node], SIGKILL);
 }
 
 void bgt_sentinel_kill_sentinel(bgt_sentinel_set *s, int i) {
   if (!sent_live(s, i)) return;
-  kill(s->sentinel_pid[i], SIGKILL);
-  waitpid(s->sentinel_pid[i], NULL, 0);
-  s->sentinel_pid[i] = 0;
+  bgt_stop_pid(&s->sentinel_pid[i], SIGKILL);
 }
 
 int bgt_sentinel_restart_data(bgt_sentinel_set *s, int node) {
@@ -800,13 +675,13 @@ int bgt_sentinel_restart_data(bgt_sentinel_set *s, int node) {
   for (int attempt = 0;; attempt++) {
     if (data_spawn(s, node, m == node ? 0 : s->data_port[m]) != 0) return -1;
     if (wait_own(&s->data_pid[node], s->data_port[node], s->opts.data_password, 10000) == 0) break;
-    proc_stop(&s->data_pid[node], SIGKILL);
+    bgt_stop_pid(&s->data_pid[node], SIGKILL);
     if (attempt == 4) {
       fprintf(stderr, "sentinel fixture: restart_data: data node %d (port %d) did not come back\n", node,
               s->data_port[node]);
       return -1;
     }
-    sleep_ms(200);
+    bgt_sleep_ms(200);
   }
   if (m != node && wait_link(s, node, m, 15000) != 0) return -1;
   return wait_settled(s, -1, 15000, "restart_data");
@@ -820,16 +695,16 @@ int bgt_sentinel_restart_sentinel(bgt_sentinel_set *s, int i) {
   for (int attempt = 0;; attempt++) {
     if (sent_spawn(s, i) != 0) return -1;
     if (wait_own(&s->sentinel_pid[i], s->sentinel_port[i], s->opts.sentinel_password, 10000) == 0) break;
-    proc_stop(&s->sentinel_pid[i], SIGKILL);
+    bgt_stop_pid(&s->sentinel_pid[i], SIGKILL);
     if (attempt == 4) {
       char log[340];
       snprintf(log, sizeof log, "%s/sentinel%d/log", s->dir, i);
       fprintf(stderr, "sentinel fixture: restart_sentinel: sentinel %d (port %d) did not come back\n", i,
               s->sentinel_port[i]);
-      print_file_tail(log);
+      bgt_print_file_tail(log);
       return -1;
     }
-    sleep_ms(200);
+    bgt_sleep_ms(200);
   }
   return wait_settled(s, i, 15000, "restart_sentinel");
 }

@@ -3,7 +3,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -17,15 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "server_proc.h"
+
 #define START_TIMEOUT_MS 5000
 #define CERTS_TIMEOUT_MS 30000
 #define PING_TIMEOUT_MS 2000
-
-static long long now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* ---- running a helper program ----------------------------------------------------------------- */
 
@@ -54,7 +49,7 @@ static void write_input(int fd, const char *input) {
 int bgt_tls_run(const char *const *argv, const char *input, int timeout_ms, char *out, size_t cap) {
   int in_pipe[2], out_pipe[2], st = 0, timed_out = 0;
   size_t len = 0;
-  long long deadline = now_ms() + timeout_ms;
+  long long deadline = bgt_now_ms() + timeout_ms;
   pid_t pid;
   if (cap) out[0] = 0;
   if (pipe2(in_pipe, O_CLOEXEC) != 0) return -1;
@@ -80,7 +75,7 @@ int bgt_tls_run(const char *const *argv, const char *input, int timeout_ms, char
   for (;;) {
     struct pollfd p = {out_pipe[0], POLLIN, 0};
     char tmp[4096];
-    long long left = deadline - now_ms();
+    long long left = deadline - bgt_now_ms();
     ssize_t n;
     if (left <= 0) { timed_out = 1; break; }
     if (poll(&p, 1, (int)left) < 0) {
@@ -108,22 +103,6 @@ int bgt_tls_run(const char *const *argv, const char *input, int timeout_ms, char
 }
 
 /* ---- the server -------------------------------------------------------------------------------- */
-
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  socklen_t len = sizeof a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-      getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
-    perror("free_port");
-    exit(2);
-  }
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 /* A plain TCP connect: cheap, so the TLS PING (a process) runs only once the port listens. */
 static int port_listens(int port) {
@@ -196,12 +175,11 @@ static int tls_ping(const bgt_tls_redis *r) {
 }
 
 static int try_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
-  const char *bin = getenv("BG_REDIS_SERVER");
+  const char *bin = bgt_server_bin();
   char port[16], crt[400], key[400], ca[400], name[64];
   const char *argv[48];
   int n = 0;
-  if (!bin || !*bin) bin = "redis-server";
-  r->port = free_port();
+  r->port = bgt_free_port();
   snprintf(port, sizeof port, "%d", r->port);
   snprintf(r->url, sizeof r->url, "rediss://127.0.0.1:%d", r->port);
   /* absolute paths: redis-server chdirs to --dir before it loads them */
@@ -225,30 +203,13 @@ static int try_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
   argv[n++] = "--enable-debug-command"; argv[n++] = "local";
   argv[n] = NULL;
 
-  pid_t pid = fork();
-  if (pid < 0) { perror("fork"); exit(2); }
-  if (pid == 0) {
-    /* the server must not outlive a test that crashed or exited early, nor hold ctest's pipes */
-    int devnull = open("/dev/null", O_RDWR);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (devnull >= 0) {
-      dup2(devnull, STDIN_FILENO);
-      dup2(devnull, STDOUT_FILENO);
-    }
-    execvp(bin, (char *const *)argv);
-    fprintf(stderr, "cannot run %s: %s (install redis-server or set BG_REDIS_SERVER)\n", bin, strerror(errno));
-    _exit(127);
-  }
-  r->pid = pid;
-  for (long long deadline = now_ms() + START_TIMEOUT_MS; now_ms() < deadline;) {
-    int st;
-    if (waitpid(pid, &st, WNOHANG) == pid) { r->pid = 0; return 0; }
+  if (bgt_spawn((char *const *)argv, NULL, &r->pid) != 0) exit(2);
+  for (long long deadline = bgt_now_ms() + START_TIMEOUT_MS; bgt_now_ms() < deadline;) {
+    if (bgt_exited(&r->pid)) return 0;
     if (port_listens(r->port) && tls_ping(r)) return 1;
     usleep(10000);
   }
-  kill(pid, SIGKILL);
-  waitpid(pid, NULL, 0);
-  r->pid = 0;
+  bgt_stop_pid(&r->pid, SIGKILL);
   return 0;
 }
 
@@ -259,8 +220,7 @@ void bgt_tls_redis_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
     fprintf(stderr, "bgt_tls_redis_start: cert \"%s\" is none of server, wrong-host, expired\n", cert);
     exit(2);
   }
-  snprintf(r->dir, sizeof r->dir, "/tmp/bgt-tls-XXXXXX");
-  if (!mkdtemp(r->dir)) { perror("mkdtemp"); exit(2); }
+  bgt_scratch_dir(r->dir, sizeof r->dir, "bgt-tls");
   snprintf(r->certs, sizeof r->certs, "%s/certs", r->dir);
   make_certs(r);
   for (int attempt = 0; attempt < 5; attempt++)   /* the free port may be taken before redis binds it */
@@ -269,23 +229,10 @@ void bgt_tls_redis_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
   exit(2);
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
-  (void)sb; (void)flag; (void)ftw;
-  remove(path);
-  return 0;
-}
-
 void bgt_tls_redis_stop(bgt_tls_redis *r) {
-  if (r->pid > 0) {
-    kill(r->pid, SIGTERM);
-    for (int i = 0; i < 250; i++) {
-      if (waitpid(r->pid, NULL, WNOHANG) == r->pid) { r->pid = 0; break; }
-      usleep(20000);
-    }
-    if (r->pid > 0) { kill(r->pid, SIGKILL); waitpid(r->pid, NULL, 0); r->pid = 0; }
-  }
+  bgt_stop_pid(&r->pid, SIGTERM);
   if (r->dir[0]) {
-    nftw(r->dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);  /* certs/ and its CA directories, then the top */
+    bgt_rm_tree(r->dir);  /* certs/ and its CA directories, then the top */
     r->dir[0] = 0;
     r->certs[0] = 0;
   }

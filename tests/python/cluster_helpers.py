@@ -17,12 +17,8 @@ Replica assignment is shuffled by ``--cluster create``: read ``c.nodes[i].is_mas
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
-import random
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -30,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any, List, Optional, Sequence, Union
 
 from redis_helpers import Resp, RespError
+from server_proc import (cli_bin, die_with_parent, kill_proc, log_tail, pick_ports, server_bin, spawn,
+                         start_retrying, stop_procs, wait_ping)
 
 N_NODES = 6
 N_SLOTS = 16384
@@ -79,41 +77,12 @@ def key_slot(key: Union[str, bytes]) -> int:
     return _crc16(k) % N_SLOTS
 
 
-def _bind_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server does
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
-def _port_hi() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
-            lo = int(fh.read().split()[0])
-        if PORT_LO + 100 <= lo - 1 - BUS_OFFSET < PORT_HI:
-            return lo - 1 - BUS_OFFSET
-    except (OSError, ValueError, IndexError):
-        pass
-    return PORT_HI
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: the node gets SIGKILL when the test process dies without cleaning up."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
 class RedisCluster:
     """Six redis-server processes of our own, in cluster mode, on 127.0.0.1 only."""
 
     def __init__(self) -> None:
-        self.server = os.environ.get("BG_REDIS_SERVER") or shutil.which("redis-server")
-        self.cli = os.environ.get("BG_REDIS_CLI") or shutil.which("redis-cli")
+        self.server = server_bin()
+        self.cli = cli_bin()
         if not self.server or not self.cli:
             raise ClusterError("redis-server and redis-cli not found: install them (Debian: apt-get install "
                                "redis-server) or set BG_REDIS_SERVER / BG_REDIS_CLI")
@@ -139,29 +108,14 @@ class RedisCluster:
     def start(self) -> "RedisCluster":
         self.dir = tempfile.mkdtemp(prefix="bgpy-cluster-")
         atexit.register(self.stop)
-        last = ""
-        for _attempt in range(5):  # a port taken before the server binds it: new ports
-            try:
-                self._try_start()
-                return self
-            except ClusterError as e:
-                last = str(e)
-                self._stop_nodes()
-                for entry in os.listdir(self.dir):
-                    shutil.rmtree(os.path.join(self.dir, entry), ignore_errors=True)
+        last = start_retrying(self._try_start, self._stop_nodes, self.dir, ClusterError)
+        if last is None:
+            return self
         self.stop()
         raise ClusterError("could not start a 6-node cluster: " + last)
 
     def _pick_ports(self) -> List[int]:
-        hi = _port_hi()
-        ports: List[int] = []
-        for _ in range(1000 * N_NODES):
-            p = random.randint(PORT_LO, hi)
-            if p not in ports and _bind_free(p) and _bind_free(p + BUS_OFFSET):
-                ports.append(p)
-                if len(ports) == N_NODES:
-                    return ports
-        raise ClusterError("no free port pairs P, P+%d in %d..%d" % (BUS_OFFSET, PORT_LO, hi))
+        return pick_ports(N_NODES, PORT_LO, PORT_HI, BUS_OFFSET, error=ClusterError)
 
     def _spawn(self, node: ClusterNode) -> None:
         d = os.path.join(self.dir, str(node.port))
@@ -170,31 +124,20 @@ class RedisCluster:
                 "--cluster-config-file", os.path.join(d, "nodes.conf"), "--cluster-node-timeout", "2000",
                 "--repl-diskless-sync-delay", "0", "--save", "", "--appendonly", "no", "--dir", d,
                 "--logfile", os.path.join(d, "log"), "--daemonize", "no"]
-        node.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        node.proc = spawn(args)
 
     def _wait_ping(self, i: int, timeout: float = 10.0) -> None:
-        node, deadline = self.nodes[i], time.monotonic() + timeout
-        while time.monotonic() < deadline and node.alive:
-            try:
-                with Resp("127.0.0.1", node.port, timeout=1) as r:
-                    r("PING")
-                    return
-            except (OSError, RespError):
-                time.sleep(0.02)
-        raise ClusterError("node on port %d did not start (port taken?): %s" % (node.port, self._log_tail(i)))
+        node = self.nodes[i]
+        if node.proc is None or not wait_ping(node.proc, node.port, timeout):
+            raise ClusterError("node on port %d did not start (port taken?): %s" % (node.port, self._log_tail(i)))
 
     def _log_tail(self, i: int) -> str:
-        try:
-            with open(os.path.join(self.dir, str(self.nodes[i].port), "log"), errors="replace") as fh:
-                return fh.read()[-1500:]
-        except OSError:
-            return "(no log)"
+        return log_tail(os.path.join(self.dir, str(self.nodes[i].port), "log"))
 
     def _run_cli(self, args: Sequence[str], timeout: float) -> None:
         try:
             p = subprocess.run([self.cli, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, timeout=timeout, preexec_fn=_die_with_parent)
+                               stderr=subprocess.STDOUT, timeout=timeout, preexec_fn=die_with_parent)
         except subprocess.TimeoutExpired as e:
             raise ClusterError("redis-cli %s did not finish in %ss" % (" ".join(args[:2]), timeout)) from e
         if p.returncode != 0:
@@ -213,18 +156,9 @@ class RedisCluster:
         self.refresh()
 
     def _stop_nodes(self) -> None:
+        stop_procs(n.proc for n in self.nodes)
         for n in self.nodes:
-            if n.alive:
-                n.proc.send_signal(signal.SIGTERM)  # type: ignore[union-attr]
-        for n in self.nodes:
-            proc, n.proc = n.proc, None
-            if proc is None:
-                continue
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+            n.proc = None
 
     def stop(self) -> None:
         """Stops every node by its pid and removes the directory. Idempotent."""
@@ -488,9 +422,7 @@ class RedisCluster:
         """kill -9 and reap; the node keeps its port and directory for restart."""
         n = self.nodes[i]
         proc, n.proc = n.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+        kill_proc(proc)
 
     def restart(self, i: int) -> None:
         """Starts the node again on its port with its nodes.conf; waits until the cluster is ok

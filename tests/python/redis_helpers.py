@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import tempfile
 import time
 from typing import Any, List, Optional
+
+from server_proc import free_port, server_bin, spawn, stop_proc, wait_ping  # noqa: F401 (free_port: re-exported)
 
 
 class RespError(Exception):
@@ -98,17 +99,11 @@ class Resp:
         return {flat[i].decode(): flat[i + 1].decode() for i in range(0, len(flat), 2)}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class RedisServer:
     """A redis-server of our own, on 127.0.0.1 only, stopped by pid."""
 
     def __init__(self) -> None:
-        self.binary = os.environ.get("BG_REDIS_SERVER") or shutil.which("redis-server")
+        self.binary = server_bin()
         if not self.binary:
             raise RuntimeError("redis-server not found: install it (Debian: apt-get install redis-server) "
                                "or set BG_REDIS_SERVER")
@@ -136,16 +131,10 @@ class RedisServer:
                     "--unixsocket", self.unix, "--unixsocketperm", "700",
                     "--save", "", "--appendonly", "no", "--dir", self.dir,
                     "--logfile", "redis.log", "--enable-debug-command", "local"]
-            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL)
-            deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                try:
-                    with Resp(self.host, self.port, timeout=1) as r:
-                        if r("PING") == "PONG":
-                            return self
-                except (OSError, RespError):
-                    time.sleep(0.02)
+            # no PR_SET_PDEATHSIG: a test may start a server from a thread that ends before it does
+            self.proc = spawn(args, pdeathsig=False)
+            if wait_ping(self.proc, self.port, 10):
+                return self
             self.stop()
             if same_port:
                 time.sleep(0.2)  # the port may still be held for a moment
@@ -153,15 +142,7 @@ class RedisServer:
 
     def stop(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_proc(proc, timeout=10)
 
     def cleanup(self) -> None:
         self.stop()

@@ -20,12 +20,8 @@ a spurious third one (see DOWN_AFTER_MS in tests/c/sentinel_fixture.c). Failures
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
-import random
 import shutil
-import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -33,6 +29,7 @@ import urllib.parse
 from typing import Any, List, Optional
 
 from redis_helpers import Resp, RespError
+from server_proc import kill_proc, log_tail, pick_ports, server_bin, spawn, start_retrying, stop_procs
 
 MASTER_NAME = "bgmaster"
 DOWN_AFTER_MS = 2000
@@ -42,35 +39,6 @@ PORT_LO, PORT_HI = 20000, 32767
 
 class SentinelError(RuntimeError):
     """The set could not be started, or did not reach the state asked for in time."""
-
-
-def _bind_free(port: int) -> bool:
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server does
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
-
-
-def _port_hi() -> int:
-    try:
-        with open("/proc/sys/net/ipv4/ip_local_port_range") as fh:
-            lo = int(fh.read().split()[0])
-        if PORT_LO + 100 <= lo - 1 < PORT_HI:
-            return lo - 1
-    except (OSError, ValueError, IndexError):
-        pass
-    return PORT_HI
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: the process gets SIGKILL when the test process dies without cleaning up."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def _quote(v: str) -> str:
@@ -107,7 +75,7 @@ class RedisSentinelSet:
     """Two redis-server data nodes and three sentinels of our own, on 127.0.0.1 only."""
 
     def __init__(self, data_password: Optional[str] = None, sentinel_password: Optional[str] = None) -> None:
-        self.server = os.environ.get("BG_REDIS_SERVER") or shutil.which("redis-server")
+        self.server = server_bin()
         if not self.server:
             raise SentinelError("redis-server not found: install it (Debian: apt-get install redis-server) "
                                 "or set BG_REDIS_SERVER")
@@ -154,28 +122,14 @@ class RedisSentinelSet:
         (no s_down) and the other 2 sentinels, and the replica's link is up (~2-3 s)."""
         self.dir = tempfile.mkdtemp(prefix="bgpy-sentinel-")
         atexit.register(self.stop)
-        last = ""
-        for _attempt in range(5):  # a port taken before the server binds it: new ports
-            try:
-                self._try_start()
-                return self
-            except SentinelError as e:
-                last = str(e)
-                self._stop_all()
-                for entry in os.listdir(self.dir):
-                    shutil.rmtree(os.path.join(self.dir, entry), ignore_errors=True)
+        last = start_retrying(self._try_start, self._stop_all, self.dir, SentinelError)
+        if last is None:
+            return self
         self.stop()
         raise SentinelError("could not start 2 data nodes + 3 sentinels: " + last)
 
     def _pick_ports(self) -> List[int]:
-        hi, ports = _port_hi(), []
-        for _ in range(1000 * (N_DATA + N_SENTINELS)):
-            p = random.randint(PORT_LO, hi)
-            if p not in ports and _bind_free(p):
-                ports.append(p)
-                if len(ports) == N_DATA + N_SENTINELS:
-                    return ports
-        raise SentinelError("no free ports in %d..%d" % (PORT_LO, hi))
+        return pick_ports(N_DATA + N_SENTINELS, PORT_LO, PORT_HI, error=SentinelError)
 
     def _spawn_data(self, i: int, replica_of: int = 0) -> None:
         d = os.path.join(self.dir, "data%d" % i)
@@ -187,8 +141,7 @@ class RedisSentinelSet:
             args += ["--requirepass", self.data_password, "--masterauth", self.data_password]
         if replica_of:
             args += ["--replicaof", "127.0.0.1", str(replica_of)]
-        self.data_procs[i] = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                              stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self.data_procs[i] = spawn(args)
 
     def _conf(self, i: int) -> str:
         return os.path.join(self.dir, "sentinel%d" % i, "sentinel.conf")
@@ -210,16 +163,10 @@ class RedisSentinelSet:
             fh.write("\n".join(lines) + "\n")
 
     def _spawn_sentinel(self, i: int) -> None:
-        self.sentinel_procs[i] = subprocess.Popen([self.server, self._conf(i), "--sentinel"],
-                                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                                  stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self.sentinel_procs[i] = spawn([self.server, self._conf(i), "--sentinel"])
 
     def _log_tail(self, name: str) -> str:
-        try:
-            with open(os.path.join(self.dir, name, "log"), errors="replace") as fh:
-                return fh.read()[-1500:]
-        except OSError:
-            return "(no log)"
+        return log_tail(os.path.join(self.dir, name, "log"))
 
     def _wait_own(self, proc: Optional[subprocess.Popen], port: int, pw: Optional[str], what: str,
                   timeout: float = 10.0) -> None:
@@ -254,16 +201,7 @@ class RedisSentinelSet:
         self._wait(lambda: self._settled(None), 15, "start")
 
     def _stop_all(self) -> None:
-        procs = [p for p in self.sentinel_procs + self.data_procs if p is not None]
-        for p in procs:  # all at once: one wait, not five
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=5)
+        stop_procs(self.sentinel_procs + self.data_procs)
         self.data_procs = [None] * N_DATA
         self.sentinel_procs = [None] * N_SENTINELS
 
@@ -436,9 +374,7 @@ class RedisSentinelSet:
 
     @staticmethod
     def _kill(proc: Optional[subprocess.Popen]) -> None:
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=10)
+        kill_proc(proc)
 
     def kill_data(self, i: int) -> None:
         """kill -9 and reap; the node keeps its port."""

@@ -18,10 +18,8 @@ directory is removed. Standard library only (subprocess + ssl); no bloomguard co
 from __future__ import annotations
 
 import atexit
-import ctypes
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -30,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from redis_helpers import free_port
+from server_proc import free_port, server_bin, spawn, stop_proc
 
 ROOT = Path(__file__).resolve().parents[2]
 CERTS_SCRIPT = ROOT / "scripts" / "tls-certs.sh"
@@ -39,14 +37,6 @@ CERTS = ("server", "wrong-host", "expired")
 
 class TlsServerError(RuntimeError):
     """The certificates could not be made or the server could not be started."""
-
-
-def _die_with_parent() -> None:
-    """preexec_fn: the server gets SIGKILL when the test process dies without cleaning up."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def make_certs(directory: str) -> None:
@@ -73,7 +63,7 @@ class TlsRedisServer:
         cert = cert or "server"
         if cert not in CERTS:
             raise ValueError("cert %r is none of %s" % (cert, ", ".join(CERTS)))
-        self.binary = os.environ.get("BG_REDIS_SERVER") or shutil.which("redis-server")
+        self.binary = server_bin()
         if not self.binary:
             raise TlsServerError("redis-server not found: install it (Debian: apt-get install redis-server) "
                                  "or set BG_REDIS_SERVER")
@@ -129,8 +119,7 @@ class TlsRedisServer:
                 "--tls-auth-clients", "yes" if self.auth_clients else "no",
                 "--save", "", "--appendonly", "no", "--dir", self.dir, "--logfile", "redis.log",
                 "--enable-debug-command", "local"]
-        self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+        self.proc = spawn(args)
         # verification off for readiness only: the wrong-host and expired servers must start too
         ready = self.context(ca=None, cert="client.crt", key="client.key", verify=False)
         deadline = time.monotonic() + 5
@@ -157,15 +146,7 @@ class TlsRedisServer:
 
     def _stop_process(self) -> None:
         proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
+        stop_proc(proc, timeout=5)
 
     def stop(self) -> None:
         """Stops the server by its pid and removes the scratch directory. Idempotent."""

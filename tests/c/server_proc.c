@@ -1,0 +1,213 @@
+#include "server_proc.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+long long bgt_now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void bgt_sleep_ms(int ms) { usleep((useconds_t)ms * 1000); }
+
+const char *bgt_server_bin(void) {
+  const char *b = getenv("BG_REDIS_SERVER");
+  return b && *b ? b : "redis-server";
+}
+
+const char *bgt_cli_bin(void) {
+  const char *b = getenv("BG_REDIS_CLI");
+  return b && *b ? b : "redis-cli";
+}
+
+/* ---- ports ---------------------------------------------------------------------------------- */
+
+int bgt_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  socklen_t len = sizeof a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+      getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
+    perror("free_port");
+    exit(2);
+  }
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+int bgt_bind_test(int port) {
+  struct sockaddr_in a;
+  int one = 1, ok;
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_port = htons((unsigned short)port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  /* redis-server sets SO_REUSEADDR too: a port in TIME_WAIT is free for it */
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+/* The highest port (whose port + bus_offset too) stays below the ephemeral range: other tests'
+ * free ports (and outgoing connections) come from there, so a port picked here is not taken by a
+ * client socket a moment later. */
+static int port_top(int lo, int hi, int bus_offset) {
+  int elo = 0, ehi = 0, top = hi;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f) {
+    if (fscanf(f, "%d %d", &elo, &ehi) == 2 && elo - 1 - bus_offset >= lo + 100 && elo - 1 - bus_offset < top)
+      top = elo - 1 - bus_offset;
+    fclose(f);
+  }
+  return top;
+}
+
+int bgt_pick_ports(int *ports, int n, int lo, int hi, int bus_offset, unsigned *seed, const char *who) {
+  int top = port_top(lo, hi, bus_offset);
+  for (int i = 0; i < n; i++) {
+    int tries = 0, p, dup;
+    do {
+      p = lo + (int)(rand_r(seed) % (unsigned)(top - lo + 1));
+      dup = 0;
+      for (int j = 0; j < i; j++) dup |= ports[j] == p;
+    } while ((dup || !bgt_bind_test(p) || (bus_offset > 0 && !bgt_bind_test(p + bus_offset))) && ++tries < 1000);
+    if (tries >= 1000) {
+      if (bus_offset > 0)
+        fprintf(stderr, "%s: no free port pair P, P+%d in %d..%d\n", who, bus_offset, lo, top);
+      else
+        fprintf(stderr, "%s: no free port in %d..%d\n", who, lo, top);
+      return -1;
+    }
+    ports[i] = p;
+  }
+  return 0;
+}
+
+/* ---- processes ------------------------------------------------------------------------------ */
+
+int bgt_spawn(char *const *argv, const char *out, pid_t *pid) {
+  pid_t parent = getpid();
+  pid_t child = fork();
+  *pid = 0;
+  if (child < 0) { perror("fixture: fork"); return -1; }
+  if (child == 0) {
+    /* the server must not outlive a test that crashed or exited early, nor hold ctest's pipes */
+    int in = open("/dev/null", O_RDWR);
+    int o = out ? open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600) : in;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  /* the parent died before prctl */
+    if (in >= 0) dup2(in, STDIN_FILENO);
+    if (o >= 0) dup2(o, STDOUT_FILENO);
+    if (out && o >= 0) dup2(o, STDERR_FILENO);
+    execvp(argv[0], argv);
+    fprintf(stderr, "cannot run %s: %s (install redis-server / redis-tools, or set BG_REDIS_SERVER / "
+                    "BG_REDIS_CLI)\n", argv[0], strerror(errno));
+    _exit(127);
+  }
+  *pid = child;
+  return 0;
+}
+
+int bgt_exited(pid_t *pid) {
+  if (*pid <= 0) return 1;
+  if (waitpid(*pid, NULL, WNOHANG) == *pid) { *pid = 0; return 1; }
+  return 0;
+}
+
+void bgt_stop_pid(pid_t *pid, int sig) {
+  if (*pid <= 0) return;
+  if (sig) kill(*pid, sig);
+  for (int k = 0; k < 250; k++) {  /* 5 s for a clean shutdown, then SIGKILL */
+    if (waitpid(*pid, NULL, WNOHANG) == *pid) { *pid = 0; return; }
+    bgt_sleep_ms(20);
+  }
+  kill(*pid, SIGKILL);
+  waitpid(*pid, NULL, 0);
+  *pid = 0;
+}
+
+int bgt_ping_ok(int port) {
+  struct timeval tv = {0, 200000};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+  int ok = 0;
+  if (c && !c->err) {
+    redisReply *rep = redisCommand(c, "PING");
+    /* any answer means it is up; a server with requirepass answers NOAUTH */
+    ok = rep && (rep->type == REDIS_REPLY_STATUS || rep->type == REDIS_REPLY_ERROR);
+    if (rep) freeReplyObject(rep);
+  }
+  if (c) redisFree(c);
+  return ok;
+}
+
+int bgt_wait_ping(pid_t *pid, int port, int timeout_ms) {
+  long long end = bgt_now_ms() + timeout_ms;
+  while (bgt_now_ms() < end) {
+    if (bgt_exited(pid)) return -1;
+    if (bgt_ping_ok(port)) return 0;
+    bgt_sleep_ms(20);
+  }
+  return -1;
+}
+
+/* ---- files and signals ---------------------------------------------------------------------- */
+
+void bgt_scratch_dir(char *buf, size_t cap, const char *prefix) {
+  snprintf(buf, cap, "/tmp/%s-XXXXXX", prefix);
+  if (!mkdtemp(buf)) {
+    fprintf(stderr, "fixture: mkdtemp %s: %s\n", buf, strerror(errno));
+    exit(2);
+  }
+}
+
+static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb; (void)flag; (void)ftw;
+  remove(path);
+  return 0;
+}
+
+void bgt_rm_tree(const char *dir) {
+  nftw(dir, rm_entry, 8, FTW_DEPTH | FTW_PHYS);  /* the entries, then the directory itself */
+}
+
+void bgt_print_file_tail(const char *path) {
+  FILE *f = fopen(path, "r");
+  char buf[2048];
+  size_t n;
+  long sz;
+  if (!f) return;
+  fseek(f, 0, SEEK_END);
+  sz = ftell(f);
+  fseek(f, sz > (long)sizeof buf - 1 ? sz - (long)sizeof buf + 1 : 0, SEEK_SET);
+  n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  fprintf(stderr, "--- %s ---\n%s\n---\n", path, buf);
+}
+
+void bgt_ignore_sigpipe(void) {
+  struct sigaction old;
+  if (sigaction(SIGPIPE, NULL, &old) == 0 && old.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+}
