@@ -12,6 +12,8 @@
  * held_ms=N". SIGINT / SIGTERM while holding: release, exit 130; while waiting: the wait is
  * cancelled (bg_call_cancel from the handler), nothing is held, exit 130. Exit 2 with BG_ELOCKED on stderr
  * (naming the holder) when the lock stayed taken for --wait-ms (default 0: one try).
+ * The global --tls-* options (main.c's, same names and meaning) apply here too: this command parses
+ * its own argv, so without them a lock over TLS could only trust the system's CAs.
  *
  *   bloomguard [--url URL] [--timeout-ms MS] lock retire NAME [--json]
  *
@@ -67,10 +69,23 @@ static int num(const char *s, int64_t min, int64_t max, int64_t *out) {
   return 0;
 }
 
+/* The global --tls-* options with a value, in the order of tls_opts below (as main.c has them). */
+static const char *const tls_flags[5] = {"--tls-ca-file", "--tls-ca-dir", "--tls-cert-file", "--tls-key-file",
+                                         "--tls-server-name"};
+static const int tls_opts[5] = {BG_OPT_TLS_CA_FILE, BG_OPT_TLS_CA_DIR, BG_OPT_TLS_CERT_FILE, BG_OPT_TLS_KEY_FILE,
+                                BG_OPT_TLS_SERVER_NAME};
+
+static int tls_index(const char *opt) {
+  for (int k = 0; k < 5; k++)
+    if (!strcmp(opt, tls_flags[k])) return k;
+  return -1;
+}
+
 /* Options that take a value, global or the lock's. */
 static int takes_value(const char *a) {
   static const char *const v[] = {"--url", "--timeout-ms", "--mode", "--wait-ms", "--hold-ms", "--lease-ms",
                                   "--password-file"};
+  if (tls_index(a) >= 0) return 1;
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     if (!strcmp(a, v[i])) return 1;
   return 0;
@@ -111,6 +126,8 @@ static int retire(bg_client *client, bg_lock *l, int json) {
 int cli_lock_main(int argc, char **argv) {
   const char *url = getenv("BLOOMGUARD_URL"), *name = NULL, *name2 = NULL, *mode_s = "exclusive";
   const char *password_file = NULL;
+  const char *tls[5] = {NULL, NULL, NULL, NULL, NULL}; /* global --tls-* options: lock over TLS too */
+  int tls_no_verify = 0;
   const char *hold_opt = NULL; /* an option of holding, which `lock retire` refuses */
   int64_t timeout_ms = 0, wait_ms = 0, hold_ms = -1, lease_ms = 0;
   int json = 0, renew = 1, seen_cmd = 0, mode = BG_LOCK_EXCLUSIVE;
@@ -125,7 +142,7 @@ int cli_lock_main(int argc, char **argv) {
       continue;
     }
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      fputs("usage: bloomguard [--url URL] [--password-file PATH] [--timeout-ms MS] lock NAME [--mode exclusive|read|write]\n"
+      fputs("usage: bloomguard [--url URL] [--password-file PATH] [--timeout-ms MS] [--tls-* ...] lock NAME [--mode exclusive|read|write]\n"
             "                  [--wait-ms MS] [--hold-ms MS] [--lease-ms MS] [--no-renew] [--json]\n\n"
             "Takes the distributed lock NAME:lock (Redisson RLock layout for exclusive and write),\n"
             "prints 'acquired KEY mode=M token=T holder=H waited_ms=W' once held, holds it for\n"
@@ -133,7 +150,8 @@ int cli_lock_main(int argc, char **argv) {
             "held_ms=N'. --wait-ms: how long to wait for it (default 0: one try; exit 2 with\n"
             "BG_ELOCKED naming the holder). --lease-ms: the lease (default 30000), renewed every\n"
             "third of it unless --no-renew. SIGINT/SIGTERM while holding: release, exit 130;\n"
-            "while waiting: the wait is cancelled, nothing held, exit 130.\n\n"
+            "while waiting: the wait is cancelled, nothing held, exit 130. The global --tls-*\n"
+            "options (bloomguard --help) and rediss:// URLs work here too.\n\n"
             "usage: bloomguard [--url URL] [--timeout-ms MS] lock retire NAME [--json]\n\n"
             "Retires the name: deletes its fencing-token counter (kept forever otherwise, so tokens\n"
             "never go backwards) if nobody holds the lock and no writer waits (exit 2 with\n"
@@ -143,6 +161,7 @@ int cli_lock_main(int argc, char **argv) {
       return CLI_EXIT_OK;
     }
     if (!strcmp(a, "--json")) { json = 1; continue; }
+    if (!strcmp(a, "--tls-no-verify")) { tls_no_verify = 1; continue; }
     if (!strcmp(a, "--no-renew")) { renew = 0; hold_opt = a; continue; }
     const char *eq = strchr(a, '=');
     char opt[32];
@@ -154,6 +173,12 @@ int cli_lock_main(int argc, char **argv) {
     if (eq) val = eq + 1;
     else if (i + 1 < argc) val = argv[++i];
     else return lock_usage("option %s needs a value", cli_shown(a));
+    int tk = tls_index(opt);
+    if (tk >= 0) {
+      if (!*val) return lock_usage("option %s needs a non-empty value", tls_flags[tk]);
+      tls[tk] = val;
+      continue;
+    }
     if (strcmp(opt, "--url") && strcmp(opt, "--timeout-ms") && strcmp(opt, "--password-file")) hold_opt = a;
     if (!strcmp(opt, "--url")) url = val;
     else if (!strcmp(opt, "--password-file")) password_file = val;
@@ -170,7 +195,7 @@ int cli_lock_main(int argc, char **argv) {
   int retiring = name2 != NULL;
   if (retiring) {
     name = name2;
-    if (hold_opt) return lock_usage("retire: %s does not apply (only --url, --password-file, --timeout-ms and --json do)", cli_shown(hold_opt));
+    if (hold_opt) return lock_usage("retire: %s does not apply (only --url, --password-file, --timeout-ms, --tls-* and --json do)", cli_shown(hold_opt));
   }
   if (!name || !*name) return lock_usage("missing lock NAME%s", "");
   if (!strcmp(mode_s, "exclusive")) mode = BG_LOCK_EXCLUSIVE;
@@ -188,6 +213,13 @@ int cli_lock_main(int argc, char **argv) {
   if (st == BG_OK && lease_ms) st = bg_options_set_int(opts, BG_OPT_LOCK_LEASE_MS, lease_ms);
   if (st == BG_OK) st = bg_options_set_int(opts, BG_OPT_LOCK_RENEW, renew);
   if (st == BG_OK) st = bg_options_set_str(opts, BG_OPT_CLIENT_NAME, "bloomguard-cli");
+  for (int k = 0; k < 5 && st == BG_OK; k++)
+    if (tls[k]) st = bg_options_set_str(opts, tls_opts[k], tls[k]);
+  if (st == BG_OK && tls_no_verify) st = bg_options_set_int(opts, BG_OPT_TLS_VERIFY, 0);
+  if (st != BG_OK) {
+    bg_options_free(opts);
+    return cli_fail("lock", st, "a --tls-* option was rejected by the library");
+  }
   if (st == BG_OK && cli_password_load(password_file) != CLI_EXIT_OK) {
     bg_options_free(opts);
     return CLI_EXIT_ERROR;

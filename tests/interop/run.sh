@@ -14,6 +14,14 @@
 # them by pid on exit. The seeds reach the tests as -Dbloomguard.cluster.seeds and
 # $BLOOMGUARD_CLUSTER_SEEDS; when the cluster cannot be started they are "none", and
 # ClusterInteropTest then fails when CI=true (skips otherwise).
+# TLS (TlsInteropTest): scripts/tls-certs.sh makes a test CA and certificates in this run's temp
+# dir and a TLS-only redis-server (--port 0 --tls-port P, no client certificates required) is
+# started there and stopped by its pid on exit; -Dbloomguard.tls.url=rediss://127.0.0.1:P and
+# -Dbloomguard.tls.ca=DIR/ca.crt (and $BLOOMGUARD_TLS_URL, $BLOOMGUARD_TLS_CA) reach the tests.
+# $BLOOMGUARD_TEST_TLS_URL with $BLOOMGUARD_TEST_TLS_CA (the PEM CA it is signed by; the CA dir
+# must also hold other-ca.crt, as scripts/tls-certs.sh makes it) use a server the caller
+# started instead. When none can be started the URL is "none": TlsInteropTest then fails when
+# CI=true (skips otherwise).
 #
 # Environment:
 #   BLOOMGUARD_CLI   path of the bloomguard command (default: build/bloomguard)
@@ -46,20 +54,24 @@ fi
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bg-interop.XXXXXX")
 REDIS_PID=
+TLS_PID=
 CLUSTER_DIR=
+stop_pid() { # PID: TERM, up to 5 s, then KILL
+  kill -0 "$1" 2>/dev/null || return 0
+  kill "$1" 2>/dev/null
+  for _ in $(seq 1 50); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.1
+  done
+  kill -9 "$1" 2>/dev/null
+}
 cleanup() {
+  if [ -n "$TLS_PID" ]; then stop_pid "$TLS_PID"; fi
   if [ -n "$CLUSTER_DIR" ] && [ -f "$CLUSTER_DIR/pids" ]; then
     bash "$TOP/scripts/cluster.sh" stop "$CLUSTER_DIR" ||
       echo "interop: could not stop the cluster in $CLUSTER_DIR (pids: $(cut -d' ' -f1 "$CLUSTER_DIR/pids" | tr '\n' ' '))" >&2
   fi
-  if [ -n "$REDIS_PID" ] && kill -0 "$REDIS_PID" 2>/dev/null; then
-    kill "$REDIS_PID" 2>/dev/null
-    for _ in $(seq 1 50); do
-      kill -0 "$REDIS_PID" 2>/dev/null || break
-      sleep 0.1
-    done
-    kill -9 "$REDIS_PID" 2>/dev/null
-  fi
+  if [ -n "$REDIS_PID" ]; then stop_pid "$REDIS_PID"; fi
   rm -rf "$WORK"
 }
 trap cleanup EXIT
@@ -125,7 +137,60 @@ else
   fi
 fi
 
+start_tls_server() { # -> TLS_URL, TLS_CA, TLS_PID; 1 when it cannot be started
+  local dir=$WORK/tls port attempt up
+  if ! bash "$TOP/scripts/tls-certs.sh" "$dir" >"$WORK/tls-certs.log" 2>&1; then
+    echo "interop: scripts/tls-certs.sh failed: $(cat "$WORK/tls-certs.log")" >&2
+    return 1
+  fi
+  if ! command -v redis-cli >/dev/null 2>&1; then
+    echo "interop: redis-cli not found: cannot tell when the TLS server is up" >&2
+    return 1
+  fi
+  for attempt in 1 2 3; do
+    port=$(free_port)
+    "$REDIS_SERVER" --port 0 --tls-port "$port" --tls-cert-file "$dir/server.crt" \
+      --tls-key-file "$dir/server.key" --tls-ca-cert-file "$dir/ca.crt" --tls-auth-clients no \
+      --save "" --appendonly no --bind 127.0.0.1 --dir "$dir" --daemonize no \
+      >"$WORK/redis-tls.log" 2>&1 &
+    TLS_PID=$!
+    up=0
+    for _ in $(seq 1 100); do
+      kill -0 "$TLS_PID" 2>/dev/null || break
+      if [ "$(redis-cli --tls --cacert "$dir/ca.crt" -h 127.0.0.1 -p "$port" ping 2>/dev/null)" = PONG ]; then
+        up=1
+        break
+      fi
+      sleep 0.1
+    done
+    if [ $up -eq 1 ]; then
+      TLS_URL=rediss://127.0.0.1:$port
+      TLS_CA=$dir/ca.crt
+      return 0
+    fi
+    stop_pid "$TLS_PID"
+    wait "$TLS_PID" 2>/dev/null
+    TLS_PID=
+    echo "interop: the TLS redis-server did not come up on port $port (attempt $attempt)" >&2
+  done
+  echo "interop: its log: $(cat "$WORK/redis-tls.log")" >&2
+  return 1
+}
+
+if [ -n "${BLOOMGUARD_TEST_TLS_URL:-}" ]; then
+  TLS_URL=$BLOOMGUARD_TEST_TLS_URL
+  TLS_CA=${BLOOMGUARD_TEST_TLS_CA:-none}
+elif start_tls_server; then
+  echo "interop: TLS-only redis-server pid $TLS_PID at $TLS_URL (test CA $TLS_CA)"
+else
+  TLS_URL=none
+  TLS_CA=none
+  echo "interop: could not start a TLS redis-server: TlsInteropTest will fail (CI) or skip" >&2
+fi
+
 export BLOOMGUARD_REDIS_URL=$URL
+export BLOOMGUARD_TLS_URL=$TLS_URL
+export BLOOMGUARD_TLS_CA=$TLS_CA
 export BLOOMGUARD_CLUSTER_SEEDS=$SEEDS
 export BLOOMGUARD_CLI=$CLI
 cd "$HERE/java" || exit 2
@@ -136,7 +201,8 @@ M2=${MAVEN_REPO_LOCAL:-$HOME/.m2/repository}
 run_mvn() {
   # shellcheck disable=SC2086
   "$MVN" -B -ntp -Dstyle.color=never "$@" ${MVN_ARGS:-} test \
-    -Dbloomguard.redis.url="$URL" -Dbloomguard.cli="$CLI" -Dbloomguard.cluster.seeds="$SEEDS" </dev/null 2>&1 | tee "$WORK/mvn.log"
+    -Dbloomguard.redis.url="$URL" -Dbloomguard.cli="$CLI" -Dbloomguard.cluster.seeds="$SEEDS" \
+    -Dbloomguard.tls.url="$TLS_URL" -Dbloomguard.tls.ca="$TLS_CA" </dev/null 2>&1 | tee "$WORK/mvn.log"
   return "${PIPESTATUS[0]}"
 }
 if [ -z "${MVN_ARGS:-}" ] && [ "${BG_MVN_OFFLINE:-auto}" != 0 ] &&

@@ -25,6 +25,12 @@ import java.util.concurrent.TimeUnit;
  *       nodes ({@code redis://} in front is allowed); {@code none} says the caller could not start
  *       one (tests/interop/run.sh does that). If neither is set, {@code scripts/cluster.sh start}
  *       runs once for the whole JVM and {@code scripts/cluster.sh stop} (by pid) at its exit.</li>
+ *   <li>TLS (TlsInteropTest): system property {@code bloomguard.tls.url}, else env
+ *       {@code BLOOMGUARD_TLS_URL}: a {@code rediss://} URL of a TLS-only server; and
+ *       {@code bloomguard.tls.ca} / {@code BLOOMGUARD_TLS_CA}: the PEM CA its certificate is
+ *       signed by, in a directory made by scripts/tls-certs.sh (the test also uses its
+ *       {@code other-ca.crt}). {@code none} says the caller could not start one; unset means
+ *       none was given. Nothing is started here: tests/interop/run.sh starts it.</li>
  * </ul>
  */
 final class Env {
@@ -77,11 +83,33 @@ final class Env {
     return clusterSeeds;
   }
 
+  /** The TLS server's rediss:// URL, or null when there is none; then {@link #tlsProblem()} says why. */
+  static String tlsUrl() {
+    return tlsProblem() == null ? setting("bloomguard.tls.url", "BLOOMGUARD_TLS_URL") : null;
+  }
+
+  /** The PEM CA file the TLS server's certificate is signed by (valid when {@link #tlsUrl()} is not null). */
+  static Path tlsCa() {
+    return Path.of(setting("bloomguard.tls.ca", "BLOOMGUARD_TLS_CA")).toAbsolutePath();
+  }
+
+  /** Why there is no TLS server to test against, or null when there is one. */
+  static String tlsProblem() {
+    String u = setting("bloomguard.tls.url", "BLOOMGUARD_TLS_URL");
+    String ca = setting("bloomguard.tls.ca", "BLOOMGUARD_TLS_CA");
+    if (u == null) return "no TLS server given (bloomguard.tls.url / BLOOMGUARD_TLS_URL; tests/interop/run.sh starts one)";
+    if (u.equals("none")) return "the caller (tests/interop/run.sh) could not start a TLS redis-server: see its output";
+    if (!u.startsWith("rediss://")) return "bloomguard.tls.url must be a rediss:// URL, not " + u;
+    if (ca == null || ca.equals("none")) return "no test CA given (bloomguard.tls.ca / BLOOMGUARD_TLS_CA)";
+    if (!Files.isReadable(Path.of(ca))) return "the test CA " + ca + " cannot be read";
+    return null;
+  }
+
   static synchronized String clusterProblem() {
     return clusterProblem;
   }
 
-  /** True on CI (CI=true), where a missing cluster must fail the cluster tests, not skip them. */
+  /** True on CI (CI=true), where a missing cluster or TLS server must fail those tests, not skip them. */
   static boolean onCi() {
     String ci = System.getenv("CI");
     return ci != null && !ci.isBlank() && !ci.equalsIgnoreCase("false") && !ci.equals("0");
