@@ -20,7 +20,7 @@ const (
 	// FeatureTracking: built with hiredis >= 1.0, so queries can take the tracked path (given
 	// Redis >= 6 and WithTracking(true), the default). Not set with hiredis 0.14.
 	FeatureTracking Features = C.BG_FEATURE_TRACKING
-	// FeatureTLS: can connect with TLS (rediss:// URLs). Reserved: this version never sets it.
+	// FeatureTLS: can connect with TLS (rediss:// URLs, WithTLS*): built with hiredis's TLS part.
 	FeatureTLS Features = C.BG_FEATURE_TLS
 )
 
