@@ -2,11 +2,9 @@
 
 #include "call.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "redis/redirect.h"
 
@@ -147,17 +145,12 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   if (!(c = calloc(1, sizeof *c))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   atomic_init(&c->refs, 1);
   bgi_errslot_init(&c->err);
+  /* c is zeroed: client_free undoes whatever was done when a step fails */
   if (bgi_options_copy(&c->opts, opts) != BG_OK) {
-    bgi_errslot_destroy(&c->err);
-    free(c);
-    return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    st = bgi_err_set(err, BG_ENOMEM, "out of memory");
+    goto fail;
   }
-  if ((st = bgi_url_parse(url, &c->ep.url, err)) != BG_OK) {
-    bgi_options_clear(&c->opts);
-    bgi_errslot_destroy(&c->err);
-    free(c);
-    return st;
-  }
+  if ((st = bgi_url_parse(url, &c->ep.url, err)) != BG_OK) goto fail;
   c->ep.user = c->opts.username ? c->opts.username : c->ep.url.user;
   c->ep.password = c->opts.password ? c->opts.password : c->ep.url.password;
   c->ep.db = c->opts.db >= 0 ? (int)c->opts.db : c->ep.url.db;
@@ -170,38 +163,25 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   if (c->ep.url.tls || o->tls_ca_file || o->tls_ca_dir || o->tls_cert_file || o->tls_key_file || o->tls_server_name) {
     bgi_tls_config tc = {o->tls_ca_file, o->tls_ca_dir, o->tls_cert_file, o->tls_key_file, o->tls_server_name,
                          o->tls_verify != 0};
-    if ((st = bgi_tls_new(&c->tls, &tc, err)) != BG_OK) {
-      bgi_url_free(&c->ep.url);
-      bgi_options_clear(&c->opts);
-      bgi_errslot_destroy(&c->err);
-      free(c);
-      return st;
-    }
+    if ((st = bgi_tls_new(&c->tls, &tc, err)) != BG_OK) goto fail;
     c->ep.tls = c->tls;
   }
   if (bgi_pool_init(&c->pool, (size_t)c->opts.pool_size, &c->ep) != BG_OK) {
-    bgi_tls_free(c->tls);
-    bgi_url_free(&c->ep.url);
-    bgi_options_clear(&c->opts);
-    bgi_errslot_destroy(&c->err);
-    free(c);
-    return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    st = bgi_err_set(err, BG_ENOMEM, "out of memory");
+    goto fail;
   }
-  if ((st = discover(c, err)) != BG_OK) {
-    client_free(c);
-    return st;
-  }
+  if ((st = discover(c, err)) != BG_OK) goto fail;
   if (!c->cluster) {
     /* connect one now so a wrong address or password is reported by open, not by the first query */
     bgi_conn *conn;
-    if ((st = bgi_pool_acquire(&c->pool, 0, &conn, err)) != BG_OK) {
-      client_free(c);
-      return st;
-    }
+    if ((st = bgi_pool_acquire(&c->pool, 0, &conn, err)) != BG_OK) goto fail;
     bgi_pool_release(&c->pool, conn);
   }
   *out = c;
   return BG_OK;
+fail:
+  client_free(c);
+  return st;
 }
 
 BG_API int bg_client_open_ex(bg_client **out, const char *url, const bg_options *opts, char *errbuf,
