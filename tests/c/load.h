@@ -3,7 +3,8 @@
  * items (a false negative is any of them absent; with policy, connection, timeout and server
  * failures degrade to assume-present) and an adder thread adds "<name>-ack-N" items, remembering
  * which were acknowledged, while a test changes the topology under them (cluster migrations and
- * failovers, Sentinel failovers). load_stop then checks every acknowledged add is present.
+ * failovers, Sentinel failovers). load_stop then checks every acknowledged add is present. Also a
+ * lock waiter thread (bgt_waiter), for wake-up tests.
  */
 #ifndef BG_TEST_LOAD_H
 #define BG_TEST_LOAD_H
@@ -172,6 +173,22 @@ static inline void check_clean(load *l, long lost) {
   CHECK_EQ_INT(lost, 0);
   CHECK(atomic_load(&l->redis_answers) > 0);
   CHECK(l->acked > 0);
+}
+
+/* A thread that waits for an exclusive lock (up to wait_ms), notes when it got it, releases it. */
+typedef struct bgt_waiter {
+  bg_lock *l;
+  int64_t wait_ms;
+  int st;
+  uint64_t got_ns;
+} bgt_waiter;
+
+static inline void *bgt_waiter_main(void *arg) {
+  bgt_waiter *w = arg;
+  w->st = bg_lock_acquire(w->l, BG_LOCK_EXCLUSIVE, w->wait_ms, NULL);
+  w->got_ns = bgt_now_ns();
+  if (w->st == BG_OK) bg_lock_release(w->l);
+  return NULL;
 }
 
 #endif

@@ -442,20 +442,6 @@ static void test_negative_control_unguarded_steps_break_in_a_migration(void) {
   CHECK_MSG(st != BG_OK && strstr(why, "non local key"), "the unguarded drain did not fail: %s", why);
 }
 
-typedef struct waiter {
-  bg_lock *l;
-  int st;
-  uint64_t got_ns;
-} waiter;
-
-static void *wait_main(void *arg) {
-  waiter *w = arg;
-  w->st = bg_lock_acquire(w->l, BG_LOCK_EXCLUSIVE, 20000, NULL);
-  w->got_ns = bgt_now_ns();
-  if (w->st == BG_OK) bg_lock_release(w->l);
-  return NULL;
-}
-
 /* A lock waiter hears the release through the sharded channel, also across a failover (the
  * server ends the sharded subscription on the demoted node: the waiter subscribes again). */
 static void test_lock_wake_up_and_failover(void) {
@@ -465,9 +451,9 @@ static void test_lock_wake_up_and_failover(void) {
   CHECK_OK(bg_lock_open(&other, c, "cluster-lock", NULL));
   for (int round = 0; round < 2; round++) {
     CHECK_OK(bg_lock_acquire(holder, BG_LOCK_EXCLUSIVE, 0, NULL));
-    waiter w = {other, -1, 0};
+    bgt_waiter w = {other, 20000, -1, 0};
     pthread_t t;
-    pthread_create(&t, NULL, wait_main, &w);
+    pthread_create(&t, NULL, bgt_waiter_main, &w);
     sleep_ms(300);
     if (round == 1) {
       int m = bgt_cluster_owner(&cl, bgt_cluster_slot("cluster-lock:lock"));

@@ -39,20 +39,6 @@ static int open_tls(bg_client **out, const char *url, const bgt_tls_redis *r, co
   return st;
 }
 
-typedef struct waiter {
-  bg_lock *l;
-  int st;
-  uint64_t got_ns;
-} waiter;
-
-static void *wait_main(void *arg) {
-  waiter *w = arg;
-  w->st = bg_lock_acquire(w->l, BG_LOCK_EXCLUSIVE, 5000, NULL);
-  w->got_ns = bgt_now_ns();
-  if (w->st == BG_OK) bg_lock_release(w->l);
-  return NULL;
-}
-
 static void test_the_right_ca_works_everywhere(void) {
   bg_client *c = NULL;
   char msg[512];
@@ -72,8 +58,8 @@ static void test_the_right_ca_works_everywhere(void) {
   CHECK_OK(bg_lock_open(&b, c, "tls-lock", NULL));
   CHECK_OK(bg_lock_acquire(a, BG_LOCK_EXCLUSIVE, 0, NULL));
   pthread_t t;
-  waiter w = {b, -1, 0};
-  pthread_create(&t, NULL, wait_main, &w);
+  bgt_waiter w = {b, 5000, -1, 0};
+  pthread_create(&t, NULL, bgt_waiter_main, &w);
   sleep_ms(300);
   uint64_t released = bgt_now_ns();
   CHECK_OK(bg_lock_release(a));
