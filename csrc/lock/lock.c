@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cond.h"
 #include "filter/filter.h"
 #include "redis/keyslot.h"
 
@@ -110,11 +111,7 @@ BG_API int bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_
   l->slot = (int)bgi_keyslot(l->key, l->key_len);
   make_uuid(l->uuid);
   pthread_mutex_init(&l->mu, NULL);
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&l->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  bgi_cond_init_monotonic(&l->cv);
   bgi_errslot_init(&l->err);
   bgi_client_ref(c);
   l->client = c;

@@ -2,6 +2,7 @@
  * The policy engine per filter handle: a call goes through the breaker to Redis; a failure is
  * classified and its class's chain decides the answer. See include/bloomguard/policy.h.
  */
+#include "common/cond.h"
 #include "common/wait.h"
 #include "filter/filter.h"
 
@@ -18,7 +19,6 @@ static inline void count(bgi_guard *g, int slot) {
 }
 
 void bgi_guard_init(bgi_guard *g) {
-  pthread_condattr_t ca;
   memset(g, 0, sizeof *g);
   atomic_init(&g->policy, NULL);
   for (int i = 0; i < BGI_ST_COUNT; i++) atomic_init(&g->stats[i], 0);
@@ -28,10 +28,7 @@ void bgi_guard_init(bgi_guard *g) {
   pthread_mutex_init(&g->admin_mu, NULL);
   pthread_mutex_init(&g->dl_mu, NULL);
   pthread_mutex_init(&g->rf_mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&g->rf_cv, &ca);
-  pthread_condattr_destroy(&ca);
+  bgi_cond_init_monotonic(&g->rf_cv);
   bgi_breaker_init(&g->breaker);
   bgi_bucket_init(&g->bucket);
 }

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/cond.h"
+
 static uint64_t mono_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -14,7 +16,6 @@ static uint64_t mono_ns(void) {
 
 int bgi_cluster_init(bgi_cluster *cl, const bgi_endpoint *base, size_t pool_size, const bgi_hostport *seeds,
                      size_t nseeds) {
-  pthread_condattr_t ca;
   memset(cl, 0, sizeof *cl);
   cl->base = base;
   cl->pool_size = pool_size;
@@ -22,10 +23,7 @@ int bgi_cluster_init(bgi_cluster *cl, const bgi_endpoint *base, size_t pool_size
   memcpy(cl->seeds, seeds, nseeds * sizeof *seeds);
   cl->nseeds = nseeds;
   pthread_mutex_init(&cl->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&cl->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  bgi_cond_init_monotonic(&cl->cv);
   return BG_OK;
 }
 

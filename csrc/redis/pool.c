@@ -5,8 +5,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/cond.h"
+
 int bgi_pool_init(bgi_pool *p, size_t size, const bgi_endpoint *ep) {
-  pthread_condattr_t ca;
   memset(p, 0, sizeof *p);
   p->conns = calloc(size, sizeof *p->conns);
   p->busy = calloc(size, 1);
@@ -18,10 +19,7 @@ int bgi_pool_init(bgi_pool *p, size_t size, const bgi_endpoint *ep) {
   p->size = size;
   p->ep = ep;
   pthread_mutex_init(&p->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&p->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  bgi_cond_init_monotonic(&p->cv);
   return BG_OK;
 }
 

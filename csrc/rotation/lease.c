@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/cond.h"
 #include "rotation/rotation.h"
 
 static void *keeper(void *arg) {
@@ -55,12 +56,8 @@ static void *keeper(void *arg) {
 
 int bgi_lease_start(bg_rotation *r) {
   bgi_lease *l = &r->lease;
-  pthread_condattr_t ca;
   pthread_mutex_init(&l->mu, NULL);
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&l->cv, &ca);
-  pthread_condattr_destroy(&ca);
+  bgi_cond_init_monotonic(&l->cv);
   l->stop = 0;
   atomic_init(&l->lost, 0);
   if (pthread_create(&l->thread, NULL, keeper, r) != 0) {
