@@ -265,12 +265,11 @@ static int append_wait(bgi_conn *c, const bg_client *cl, bgi_err *err) {
   return BG_OK;
 }
 
-/* Drops the replies of the ASKINGs an ASK redirect inserted; returns how many are left. */
-static size_t drop_asking(bgi_reply **rep, size_t n, const unsigned char *is_asking) {
+/* Drops the replies of the ASKINGs an ASK redirect inserted (the call's own stay in order). */
+static void drop_asking(bgi_reply **rep, size_t n, const unsigned char *is_asking) {
   size_t k = 0;
   for (size_t i = 0; i < n; i++)
     if (!is_asking[i]) rep[k++] = rep[i];
-  return k;
 }
 
 int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn build, bgi_parse_fn parse,
