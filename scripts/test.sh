@@ -39,11 +39,11 @@ bash scripts/check-install.sh build
 step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer (leak checks on)"
 build build-asan -DCMAKE_BUILD_TYPE=Debug -DBG_SANITIZE=address,undefined -DBG_BUILD_BENCH=OFF
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -LE cli
+  ctest --test-dir build-asan --output-on-failure -j "$JOBS" -LE 'cli|fixture'
 
 step "C tests under ThreadSanitizer"
 build build-tsan -DCMAKE_BUILD_TYPE=Debug -DBG_SANITIZE=thread -DBG_BUILD_BENCH=OFF
-TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -LE cli
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -LE 'cli|fixture'
 
 step "C tests against Debian's hiredis 0.14 (BG_HIREDIS=system: no tracked queries, no TLS)"
 bash scripts/check-hiredis014.sh build-hiredis014
