@@ -17,6 +17,7 @@ target_sources(bloomguard_objects PRIVATE
   csrc/redis/redirect.c
   csrc/redis/cluster.c
   csrc/redis/tls.c
+  csrc/redis/names.c
   csrc/call.c
   csrc/client.c
   csrc/filter/config.c

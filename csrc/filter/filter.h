@@ -10,6 +10,8 @@
 #include "client.h"
 #include "common/wait.h"
 #include "policy/guard.h"
+#include "redis/layout.h"
+#include "redis/names.h"
 
 /*
  * The config this handle last saw, packed as size << 32 | k so readers need no lock
@@ -19,22 +21,18 @@ static inline uint64_t bgi_cfg_pack(uint64_t size, uint32_t k) { return size << 
 static inline uint64_t bgi_cfg_size(uint64_t cfg) { return cfg >> 32; }
 static inline uint32_t bgi_cfg_k(uint64_t cfg) { return (uint32_t)cfg; }
 
+/* The keys of a filter (docs/layout.md): all suffix(name, ...) but the bitmap, at the name itself. */
 struct bg_filter {
   bg_client *client;
-  char *name;
-  size_t name_len;
-  char *config_key;
-  size_t config_key_len;
+  bgi_key name;          /* the filter's name, and its bitmap's key */
+  bgi_key config_key;
   /* keys of a rotation in progress (see rotation.h): lease hash, delta list (the staging bitmap is
    * the rotation's own, named after its token) */
-  char *rotation_key, *delta_key;
-  size_t rotation_key_len, delta_key_len;
+  bgi_key rotation_key, delta_key;
   /* the filter's write lock (bg_lock_open_filter): queries wait while it is held in WRITE mode */
-  char *lock_key;
-  size_t lock_key_len;
+  bgi_key lock_key;
   /* the previous bitmap a SWAP commit keeps for the next upload (rotation/steps.c); delete drops it */
-  char *spare_key;
-  size_t spare_key_len;
+  bgi_key spare_key;
   int slot;              /* the cluster hash slot every key of the filter lives in */
   atomic_uint_fast64_t cfg;
   /* names this handle in the connections' tracking verdicts (redis/tracking.h); never reused */
@@ -51,9 +49,6 @@ struct bg_filter {
 #define BGI_WINDOW_ITEMS 16384
 #define BGI_CHUNK_ITEMS 1024
 
-/* Redisson's suffixName: NAME + ":" + suffix if NAME has '{', else "{" + NAME + "}:" + suffix. */
-char *bgi_suffix_name(const char *name, size_t name_len, const char *suffix, size_t *out_len);
-
 /* Strict parses of config fields (plain decimal, no sign, no leading zeros): 0 ok, -1 bad. */
 int bgi_parse_u64(const char *s, size_t len, uint64_t *out);
 /*
@@ -67,14 +62,6 @@ int bgi_cfg_from_pair(const bg_filter *f, const bgi_reply *size, const bgi_reply
 int bgi_filter_load_config(bg_filter *f, uint64_t deadline_ns, bgi_err *err);
 /* The cached config, loading it first if needed. */
 int bgi_filter_config(bg_filter *f, uint64_t deadline_ns, uint64_t *cfg, bgi_err *err);
-
-/*
- * The config field an in-place rebuild (BG_ROTATE_LOCKED) sets while it rewrites the bitmap under
- * the write lock, and removes in its final step. Found without the lock held, it means that rebuild
- * died half-way: the bitmap is incomplete until the next rotation (queries fail with BG_ELOCKED).
- * Redisson reads only its own four fields.
- */
-#define BGI_REBUILD_FIELD "bgRebuilding"
 
 /* Appends "HMGET config size hashIterations". */
 void bgi_append_hmget_config(bgi_buf *b, const bg_filter *f);

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include "common/cond.h"
-#include "filter/filter.h"
 #include "redis/keyslot.h"
 
 #define MAX_WAIT_MS 3600000
@@ -50,11 +49,25 @@ static void make_uuid(char out[37]) {
 
 static void free_names(bg_lock *l) {
   free(l->name);
-  free(l->key);
-  free(l->fence_key);
-  free(l->readers_key);
-  free(l->writers_key);
-  free(l->channel);
+  bgi_key_free(&l->key);
+  bgi_key_free(&l->fence_key);
+  bgi_key_free(&l->readers_key);
+  bgi_key_free(&l->writers_key);
+  bgi_key_free(&l->channel);
+}
+
+/* The lock's keys and channel, named by Redisson's rules (redis/names.h). */
+static int name_keys(bg_lock *l, const char *name) {
+  size_t nlen = strlen(name);
+  if (!(l->name = strdup(name))) return BG_ENOMEM;
+  /* not suffix(NAME, "lock"): Redisson users name an RLock NAME + ":lock" themselves */
+  if (bgi_key_cat(&l->key, name, nlen, ":" BGI_KEY_LOCK) != BG_OK ||
+      bgi_key_suffix(&l->fence_key, l->key.s, l->key.len, BGI_KEY_FENCE) != BG_OK ||
+      bgi_key_suffix(&l->readers_key, l->key.s, l->key.len, BGI_KEY_READERS) != BG_OK ||
+      bgi_key_suffix(&l->writers_key, l->key.s, l->key.len, BGI_KEY_WRITERS) != BG_OK ||
+      bgi_key_prefix(&l->channel, BGI_LOCK_CHANNEL, l->key.s, l->key.len) != BG_OK)
+    return BG_ENOMEM;
+  return BG_OK;
 }
 
 BG_API int bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_options *opts) {
@@ -76,39 +89,21 @@ BG_API int bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_
   l->poll_max_ms = o.lock_poll_max_ms;
   bgi_options_clear(&o);
 
-  size_t nlen = strlen(name);
-  l->name = strdup(name);
-  l->key_len = nlen + 5;
-  if ((l->key = malloc(l->key_len + 1))) {
-    memcpy(l->key, name, nlen);
-    memcpy(l->key + nlen, ":lock", 6);
-  }
-  if (l->key) {
-    l->fence_key = bgi_suffix_name(l->key, l->key_len, "fence", &l->fence_key_len);
-    l->readers_key = bgi_suffix_name(l->key, l->key_len, "readers", &l->readers_key_len);
-    l->writers_key = bgi_suffix_name(l->key, l->key_len, "writers", &l->writers_key_len);
-    /* Redisson's prefixName("redisson_lock__channel", key) */
-    int tagged = strchr(l->key, '{') != NULL;
-    l->channel_len = strlen("redisson_lock__channel:") + l->key_len + (tagged ? 0 : 2);
-    if ((l->channel = malloc(l->channel_len + 1)))
-      snprintf(l->channel, l->channel_len + 1, tagged ? "redisson_lock__channel:%s" : "redisson_lock__channel:{%s}",
-               l->key);
-  }
-  if (!l->name || !l->key || !l->fence_key || !l->readers_key || !l->writers_key || !l->channel) {
+  if (name_keys(l, name) != BG_OK) {
     free_names(l);
     free(l);
     return bgi_errslot_set(&c->err, BG_ENOMEM, "out of memory");
   }
-  if (bgi_keyslot(l->key, l->key_len) != bgi_keyslot(l->fence_key, l->fence_key_len)) {
+  if (bgi_keyslot(l->key.s, l->key.len) != bgi_keyslot(l->fence_key.s, l->fence_key.len)) {
     bgi_err_set(&err, BG_EBADNAME,
                 "lock name \"%.200s\": its key \"%.200s\" and its other keys (e.g. \"%.200s\") would hash to "
                 "different cluster slots (an empty {} hash tag, or a '{' never closed); use a name without "
-                "\"{}\" or with a non-empty tag such as \"users{tag}\"", name, l->key, l->fence_key);
+                "\"{}\" or with a non-empty tag such as \"users{tag}\"", name, l->key.s, l->fence_key.s);
     free_names(l);
     free(l);
     return bgi_errslot_store(&c->err, &err);
   }
-  l->slot = (int)bgi_keyslot(l->key, l->key_len);
+  l->slot = (int)bgi_keyslot(l->key.s, l->key.len);
   make_uuid(l->uuid);
   pthread_mutex_init(&l->mu, NULL);
   bgi_cond_init_monotonic(&l->cv);
@@ -153,8 +148,8 @@ static int add_hold(bg_lock *l, pid_t tid, int kind, int mode, uint64_t token) {
 }
 
 static const char *kind_text(const bgi_acq *a) {
-  if (!strcmp(a->mode, "read")) return a->holders > 1 ? "readers" : "reading";
-  if (!strcmp(a->mode, "write")) return "a Redisson RReadWriteLock writer";
+  if (!strcmp(a->mode, BGI_LOCK_MODE_READ)) return a->holders > 1 ? "readers" : "reading";
+  if (!strcmp(a->mode, BGI_LOCK_MODE_WRITE)) return "a Redisson RReadWriteLock writer";
   return "exclusive";
 }
 
@@ -164,14 +159,14 @@ static int busy(bg_lock *l, const bgi_acq *a, int64_t waited_ms, bgi_err *err) {
   else snprintf(lease, sizeof lease, "no expiry");
   if (a->status == 2)
     return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": %lld writer(s) waiting, first %s (its intent expires in %s "
-                       "unless renewed); new readers queue behind them; gave up after %lld ms", l->key,
+                       "unless renewed); new readers queue behind them; gave up after %lld ms", l->key.s,
                        (long long)a->holders, a->who, lease, (long long)waited_ms);
   if (a->status == 0 && a->holders > 1)
     return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\" is held by %lld %s, e.g. %s (lease left: %s, unless "
-                       "renewed); gave up after %lld ms", l->key, (long long)a->holders, kind_text(a), a->who,
+                       "renewed); gave up after %lld ms", l->key.s, (long long)a->holders, kind_text(a), a->who,
                        lease, (long long)waited_ms);
   return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\" is held by %s (%s; lease left: %s, unless renewed); gave up "
-                     "after %lld ms", l->key, a->who[0] ? a->who : "?", kind_text(a), lease, (long long)waited_ms);
+                     "after %lld ms", l->key.s, a->who[0] ? a->who : "?", kind_text(a), lease, (long long)waited_ms);
 }
 
 static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_t *token, bgi_err *err) {
@@ -195,11 +190,11 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
     if (h->kind == BGI_KIND_R && kind == BGI_KIND_X) {
       pthread_mutex_unlock(&l->mu);
       return bgi_err_set(err, BG_EINVAL, "lock \"%.200s\": this thread holds it for reading; release it before "
-                         "acquiring it exclusively (upgrades would deadlock)", l->key);
+                         "acquiring it exclusively (upgrades would deadlock)", l->key.s);
     }
     if (h->count == UINT32_MAX) {
       pthread_mutex_unlock(&l->mu);
-      return bgi_err_set(err, BG_EINVAL, "lock \"%.200s\": reentrancy count overflow", l->key);
+      return bgi_err_set(err, BG_EINVAL, "lock \"%.200s\": reentrancy count overflow", l->key.s);
     }
     kind = h->kind; /* a READ inside an exclusive hold counts as one more exclusive hold */
     fresh = 0;
@@ -235,7 +230,7 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
         if (h) drop_hold(l, h); /* cannot happen: only this thread adds its hold */
         st = add_hold(l, tid, kind, mode, a.token);
         if (token) *token = a.token;
-        if (st != BG_OK) bgi_err_set(err, st, "lock \"%.200s\": cannot start the renewal thread", l->key);
+        if (st != BG_OK) bgi_err_set(err, st, "lock \"%.200s\": cannot start the renewal thread", l->key.s);
       }
       pthread_mutex_unlock(&l->mu);
       if (st != BG_OK) {
@@ -250,13 +245,13 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
       if ((h = find_hold(l, tid))) drop_hold(l, h);
       pthread_mutex_unlock(&l->mu);
       st = bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": this thread's hold was lost (its lease of %lld ms ran out, "
-                       "or the key was deleted); it holds nothing now", l->key, (long long)l->lease_ms);
+                       "or the key was deleted); it holds nothing now", l->key.s, (long long)l->lease_ms);
       break;
     }
     if (intent_ms > 0 && a.status == 0) intent_recorded = 1;
     uint64_t now = bgi_now_ns();
     if (call_deadline && now >= call_deadline) {
-      st = bgi_err_set(err, BG_ETIMEOUT, "lock \"%.200s\": the call's deadline passed while waiting", l->key);
+      st = bgi_err_set(err, BG_ETIMEOUT, "lock \"%.200s\": the call's deadline passed while waiting", l->key.s);
       break;
     }
     if (now >= wait_end) {
@@ -327,7 +322,7 @@ static int release(bg_lock *l, bg_call *call, bgi_err *err) {
   if (!h) {
     pthread_mutex_unlock(&l->mu);
     return bgi_err_set(err, BG_EINVAL, "lock \"%.200s\": release refused: the calling thread does not hold it "
-                       "through this handle (only the thread that acquired it can release it)", l->key);
+                       "through this handle (only the thread that acquired it can release it)", l->key.s);
   }
   if (h->lost) {
     bgi_err_set(err, BG_ELOCKED, "%s; nothing was released", h->lost_why);
@@ -351,7 +346,7 @@ static int release(bg_lock *l, bg_call *call, bgi_err *err) {
   pthread_mutex_unlock(&l->mu);
   if (!held)
     return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": this thread's hold was lost before the release (its lease "
-                       "of %lld ms ran out, or the key was deleted); the lock was left alone", l->key,
+                       "of %lld ms ran out, or the key was deleted); the lock was left alone", l->key.s,
                        (long long)l->lease_ms);
   return BG_OK;
 }
@@ -378,10 +373,10 @@ static int retire(bg_lock *l, bg_call *call, int *deleted, bgi_err *err) {
   else snprintf(lease, sizeof lease, "no expiry");
   if (a.status == 2)
     return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": not retired: %lld writer(s) wait for it, first %s (its "
-                       "intent expires in %s unless renewed); nothing was deleted", l->key, (long long)a.holders,
+                       "intent expires in %s unless renewed); nothing was deleted", l->key.s, (long long)a.holders,
                        a.who, lease);
   return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": not retired: held by %s%s (%s; lease left: %s); nothing was "
-                     "deleted - retire a name only when nothing uses it any more", l->key, a.who[0] ? a.who : "?",
+                     "deleted - retire a name only when nothing uses it any more", l->key.s, a.who[0] ? a.who : "?",
                      a.holders > 1 ? " and others" : "", kind_text(&a), lease);
 }
 
@@ -409,7 +404,7 @@ BG_API int bg_lock_held(bg_lock *l, int *mode, uint32_t *count, uint64_t *fencin
   return st;
 }
 
-BG_API const char *bg_lock_key(const bg_lock *l) { return l ? l->key : NULL; }
+BG_API const char *bg_lock_key(const bg_lock *l) { return l ? l->key.s : NULL; }
 
 BG_API size_t bg_lock_holder_id(const bg_lock *l, char *buf, size_t cap) {
   char tmp[96];

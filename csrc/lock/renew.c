@@ -62,7 +62,7 @@ static void *renewer(void *arg) {
           h->lost = 1;
           snprintf(h->lost_why, sizeof h->lost_why, "the %s hold of lock \"%.100s\" was lost: renewal found it "
                    "gone (its lease of %lld ms ran out, or the key was deleted)",
-                   h->kind == BGI_KIND_X ? "exclusive" : "read", l->key, (long long)l->lease_ms);
+                   h->kind == BGI_KIND_X ? "exclusive" : "read", l->key.s, (long long)l->lease_ms);
         }
       }
       pthread_mutex_unlock(&l->mu);

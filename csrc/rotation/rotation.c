@@ -22,7 +22,7 @@ int bgi_rot_report(bg_rotation *r, int phase, int force, bgi_err *err) {
   if (!force && now - r->last_progress_ns < BGI_PROGRESS_EVERY_NS) return BG_OK;
   r->last_progress_ns = now;
   if (r->progress(r->progress_data, phase, r->items, r->upload_pos, r->upload_total) != 0)
-    return bgi_err_set(err, BG_EABORTED, "the progress callback stopped the rotation of \"%s\"", r->f->name);
+    return bgi_err_set(err, BG_EABORTED, "the progress callback stopped the rotation of \"%s\"", r->f->name.s);
   return BG_OK;
 }
 
@@ -58,7 +58,7 @@ static int begin_swap(bg_rotation *r, bgi_err *err) {
     /* cancelled: no lease was taken (the begin step answered BG_EROTATING), nothing to undo */
     if (bgi_sleep_ns(nap) == BG_ECANCELED)
       return bgi_err_set(err, BG_ECANCELED, "rotation of \"%s\": cancelled while waiting for the rotation of %s; "
-                         "nothing was changed", r->f->name, owner);
+                         "nothing was changed", r->f->name.s, owner);
   }
   if (bgi_bitmap_init(&r->next, r->size, r->k) != BG_OK) {
     bgi_rot_step_abort(r, &(bgi_err){0});
@@ -144,21 +144,21 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   bgi_format_java_double(fpp, r->fpp, sizeof r->fpp);
   make_token(r->token);
   char staging[40];
-  snprintf(staging, sizeof staging, "next:%s", r->token);
-  r->staging_key = bgi_suffix_name(f->name, f->name_len, staging, &r->staging_key_len);
+  snprintf(staging, sizeof staging, BGI_KEY_NEXT "%s", r->token);
+  int named = bgi_key_suffix(&r->staging_key, f->name.s, f->name.len, staging);
   char host[64] = "?";
   gethostname(host, sizeof host - 1);
   snprintf(r->owner, sizeof r->owner, "%s:%d", host, (int)getpid());
   r->started_ns = bgi_now_ns();
 
   /* LOCKED opens its lock before it takes the lease: a failure then leaves nothing to undo */
-  int st = !r->staging_key ? bgi_err_set(&err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
+  int st = named != BG_OK ? bgi_err_set(&err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
   if (st == BG_OK && strategy == BG_ROTATE_LOCKED) st = bgi_locked_begin(r, &err);
   if (st == BG_OK) st = strategy == BG_ROTATE_NAIVE ? begin_naive(r, &err) : begin_swap(r, &err);
   if (st != BG_OK) {
     bg_lock_close(r->lock);
     bgi_errslot_store(&f->err, &err);
-    free(r->staging_key);
+    bgi_key_free(&r->staging_key);
     bgi_bitmap_free(&r->next);
     bgi_errslot_destroy(&r->err);
     bgi_options_clear(&r->opts);
@@ -178,7 +178,7 @@ BG_API int bg_rotation_set_progress(bg_rotation *r, bg_progress_fn fn, void *use
 
 int bgi_rot_check_active(bg_rotation *r, const char *what, bgi_err *err) {
   if (r->state != BGI_ROT_ACTIVE)
-    return bgi_err_set(err, BG_EINVAL, "%s: the rotation of \"%s\" is already %s", what, r->f->name,
+    return bgi_err_set(err, BG_EINVAL, "%s: the rotation of \"%s\" is already %s", what, r->f->name.s,
                        r->state == BGI_ROT_COMMITTED ? "committed" : r->state == BGI_ROT_ABORTED ? "aborted" : "over (it failed)");
   if (r->strategy != BG_ROTATE_NAIVE && atomic_load(&r->lease.lost))
     return bgi_err_set(err, BG_EROTATING, "%s", r->lease.lost_why);
@@ -276,7 +276,7 @@ static int commit(bg_rotation *r) {
       st = bgi_locked_commit(r, &err);
     } else {
       st = upload(r, &err);
-      if (st == BG_OK) st = bgi_rot_drain_delta(r, r->staging_key, r->staging_key_len, &err);
+      if (st == BG_OK) st = bgi_rot_drain_delta(r, &r->staging_key, &err);
       if (st == BG_OK) st = bgi_rot_report(r, BG_PHASE_COMMITTING, 1, &err);
       if (st == BG_OK) st = bgi_rot_step_commit(r, &err);
     }
@@ -315,7 +315,7 @@ BG_API void bg_rotation_free(bg_rotation *r) {
   bgi_lease_stop(r);
   bg_lock_close(r->lock);
   bgi_bitmap_free(&r->next);
-  free(r->staging_key);
+  bgi_key_free(&r->staging_key);
   bgi_options_clear(&r->opts);
   bgi_errslot_destroy(&r->err);
   free(r);

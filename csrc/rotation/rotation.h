@@ -50,8 +50,7 @@ struct bg_rotation {
   char token[33];       /* random: proves this rotator holds the lease */
   /* SWAP: NAME's "next:TOKEN", the upload's target (this rotation's own); the previous bitmap,
    * handed over as its buffer, is the filter's spare_key */
-  char *staging_key;
-  size_t staging_key_len;
+  bgi_key staging_key;
   uint64_t spare_len;   /* bytes of the spare begin moved into the staging key (0: none) */
   /* TTL given to every key the lease guards (staging bitmap, delta) at each write and renewal:
    * max(staging TTL, lease), so none can expire while the lease that guards it is still held
@@ -87,7 +86,7 @@ int bgi_rot_step_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err);
 int bgi_rot_step_commit(bg_rotation *r, bgi_err *err);
 /* Applies the delta to target (the uploaded or rewritten bitmap) in short lease-checked steps,
  * until what is left is short enough for the final step (rotation/delta.h). */
-int bgi_rot_drain_delta(bg_rotation *r, const char *target, size_t target_len, bgi_err *err);
+int bgi_rot_drain_delta(bg_rotation *r, const bgi_key *target, bgi_err *err);
 int bgi_rot_step_abort(bg_rotation *r, bgi_err *err);
 /* BG_ESERVER: the bitmap key (staging for SWAP, live for LOCKED) was lost under the rotation. */
 int bgi_rot_vanished(bg_rotation *r, const char *what, const char *key, bgi_err *err);
