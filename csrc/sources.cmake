@@ -18,7 +18,10 @@ target_sources(bloomguard_objects PRIVATE
   csrc/redis/cluster.c
   csrc/redis/tls.c
   csrc/redis/names.c
-  csrc/call.c
+  csrc/common/call.c
+  csrc/common/clock.c
+  csrc/common/random.c
+  csrc/common/worker.c
   csrc/client.c
   csrc/filter/config.c
   csrc/filter/filter.c
@@ -40,5 +43,5 @@ target_sources(bloomguard_objects PRIVATE
   csrc/lock/renew.c
   csrc/lock/wait.c
   csrc/lock/filter_lock.c
-  csrc/script_step.c
+  csrc/redis/step.c
 )

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "bloomguard/filter.h"
-#include "call.h"
+#include "common/call.h"
 #include "client.h"
 #include "common/wait.h"
 #include "policy/guard.h"

@@ -216,7 +216,7 @@ static int locked_too_long(const bg_filter *f, const lock_wait *w, bgi_err *err)
 static int wait_for_lock(const bg_filter *f, lock_wait *w, bgi_err *err) {
   uint64_t now = bgi_now_ns();
   if (!w->until_ns) {
-    w->until_ns = now + (uint64_t)w->wait_ms * 1000000u;
+    w->until_ns = bgi_after_ms(now, w->wait_ms);
     if (w->deadline_ns && w->deadline_ns < w->until_ns) w->until_ns = w->deadline_ns;
     w->nap_ns = LOCK_POLL_FIRST_NS;
   }

@@ -4,12 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/cond.h"
+#include "common/random.h"
 #include "redis/keyslot.h"
 
 #define MAX_WAIT_MS 3600000
@@ -24,27 +24,6 @@ pid_t bgi_gettid(void) { return (pid_t)syscall(SYS_gettid); }
 size_t bgi_lock_holder(const bg_lock *l, pid_t tid, char *buf, size_t cap) {
   int n = snprintf(buf, cap, "%s:%ld", l->uuid, (long)tid);
   return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
-}
-
-/* A random (version 4) UUID in Java's UUID.toString() form, like Redisson's connection manager id. */
-static void make_uuid(char out[37]) {
-  unsigned char b[16];
-  static const char hex[] = "0123456789abcdef";
-  if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-    /* no entropy source: time, pid and address still keep live handles apart */
-    uint64_t x = bgi_now_ns(), y = (uint64_t)(uintptr_t)out ^ ((uint64_t)getpid() << 32);
-    memcpy(b, &x, 8);
-    memcpy(b + 8, &y, 8);
-  }
-  b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-  b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-  char *p = out;
-  for (int i = 0; i < 16; i++) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) *p++ = '-';
-    *p++ = hex[b[i] >> 4];
-    *p++ = hex[b[i] & 15];
-  }
-  *p = 0;
 }
 
 static void free_names(bg_lock *l) {
@@ -104,7 +83,7 @@ BG_API int bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_
     return bgi_errslot_store(&c->err, &err);
   }
   l->slot = (int)bgi_keyslot(l->key.s, l->key.len);
-  make_uuid(l->uuid);
+  bgi_random_uuid(l->uuid);   /* like Redisson's connection manager id */
   pthread_mutex_init(&l->mu, NULL);
   bgi_cond_init_monotonic(&l->cv);
   bgi_errslot_init(&l->err);
@@ -201,7 +180,7 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
   }
   pthread_mutex_unlock(&l->mu);
 
-  uint64_t start = bgi_now_ns(), wait_end = start + (uint64_t)wait_ms * 1000000u;
+  uint64_t start = bgi_now_ns(), wait_end = bgi_after_ms(start, wait_ms);
   uint64_t call_deadline = bgi_call_deadline(call);
   int64_t intent_ms = kind == BGI_KIND_X && wait_ms > 0 ? (l->lease_ms < BGI_LOCK_INTENT_MS ? l->lease_ms
                                                                                            : BGI_LOCK_INTENT_MS) : 0;
@@ -255,7 +234,7 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
       break;
     }
     if (now >= wait_end) {
-      st = busy(l, &a, (int64_t)((now - start) / 1000000u), err);
+      st = busy(l, &a, (int64_t)((now - start) / BGI_NS_PER_MS), err);
       break;
     }
     if (!tried_sub) {
@@ -268,7 +247,7 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
     }
     uint64_t end = wait_end;
     if (call_deadline && call_deadline < end) end = call_deadline;
-    int64_t slice = (int64_t)((end - now + 999999u) / 1000000u);
+    int64_t slice = bgi_ms_until(end, now);
     if (a.pttl >= 0 && a.pttl < slice) slice = a.pttl + 1; /* an expiry publishes nothing */
     if (intent_ms > 0 && intent_ms / 3 < slice) slice = intent_ms / 3 > 0 ? intent_ms / 3 : 1;
     if (sub.active) {
@@ -287,7 +266,7 @@ static int acquire(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_
       }
     }
     if (backoff < slice) slice = backoff;
-    if (bgi_sleep_ns((uint64_t)(slice > 0 ? slice : 0) * 1000000u) == BG_ECANCELED) {
+    if (bgi_sleep_ns(bgi_ms_ns(slice)) == BG_ECANCELED) {
       st = bgi_cancel_err(err, "lock acquire");
       break;
     }

@@ -7,7 +7,7 @@
 #include <sys/types.h>
 
 #include "bloomguard/lock.h"
-#include "call.h"
+#include "common/call.h"
 #include "client.h"
 #include "common/err.h"
 #include "common/wait.h"

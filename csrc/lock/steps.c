@@ -18,7 +18,7 @@
 
 #include "lock/lock.h"
 #include "redis/script.h"
-#include "script_step.h"
+#include "redis/step.h"
 
 #define LUA_PRELUDE \
   "if redis.replicate_commands then redis.replicate_commands() end\n" \

@@ -2,7 +2,6 @@
  * The policy engine per filter handle: a call goes through the breaker to Redis; a failure is
  * classified and its class's chain decides the answer. See include/bloomguard/policy.h.
  */
-#include "common/cond.h"
 #include "common/wait.h"
 #include "filter/filter.h"
 
@@ -23,12 +22,9 @@ void bgi_guard_init(bgi_guard *g) {
   atomic_init(&g->policy, NULL);
   for (int i = 0; i < BGI_ST_COUNT; i++) atomic_init(&g->stats[i], 0);
   atomic_init(&g->rng, (uint64_t)bgi_now_ns() ^ (uint64_t)(uintptr_t)g);
-  atomic_init(&g->rf_stop, 0);
   pthread_mutex_init(&g->mu, NULL);
   pthread_mutex_init(&g->admin_mu, NULL);
   pthread_mutex_init(&g->dl_mu, NULL);
-  pthread_mutex_init(&g->rf_mu, NULL);
-  bgi_cond_init_monotonic(&g->rf_cv);
   bgi_breaker_init(&g->breaker);
   bgi_bucket_init(&g->bucket);
 }
@@ -39,8 +35,6 @@ void bgi_guard_destroy(bgi_guard *g) {
   bgi_snapshot_unref(g->snap);
   bgi_breaker_destroy(&g->breaker);
   bgi_bucket_destroy(&g->bucket);
-  pthread_cond_destroy(&g->rf_cv);
-  pthread_mutex_destroy(&g->rf_mu);
   pthread_mutex_destroy(&g->dl_mu);
   pthread_mutex_destroy(&g->admin_mu);
   pthread_mutex_destroy(&g->mu);

@@ -23,6 +23,7 @@
 #include "bloomguard/filter.h"
 #include "bloomguard/policy.h"
 #include "common/err.h"
+#include "common/worker.h"
 
 #define BGI_FAIL_CLASSES 9   /* 1..BG_FAIL_OTHER; 0: not a failure (success, or BG_EINVAL) */
 
@@ -150,12 +151,8 @@ typedef struct bgi_guard {
   bgi_bucket bucket;
   pthread_mutex_t admin_mu;                    /* set_policy, starting/stopping the refresher */
   pthread_mutex_t dl_mu;                       /* one snapshot download at a time */
-  /* background refresher (under rf_mu) */
-  pthread_mutex_t rf_mu;
-  pthread_cond_t rf_cv;
-  pthread_t rf_thread;
-  int rf_running;
-  atomic_int rf_stop;
+  /* background refresher (snapshot.c; started and stopped under admin_mu) */
+  bgi_worker rf;
   int64_t rf_interval_ms;
 } bgi_guard;
 

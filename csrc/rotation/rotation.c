@@ -2,10 +2,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "common/jdouble.h"
+#include "common/random.h"
 #include "hash/hash.h"
 #include "policy/guard.h"
 #include "rotation/rotation.h"
@@ -26,21 +26,8 @@ int bgi_rot_report(bg_rotation *r, int phase, int force, bgi_err *err) {
   return BG_OK;
 }
 
-static void make_token(char token[33]) {
-  unsigned char raw[16];
-  static const char hex[] = "0123456789abcdef";
-  if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
-    /* no entropy source: time and address still make collisions between live rotators unlikely */
-    uint64_t a = bgi_now_ns(), b = (uint64_t)(uintptr_t)token ^ ((uint64_t)getpid() << 32);
-    memcpy(raw, &a, 8);
-    memcpy(raw + 8, &b, 8);
-  }
-  for (int i = 0; i < 16; i++) token[2 * i] = hex[raw[i] >> 4], token[2 * i + 1] = hex[raw[i] & 15];
-  token[32] = 0;
-}
-
 static int begin_swap(bg_rotation *r, bgi_err *err) {
-  uint64_t deadline = bgi_now_ns() + (uint64_t)r->opts.rotate_wait_ms * 1000000u;
+  uint64_t deadline = bgi_deadline_in_ms(r->opts.rotate_wait_ms);
   for (;;) {
     int64_t pttl = 0;
     char owner[128];
@@ -52,8 +39,8 @@ static int begin_swap(bg_rotation *r, bgi_err *err) {
     uint64_t now = bgi_now_ns();
     if (now >= deadline) return st;
     /* poll until the holder commits, aborts or dies; never past our own deadline */
-    uint64_t nap = 50000000u;
-    if (pttl > 0 && (uint64_t)pttl * 1000000u < nap) nap = (uint64_t)pttl * 1000000u + 1000000u;
+    uint64_t nap = bgi_ms_ns(50);
+    if (pttl > 0 && bgi_ms_ns(pttl) < nap) nap = bgi_ms_ns(pttl + 1);
     if (now + nap > deadline) nap = deadline - now;
     /* cancelled: no lease was taken (the begin step answered BG_EROTATING), nothing to undo */
     if (bgi_sleep_ns(nap) == BG_ECANCELED)
@@ -142,7 +129,7 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   r->n = expected_insertions;
   r->fpp_value = fpp;
   bgi_format_java_double(fpp, r->fpp, sizeof r->fpp);
-  make_token(r->token);
+  bgi_random_hex(r->token, 16);
   char staging[40];
   snprintf(staging, sizeof staging, BGI_KEY_NEXT "%s", r->token);
   int named = bgi_key_suffix(&r->staging_key, f->name.s, f->name.len, staging);

@@ -8,6 +8,7 @@
 #include "bloomguard/lock.h"
 #include "bloomguard/rotation.h"
 #include "common/options.h"
+#include "common/worker.h"
 #include "filter/filter.h"
 
 /* The next generation, built in memory: bits in SETBIT order (bit o: byte o/8, mask 0x80 >> o%8). */
@@ -29,15 +30,12 @@ void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens,
 /* Length Redis would give the string after SETBITs of the same bits: last non-zero byte + 1. */
 size_t bgi_bitmap_used_len(const bgi_bitmap *b);
 
-/* The lease keeper: renews the lease (and the staging TTLs) every third of the lease. */
+/* The lease keeper (lease.c): renews the lease (and the staging TTLs) every third of the lease. */
 typedef struct bgi_lease {
-  pthread_t thread;
-  int running;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int stop;
+  bgi_worker worker;
+  uint64_t until_ns;    /* the keeper's: when the lease runs out unless renewed */
   atomic_int lost;      /* the server no longer holds our token */
-  char lost_why[256];
+  char lost_why[256];   /* written before lost is set */
 } bgi_lease;
 
 enum { BGI_ROT_ACTIVE = 0, BGI_ROT_COMMITTED, BGI_ROT_ABORTED, BGI_ROT_FAILED };

@@ -30,7 +30,7 @@
 #include "redis/script.h"
 #include "rotation/delta.h"
 #include "rotation/rotation.h"
-#include "script_step.h"
+#include "redis/step.h"
 
 /* KEYS: rotation, staging, delta, spare. ARGV: token, owner, lease ms, size, k, n, fpp, guarded
  * TTL (also what adds give the delta), bitmap bytes. Reply {1, spare bytes now in staging} or
