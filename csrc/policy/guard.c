@@ -185,7 +185,7 @@ static int run_chain(bgi_guard *g, const bgi_policy *p, const bgi_op *op, int cl
       case BG_ACT_SNAPSHOT: {
         if (op->is_add) break;
         bgi_snapshot *s = bgi_guard_snapshot(g);
-        if (s && (!c->snapshot_max_age_ms || bgi_now_ns() - s->taken_ns <= (uint64_t)c->snapshot_max_age_ms * 1000000u)) {
+        if (s && (!c->snapshot_max_age_ms || bgi_now_ns() - s->taken_ns <= bgi_ms_ns(c->snapshot_max_age_ms))) {
           bgi_snapshot_query(s, OFF(op->items, from), OFF(op->lens, from), left, OFF(op->present, from));
           answered = BG_SOURCE_SNAPSHOT;
         }

@@ -22,6 +22,7 @@
 
 #include "bloomguard/filter.h"
 #include "bloomguard/policy.h"
+#include "common/clock.h"
 #include "common/err.h"
 #include "common/worker.h"
 
