@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/cond.h"
 #include "common/random.h"
 #include "redis/keyslot.h"
 
@@ -84,6 +85,7 @@ BG_API int bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_
   l->slot = (int)bgi_keyslot(l->key.s, l->key.len);
   bgi_random_uuid(l->uuid);   /* like Redisson's connection manager id */
   pthread_mutex_init(&l->mu, NULL);
+  bgi_cond_init_monotonic(&l->cv);
   bgi_errslot_init(&l->err);
   bgi_client_ref(c);
   l->client = c;
@@ -120,8 +122,7 @@ static int add_hold(bg_lock *l, pid_t tid, int kind, int mode, uint64_t token) {
   h->count = 1;
   h->token = token;
   h->gen = ++l->next_gen;
-  /* the renewer sleeps while the handle holds nothing: this first hold wakes it */
-  if (l->nholds == 1 && l->renewer.running && l->renewer_idle) bgi_worker_wake(&l->renewer);
+  if (l->nholds == 1) pthread_cond_broadcast(&l->cv);
   return BG_OK;
 }
 
@@ -411,6 +412,7 @@ BG_API void bg_lock_close(bg_lock *l) {
   }
   free(l->holds);
   pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->cv);
   bgi_errslot_destroy(&l->err);
   bgi_client_unref(l->client);
   free_names(l);

@@ -11,7 +11,6 @@
 #include "client.h"
 #include "common/err.h"
 #include "common/wait.h"
-#include "common/worker.h"
 #include "redis/conn.h"
 #include "redis/layout.h"
 #include "redis/names.h"
@@ -50,8 +49,9 @@ struct bg_lock {
   uint64_t next_gen;
 
   /* the renewal thread (renew.c) */
-  bgi_worker renewer;
-  int renewer_idle;     /* under mu: its last round found no hold (it waits for a wake) */
+  pthread_t renewer;
+  int renewer_running, renewer_stop;
+  pthread_cond_t cv;
 
   bgi_errslot err;
 };
