@@ -42,13 +42,19 @@ const char *bgt_cli_bin(void) {
 
 /* ---- ports ---------------------------------------------------------------------------------- */
 
+/* 127.0.0.1:port (0: any port) */
+static void loopback(struct sockaddr_in *a, int port) {
+  memset(a, 0, sizeof *a);
+  a->sin_family = AF_INET;
+  a->sin_port = htons((unsigned short)port);
+  a->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+}
+
 int bgt_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a;
   socklen_t len = sizeof a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  loopback(&a, 0);
   if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
       getsockname(fd, (struct sockaddr *)&a, &len) != 0) {
     perror("free_port");
@@ -63,10 +69,7 @@ int bgt_bind_test(int port) {
   int one = 1, ok;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return 0;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((unsigned short)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  loopback(&a, port);
   /* redis-server sets SO_REUSEADDR too: a port in TIME_WAIT is free for it */
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
@@ -159,10 +162,7 @@ int bgt_ping_ok(int port) {
   int ok = 0;
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return 0;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_port = htons((unsigned short)port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  loopback(&a, port);
   /* a paused or busy server: give up after 200 ms either way */
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
