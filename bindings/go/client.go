@@ -84,8 +84,9 @@ func (c *Client) Close() error {
 // Ping makes a round trip to the server (PING).
 //
 // ctx is checked before the call, but the wait is bounded by the client's command timeout, not by
-// ctx's deadline: the C API has no per-call form of bg_client_ping. The message of a failure is
-// the client's most recent one, which another goroutine's failure may have replaced.
+// ctx's deadline: this calls bg_client_ping, not its per-call form bg_client_ping_ex (not used here
+// yet). The message of a failure is the client's most recent one, which another goroutine's
+// failure may have replaced.
 func (c *Client) Ping(ctx context.Context) error {
 	if err := checkContext(ctx); err != nil {
 		return err

@@ -7,9 +7,9 @@
  *   rotate.c    the rotate subcommand: rotation, signals, progress bar
  *   output.c    JSON string escaping, number formatting, error reporting
  *   secret.c    what messages may show of an argument; the password from a file or $BLOOMGUARD_*
- *   demo_*.c    the demo subcommand (its own header: demo.h)
  *
- * The CLI uses only the public API (bloomguard.h) and the shared library.
+ * The CLI uses only the public API (bloomguard.h) and the shared library. output.c and secret.c
+ * (bg_cli_kit) serve bloomguard-demo (tools/demo) too.
  */
 #ifndef BG_CLI_H
 #define BG_CLI_H
@@ -84,9 +84,6 @@ int cli_cmd_rotate(const cli_opts *o, bg_filter *f);   /* rotate.c */
 /* lock_cmd.c: `bloomguard lock NAME ...`, which parses its own arguments */
 int cli_is_lock_command(int argc, char **argv);
 int cli_lock_main(int argc, char **argv);
-/* demo_main.c: `bloomguard demo ...`, which parses its own arguments */
-int cli_is_demo_command(int argc, char **argv);
-int cli_demo_main(int argc, char **argv);
 
 /* ---- items.c ------------------------------------------------------------------------ */
 /*

@@ -168,7 +168,6 @@ static void usage_all(FILE *out) {
   for (size_t i = 0; i < NCOMMANDS; i++) fprintf(out, "  %s\n", commands[i].synopsis);
   fputs("  lock NAME [--mode exclusive|read|write] [--wait-ms MS] [--hold-ms MS]   (bloomguard lock --help)\n", out);
   fputs("  lock retire NAME   (deletes the name's fencing-token counter when the lock is free)\n", out);
-  fputs("  demo [--items N] [--seconds S] [--url URL] ...   (bloomguard demo --help)\n", out);
   fputc('\n', out);
   fputs(global_help, out);
   fputc('\n', out);
@@ -494,7 +493,6 @@ int main(int argc, char **argv) {
   const command *cmd = NULL;
   cli_set_args(argc, argv);
   if (cli_is_lock_command(argc, argv)) return cli_finish_stdout(cli_lock_main(argc, argv)); /* lock_cmd.c */
-  if (cli_is_demo_command(argc, argv)) return cli_finish_stdout(cli_demo_main(argc, argv)); /* demo_main.c */
   int rc = parse(argc, argv, &o, &cmd);
   if (rc >= 0) return cli_finish_stdout(rc);
 

@@ -127,7 +127,8 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   }
   if (!r->opts.rotate_threads) {
     /* one CPU left to the rest of the process (its queries) and, often, to redis-server: with all
-     * of them hashing, contains p99 rose 33-48x during rotations (bench/README.md) */
+     * of them hashing, contains p99 rose many times during rotations (bench/README.md,
+     * bench_rotate, "Why the rotation is built this way") */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     r->opts.rotate_threads = cpus > 1 ? cpus - 1 : 1;
   }

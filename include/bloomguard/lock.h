@@ -31,7 +31,7 @@
  * Reader/writer modes (bloomguard's own layout on the same key, not Redisson's RReadWriteLock):
  *  - BG_LOCK_WRITE is an exclusive hold, stored like BG_LOCK_EXCLUSIVE plus the field mode =
  *    "write" (Redisson's scripts ignore it): a writer also excludes (and is excluded by) Redisson
- *    RLock holders. On a filter's lock (bg_filter_lock_open, filter.h) the mark is what makes
+ *    RLock holders. On a filter's lock (bg_lock_open_filter, below) the mark is what makes
  *    that filter's queries wait: a write hold is an in-place rebuild in progress;
  *  - BG_LOCK_READ holders share the key: a hash with field "mode" = "read" and one field per
  *    reader (holder id -> count); each reader's lease is its score in the sorted set

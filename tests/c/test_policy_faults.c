@@ -31,6 +31,7 @@
 #include "harness.h"
 #include "items.h"
 #include "redis_fixture.h"
+#include "server_proc.h"
 
 #define TIMEOUT_MS 200
 #define MARGIN_MS 500    /* "within the timeout plus a small margin": loaded CI, sanitizers */
@@ -129,9 +130,8 @@ static int answers(int port) {
  * answers LOADING for a while, and this returns as soon as it answers at all.
  */
 static void server_up(bgt_redis *r, const char *load_delay_us) {
-  const char *bin = getenv("BG_REDIS_SERVER");
+  const char *bin = bgt_server_bin();  /* the launcher's choice (tools/server_proc) */
   char port[16];
-  if (!bin || !*bin) bin = "redis-server";
   snprintf(port, sizeof port, "%d", r->port);
   const char *argv[] = {bin, "--port", port, "--bind", "127.0.0.1", "--unixsocket", r->sock, "--unixsocketperm", "700",
                         "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", r->dir,

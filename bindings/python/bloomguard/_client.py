@@ -92,7 +92,8 @@ class Client:
         try:
             st = lib.bg_client_ping(ptr)
             if st != lib.BG_OK:
-                # no per-call form of ping: the client's message (another thread's if it failed too)
+                # bg_client_ping, not its per-call form bg_client_ping_ex (not used here yet): the
+                # client's message (another thread's if it failed too)
                 buf = ffi.new("char[]", _ERRBUF_SIZE)
                 lib.bg_client_errmsg_copy(ptr, buf, _ERRBUF_SIZE)
                 raise error_for(st, cstr(buf))

@@ -86,7 +86,8 @@ class Filter:
             out = ffi.new("bg_filter **")
             st = lib.bg_filter_open(out, cptr, raw)
             if st != lib.BG_OK:
-                # bg_filter_open has no per-call form: its message is on the client (BG_EBADNAME)
+                # bg_filter_open, not bg_filter_open_ex (not used here yet): the message is on the
+                # client (BG_EBADNAME)
                 msg = ""
                 if st == lib.BG_EBADNAME:
                     buf = ffi.new("char[]", 1024)

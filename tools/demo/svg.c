@@ -1,5 +1,5 @@
 /*
- * demo_svg.c - the demo's plot, written by hand as SVG (no plotting dependency).
+ * svg.c - the demo's plot, written by hand as SVG (no plotting dependency).
  *
  * One panel per scenario that ran, time in seconds since its queries began (each panel spans its
  * own run: a naive rebuild can outlast --seconds, and the readers keep going until it commits):

@@ -1,13 +1,14 @@
 /*
- * demo.h - `bloomguard demo`: shared declarations of its small units.
+ * demo.h - bloomguard-demo: shared declarations of its small units.
  *
- *   demo_main.c      options, the scenario list, the table and the JSON summary
- *   demo_server.c    a private redis-server on a free loopback port: start, stop, restart (by pid)
- *   demo_scenario.c  one scenario: load the catalogue, query threads, the rotator's timeline
- *   demo_latency.c   per-thread latency histograms per time bucket, preallocated
- *   demo_svg.c       the plot, written by hand (no dependencies)
+ *   main.c      options, the scenario list, the table and the JSON summary
+ *   scenario.c  one scenario: load the catalogue, query threads, the rotator's timeline
+ *   latency.c   per-thread latency histograms per time bucket, preallocated
+ *   svg.c       the plot, written by hand (no dependencies)
  *
- * Like the rest of the CLI it uses only the public API (bloomguard.h).
+ * Its private redis-server comes from the launcher the tests and benchmarks use too
+ * (tools/server_proc). Like the CLI it uses only the public API (bloomguard.h), and the CLI's
+ * output and password helpers (csrc/cli/cli.h, bg_cli_kit).
  */
 #ifndef BG_CLI_DEMO_H
 #define BG_CLI_DEMO_H
@@ -18,13 +19,13 @@
 #include <sys/types.h>
 
 #include "bloomguard.h"
-#include "demo_server.h"
+#include "server_proc.h"
 
 #define DEMO_MAX_THREADS   64
 #define DEMO_MAX_MARKS     32     /* rotations and outages drawn in one panel */
 #define DEMO_ITEM_MAX      32     /* bytes of one product id, NUL included */
 
-/* ---- demo_latency.c ------------------------------------------------------------------ */
+/* ---- latency.c ------------------------------------------------------------------ */
 /*
  * Latency bins: 8 per power of two (each about 9 % wide) from 0.25 us up to 2^25 us (33 s);
  * a quantile is read as the geometric middle of its bin, so figures are good to about 5 %.
@@ -65,7 +66,7 @@ double demo_bins_quantile(const uint32_t *bins, double q);
 /* The largest latency seen (upper edge of the highest non-empty bin), microseconds. */
 double demo_bins_max(const uint32_t *bins);
 
-/* ---- demo_scenario.c ----------------------------------------------------------------- */
+/* ---- scenario.c ----------------------------------------------------------------- */
 /* Scenarios (demo_result.kind). */
 #define DEMO_NAIVE    0
 #define DEMO_SWAP     1
@@ -84,7 +85,7 @@ typedef struct demo_mark {
 
 typedef struct demo_config {
   const char *url;          /* server the scenarios run against */
-  demo_server *server;      /* the demo's own server, or NULL with --url (degrade is skipped) */
+  bgt_server *server;       /* the demo's own server, or NULL with --url (degrade is skipped) */
   int64_t items;            /* catalogue size */
   double fpp;
   double seconds;           /* per scenario */
@@ -122,7 +123,7 @@ const char *demo_kind_name(int kind);
 int demo_run_scenario(const demo_config *cfg, demo_result *r);
 void demo_result_free(demo_result *r);
 
-/* ---- demo_svg.c ---------------------------------------------------------------------- */
+/* ---- svg.c ---------------------------------------------------------------------- */
 /* Writes the plot: one panel per result that ran. 0, or -1 with errno set. */
 int demo_write_svg(const char *path, const demo_result *results, int n, const demo_config *cfg);
 

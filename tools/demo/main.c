@@ -1,17 +1,17 @@
 /*
- * demo_main.c - `bloomguard demo`: the rebuild problem and its fixes, measured on this machine.
+ * main.c - bloomguard-demo: the rebuild problem and its fixes, measured on this machine.
  *
- *   bloomguard demo [--url URL] [--items N] [--seconds S] [--threads N] [--rate Q]
+ *   bloomguard-demo [--url URL] [--items N] [--seconds S] [--threads N] [--rate Q]
  *                   [--strategies LIST] [--plot FILE] [--json] [--timeout-ms MS]
  *
  * With no --url it starts its own redis-server on a free loopback port and stops it at the end
  * (by pid). Each scenario loads a catalogue filter, then keeps query threads busy while it is
- * rebuilt (see demo_scenario.c); a table (or --json) summarises, and an SVG plot shows latency and
+ * rebuilt (see scenario.c); a table (or --json) summarises, and an SVG plot shows latency and
  * errors over time with the rotations marked. Exit 0 when the demo ran - a strategy showing errors
  * is its result, not a failure - 2 when the harness failed (no redis-server, cannot connect, ...),
  * 64 on a usage error, 130 when interrupted.
  *
- * It parses its own arguments (main.c hands over every command line whose command is "demo").
+ * It is its own program (tools/demo), not a subcommand of the shipped bloomguard command.
  * $BLOOMGUARD_URL is deliberately not used: the demo loads millions of keys, only into a server
  * named on its command line or one it started itself.
  */
@@ -36,7 +36,7 @@ static volatile sig_atomic_t demo_stop;
 static void on_demo_signal(int sig) { demo_stop = sig; }
 
 static const char demo_help[] =
-  "usage: bloomguard demo [--url URL] [--items N] [--seconds S] [--threads N] [--rate Q]\n"
+  "usage: bloomguard-demo [--url URL] [--items N] [--seconds S] [--threads N] [--rate Q]\n"
   "                       [--strategies LIST] [--plot FILE] [--json] [--timeout-ms MS]\n"
   "\n"
   "Replays 'the catalogue filter is rebuilt every hour while queries keep coming', compressed\n"
@@ -70,16 +70,16 @@ static const char demo_help[] =
   "  --timeout-ms MS    connect and command timeout of the readers' client (default: the\n"
   "                     library's, 2000 / 1000 ms); the rebuilds' own client waits up to 10 s\n"
   "Progress goes to standard error. Without --url, redis-server must be on PATH (or named by\n"
-  "$BLOOMGUARD_REDIS_SERVER); scripts/demo.sh installs it and builds the command first.\n"
+  "$BG_REDIS_SERVER); scripts/demo.sh installs it and builds the demo first.\n"
   "\n"
   "Exit status: 0 the demo ran (even though naive shows errors: that is the point), 2 the demo\n"
   "itself failed (no redis-server, cannot connect, ...), 64 usage error, 130 interrupted.\n";
 
 static int demo_usage(const char *fmt, const char *arg) {
-  fputs("bloomguard: demo: ", stderr);
+  fputs("bloomguard-demo: ", stderr);
   fprintf(stderr, fmt, arg);
-  fputs("\nusage: bloomguard demo [--url URL] [--items N] [--seconds S] [--threads N] [--rate Q] [--strategies LIST] "
-        "[--plot FILE] [--json] [--timeout-ms MS]  (bloomguard demo --help)\n", stderr);
+  fputs("\nusage: bloomguard-demo [--url URL] [--items N] [--seconds S] [--threads N] [--rate Q] [--strategies LIST] "
+        "[--plot FILE] [--json] [--timeout-ms MS]  (bloomguard-demo --help)\n", stderr);
   return CLI_EXIT_USAGE;
 }
 
@@ -88,18 +88,6 @@ static int takes_value(const char *a) {
                                   "--strategies", "--plot", "--password-file"};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     if (!strcmp(a, v[i])) return 1;
-  return 0;
-}
-
-int cli_is_demo_command(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--")) return 0;
-    if (argv[i][0] == '-' && argv[i][1]) {
-      if (takes_value(argv[i]) && !strchr(argv[i], '=')) i++;
-      continue;
-    }
-    return !strcmp(argv[i], "demo");
-  }
   return 0;
 }
 
@@ -226,18 +214,15 @@ static void print_json(const demo_config *cfg, const demo_result *rs, int n, con
 }
 
 /* ---- main ----------------------------------------------------------------------------- */
-int cli_demo_main(int argc, char **argv) {
+static int demo_main(int argc, char **argv) {
   const char *url = NULL, *plot = DEFAULT_PLOT, *password_file = NULL;
   double items = DEFAULT_ITEMS, seconds = DEFAULT_SECONDS, threads = DEFAULT_THREADS, timeout = 0;
   double rate = DEFAULT_RATE;
-  int json = 0, seen_cmd = 0, kinds[DEMO_NKINDS] = {DEMO_NAIVE, DEMO_SWAP, DEMO_LOCKED, DEMO_DEGRADE};
+  int json = 0, kinds[DEMO_NKINDS] = {DEMO_NAIVE, DEMO_SWAP, DEMO_LOCKED, DEMO_DEGRADE};
   int nkinds = DEMO_NKINDS;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *val = NULL;
-    if (a[0] != '-' || !a[1]) {
-      if (!seen_cmd) { seen_cmd = 1; continue; } /* "demo" */
-      return demo_usage("unexpected argument %s", cli_shown(a));
-    }
+    if (a[0] != '-' || !a[1]) return demo_usage("unexpected argument %s", cli_shown(a));
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       fputs(demo_help, stdout);
       return CLI_EXIT_OK;
@@ -284,16 +269,16 @@ int cli_demo_main(int argc, char **argv) {
 
   /* --password-file, else $BLOOMGUARD_PASSWORD_FILE / $BLOOMGUARD_PASSWORD: for every client */
   if (cli_password_load(password_file) != CLI_EXIT_OK) return CLI_EXIT_ERROR;
-  demo_server server;
+  bgt_server server;
   memset(&server, 0, sizeof server);
   char err[512];
   if (!url) {
-    if (demo_server_find(&server) != 0) {
+    if (bgt_server_find(&server) != 0) {
       fprintf(stderr,
-              "bloomguard: demo: redis-server is not installed (not found on PATH%s).\n"
+              "bloomguard-demo: redis-server is not installed (%s not found%s).\n"
               "  Install it (Debian/Ubuntu: apt-get install redis-server), or run scripts/demo.sh, which\n"
               "  installs what is missing, or point the demo at a running server: --url redis://HOST:PORT\n",
-              getenv("BLOOMGUARD_REDIS_SERVER") ? ", nor at $BLOOMGUARD_REDIS_SERVER" : "");
+              bgt_server_bin(), strchr(bgt_server_bin(), '/') ? "" : " on PATH");
       return CLI_EXIT_ERROR;
     }
   }
@@ -307,9 +292,9 @@ int cli_demo_main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
 
   if (!url) {
-    if (demo_server_start(&server, err, sizeof err) != 0) {
-      fprintf(stderr, "bloomguard: demo: cannot start redis-server: %s\n", err);
-      demo_server_cleanup(&server);
+    if (bgt_server_start(&server, err, sizeof err) != 0) {
+      fprintf(stderr, "bloomguard-demo: cannot start redis-server: %s\n", err);
+      bgt_server_cleanup(&server);
       cli_password_clear();
       return CLI_EXIT_ERROR;
     }
@@ -332,19 +317,19 @@ int cli_demo_main(int argc, char **argv) {
             demo_kind_name(r->kind), (long long)cfg.items, cfg.seconds, cfg.rate, cfg.threads);
     if (demo_run_scenario(&cfg, r) != 0) {
       failed = 1;
-      fprintf(stderr, "bloomguard: demo: %s: %s\n", r->name, r->note);
+      fprintf(stderr, "bloomguard-demo: %s: %s\n", r->name, r->note);
     } else if (!r->ran) {
       fprintf(stderr, "demo: %-8s %s\n", r->name, r->note);
     }
   }
   int nres = 0;
   while (nres < nkinds && results[nres].name) nres++;
-  if (!url) demo_server_cleanup(&server);
+  if (!url) bgt_server_cleanup(&server);
   cli_password_clear();
 
   if (plot && *plot) {
     if (demo_write_svg(plot, results, nres, &cfg) != 0) {
-      fprintf(stderr, "bloomguard: demo: cannot write the plot %s: %s\n", plot, strerror(errno));
+      fprintf(stderr, "bloomguard-demo: cannot write the plot %s: %s\n", plot, strerror(errno));
       failed = 1;
       plot = NULL;
     }
@@ -354,4 +339,9 @@ int cli_demo_main(int argc, char **argv) {
   for (int i = 0; i < nres; i++) demo_result_free(&results[i]);
   if (demo_stop) return CLI_EXIT_INTERRUPTED;
   return failed ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+}
+
+int main(int argc, char **argv) {
+  cli_set_args(argc, argv);  /* what messages may quote of an argument (secret.c) */
+  return cli_finish_stdout(demo_main(argc, argv));
 }

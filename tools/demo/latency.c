@@ -1,5 +1,5 @@
 /*
- * demo_latency.c - the demo's latency recorder: per time bucket, counts of outcomes and a
+ * latency.c - the demo's latency recorder: per time bucket, counts of outcomes and a
  * log-scale histogram of latencies. Each query thread owns one series, allocated before the run,
  * so recording a query is a few increments (no allocation, no lock, no shared cache line).
  */

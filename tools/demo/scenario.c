@@ -1,5 +1,5 @@
 /*
- * demo_scenario.c - one scenario of `bloomguard demo`: "the catalogue filter is rebuilt every hour
+ * scenario.c - one scenario of bloomguard-demo: "the catalogue filter is rebuilt every hour
  * while queries keep coming", compressed into seconds.
  *
  *  - the catalogue (product:0 .. product:N-1) is loaded with a SWAP rotation before the clock starts;
@@ -268,11 +268,11 @@ static void run_timeline(timeline *tl) {
   char err[512];
   if (wait_for(tl, 0.25) != 0) return;
   /* a crash (SIGKILL), not a shutdown: SIGTERM is only acted on at Redis's next cron tick */
-  demo_server_kill(cfg->server);
+  bgt_server_kill(cfg->server);
   demo_mark *m = add_mark(r, DEMO_MARK_OUTAGE, since(tl));
   /* down for 30 % of the run (cut short by Ctrl-C: the server must be back to clean up) */
   sleep_for(tl, 0.30);
-  int st = demo_server_restart(cfg->server, err, sizeof err);
+  int st = bgt_server_restart(cfg->server, err, sizeof err);
   if (m) {
     m->t1 = since(tl);
     m->ok = st == 0;
@@ -302,7 +302,7 @@ static int open_client(const demo_config *cfg, int pool, int64_t command_timeout
   if (st == BG_OK && cfg->timeout_ms) st = bg_options_set_int(o, BG_OPT_CONNECT_TIMEOUT_MS, cfg->timeout_ms);
   if (st == BG_OK && command_timeout_ms) st = bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, command_timeout_ms);
   if (st == BG_OK) st = bg_options_set_str(o, BG_OPT_CLIENT_NAME, client_name);
-  const char *pw = cli_password(); /* loaded once by cli_demo_main */
+  const char *pw = cli_password(); /* loaded once by main */
   if (st == BG_OK && pw) st = bg_options_set_str(o, BG_OPT_PASSWORD, pw);
   err[0] = 0;
   if (st == BG_OK) st = bg_client_open_ex(out, cfg->url, o, err, errlen);

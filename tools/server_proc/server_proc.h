@@ -2,8 +2,12 @@
 #define BGT_SERVER_PROC_H
 
 /*
- * Process and port handling shared by the test fixtures (redis, cluster, sentinel, TLS): one home
- * for how a test server is started, waited for and stopped, so the four fixtures cannot drift.
+ * server_proc.h - the one redis-server launcher of the C tests' fixtures (redis, cluster, sentinel,
+ * TLS), the benchmarks and bloomguard-demo: how a server is found, started on a free loopback port,
+ * waited for and stopped (always by its pid, never by name). Only libc: readiness is a raw PING.
+ *
+ * The binary is $BG_REDIS_SERVER, else redis-server from PATH ($BLOOMGUARD_REDIS_SERVER, the
+ * demo's old name for it, is still accepted when BG_REDIS_SERVER is unset).
  */
 
 #include <stddef.h>
@@ -12,7 +16,7 @@
 long long bgt_now_ms(void);  /* CLOCK_MONOTONIC */
 void bgt_sleep_ms(int ms);
 
-const char *bgt_server_bin(void);  /* $BG_REDIS_SERVER or redis-server */
+const char *bgt_server_bin(void);  /* $BG_REDIS_SERVER (or $BLOOMGUARD_REDIS_SERVER) or redis-server */
 const char *bgt_cli_bin(void);     /* $BG_REDIS_CLI or redis-cli */
 
 /* A port the kernel hands out on 127.0.0.1 right now (it may be taken again before use); exits 2. */
@@ -60,5 +64,30 @@ void bgt_print_file_tail(const char *path);
 /* Raw hiredis writes with write(2): one to a server killed a moment ago must not kill the test.
  * Ignores SIGPIPE unless the test installed its own handler. */
 void bgt_ignore_sigpipe(void);
+
+/* ---- one private server: what the demo and the benchmarks start --------------------------- */
+
+typedef struct bgt_server {
+  pid_t pid;          /* 0 when not running */
+  int port;
+  char url[64];       /* redis://127.0.0.1:PORT */
+  char bin[4096];     /* the binary: bgt_server_find's answer */
+  char dir[256];      /* scratch directory holding its log (removed by bgt_server_cleanup) */
+} bgt_server;
+
+/* Resolves bgt_server_bin() to an executable file (a PATH search for a bare name) into s->bin.
+ * 0 when found; -1 (s->bin empty) otherwise, so a caller can say "not installed" before forking. */
+int  bgt_server_find(bgt_server *s);
+/* Starts s->bin (bgt_server_find first if empty) on a free 127.0.0.1 port without persistence,
+ * logging into a new scratch directory; 0 once it answers PING, else -1 and err says why. */
+int  bgt_server_start(bgt_server *s, char *err, size_t errlen);
+/* Stops it (SIGCONT in case it was paused, SIGTERM, SIGKILL after 5 s), by its pid; keeps port and dir. */
+void bgt_server_stop(bgt_server *s);
+/* Kills it at once (SIGKILL: a crash) and reaps it. */
+void bgt_server_kill(bgt_server *s);
+/* Starts it again on the same port and directory (empty: no persistence); 0 or -1 and err. */
+int  bgt_server_restart(bgt_server *s, char *err, size_t errlen);
+/* Stops it if running and removes its scratch directory. */
+void bgt_server_cleanup(bgt_server *s);
 
 #endif
