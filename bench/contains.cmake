@@ -7,7 +7,7 @@
 # Cluster (--url of a cluster; scripts/cluster.sh starts one).
 # bench_transport: contains over TLS vs plain TCP, adds with BG_OPT_WAIT_REPLICAS vs without.
 add_library(bg_bench_util STATIC ${CMAKE_CURRENT_LIST_DIR}/bench_util.c ${PROJECT_SOURCE_DIR}/csrc/cli/demo_server.c)
-target_include_directories(bg_bench_util PUBLIC ${PROJECT_SOURCE_DIR}/csrc)
+target_include_directories(bg_bench_util PUBLIC ${PROJECT_SOURCE_DIR}/csrc ${PROJECT_SOURCE_DIR}/include)
 target_compile_options(bg_bench_util PRIVATE -Wall -Wextra)
 target_link_libraries(bg_bench_util PUBLIC PkgConfig::HIREDIS)
 

@@ -6,6 +6,7 @@ add_executable(bloomguard_cli
   ${PROJECT_SOURCE_DIR}/csrc/cli/items.c
   ${PROJECT_SOURCE_DIR}/csrc/cli/output.c
   ${PROJECT_SOURCE_DIR}/csrc/cli/secret.c
+  ${PROJECT_SOURCE_DIR}/csrc/cli/library.c
   ${PROJECT_SOURCE_DIR}/csrc/cli/rotate.c
   ${PROJECT_SOURCE_DIR}/csrc/cli/lock_cmd.c
   ${PROJECT_SOURCE_DIR}/csrc/cli/demo_main.c
