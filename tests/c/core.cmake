@@ -39,3 +39,4 @@ if(BG_BUILD_CLI)
 endif()
 # BG_OPT_WAIT_REPLICAS against a master alone and with a real replica.
 bg_add_test(test_durability SOURCES test_durability.c LABELS redis)
+bg_add_test(test_options SOURCES test_options.c LABELS redis)
