@@ -14,7 +14,7 @@
  * pure hash functions bg_hash128 and bg_indexes (BG_EINVAL for a NULL pointer, k 0 or a size
  * outside 1..BG_MAX_SIZE), and the in-memory readers bg_filter_stat, bg_rotation_stats and
  * bg_rotation_set_progress (BG_EINVAL / BG_ENOTSUP for a NULL handle or an unknown counter).
- * tests/python/test_cdef.py checks the rule against the headers.
+ * tests/python/test_ex_rule.py checks the headers against the rule.
  *
  * A bg_call carries what belongs to one call rather than to a shared handle:
  *  - settings: a timeout for this call (e.g. from a Go context deadline);

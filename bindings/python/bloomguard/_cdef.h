@@ -81,6 +81,7 @@ typedef struct bg_options bg_options;
 int bg_options_new(bg_options **out);
 void bg_options_free(bg_options *o);
 int bg_options_set_int(bg_options *o, int option, int64_t value);
+int bg_options_bounds(int option, int64_t *lo, int64_t *hi);
 int bg_options_set_str(bg_options *o, int option, const char *value);
 
 /* call.h */
@@ -107,8 +108,7 @@ int bg_call_degraded_status(const bg_call *call);
 /* client.h */
 typedef struct bg_client bg_client;
 int bg_client_open(bg_client **out, const char *url, const bg_options *opts);
-int bg_client_open_ex(bg_client **out, const char *url, const bg_options *opts,
-                      char *errbuf, size_t errbuf_size);
+int bg_client_open_ex(bg_client **out, bg_call *call, const char *url, const bg_options *opts);
 void bg_client_close(bg_client *c);
 int bg_client_ping(bg_client *c);
 int bg_client_ping_ex(bg_client *c, bg_call *call);
@@ -118,7 +118,7 @@ size_t bg_client_errmsg_copy(const bg_client *c, char *buf, size_t buf_size);
 /* filter.h */
 typedef struct bg_filter bg_filter;
 int bg_filter_open(bg_filter **out, bg_client *c, const char *name);
-int bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg_call *call);
+int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const char *name);
 void bg_filter_close(bg_filter *f);
 const char *bg_filter_name(const bg_filter *f);
 int bg_filter_init(bg_filter *f, int64_t expected_insertions, double fpp, int *created);
@@ -135,8 +135,10 @@ int bg_filter_delete(bg_filter *f, int *deleted);
 int bg_filter_expire(bg_filter *f, int64_t ttl_ms, int *applied);
 int bg_filter_persist(bg_filter *f, int *applied);
 int bg_filter_init_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp, int *created);
+int bg_filter_add_ex(bg_filter *f, bg_call *call, const void *item, size_t len, int *added);
 int bg_filter_add_many_ex(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,
                           size_t n, size_t *added);
+int bg_filter_contains_ex(bg_filter *f, bg_call *call, const void *item, size_t len, int *present);
 int bg_filter_contains_many_ex(bg_filter *f, bg_call *call, const void *const *items,
                                const size_t *lens, size_t n, uint8_t *present);
 int bg_filter_count_ex(bg_filter *f, bg_call *call, int64_t *count);
@@ -146,6 +148,7 @@ int bg_filter_delete_ex(bg_filter *f, bg_call *call, int *deleted);
 int bg_filter_expire_ex(bg_filter *f, bg_call *call, int64_t ttl_ms, int *applied);
 int bg_filter_persist_ex(bg_filter *f, bg_call *call, int *applied);
 int bg_filter_node(bg_filter *f, char *buf, size_t cap, int32_t *slot);
+int bg_filter_node_ex(bg_filter *f, bg_call *call, char *buf, size_t cap, int32_t *slot);
 const char *bg_filter_errmsg(const bg_filter *f);
 size_t bg_filter_errmsg_copy(const bg_filter *f, char *buf, size_t buf_size);
 
@@ -155,8 +158,8 @@ size_t bg_filter_errmsg_copy(const bg_filter *f, char *buf, size_t buf_size);
 int bg_hash128(const void *data, size_t len, uint64_t *h1, uint64_t *h2);
 int bg_indexes(const void *data, size_t len, uint64_t size, uint32_t k, uint64_t *out);
 int bg_optimal_params(int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k);
-int bg_optimal_params_ex(int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k,
-                         bg_call *call);
+int bg_optimal_params_ex(bg_call *call, int64_t expected_insertions, double fpp, uint64_t *size,
+                         uint32_t *k);
 const char *bg_hash_impl(void);
 
 /* rotation.h */
@@ -172,14 +175,18 @@ typedef int (*bg_progress_fn)(void *userdata, int phase, uint64_t items, uint64_
                               uint64_t bytes_total);
 int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp,
                       int strategy, const bg_options *opts);
-int bg_rotation_begin_ex(bg_rotation **out, bg_filter *f, bg_call *call, int64_t expected_insertions,
+int bg_rotation_begin_ex(bg_rotation **out, bg_call *call, bg_filter *f, int64_t expected_insertions,
                          double fpp, int strategy, const bg_options *opts);
 int bg_rotation_set_progress(bg_rotation *r, bg_progress_fn fn, void *userdata);
 int bg_rotation_add(bg_rotation *r, const void *item, size_t len);
 int bg_rotation_add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n);
+int bg_rotation_add_ex(bg_rotation *r, bg_call *call, const void *item, size_t len);
+int bg_rotation_add_many_ex(bg_rotation *r, bg_call *call, const void *const *items, const size_t *lens,
+                            size_t n);
 int bg_rotation_commit(bg_rotation *r);
 int bg_rotation_commit_ex(bg_rotation *r, bg_call *call);
 int bg_rotation_abort(bg_rotation *r);
+int bg_rotation_abort_ex(bg_rotation *r, bg_call *call);
 void bg_rotation_free(bg_rotation *r);
 const char *bg_rotation_errmsg(const bg_rotation *r);
 int bg_rotation_stats(const bg_rotation *r, uint64_t *items, uint64_t *bytes_uploaded,
@@ -191,7 +198,9 @@ typedef struct bg_lock bg_lock;
 #define BG_LOCK_READ ...
 #define BG_LOCK_WRITE ...
 int bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_options *opts);
+int bg_lock_open_ex(bg_lock **out, bg_call *call, bg_client *c, const char *name, const bg_options *opts);
 int bg_lock_open_filter(bg_lock **out, bg_filter *f, const bg_options *opts);
+int bg_lock_open_filter_ex(bg_lock **out, bg_call *call, bg_filter *f, const bg_options *opts);
 void bg_lock_close(bg_lock *l);
 int bg_lock_acquire(bg_lock *l, int mode, int64_t wait_ms, uint64_t *fencing_token);
 int bg_lock_acquire_ex(bg_lock *l, bg_call *call, int mode, int64_t wait_ms, uint64_t *fencing_token);
@@ -200,6 +209,7 @@ int bg_lock_release_ex(bg_lock *l, bg_call *call);
 int bg_lock_retire(bg_lock *l, int *deleted);
 int bg_lock_retire_ex(bg_lock *l, bg_call *call, int *deleted);
 int bg_lock_held(bg_lock *l, int *mode, uint32_t *count, uint64_t *fencing_token);
+int bg_lock_held_ex(bg_lock *l, bg_call *call, int *mode, uint32_t *count, uint64_t *fencing_token);
 const char *bg_lock_key(const bg_lock *l);
 size_t bg_lock_holder_id(const bg_lock *l, char *buf, size_t buf_size);
 const char *bg_lock_errmsg(const bg_lock *l);
@@ -277,10 +287,13 @@ typedef int (*bg_fallback_fn)(void *userdata, const void *const *items, const si
 int bg_policy_new(bg_policy **out);
 void bg_policy_free(bg_policy *p);
 int bg_policy_set_int(bg_policy *p, int option, int64_t value);
+int bg_policy_bounds(int option, int64_t *lo, int64_t *hi);
 int bg_policy_get_int(const bg_policy *p, int option, int64_t *value);
 int bg_policy_set_chain(bg_policy *p, int fail_class, const int *actions, size_t n);
 int bg_policy_get_chain(const bg_policy *p, int fail_class, int *actions, size_t cap, size_t *n);
 int bg_policy_set_fallback(bg_policy *p, bg_fallback_fn fn, void *userdata);
 int bg_filter_set_policy(bg_filter *f, const bg_policy *p);
-int bg_filter_snapshot_refresh(bg_filter *f, bg_call *call);
+int bg_filter_set_policy_ex(bg_filter *f, bg_call *call, const bg_policy *p);
+int bg_filter_snapshot_refresh(bg_filter *f);
+int bg_filter_snapshot_refresh_ex(bg_filter *f, bg_call *call);
 int bg_filter_stat(const bg_filter *f, int stat, int64_t *value);
