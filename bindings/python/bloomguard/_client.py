@@ -67,7 +67,7 @@ class Client:
 
         def open_ex(call: Any) -> int:
             # no client yet to carry a failure's message: it is only on the call
-            st = lib.bg_client_open_ex(out, call, curl, copts)
+            st = int(lib.bg_client_open_ex(out, call, curl, copts))
             if st != lib.BG_OK:
                 msg[0] = cstr(lib.bg_call_errmsg(call))
             return st

@@ -88,7 +88,7 @@ class Filter:
 
             def open_ex(call: Any) -> int:
                 # the message on this call, not on the client other threads share
-                st = lib.bg_filter_open_ex(out, call, cptr, raw)
+                st = int(lib.bg_filter_open_ex(out, call, cptr, raw))
                 if st != lib.BG_OK:
                     msg[0] = cstr(lib.bg_call_errmsg(call))
                 return st
