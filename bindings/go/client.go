@@ -54,14 +54,19 @@ func Open(url string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// no client yet to carry a failure's message: it is on the call (bg_client_open_ex)
+	c0, err := beginCall(context.Background())
+	if err != nil {
+		freeOptions(o)
+		return nil, err
+	}
 	curl := C.CString(url)
-	var errbuf [errbufSize]C.char
 	var p *C.bg_client
-	st := C.bg_client_open_ex(&p, curl, o, &errbuf[0], C.size_t(len(errbuf)))
+	st := C.bg_client_open_ex(&p, c0.p, curl, o)
 	C.free(unsafe.Pointer(curl))
 	freeOptions(o)
-	if st != C.BG_OK {
-		return nil, newError(st, C.GoString(&errbuf[0]))
+	if err := c0.end(context.Background(), st); err != nil {
+		return nil, err
 	}
 	h := &clientHandle{p: p}
 	c := &Client{h: h, g: newGate(poolSize)}

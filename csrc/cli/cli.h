@@ -29,7 +29,6 @@
 
 #define CLI_DEFAULT_URL   "redis://127.0.0.1:6379"
 #define CLI_DEFAULT_BATCH 1000
-#define CLI_MAX_BATCH     1000000
 /* expire --ttl-ms: the library's bound, 2^46 ms (bg_filter_expire) */
 #define CLI_MAX_TTL_MS    70368744177664LL
 /* A stdin batch is also flushed once its items reach this many bytes (long lines). */
@@ -115,6 +114,13 @@ int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t bat
                          cli_batch_fn fn, cli_tick_fn tick, void *ud);
 
 /* ---- secret.c ---------------------------------------------------------------------- */
+/* ---- library.c ------------------------------------------------------------------------- */
+/* Parses s as a value of the integer option (BG_OPT_*) within the library's range for it
+ * (bg_options_bounds): 0, or -1 with why = "'X' is not a whole number in LO..HI". */
+int cli_option_value(int option, const char *s, int64_t *out, char *why, size_t cap);
+/* bg_client_open_ex with a call of its own: the failure's message goes to err ("" on success). */
+int cli_client_open(bg_client **out, const char *url, const bg_options *opts, char *err, size_t cap);
+
 /* Records argv, so cli_shown can name an argument by its position. */
 void cli_set_args(int argc, char **argv);
 /* How a message may show the argument arg (or a value inside one, after '='): quoted when it

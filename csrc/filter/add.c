@@ -160,9 +160,13 @@ BG_API int bg_filter_add_many(bg_filter *f, const void *const *items, const size
   return bg_filter_add_many_ex(f, NULL, items, lens, n, added);
 }
 
-BG_API int bg_filter_add(bg_filter *f, const void *item, size_t len, int *added) {
+BG_API int bg_filter_add_ex(bg_filter *f, bg_call *call, const void *item, size_t len, int *added) {
   size_t n = 0;
-  int st = bg_filter_add_many_ex(f, NULL, &item, &len, 1, &n);
+  int st = bg_filter_add_many_ex(f, call, &item, &len, 1, &n);
   if (added) *added = st == BG_OK && n > 0;
   return st;
+}
+
+BG_API int bg_filter_add(bg_filter *f, const void *item, size_t len, int *added) {
+  return bg_filter_add_ex(f, NULL, item, len, added);
 }

@@ -294,11 +294,19 @@ BG_API int bg_filter_contains_many(bg_filter *f, const void *const *items, const
   return bg_filter_contains_many_ex(f, NULL, items, lens, n, present);
 }
 
-BG_API int bg_filter_contains(bg_filter *f, const void *item, size_t len, int *present) {
+BG_API int bg_filter_contains_ex(bg_filter *f, bg_call *call, const void *item, size_t len, int *present) {
   uint8_t p = 0;
-  if (!f) return BG_EINVAL;
-  if (!present) return bgi_errslot_set(&f->err, BG_EINVAL, "contains: present must not be NULL");
-  int st = bg_filter_contains_many_ex(f, NULL, &item, &len, 1, &p);
+  if (!f) return bgi_call_null_handle(call, "filter");
+  if (!present) {
+    bgi_err err = {0};
+    bgi_err_set(&err, BG_EINVAL, "contains: present must not be NULL");
+    return bgi_call_finish(call, &f->err, &err, BG_SOURCE_NONE);
+  }
+  int st = bg_filter_contains_many_ex(f, call, &item, &len, 1, &p);
   *present = p;
   return st;
+}
+
+BG_API int bg_filter_contains(bg_filter *f, const void *item, size_t len, int *present) {
+  return bg_filter_contains_ex(f, NULL, item, len, present);
 }

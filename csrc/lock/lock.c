@@ -57,18 +57,15 @@ static void free_names(bg_lock *l) {
   free(l->channel);
 }
 
-BG_API int bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_options *opts) {
-  bgi_err err = {0};
+static int open_lock(bg_lock **out, bg_client *c, const char *name, const bg_options *opts, bgi_err *err) {
   struct bg_options o;
   bg_lock *l;
-  if (!out) return BG_EINVAL;
-  *out = NULL;
-  if (!c) return BG_EINVAL;
-  if (!name) return bgi_errslot_set(&c->err, BG_EINVAL, "lock open: name must not be NULL");
-  if (bgi_options_copy(&o, opts) != BG_OK) return bgi_errslot_set(&c->err, BG_ENOMEM, "out of memory");
+  if (!name) return bgi_err_set(err, BG_EINVAL, "lock open: name must not be NULL");
+  if (bgi_options_check(opts, BGI_OPT_LOCK, err) != BG_OK) return err->status;
+  if (bgi_options_copy(&o, opts) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   if (!(l = calloc(1, sizeof *l))) {
     bgi_options_clear(&o);
-    return bgi_errslot_set(&c->err, BG_ENOMEM, "out of memory");
+    return bgi_err_set(err, BG_ENOMEM, "out of memory");
   }
   l->lease_ms = o.lock_lease_ms;
   l->renew = o.lock_renew != 0;
@@ -97,16 +94,16 @@ BG_API int bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_
   if (!l->name || !l->key || !l->fence_key || !l->readers_key || !l->writers_key || !l->channel) {
     free_names(l);
     free(l);
-    return bgi_errslot_set(&c->err, BG_ENOMEM, "out of memory");
+    return bgi_err_set(err, BG_ENOMEM, "out of memory");
   }
   if (bgi_keyslot(l->key, l->key_len) != bgi_keyslot(l->fence_key, l->fence_key_len)) {
-    bgi_err_set(&err, BG_EBADNAME,
+    bgi_err_set(err, BG_EBADNAME,
                 "lock name \"%.200s\": its key \"%.200s\" and its other keys (e.g. \"%.200s\") would hash to "
                 "different cluster slots (an empty {} hash tag, or a '{' never closed); use a name without "
                 "\"{}\" or with a non-empty tag such as \"users{tag}\"", name, l->key, l->fence_key);
     free_names(l);
     free(l);
-    return bgi_errslot_store(&c->err, &err);
+    return BG_EBADNAME;
   }
   l->slot = (int)bgi_keyslot(l->key, l->key_len);
   make_uuid(l->uuid);
@@ -117,6 +114,19 @@ BG_API int bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_
   l->client = c;
   *out = l;
   return BG_OK;
+}
+
+BG_API int bg_lock_open_ex(bg_lock **out, bg_call *call, bg_client *c, const char *name, const bg_options *opts) {
+  bgi_err err = {0};
+  if (!out) return bgi_call_null_handle(call, "out");
+  *out = NULL;
+  if (!c) return bgi_call_null_handle(call, "client");
+  err.status = open_lock(out, c, name, opts, &err);
+  return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
+}
+
+BG_API int bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_options *opts) {
+  return bg_lock_open_ex(out, NULL, c, name, opts);
 }
 
 /* The calling thread's hold, or NULL; l->mu held. */
@@ -395,18 +405,22 @@ BG_API int bg_lock_retire_ex(bg_lock *l, bg_call *call, int *deleted) {
 
 BG_API int bg_lock_retire(bg_lock *l, int *deleted) { return bg_lock_retire_ex(l, NULL, deleted); }
 
-BG_API int bg_lock_held(bg_lock *l, int *mode, uint32_t *count, uint64_t *fencing_token) {
-  if (!l) return BG_EINVAL;
+BG_API int bg_lock_held_ex(bg_lock *l, bg_call *call, int *mode, uint32_t *count, uint64_t *fencing_token) {
+  bgi_err err = {0};
+  if (!l) return bgi_call_null_handle(call, "lock");
   pid_t tid = bgi_gettid();
-  int st = BG_OK;
   pthread_mutex_lock(&l->mu);
   bgi_hold *h = find_hold(l, tid);
   if (mode) *mode = h ? h->mode : 0;
   if (count) *count = h ? h->count : 0;
   if (fencing_token) *fencing_token = h ? h->token : 0;
-  if (h && h->lost) st = bgi_errslot_set(&l->err, BG_ELOCKED, "%s", h->lost_why);
+  if (h && h->lost) bgi_err_set(&err, BG_ELOCKED, "%s", h->lost_why);
   pthread_mutex_unlock(&l->mu);
-  return st;
+  return bgi_call_finish(call, &l->err, &err, BG_SOURCE_NONE);
+}
+
+BG_API int bg_lock_held(bg_lock *l, int *mode, uint32_t *count, uint64_t *fencing_token) {
+  return bg_lock_held_ex(l, NULL, mode, count, fencing_token);
 }
 
 BG_API const char *bg_lock_key(const bg_lock *l) { return l ? l->key : NULL; }

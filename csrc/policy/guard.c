@@ -321,12 +321,14 @@ void bgi_guard_note_rotation(bg_filter *f) {
 
 /* ---- ABI ------------------------------------------------------------------------------------------ */
 
-BG_API int bg_filter_set_policy(bg_filter *f, const bg_policy *p) {
+BG_API int bg_filter_set_policy_ex(bg_filter *f, bg_call *call, const bg_policy *p) {
   bgi_err err = {0};
-  if (!f) return BG_EINVAL;
+  if (!f) return bgi_call_null_handle(call, "filter");
   err.status = bgi_guard_set_policy(&f->guard, f, p, &err);
-  return bgi_errslot_store(&f->err, &err);
+  return bgi_call_finish(call, &f->err, &err, BG_SOURCE_NONE);
 }
+
+BG_API int bg_filter_set_policy(bg_filter *f, const bg_policy *p) { return bg_filter_set_policy_ex(f, NULL, p); }
 
 static int64_t load(bgi_guard *g, int slot) { return atomic_load_explicit(&g->stats[slot], memory_order_relaxed); }
 

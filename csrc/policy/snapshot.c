@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/wait.h"
 #include "hash/hash.h"
 
 #define DOWNLOAD_ATTEMPTS 3
@@ -287,12 +288,14 @@ static int refresh(bg_filter *f, uint64_t deadline_ns, atomic_int *stop, bgi_err
   return st;
 }
 
-BG_API int bg_filter_snapshot_refresh(bg_filter *f, bg_call *call) {
+BG_API int bg_filter_snapshot_refresh_ex(bg_filter *f, bg_call *call) {
   bgi_err err = {0};
   if (!f) return bgi_call_null_handle(call, "filter");
-  err.status = refresh(f, bgi_call_deadline(call), NULL, &err);
+  BGI_WITH_CALL(call, err.status = refresh(f, bgi_call_deadline(call), NULL, &err));
   return bgi_call_finish(call, &f->err, &err, BG_SOURCE_REDIS);
 }
+
+BG_API int bg_filter_snapshot_refresh(bg_filter *f) { return bg_filter_snapshot_refresh_ex(f, NULL); }
 
 /* ---- background refresher ------------------------------------------------------------------------ */
 

@@ -86,7 +86,7 @@ static int begin_naive(bg_rotation *r, bgi_err *err) {
 static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
                  const bg_options *opts);
 
-BG_API int bg_rotation_begin_ex(bg_rotation **out, bg_filter *f, bg_call *call, int64_t expected_insertions,
+BG_API int bg_rotation_begin_ex(bg_rotation **out, bg_call *call, bg_filter *f, int64_t expected_insertions,
                                 double fpp, int strategy, const bg_options *opts) {
   int st;
   BGI_WITH_CALL(call, st = begin(out, f, expected_insertions, fpp, strategy, opts));
@@ -101,7 +101,7 @@ BG_API int bg_rotation_begin_ex(bg_rotation **out, bg_filter *f, bg_call *call, 
 
 BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
                              const bg_options *opts) {
-  return bg_rotation_begin_ex(out, f, NULL, expected_insertions, fpp, strategy, opts);
+  return bg_rotation_begin_ex(out, NULL, f, expected_insertions, fpp, strategy, opts);
 }
 
 static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
@@ -116,6 +116,7 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   if (strategy != BG_ROTATE_SWAP && strategy != BG_ROTATE_NAIVE && strategy != BG_ROTATE_LOCKED)
     return bgi_errslot_set(&f->err, BG_EINVAL, "rotation: unknown strategy %d (BG_ROTATE_SWAP, BG_ROTATE_NAIVE or "
                            "BG_ROTATE_LOCKED)", strategy);
+  if (bgi_options_check(opts, BGI_OPT_ROTATION, &err) != BG_OK) return bgi_errslot_store(&f->err, &err);
   if (!(r = calloc(1, sizeof *r))) return bgi_errslot_set(&f->err, BG_ENOMEM, "rotation: out of memory");
   if (bgi_params(expected_insertions, fpp, &r->size, &r->k, why, sizeof why) != BG_OK) {
     free(r);
@@ -200,9 +201,8 @@ static void fail(bg_rotation *r) {
   r->state = BGI_ROT_FAILED;
 }
 
-BG_API int bg_rotation_add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n) {
+static int add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n) {
   bgi_err err = {0};
-  if (!r) return BG_EINVAL;
   if (bgi_rot_check_active(r, "rotation add", &err) != BG_OK ||
       bgi_check_items("rotation add", items, lens, n, lens, &err) != BG_OK)
     return finish(r, &err);
@@ -223,8 +223,34 @@ BG_API int bg_rotation_add_many(bg_rotation *r, const void *const *items, const 
   return finish(r, &err);
 }
 
+/* The _ex forms of a rotation: the message is the rotation's (as for the plain form) and the call's. */
+static int finish_call(bg_rotation *r, bg_call *call, int st) {
+  if (call) {
+    bgi_err err = {.status = st};
+    if (st != BG_OK) bgi_errslot_copy(&r->err, err.msg, sizeof err.msg);
+    bgi_call_finish(call, NULL, &err, BG_SOURCE_REDIS);
+  }
+  return st;
+}
+
+BG_API int bg_rotation_add_many_ex(bg_rotation *r, bg_call *call, const void *const *items, const size_t *lens,
+                                   size_t n) {
+  int st;
+  if (!r) return bgi_call_null_handle(call, "rotation");
+  BGI_WITH_CALL(call, st = add_many(r, items, lens, n));
+  return finish_call(r, call, st);
+}
+
+BG_API int bg_rotation_add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n) {
+  return bg_rotation_add_many_ex(r, NULL, items, lens, n);
+}
+
+BG_API int bg_rotation_add_ex(bg_rotation *r, bg_call *call, const void *item, size_t len) {
+  return bg_rotation_add_many_ex(r, call, &item, &len, 1);
+}
+
 BG_API int bg_rotation_add(bg_rotation *r, const void *item, size_t len) {
-  return bg_rotation_add_many(r, &item, &len, 1);
+  return bg_rotation_add_many_ex(r, NULL, &item, &len, 1);
 }
 
 static int upload(bg_rotation *r, bgi_err *err) {
@@ -255,12 +281,7 @@ BG_API int bg_rotation_commit_ex(bg_rotation *r, bg_call *call) {
   int st;
   if (!r) return bgi_call_null_handle(call, "rotation");
   BGI_WITH_CALL(call, st = commit(r));
-  if (call) {
-    bgi_err err = {.status = st};
-    if (st != BG_OK) bgi_errslot_copy(&r->err, err.msg, sizeof err.msg);
-    bgi_call_finish(call, NULL, &err, BG_SOURCE_REDIS);
-  }
-  return st;
+  return finish_call(r, call, st);
 }
 
 BG_API int bg_rotation_commit(bg_rotation *r) { return bg_rotation_commit_ex(r, NULL); }
@@ -296,9 +317,8 @@ static int commit(bg_rotation *r) {
   return finish(r, &err);
 }
 
-BG_API int bg_rotation_abort(bg_rotation *r) {
+static int abort_rotation(bg_rotation *r) {
   bgi_err err = {0};
-  if (!r) return BG_EINVAL;
   if (r->state != BGI_ROT_ACTIVE) return BG_OK;
   if (r->strategy != BG_ROTATE_NAIVE) {
     bgi_lease_stop(r);
@@ -309,6 +329,15 @@ BG_API int bg_rotation_abort(bg_rotation *r) {
   r->state = BGI_ROT_ABORTED;
   return finish(r, &err);
 }
+
+BG_API int bg_rotation_abort_ex(bg_rotation *r, bg_call *call) {
+  int st;
+  if (!r) return bgi_call_null_handle(call, "rotation");
+  BGI_WITH_CALL(call, st = abort_rotation(r));
+  return finish_call(r, call, st);
+}
+
+BG_API int bg_rotation_abort(bg_rotation *r) { return bg_rotation_abort_ex(r, NULL); }
 
 BG_API void bg_rotation_free(bg_rotation *r) {
   if (!r) return;

@@ -107,12 +107,14 @@ typedef struct bg_lock bg_lock;
 
 /*
  * A lock handle for the key NAME + ":lock" (NAME is typically a filter's name). Makes no round
- * trip. opts may be NULL; these options apply (others are ignored): BG_OPT_LOCK_LEASE_MS,
- * BG_OPT_LOCK_RENEW, BG_OPT_LOCK_SUBSCRIBE, BG_OPT_LOCK_POLL_MAX_MS. BG_EBADNAME when the lock's
- * keys would not share one cluster slot (e.g. "a{}b"). On failure *out is NULL and the message is
+ * trip. opts may be NULL; these options apply: BG_OPT_LOCK_LEASE_MS, BG_OPT_LOCK_RENEW,
+ * BG_OPT_LOCK_SUBSCRIBE, BG_OPT_LOCK_POLL_MAX_MS; an explicitly set option of another consumer is
+ * refused with BG_ENOTSUP (options.h). BG_EBADNAME when the lock's keys would not share one
+ * cluster slot (e.g. "a{}b"). On failure *out is NULL and the message is on the call (_ex), else
  * on the client (bg_client_errmsg).
  */
 BG_API int  bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg_options *opts);
+BG_API int  bg_lock_open_ex(bg_lock **out, bg_call *call, bg_client *c, const char *name, const bg_options *opts);
 /*
  * The lock of a filter: key suffix(NAME, "lock") - "{NAME}:lock", or "NAME:lock" when NAME has a
  * hash tag - in the filter's cluster slot (the handle is bg_lock_open's with the name "{NAME}").
@@ -120,9 +122,11 @@ BG_API int  bg_lock_open(bg_lock **out, bg_client *c, const char *name, const bg
  * up to BG_OPT_WRITE_LOCK_WAIT_MS and then fail with BG_ELOCKED (the policy's BG_FAIL_LOCKED class):
  * this is how BG_ROTATE_LOCKED rebuilds in place, and how a caller can do its own in-place
  * writes. EXCLUSIVE and READ holds do not stop queries. A Java service shares it as
- * redisson.getLock("{NAME}:lock"). On failure *out is NULL and the message is on the filter.
+ * redisson.getLock("{NAME}:lock"). On failure *out is NULL and the message is on the call (_ex),
+ * else on the filter. Options as bg_lock_open.
  */
 BG_API int  bg_lock_open_filter(bg_lock **out, bg_filter *f, const bg_options *opts);
+BG_API int  bg_lock_open_filter_ex(bg_lock **out, bg_call *call, bg_filter *f, const bg_options *opts);
 /* Releases every hold still held through the handle (errors ignored), stops its renewal thread
  * and frees it. Accepts NULL. No other call on the handle may be running or follow. */
 BG_API void bg_lock_close(bg_lock *l);
@@ -168,6 +172,7 @@ BG_API int  bg_lock_retire_ex(bg_lock *l, bg_call *call, int *deleted);
  * the hold lost (the outputs then still describe it until the thread releases it).
  */
 BG_API int  bg_lock_held(bg_lock *l, int *mode, uint32_t *count, uint64_t *fencing_token);
+BG_API int  bg_lock_held_ex(bg_lock *l, bg_call *call, int *mode, uint32_t *count, uint64_t *fencing_token);
 
 /* The lock's Redis key: NAME + ":lock". */
 BG_API const char *bg_lock_key(const bg_lock *l);

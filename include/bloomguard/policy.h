@@ -102,7 +102,8 @@ typedef struct bg_policy bg_policy;
                                               0 = unlimited; 0..1000000 */
 #define BG_POLICY_CALLBACK_BURST        8  /* token bucket size (it starts full); default 100; 1..1000000 */
 #define BG_POLICY_SNAPSHOT_INTERVAL_MS  9  /* refresh the snapshot in a background thread this often (the first
-                                              at once); default 0 = never; 0 or 100..86400000 */
+                                              at once); default 0 = never; 0 or 100..86400000
+                                              (bg_policy_bounds answers 100..86400000) */
 #define BG_POLICY_SNAPSHOT_MAX_AGE_MS  10  /* BG_ACT_SNAPSHOT skips an older snapshot; default 0 = any age;
                                               0..31536000000; with a refresh interval, at least it
                                               (bg_filter_set_policy refuses less) */
@@ -174,8 +175,15 @@ typedef int (*bg_fallback_fn)(void *userdata, const void *const *items, const si
 
 BG_API int  bg_policy_new(bg_policy **out);
 BG_API void bg_policy_free(bg_policy *p);
-/* BG_ENOTSUP for an unknown setting, BG_EINVAL for a value out of range. */
+/* BG_ENOTSUP for an unknown setting, BG_EINVAL for a value out of range (bg_policy_bounds). */
 BG_API int  bg_policy_set_int(bg_policy *p, int option, int64_t value);
+/*
+ * The range bg_policy_set_int accepts for a setting: *lo..*hi inclusive (each pointer may be NULL),
+ * from the table the setter checks. One value outside it is accepted too: 0 for
+ * BG_POLICY_SNAPSHOT_INTERVAL_MS (never refresh), whose range is 100..86400000. BG_ENOTSUP for an
+ * unknown setting.
+ */
+BG_API int  bg_policy_bounds(int option, int64_t *lo, int64_t *hi);
 BG_API int  bg_policy_get_int(const bg_policy *p, int option, int64_t *value);
 /*
  * The chain of a failure class: 1..BG_POLICY_MAX_CHAIN actions, copied. BG_ENOTSUP for an unknown
@@ -195,6 +203,7 @@ BG_API int  bg_policy_set_fallback(bg_policy *p, bg_fallback_fn fn, void *userda
  * refresh as BG_POLICY_SNAPSHOT_INTERVAL_MS says (it joins a download under way first).
  */
 BG_API int  bg_filter_set_policy(bg_filter *f, const bg_policy *p);
+BG_API int  bg_filter_set_policy_ex(bg_filter *f, bg_call *call, const bg_policy *p);
 
 /*
  * Downloads the filter's bitmap and config into the local snapshot now (with or without a
@@ -202,9 +211,12 @@ BG_API int  bg_filter_set_policy(bg_filter *f, const bg_policy *p);
  * rotation lease are WATCHed while the bitmap is read in chunks (GETRANGE), so a rebuild, delete
  * or rotation that touches them during the download makes it start over (3 attempts, then
  * BG_ECONFIG; BG_EROTATING if a rotation is running). The snapshot holds every bit set when the
- * download started. Memory: size / 8 bytes of the filter.
+ * download started. Memory: size / 8 bytes of the filter. The _ex form's call bounds the
+ * download (its timeout) and carries its message (0.1's bg_filter_snapshot_refresh took the call
+ * itself: README, "Changelog").
  */
-BG_API int  bg_filter_snapshot_refresh(bg_filter *f, bg_call *call);
+BG_API int  bg_filter_snapshot_refresh(bg_filter *f);
+BG_API int  bg_filter_snapshot_refresh_ex(bg_filter *f, bg_call *call);
 
 /* Reads a counter (BG_STAT_*). BG_ENOTSUP for an unknown one. */
 BG_API int  bg_filter_stat(const bg_filter *f, int stat, int64_t *value);

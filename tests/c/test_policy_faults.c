@@ -337,7 +337,7 @@ static void test_debug_sleep_snapshot_answers(void) {
   int chain[] = {BG_ACT_SNAPSHOT, BG_ACT_ASSUME_PRESENT};
   CHECK_OK(bg_policy_set_chain(p, BG_FAIL_TIMEOUT, chain, 2));
   CHECK_OK(bg_filter_set_policy(f, p));
-  CHECK_OK(bg_filter_snapshot_refresh(f, NULL));
+  CHECK_OK(bg_filter_snapshot_refresh(f));
 
   pthread_t th;
   sleep_server(&th, "1.5");

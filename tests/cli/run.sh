@@ -386,8 +386,20 @@ run_raw rotate x --expected 100 --fpp 0.01 --threads 0
 expect_rc "rotate --threads 0" 64
 run_raw rotate x --expected 100 --fpp 0.01 --chunk-bytes 100
 expect_rc "rotate --chunk-bytes 100" 64
+# the ranges are the library's (bg_options_bounds), not copies in the CLI
+expect_err "--chunk-bytes names the library's range" '--chunk-bytes: .100. is not a whole number in 4096..67108864 \(bytes\)'
 run_raw rotate x --expected 100 --fpp 0.01 --lease-ms 5
 expect_rc "rotate --lease-ms 5" 64
+expect_err "--lease-ms names the library's range" 'is not a whole number in 100..3600000 \(milliseconds\)'
+run_raw --timeout-ms 0 count x
+expect_rc "--timeout-ms 0" 64
+expect_err "--timeout-ms names the library's range" '--timeout-ms: .* is not a whole number in 1..3600000'
+run_raw lock x --lease-ms 5
+expect_rc "lock --lease-ms 5" 64
+expect_err "lock --lease-ms names the library's range" '--lease-ms: .* is not a whole number in 30..3600000'
+run_raw add x --batch 2000000
+expect_rc "--batch 2000000" 64
+expect_err "--batch names the library's range" '--batch: .* is not a whole number in 1..1000000' 
 run_raw rotate x --expected 100 --fpp 0.01 --wait-ms -1
 expect_rc "rotate --wait-ms -1" 64
 run_raw rotate x --expected 100 --fpp 0.01 --staging-ttl-ms 10

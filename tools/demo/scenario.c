@@ -305,7 +305,7 @@ static int open_client(const demo_config *cfg, int pool, int64_t command_timeout
   const char *pw = cli_password(); /* loaded once by main */
   if (st == BG_OK && pw) st = bg_options_set_str(o, BG_OPT_PASSWORD, pw);
   err[0] = 0;
-  if (st == BG_OK) st = bg_client_open_ex(out, cfg->url, o, err, errlen);
+  if (st == BG_OK) st = cli_client_open(out, cfg->url, o, err, errlen);
   else snprintf(err, errlen, "options rejected by the library");
   bg_options_free(o);
   return st;
