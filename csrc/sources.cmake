@@ -37,6 +37,7 @@ target_sources(bloomguard_objects PRIVATE
   csrc/lock/lock.c
   csrc/lock/steps.c
   csrc/lock/renew.c
+  csrc/lock/owner.c
   csrc/lock/wait.c
   csrc/lock/filter_lock.c
   csrc/script_step.c

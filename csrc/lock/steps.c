@@ -231,11 +231,11 @@ static int run_step(bg_lock *l, uint64_t deadline_ns, bgi_step *s, bgi_err *err)
   return st;
 }
 
-int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int write, int fresh,
+int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int kind, int write, int fresh,
                           int64_t intent_ms, bgi_acq *out, bgi_err *err) {
   char holder[96], lease[24], intent[24];
   const char *k = kind == BGI_KIND_X ? "x" : "r", *f = fresh ? "1" : "0";
-  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+  size_t hlen = bgi_lock_holder(l, seq, holder, sizeof holder);
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
   snprintf(intent, sizeof intent, "%lld", (long long)intent_ms);
   const char *argv[] = {l->key, l->fence_key, l->readers_key, l->writers_key, lease, holder, k, f, intent,
@@ -267,10 +267,10 @@ int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind,
   return BG_OK;
 }
 
-int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int final, int *held, bgi_err *err) {
+int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int kind, int final, int *held, bgi_err *err) {
   char holder[96], lease[24];
   const char *k = kind == BGI_KIND_X ? "x" : "r", *f = final ? "1" : "0";
-  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+  size_t hlen = bgi_lock_holder(l, seq, holder, sizeof holder);
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
   const char *argv[] = {l->key, l->readers_key, holder, lease, k, f, l->channel};
   size_t lens[] = {l->key_len, l->readers_key_len, hlen, strlen(lease), 1, 1, l->channel_len};
@@ -281,10 +281,10 @@ int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind,
   return BG_OK;
 }
 
-int bgi_lock_step_renew(bg_lock *l, pid_t tid, int kind, int *held, bgi_err *err) {
+int bgi_lock_step_renew(bg_lock *l, uint64_t seq, int kind, int *held, bgi_err *err) {
   char holder[96], lease[24];
   const char *k = kind == BGI_KIND_X ? "x" : "r";
-  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+  size_t hlen = bgi_lock_holder(l, seq, holder, sizeof holder);
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
   const char *argv[] = {l->key, l->readers_key, holder, lease, k};
   size_t lens[] = {l->key_len, l->readers_key_len, hlen, strlen(lease), 1};
@@ -295,9 +295,9 @@ int bgi_lock_step_renew(bg_lock *l, pid_t tid, int kind, int *held, bgi_err *err
   return BG_OK;
 }
 
-int bgi_lock_step_cancel_intent(bg_lock *l, pid_t tid, bgi_err *err) {
+int bgi_lock_step_cancel_intent(bg_lock *l, uint64_t seq, bgi_err *err) {
   char holder[96];
-  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+  size_t hlen = bgi_lock_holder(l, seq, holder, sizeof holder);
   const char *argv[] = {l->writers_key, holder, l->channel};
   size_t lens[] = {l->writers_key_len, hlen, l->channel_len};
   bgi_step s = {.script = &cancel_script, .nkeys = 1, .nargs = 2, .argv = argv, .lens = lens};

@@ -175,6 +175,69 @@ BG_API const char *bg_lock_key(const bg_lock *l);
  * NUL-terminated into buf; returns its length. */
 BG_API size_t bg_lock_holder_id(const bg_lock *l, char *buf, size_t buf_size);
 
+/* ---- lock owners (issue 16): holds owned by an object instead of an OS thread ---------------- */
+
+/*
+ * An owner is what a hold belongs to. The calls above use the calling thread's default owner
+ * (made on the thread's first lock call, given up when the thread exits), so they keep their
+ * per-thread meaning; the _owner calls below take an owner explicitly (NULL: the calling
+ * thread's default owner, the same as the calls above).
+ *
+ *   bg_lock_owner *job;
+ *   bg_lock_owner_new(&job);
+ *   bg_lock_acquire_owner(l, NULL, job, BG_LOCK_EXCLUSIVE, 5000, &token);   // on thread A
+ *   ...
+ *   bg_lock_release_owner(l, NULL, job);                                    // on thread B: fine
+ *   bg_lock_owner_free(job);
+ *
+ *  - Holder id: "<UUID>:<seq>" - Redisson's "<UUID>:<thread id>" layout, unchanged on the wire
+ *    (a Java RLock reads the same hash field, and a bloomguard hold and an RLock exclude each
+ *    other as before): the UUID is the handle's, seq the owner's number (bg_lock_owner_seq),
+ *    drawn from one per-process counter from 1 and never reused, so a new thread or a new owner
+ *    never inherits an old one's hold. Default owners draw from the same counter (their seq is
+ *    no longer the kernel's thread id).
+ *  - An owner is a holder on each handle: two owners exclude each other, even in one thread;
+ *    one owner re-enters what it holds (reentrancy counts per handle and owner); two handles
+ *    are two holders even for one owner (as before: the UUID is the handle's).
+ *  - Any thread may use an owner (acquire on one thread, release on another), but an owner's
+ *    calls on one handle must not overlap: a second one while the first runs (e.g. a release
+ *    while its acquire waits) fails at once with BG_EINVAL and changes nothing. Its calls on
+ *    different handles may run at once.
+ *  - Renewal: one thread for the whole process renews every hold of every handle (however many
+ *    handles and owners: 10,000 holds cost one thread), each every third of its handle's lease.
+ *    Lost holds, fencing tokens, modes, waiting and bg_call_cancel are as described above, per
+ *    owner instead of per thread.
+ *  - Freeing an owner that still holds locks (bg_lock_owner_holds > 0), or the exit of a thread
+ *    whose default owner does: nothing is released then (that would need round trips, in a
+ *    destructor); the holds stay held and renewed until their handle is closed (bg_lock_close
+ *    releases them), and the owner's memory lives until then. Release first; a binding that
+ *    frees owners from a finalizer may rely on close to clean up.
+ */
+typedef struct bg_lock_owner bg_lock_owner;
+
+/* A new owner (no round trip); BG_ENOMEM. Safe to use from any thread. */
+BG_API int bg_lock_owner_new(bg_lock_owner **out);
+/* Gives the owner up (see above for one that still holds locks). Accepts NULL; ignores a thread's
+ * default owner. No call with the owner may be running or follow. */
+BG_API void bg_lock_owner_free(bg_lock_owner *o);
+/* The owner's number, the part after the ':' of its holder ids (NULL: the calling thread's default
+ * owner; 0 only when that cannot be made, out of memory). */
+BG_API uint64_t bg_lock_owner_seq(const bg_lock_owner *o);
+/* How many holds (handles on which it holds a lock, or has an acquire in flight) the owner has. */
+BG_API uint32_t bg_lock_owner_holds(const bg_lock_owner *o);
+
+/* bg_lock_acquire_ex for `owner`: the hold is owner's, reentrant per (handle, owner). */
+BG_API int bg_lock_acquire_owner(bg_lock *l, bg_call *call, bg_lock_owner *owner, int mode, int64_t wait_ms,
+                                 uint64_t *fencing_token);
+/* bg_lock_release_ex for `owner`, from any thread. BG_EINVAL when owner holds nothing through l. */
+BG_API int bg_lock_release_owner(bg_lock *l, bg_call *call, bg_lock_owner *owner);
+/* bg_lock_held for `owner` (no round trip; the BG_ELOCKED message goes to call, or to the handle
+ * when call is NULL). */
+BG_API int bg_lock_held_owner(bg_lock *l, bg_call *call, bg_lock_owner *owner, int *mode, uint32_t *count,
+                              uint64_t *fencing_token);
+/* owner's holder id on l, "<UUID>:<seq>", NUL-terminated into buf; returns its length. */
+BG_API size_t bg_lock_holder_id_owner(const bg_lock *l, const bg_lock_owner *owner, char *buf, size_t buf_size);
+
 /* Message of the most recent failure on the handle ("" if none); see thread safety above. */
 BG_API const char *bg_lock_errmsg(const bg_lock *l);
 BG_API size_t bg_lock_errmsg_copy(const bg_lock *l, char *buf, size_t buf_size);
