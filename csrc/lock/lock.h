@@ -96,8 +96,9 @@ int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int ki
                           int64_t intent_ms, bgi_acq *out, bgi_err *err);
 /* *released: 1 the hold ended (final), 0 one count less; *held: 0 if the server no longer had our hold */
 int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int kind, int final, int *held, bgi_err *err);
-/* *held: 1 renewed, 0 the hold is gone */
-int bgi_lock_step_renew(bg_lock *l, uint64_t seq, int kind, int *held, bgi_err *err);
+/* Renews n (<= BGI_RENEW_BATCH) holds of the handle in one step; held[i]: 1 renewed, 0 gone. */
+#define BGI_RENEW_BATCH 100
+int bgi_lock_step_renew(bg_lock *l, const uint64_t *seqs, const int *kinds, size_t n, char *held, bgi_err *err);
 /* Deletes the fence, readers and writers keys if nobody holds the lock and no writer waits
  * (one step). out->status 1: retired (out->token: 1 if the fence key existed), 0: held, 2: a
  * writer waits (out->pttl, holders, who, mode as for an acquire). */

@@ -56,23 +56,30 @@ static void renew_handle(bg_lock *l, snap **s, size_t *scap) {
   for (size_t i = 0; i < l->nholds; i++)
     if (l->holds[i].count > 0) (*s)[n++] = (snap){l->holds[i].seq, l->holds[i].kind, l->holds[i].gen};
   pthread_mutex_unlock(&l->mu);
-  for (size_t i = 0; i < n; i++) {
+  /* one round trip per BGI_RENEW_BATCH holds (a pass over many holds must stay short next to a lease) */
+  for (size_t b = 0; b < n; b += BGI_RENEW_BATCH) {
+    size_t m = n - b < BGI_RENEW_BATCH ? n - b : BGI_RENEW_BATCH;
+    uint64_t seqs[BGI_RENEW_BATCH];
+    int kinds[BGI_RENEW_BATCH];
+    char held[BGI_RENEW_BATCH];
     bgi_err err = {0};
-    int held = 1;
-    snap *x = &(*s)[i];
-    int st = bgi_lock_step_renew(l, x->seq, x->kind, &held, &err);
-    if (st != BG_OK || held) continue;
-    pthread_mutex_lock(&l->mu);
-    for (size_t j = 0; j < l->nholds; j++) {
-      bgi_hold *h = &l->holds[j];
-      if (h->seq == x->seq && h->gen == x->gen && !h->lost) {
-        h->lost = 1;
-        snprintf(h->lost_why, sizeof h->lost_why, "the %s hold of lock \"%.100s\" was lost: renewal found it "
-                 "gone (its lease of %lld ms ran out, or the key was deleted)",
-                 h->kind == BGI_KIND_X ? "exclusive" : "read", l->key, (long long)l->lease_ms);
+    for (size_t i = 0; i < m; i++) seqs[i] = (*s)[b + i].seq, kinds[i] = (*s)[b + i].kind;
+    if (bgi_lock_step_renew(l, seqs, kinds, m, held, &err) != BG_OK) continue; /* next period */
+    for (size_t i = 0; i < m; i++) {
+      if (held[i]) continue;
+      snap *x = &(*s)[b + i];
+      pthread_mutex_lock(&l->mu);
+      for (size_t j = 0; j < l->nholds; j++) {
+        bgi_hold *h = &l->holds[j];
+        if (h->seq == x->seq && h->gen == x->gen && !h->lost) {
+          h->lost = 1;
+          snprintf(h->lost_why, sizeof h->lost_why, "the %s hold of lock \"%.100s\" was lost: renewal found it "
+                   "gone (its lease of %lld ms ran out, or the key was deleted)",
+                   h->kind == BGI_KIND_X ? "exclusive" : "read", l->key, (long long)l->lease_ms);
+        }
       }
+      pthread_mutex_unlock(&l->mu);
     }
-    pthread_mutex_unlock(&l->mu);
   }
 }
 
