@@ -1,0 +1,205 @@
+package bloomguard
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// osThreads is the number of OS threads of this process (/proc/self/task).
+func osThreads(t testing.TB) int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatalf("read /proc/self/task: %v", err)
+	}
+	return len(entries)
+}
+
+// threadPeak samples osThreads every few ms until stop is called, and returns the largest count.
+func threadPeak(t testing.TB) (stop func() int) {
+	var peak atomic.Int64
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	sample := func() {
+		if n := int64(osThreads(t)); n > peak.Load() {
+			peak.Store(n)
+		}
+	}
+	sample()
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				sample()
+			}
+		}
+	}()
+	return func() int {
+		close(done)
+		<-finished
+		sample()
+		return int(peak.Load())
+	}
+}
+
+// The thread counter is real: goroutines pinned with runtime.LockOSThread (what each Lock did
+// before lock owners) each show up as a thread of their own, so 120 of them take the count past
+// the bound the test below asserts. Negative control for that test.
+func TestLockThreadCounterSeesPinnedThreads(t *testing.T) {
+	const pinned = 120
+	var started sync.WaitGroup
+	quit := make(chan struct{})
+	var ended sync.WaitGroup
+	started.Add(pinned)
+	ended.Add(pinned)
+	for i := 0; i < pinned; i++ {
+		go func() {
+			defer ended.Done()
+			runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+			started.Done()
+			<-quit
+		}()
+	}
+	started.Wait()
+	during := osThreads(t)
+	close(quit)
+	ended.Wait()
+	// each pinned goroutine has a thread to itself, and the test's goroutine runs on another
+	if during <= pinned || during < 100 {
+		t.Fatalf("%d goroutines pinned to OS threads, but only %d threads counted", pinned, during)
+	}
+}
+
+// 10,000 Locks held at once from goroutines, on one client, with fewer than 100 OS threads in the
+// process: a hold pins no thread (each Lock is a library lock owner, not an OS thread), and the
+// library renews all of them from one thread. Calls in flight do use a thread each (a cgo call
+// blocks its thread), so at most 16 run at once; the holds themselves are just parked goroutines.
+// Failed before lock owners: each Lock pinned a thread of its own (10,000 threads).
+func TestLockTenThousandHoldsFewThreads(t *testing.T) {
+	const n = 10000
+	const inFlight = 16
+	if testing.Short() {
+		t.Skip("10,000 holds")
+	}
+	c := openClient(t)
+	r := raw(t)
+	prefix := uniqueName(t)
+	locks := make([]*Lock, n)
+	for i := range locks {
+		l, err := c.Lock(prefix + ":" + strconv.Itoa(i))
+		if err != nil {
+			t.Fatalf("Lock %d: %v", i, err)
+		}
+		locks[i] = l
+	}
+	t.Cleanup(func() {
+		for _, l := range locks {
+			l.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	stop := threadPeak(t)
+	sem := make(chan struct{}, inFlight)
+	var held, releaseAll, released sync.WaitGroup
+	var failures atomic.Int64
+	held.Add(n)
+	released.Add(n)
+	releaseAll.Add(1)
+	for i := range locks {
+		go func(l *Lock) {
+			defer released.Done()
+			sem <- struct{}{}
+			_, err := l.Acquire(ctx, LockExclusive)
+			<-sem
+			held.Done()
+			if err != nil {
+				failures.Add(1)
+				t.Errorf("Acquire %s: %v", l.Key(), err)
+				return
+			}
+			releaseAll.Wait() // parked, holding the lock, on no thread of its own
+			sem <- struct{}{}
+			err = l.Release(ctx)
+			<-sem
+			if err != nil {
+				failures.Add(1)
+				t.Errorf("Release %s: %v", l.Key(), err)
+			}
+		}(locks[i])
+	}
+	held.Wait()
+	if failures.Load() != 0 {
+		releaseAll.Done()
+		released.Wait()
+		t.FailNow()
+	}
+	heldThreads := osThreads(t)
+	count := "return #redis.call('KEYS', ARGV[1])"
+	if got := r.must(t, "EVAL", count, "0", prefix+":*:lock").(int64); got != n {
+		t.Errorf("%d lock keys in Redis while all %d are held", got, n)
+	}
+	// every hold is its Lock's, named by the Lock's holder id
+	for _, i := range []int{0, n / 2, n - 1} {
+		if v := r.must(t, "HGET", locks[i].Key(), locks[i].HolderID()); v != "1" {
+			t.Errorf("HGET %s %s = %v", locks[i].Key(), locks[i].HolderID(), v)
+		}
+		if h, err := locks[i].Held(); err != nil || h.Count != 1 {
+			t.Errorf("Held %d: %+v %v", i, h, err)
+		}
+	}
+	releaseAll.Done()
+	released.Wait()
+	peak := stop()
+	if got := r.must(t, "EVAL", count, "0", prefix+":*:lock").(int64); got != 0 {
+		t.Errorf("%d lock keys left after every release", got)
+	}
+	t.Logf("%d holds: %d OS threads while held, peak %d", n, heldThreads, peak)
+	if peak >= 100 {
+		t.Fatalf("the process reached %d OS threads holding %d locks (want < 100)", peak, n)
+	}
+}
+
+// A Lock released from another goroutine than the one that acquired it, while both may run on any
+// thread; and a Release waiting behind the same Lock's Acquire gives up with its own ctx.
+func TestLockCallsTakeTurns(t *testing.T) {
+	c := openClient(t)
+	name := uniqueName(t)
+	a := openLock(t, c, name)
+	b := openLock(t, c, name)
+	mustAcquire(t, a, LockExclusive)
+	waitDone := make(chan error, 1)
+	go func() {
+		_, err := b.Acquire(context.Background(), LockExclusive)
+		waitDone <- err
+	}()
+	time.Sleep(50 * time.Millisecond) // b's Acquire waits for a
+	// b's Release takes its turn behind b's waiting Acquire: its ctx ends that wait
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	err := b.Release(ctx)
+	cancel()
+	wantCode(t, err, CodeLocked, ErrLocked)
+	if h, _ := b.Held(); h.Count != 0 { // Held never waits for a turn
+		t.Fatalf("b holds %+v while waiting", h)
+	}
+	go func() {
+		if err := a.Release(context.Background()); err != nil {
+			t.Errorf("a.Release: %v", err)
+		}
+	}()
+	if err := <-waitDone; err != nil {
+		t.Fatalf("b's Acquire: %v", err)
+	}
+	mustRelease(t, b)
+}
