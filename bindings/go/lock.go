@@ -219,7 +219,7 @@ func (h *lockHandle) close() {
 	if p == nil {
 		return
 	}
-	C.bg_lock_close(p)     // releases what the owner still holds (from this goroutine: any thread will do)
+	C.bg_lock_close(p)      // releases what the owner still holds (from this goroutine: any thread will do)
 	C.bg_lock_owner_free(o) // holds nothing now
 }
 
