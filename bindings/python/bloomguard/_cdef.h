@@ -203,6 +203,17 @@ int bg_lock_held(bg_lock *l, int *mode, uint32_t *count, uint64_t *fencing_token
 const char *bg_lock_key(const bg_lock *l);
 size_t bg_lock_holder_id(const bg_lock *l, char *buf, size_t buf_size);
 const char *bg_lock_errmsg(const bg_lock *l);
+typedef struct bg_lock_owner bg_lock_owner;
+int bg_lock_owner_new(bg_lock_owner **out);
+void bg_lock_owner_free(bg_lock_owner *o);
+uint64_t bg_lock_owner_seq(const bg_lock_owner *o);
+uint32_t bg_lock_owner_holds(const bg_lock_owner *o);
+int bg_lock_acquire_owner(bg_lock *l, bg_call *call, bg_lock_owner *owner, int mode, int64_t wait_ms,
+                          uint64_t *fencing_token);
+int bg_lock_release_owner(bg_lock *l, bg_call *call, bg_lock_owner *owner);
+int bg_lock_held_owner(bg_lock *l, bg_call *call, bg_lock_owner *owner, int *mode, uint32_t *count,
+                       uint64_t *fencing_token);
+size_t bg_lock_holder_id_owner(const bg_lock *l, const bg_lock_owner *owner, char *buf, size_t buf_size);
 size_t bg_lock_errmsg_copy(const bg_lock *l, char *buf, size_t buf_size);
 
 /* policy.h */
