@@ -34,7 +34,21 @@ static pthread_cond_t reg_cv;      /* the thread's sleep; and unregister waiting
 static bg_lock *reg_head;
 static int reg_running;
 
-static void init_cv(void) { bgi_cond_init_monotonic(&reg_cv); }
+/* fork: the child has no renewal thread, whatever the parent had, and its handles are not to be
+ * used (lock.h); a handle the child opens itself must find an empty list and start a thread */
+static void fork_prepare(void) { pthread_mutex_lock(&reg_mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&reg_mu); }
+static void fork_child(void) {
+  reg_head = NULL;
+  reg_running = 0;
+  bgi_cond_init_monotonic(&reg_cv); /* the parent's thread may have been waiting on it */
+  pthread_mutex_unlock(&reg_mu);
+}
+
+static void init_cv(void) {
+  bgi_cond_init_monotonic(&reg_cv);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
 
 static uint64_t period_ns(const bg_lock *l) {
   int64_t ms = l->lease_ms / 3 > 0 ? l->lease_ms / 3 : 1;
