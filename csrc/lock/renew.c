@@ -128,6 +128,7 @@ static void *renewer(void *arg) {
     }
     if (n == 0) {
       struct timespec until;
+      if (next == UINT64_MAX) next = now + 1000000000u; /* out of memory above: look again in a second */
       deadline_at(&until, next);
       pthread_cond_timedwait(&reg_cv, &reg_mu, &until);
       continue;
