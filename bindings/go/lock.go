@@ -66,6 +66,7 @@ type lockSettings struct {
 	sets    []setting
 	wait    time.Duration // the longest Acquire waits; < 0: as long as ctx allows
 	waitSet bool
+	owner   *LockOwner // nil: the Lock is an owner of its own
 }
 
 func lockOption(set setting) LockOption {
@@ -113,6 +114,43 @@ func WithLockWait(d time.Duration) LockOption {
 	}
 }
 
+// WithLockOwner makes o the Lock's holder instead of an owner of the Lock's own: Locks (of
+// different names) opened with one LockOwner are one holder, e.g. a job that takes several locks
+// in one goroutine and releases them in another. Two Locks of one name are still two holders
+// (the holder id's UUID is the Lock's). A nil o is ignored.
+func WithLockOwner(o *LockOwner) LockOption {
+	return func(s *lockSettings) {
+		if o != nil {
+			s.owner = o
+		}
+	}
+}
+
+// LockOwner is a library lock owner (bg_lock_owner) that several Locks can share (WithLockOwner).
+// Its number (Seq) follows the ':' of its holder ids. It is freed when no longer reachable; a
+// hold it still has then stays held until its Lock is closed (which releases it).
+type LockOwner struct {
+	p *C.bg_lock_owner
+}
+
+// NewLockOwner makes an owner (no round trip).
+func NewLockOwner() (*LockOwner, error) {
+	var p *C.bg_lock_owner
+	if st := C.bg_lock_owner_new(&p); st != C.BG_OK {
+		return nil, newError(st, "bg_lock_owner_new: out of memory")
+	}
+	o := &LockOwner{p: p}
+	// a Lock keeps its LockOwner reachable, so no Lock call runs after this
+	runtime.AddCleanup(o, func(p *C.bg_lock_owner) { C.bg_lock_owner_free(p) }, p)
+	return o, nil
+}
+
+// Seq is the owner's number, unique in the process.
+func (o *LockOwner) Seq() uint64 { return uint64(C.bg_lock_owner_seq(o.p)) }
+
+// Holds is the number of Locks on which the owner holds (or is acquiring) the lock.
+func (o *LockOwner) Holds() int { return int(C.bg_lock_owner_holds(o.p)) }
+
 // Lock is a distributed lock in Redis on the key Name()+":lock" (bg_lock): exclusive (Redisson's
 // RLock layout) or reader/writer, with a fencing token per hold, a lease renewed while held, and
 // waits bounded by a context.
@@ -144,11 +182,12 @@ type Lock struct {
 	cleanup runtime.Cleanup
 }
 
-// lockHandle owns the C lock and the Lock's owner.
+// lockHandle owns the C lock and the Lock's owner (unless shared: WithLockOwner).
 type lockHandle struct {
-	mu    sync.RWMutex // held for reading by every call (for its whole run), for writing by close
-	p     *C.bg_lock   // nil once closed
-	owner *C.bg_lock_owner
+	mu     sync.RWMutex // held for reading by every call (for its whole run), for writing by close
+	p      *C.bg_lock   // nil once closed
+	owner  *C.bg_lock_owner
+	shared *LockOwner // WithLockOwner's (kept reachable while the Lock is open); nil: owner is the Lock's
 	// the library refuses overlapping calls of one owner on one lock: they take turns here
 	turn chan struct{}
 	// the C calls of waiting Acquires, which close cancels before it waits for them
@@ -213,14 +252,17 @@ func (h *lockHandle) close() {
 	}
 	h.wmu.Unlock()
 	h.mu.Lock()
-	p, o := h.p, h.owner
-	h.p, h.owner = nil, nil
+	p, o, shared := h.p, h.owner, h.shared
+	h.p, h.owner, h.shared = nil, nil, nil
 	h.mu.Unlock()
 	if p == nil {
 		return
 	}
-	C.bg_lock_close(p)      // releases what the owner still holds (from this goroutine: any thread will do)
-	C.bg_lock_owner_free(o) // holds nothing now
+	C.bg_lock_close(p) // releases what the owner still holds (from this goroutine: any thread will do)
+	if shared == nil {
+		C.bg_lock_owner_free(o) // the Lock's own: holds nothing now
+	}
+	runtime.KeepAlive(shared) // a shared owner is freed by its own cleanup, after this
 }
 
 // Lock opens a lock on the key name+":lock" (name is typically a filter's name; no round trip).
@@ -286,11 +328,13 @@ func (f *Filter) Lock(opts ...LockOption) (*Lock, error) {
 
 func newLock(p *C.bg_lock, name string, s lockSettings) (*Lock, error) {
 	var o *C.bg_lock_owner
-	if st := C.bg_lock_owner_new(&o); st != C.BG_OK {
+	if s.owner != nil {
+		o = s.owner.p
+	} else if st := C.bg_lock_owner_new(&o); st != C.BG_OK {
 		C.bg_lock_close(p)
 		return nil, newError(st, "bg_lock_owner_new: out of memory")
 	}
-	h := &lockHandle{p: p, owner: o, turn: make(chan struct{}, 1),
+	h := &lockHandle{p: p, owner: o, shared: s.owner, turn: make(chan struct{}, 1),
 		wait: min(s.wait, maxCallTimeout), hasMax: s.waitSet}
 	l := &Lock{h: h, name: name, key: C.GoString(C.bg_lock_key(p))}
 	l.cleanup = runtime.AddCleanup(l, (*lockHandle).close, h)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -201,5 +202,62 @@ func TestLockCallsTakeTurns(t *testing.T) {
 	if err := <-waitDone; err != nil {
 		t.Fatalf("b's Acquire: %v", err)
 	}
+	mustRelease(t, b)
+}
+
+// WithLockOwner: Locks of two names opened with one LockOwner are one holder (holder ids end in
+// its number, Holds counts both), released from other goroutines; two Locks of one name stay two
+// holders even with one owner (negative control: the second is refused until the first releases).
+func TestLockSharedOwner(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	r := raw(t)
+	name := uniqueName(t)
+	job, err := NewLockOwner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Seq() == 0 || job.Holds() != 0 {
+		t.Fatalf("new owner: seq %d holds %d", job.Seq(), job.Holds())
+	}
+	a := openLock(t, c, name, WithLockOwner(job))
+	b := openLock(t, c, name+"-2", WithLockOwner(job))
+	suffix := ":" + strconv.FormatUint(job.Seq(), 10)
+	if !strings.HasSuffix(a.HolderID(), suffix) || !strings.HasSuffix(b.HolderID(), suffix) {
+		t.Fatalf("holder ids %q %q, want the suffix %q", a.HolderID(), b.HolderID(), suffix)
+	}
+	mustAcquire(t, a, LockExclusive)
+	mustAcquire(t, b, LockWrite)
+	if job.Holds() != 2 {
+		t.Fatalf("Holds %d, want 2", job.Holds())
+	}
+	if v := r.must(t, "HGET", a.Key(), a.HolderID()); v != "1" {
+		t.Fatalf("HGET %s = %v", a.Key(), v)
+	}
+	var wg sync.WaitGroup
+	for _, l := range []*Lock{a, b} {
+		wg.Add(1)
+		go func(l *Lock) {
+			defer wg.Done()
+			if err := l.Release(ctx); err != nil {
+				t.Errorf("Release %s: %v", l.Key(), err)
+			}
+		}(l)
+	}
+	wg.Wait()
+	if job.Holds() != 0 || existing(t, r, a.Key(), b.Key()) != 0 {
+		t.Fatalf("after the releases: holds %d", job.Holds())
+	}
+	same := openLock(t, c, name, WithLockOwner(job))
+	mustAcquire(t, a, LockExclusive)
+	wantCode(t, second(same.TryAcquire(ctx, LockExclusive)), CodeLocked, ErrLocked)
+	mustRelease(t, a)
+	mustAcquire(t, same, LockExclusive) // negative control
+	// Close releases and leaves the shared owner usable
+	same.Close()
+	if job.Holds() != 0 || existing(t, r, same.Key()) != 0 {
+		t.Fatal("Close left the hold")
+	}
+	mustAcquire(t, b, LockExclusive)
 	mustRelease(t, b)
 }
