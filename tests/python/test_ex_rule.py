@@ -29,6 +29,7 @@ EXEMPT: Dict[str, str] = {
     "bg_filter_stat": "in-memory counter read: BG_EINVAL / BG_ENOTSUP only",
     "bg_rotation_stats": "in-memory figures: BG_EINVAL for NULL only",
     "bg_rotation_set_progress": "sets a callback: BG_EINVAL for NULL only",
+    "bg_lock_owner_new": "allocation only (no round trip, no handle): BG_EINVAL / BG_ENOMEM say everything",
     "bg_version": "returns a number, not a status",
     "bg_features": "returns a mask, not a status",
 }

@@ -9,7 +9,7 @@ from ._errors import InvalidArgument, error_for
 from ._ffi import cstr, ffi, lib
 from ._filter import Filter
 from ._handle import Handle
-from ._lock import Lock
+from ._lock import Lock, LockOwner
 from ._options import build_options
 from ._policy import Policy
 
@@ -91,10 +91,13 @@ class Client:
         return Filter(self, name, policy=policy)
 
     def lock(self, name: str, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
-             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None) -> Lock:
+             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,
+             per_thread: bool = False, owner: Optional[LockOwner] = None) -> Lock:
         """A :class:`~bloomguard.Lock` on the key ``name + ":lock"`` (no I/O): exclusive
-        (Redisson RLock-compatible) or reader/writer, with fencing tokens. Options: see Lock."""
-        return Lock(self, name, lease_ms=lease_ms, renew=renew, subscribe=subscribe, poll_max_ms=poll_max_ms)
+        (Redisson RLock-compatible) or reader/writer, with fencing tokens. Options and who holds
+        it (``per_thread``, ``owner``): see Lock."""
+        return Lock(self, name, lease_ms=lease_ms, renew=renew, subscribe=subscribe, poll_max_ms=poll_max_ms,
+                    per_thread=per_thread, owner=owner)
 
     def ping(self) -> None:
         """One round trip (PING) on a pooled connection; raises on failure."""

@@ -314,16 +314,18 @@ class Filter:
         return bool(out[0])
 
     def lock(self, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
-             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None) -> "Lock":
+             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,
+             per_thread: bool = False, owner: Any = None) -> "Lock":
         """The filter's own :class:`~bloomguard.Lock` (key ``"{NAME}:lock"``, in the filter's
-        cluster slot; Java shares it as ``redisson.getLock("{NAME}:lock")``). While a thread holds
+        cluster slot; Java shares it as ``redisson.getLock("{NAME}:lock")``). While its holder holds
         it in ``"write"`` mode, this filter's queries in every process wait up to the client's
         ``write_lock_wait`` and then raise :class:`~bloomguard.Locked` (which a policy can
         answer): how the ``"locked"`` rotation rebuilds in place, and how a caller can make
-        in-place writes of its own. Exclusive and read holds do not stop queries."""
+        in-place writes of its own. Exclusive and read holds do not stop queries. Who holds it
+        (``per_thread``, ``owner``): see Lock."""
         from ._lock import Lock
         return Lock(self._client, self._name, lease_ms=lease_ms, renew=renew, subscribe=subscribe,
-                    poll_max_ms=poll_max_ms, _filter=self)
+                    poll_max_ms=poll_max_ms, per_thread=per_thread, owner=owner, _filter=self)
 
     def rotate(self, expected: int, fpp: float, strategy: str = "swap",
                progress: Optional[ProgressFn] = None, *, lease_ms: Optional[int] = None,
