@@ -25,6 +25,9 @@ target_sources(bloomguard_objects PRIVATE
   csrc/filter/add.c
   csrc/filter/admin.c
   csrc/filter/scripts.c
+  csrc/filter/guarded.c
+  csrc/filter/download.c
+  csrc/filter/stats.c
   csrc/rotation/bitmap.c
   csrc/rotation/lease.c
   csrc/rotation/steps.c

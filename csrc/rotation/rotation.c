@@ -7,7 +7,6 @@
 
 #include "common/jdouble.h"
 #include "hash/hash.h"
-#include "policy/guard.h"
 #include "rotation/rotation.h"
 
 /* The progress callback is called at most this often (plus at every phase change). */
@@ -290,7 +289,7 @@ static int commit(bg_rotation *r) {
     atomic_compare_exchange_strong(&r->f->next_cfg, &mine, 0);
   }
   r->state = BGI_ROT_COMMITTED;
-  bgi_guard_note_rotation(r->f);
+  bgi_filter_count_rotation(r->f);
   bgi_rot_report(r, BG_PHASE_DONE, 1, &(bgi_err){0});
   return finish(r, &err);
 }
