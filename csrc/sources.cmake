@@ -31,8 +31,12 @@ target_sources(bloomguard_objects PRIVATE
   csrc/rotation/bitmap.c
   csrc/rotation/lease.c
   csrc/rotation/steps.c
-  csrc/rotation/rotation.c
+  csrc/rotation/progress.c
+  csrc/rotation/leased.c
+  csrc/rotation/swap.c
   csrc/rotation/locked.c
+  csrc/rotation/naive.c
+  csrc/rotation/rotation.c
   csrc/policy/policy.c
   csrc/policy/breaker.c
   csrc/policy/snapshot.c

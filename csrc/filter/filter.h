@@ -112,6 +112,12 @@ int bgi_filter_guarded_finish(bg_filter *f, bg_call *call, const bgi_err *err, i
 int bgi_filter_download(void *f, uint64_t deadline_ns, int64_t chunk_bytes, atomic_int *stop, bgi_snapshot **out,
                         bgi_err *err);
 
+/* Redisson's tryInit (admin.c) and delete (bitmap, config, a swap's spare), without the ABI's call
+ * handling: for callers inside the library (the naive rotation). created / deleted may be NULL. */
+int bgi_filter_init(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int *created,
+                    bgi_err *err);
+int bgi_filter_delete(bg_filter *f, uint64_t deadline_ns, int *deleted, bgi_err *err);
+
 /* Ends a public filter operation (see bgi_call_finish). */
 static inline int bgi_filter_finish(bg_filter *f, bg_call *call, const bgi_err *err) {
   return bgi_call_finish(call, &f->err, err, BG_SOURCE_REDIS);
