@@ -4,6 +4,7 @@
  */
 #include "filter/stats.h"
 
+#include "bloomguard/stats.h"
 #include "filter/filter.h"
 
 void bgi_filter_stats_init(bgi_filter_stats *s) {

@@ -13,6 +13,7 @@
 #define BLOOMGUARD_STATS_H
 
 #include "common.h"
+#include "errors.h"
 #include "filter.h"
 
 BG_BEGIN_DECLS

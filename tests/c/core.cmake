@@ -39,3 +39,14 @@ if(BG_BUILD_CLI)
 endif()
 # BG_OPT_WAIT_REPLICAS against a master alone and with a real replica.
 bg_add_test(test_durability SOURCES test_durability.c LABELS redis)
+
+# The layer rule (README "Where things live", DESIGN "Layers"): no csrc/<dir> includes a header of
+# a layer above it; and its negative control (a tree with such an include must fail the check).
+find_program(BG_LAYERS_PYTHON3 python3)
+if(BG_LAYERS_PYTHON3)
+  add_test(NAME test_layers COMMAND ${BG_LAYERS_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/layers/check_layers.py
+           --root ${PROJECT_SOURCE_DIR})
+  add_test(NAME test_layers_control COMMAND ${BG_LAYERS_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/layers/check_layers.py
+           --self-test)
+  set_tests_properties(test_layers test_layers_control PROPERTIES TIMEOUT 60 LABELS layers)
+endif()
