@@ -207,10 +207,5 @@ static void abort_(bg_rotation *r, bgi_err *err) {
   bgi_leased_abort(r, err);
 }
 
-const bgi_rot_ops bgi_rot_locked = {
-  .name = "locked",
-  .begin = begin,
-  .add = bgi_leased_add,
-  .commit = commit,
-  .abort = abort_,
-};
+const bgi_rot_ops bgi_rot_locked = {.name = "locked", .begin = begin, .add = bgi_leased_add, .commit = commit,
+                                    .abort = abort_};

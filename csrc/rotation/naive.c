@@ -32,10 +32,4 @@ static int commit(bg_rotation *r, bgi_err *err) {
 
 static void abort_(bg_rotation *r, bgi_err *err) { (void)r, (void)err; }
 
-const bgi_rot_ops bgi_rot_naive = {
-  .name = "naive",
-  .begin = begin,
-  .add = add,
-  .commit = commit,
-  .abort = abort_,
-};
+const bgi_rot_ops bgi_rot_naive = {.name = "naive", .begin = begin, .add = add, .commit = commit, .abort = abort_};

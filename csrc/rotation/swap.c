@@ -38,10 +38,5 @@ static int commit(bg_rotation *r, bgi_err *err) {
   return st;
 }
 
-const bgi_rot_ops bgi_rot_swap = {
-  .name = "swap",
-  .begin = bgi_leased_begin,
-  .add = bgi_leased_add,
-  .commit = commit,
-  .abort = bgi_leased_abort,
-};
+const bgi_rot_ops bgi_rot_swap = {.name = "swap", .begin = bgi_leased_begin, .add = bgi_leased_add, .commit = commit,
+                                  .abort = bgi_leased_abort};
