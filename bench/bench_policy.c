@@ -297,10 +297,10 @@ int main(int argc, char **argv) {
   bgi_guard_init(&g_none);
   bgi_guard_init(&g_pol);
   bgi_guard_init(&g_open);
-  bgi_guard_set_policy(&g_pol, NULL, policy, &e);
+  bgi_guard_set_policy(&g_pol, policy, &e);
   bg_policy_set_int(policy, BG_POLICY_BREAKER_THRESHOLD, 1);
   bg_policy_set_int(policy, BG_POLICY_BREAKER_COOLDOWN_MS, 3600000);
-  bgi_guard_set_policy(&g_open, NULL, policy, &e);
+  bgi_guard_set_policy(&g_open, policy, &e);
   {
     size_t one = 1;
     bgi_op op = {0, refused_attempt, &one, NULL, NULL, 0, NULL};

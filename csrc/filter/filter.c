@@ -64,6 +64,9 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const
   atomic_init(&f->next_cfg, 0);
   bgi_errslot_init(&f->err);
   bgi_guard_init(&f->guard);
+  /* the engine refreshes its snapshot through the filter's consistent download (download.c) */
+  bgi_guard_set_source(&f->guard, bgi_filter_download, f);
+  bgi_filter_stats_init(&f->stats);
   bgi_client_ref(c);
   f->client = c;
   *out = f;

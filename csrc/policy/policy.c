@@ -1,4 +1,5 @@
-/* bg_policy: the settings object, its defaults, and the classification of failures. */
+/* bg_policy: the settings object, its defaults, the classification of failures, and the reference
+ * a handle's engine publishes (a filter holds a refcounted copy). */
 #include "policy/guard.h"
 
 #include <stddef.h>
@@ -61,6 +62,18 @@ uint64_t bgi_backoff_ns(const bgi_policy_cfg *c, int64_t attempt, uint64_t r) {
   /* shorten by a uniform random part of jitter_pct percent: spreads the retries of many callers */
   uint64_t cut = (uint64_t)((double)wait * (double)c->jitter_pct / 100.0 * ((double)(r >> 11) / 9007199254740992.0));
   return wait - (cut < wait ? cut : wait);
+}
+
+void bgi_policy_unref(bgi_policy *p) {
+  if (p && atomic_fetch_sub(&p->refs, 1) == 1) free(p);
+}
+
+bgi_policy *bgi_guard_policy(bgi_guard *g) {
+  pthread_mutex_lock(&g->mu);
+  bgi_policy *p = atomic_load(&g->policy);
+  if (p) atomic_fetch_add(&p->refs, 1);
+  pthread_mutex_unlock(&g->mu);
+  return p;
 }
 
 BG_API int bg_policy_new(bg_policy **out) {

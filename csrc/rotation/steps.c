@@ -164,9 +164,10 @@ static int lease_lost(bg_rotation *r, const char *what, bgi_err *err) {
                      "rotator took over); nothing more was written", what, r->f->name);
 }
 
-/* The staging bitmap (SWAP) or the live one being rewritten (LOCKED) is not all there. */
+/* The staging bitmap (SWAP) or the live one being rewritten in place (LOCKED, whose callers pass
+ * the filter's own name, r->f->name itself) is not all there. */
 int bgi_rot_vanished(bg_rotation *r, const char *what, const char *key, bgi_err *err) {
-  if (r->strategy == BG_ROTATE_LOCKED)
+  if (key == r->f->name)
     return bgi_err_set(err, BG_ESERVER, "%s refused: the bitmap %s of \"%s\" vanished during the in-place rewrite (it "
                        "expired, was evicted or deleted); the filter stays marked as being rebuilt (queries fail with "
                        "BG_ELOCKED) until the next rotation: rotate again", what, key, r->f->name);
