@@ -246,7 +246,7 @@ int main(int argc, char **argv) {
     bg_client *cl;
     bg_options_new(&o);
     bg_options_set_int(o, BG_OPT_POOL_SIZE, threads);
-    if (bg_client_open_ex(&cl, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
+    if (bgb_client_open(&cl, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
     bg_options_free(o);
     side sides[2] = {{"none", NULL}, {"policy", NULL}};
     for (int i = 0; i < 2; i++)
@@ -263,7 +263,7 @@ int main(int argc, char **argv) {
       }
     }
     if (bg_filter_set_policy(sides[1].f, policy) != BG_OK) bgb_die("set_policy: %s%s", bg_filter_errmsg(sides[1].f), NULL);
-    if (bg_filter_snapshot_refresh(sides[1].f, NULL) != BG_OK) bgb_die("snapshot: %s%s", bg_filter_errmsg(sides[1].f), NULL);
+    if (bg_filter_snapshot_refresh(sides[1].f) != BG_OK) bgb_die("snapshot: %s%s", bg_filter_errmsg(sides[1].f), NULL);
     for (int bi = 0; bi < 2; bi++) {
       size_t batch = batches[bi];
       double rate[2], ratios[MAX_ROUNDS], none[MAX_ROUNDS], pol[MAX_ROUNDS];
@@ -297,10 +297,10 @@ int main(int argc, char **argv) {
   bgi_guard_init(&g_none);
   bgi_guard_init(&g_pol);
   bgi_guard_init(&g_open);
-  bgi_guard_set_policy(&g_pol, NULL, policy, &e);
+  bgi_guard_set_policy(&g_pol, policy, &e);
   bg_policy_set_int(policy, BG_POLICY_BREAKER_THRESHOLD, 1);
   bg_policy_set_int(policy, BG_POLICY_BREAKER_COOLDOWN_MS, 3600000);
-  bgi_guard_set_policy(&g_open, NULL, policy, &e);
+  bgi_guard_set_policy(&g_open, policy, &e);
   {
     size_t one = 1;
     bgi_op op = {0, refused_attempt, &one, NULL, NULL, 0, NULL};

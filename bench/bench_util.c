@@ -51,14 +51,12 @@ char *bgb_put_u64(char *p, uint64_t v) {
 
 void bgb_server_start(bgb_server *s) {
   char err[512];
-  const char *bin = getenv("BG_REDIS_SERVER");
   memset(s, 0, sizeof *s);
-  if (bin && *bin) snprintf(s->bin, sizeof s->bin, "%s", bin);
-  else if (demo_server_find(s) != 0) bgb_die("redis-server is not on PATH%s%s (install it or set BG_REDIS_SERVER)", "", "");
-  if (demo_server_start(s, err, sizeof err) != 0) bgb_die("could not start redis-server: %s%s", err, "");
+  if (bgt_server_find(s) != 0) bgb_die("%s not found%s (install redis-server or set BG_REDIS_SERVER)", bgt_server_bin(), "");
+  if (bgt_server_start(s, err, sizeof err) != 0) bgb_die("could not start redis-server: %s%s", err, "");
 }
 
-void bgb_server_stop(bgb_server *s) { demo_server_cleanup(s); }
+void bgb_server_stop(bgb_server *s) { bgt_server_cleanup(s); }
 
 redisContext *bgb_raw_connect(const char *url) {
   struct timeval tv = {5, 0};

@@ -1,7 +1,7 @@
 /*
- * Helpers shared by the Redis benchmarks (bench_contains, bench_roundtrip): clocks, medians, and a
- * redis-server of their own on a free 127.0.0.1 port - the demo's launcher (csrc/cli/demo_server.c;
- * killed with the benchmark: PR_SET_PDEATHSIG).
+ * Helpers shared by the Redis benchmarks: clocks, medians, and a redis-server of their own on a
+ * free 127.0.0.1 port - the launcher of the tests and the demo (tools/server_proc; killed with the
+ * benchmark: PR_SET_PDEATHSIG).
  */
 #ifndef BG_BENCH_UTIL_H
 #define BG_BENCH_UTIL_H
@@ -10,7 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "cli/demo_server.h"
+#include "bloomguard.h"
+#include "server_proc.h"
 
 #define BGB_MAX_SAMPLES 64
 
@@ -24,7 +25,18 @@ double bgb_median(const double *v, int n);
 char *bgb_put_u64(char *p, uint64_t v);
 
 /* pid 0 when not started by us; url redis://127.0.0.1:PORT */
-typedef demo_server bgb_server;
+typedef bgt_server bgb_server;
+
+/* bg_client_open_ex with a call of its own, the failure's message copied to msg ("" on success). */
+static inline int bgb_client_open(bg_client **out, const char *url, const bg_options *opts, char *msg, size_t cap) {
+  bg_call *call = NULL;
+  int st = bg_call_new(&call);
+  if (st != BG_OK) return st;
+  st = bg_client_open_ex(out, call, url, opts);
+  if (msg && cap) snprintf(msg, cap, "%s", st == BG_OK ? "" : bg_call_errmsg(call));
+  bg_call_free(call);
+  return st;
+}
 
 /* Starts $BG_REDIS_SERVER or redis-server (no persistence, 127.0.0.1 only); exits on failure. */
 void bgb_server_start(bgb_server *s);

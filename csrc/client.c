@@ -142,6 +142,7 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   if (!out) return bgi_err_set(err, BG_EINVAL, "bg_client_open: out must not be NULL");
   *out = NULL;
   if (!url) return bgi_err_set(err, BG_EINVAL, "bg_client_open: url must not be NULL");
+  if ((st = bgi_options_check(opts, BGI_OPT_CLIENT, err)) != BG_OK) return st;
   if (!(c = calloc(1, sizeof *c))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   atomic_init(&c->refs, 1);
   bgi_errslot_init(&c->err);
@@ -184,16 +185,15 @@ fail:
   return st;
 }
 
-BG_API int bg_client_open_ex(bg_client **out, const char *url, const bg_options *opts, char *errbuf,
-                             size_t errbuf_size) {
+BG_API int bg_client_open_ex(bg_client **out, bg_call *call, const char *url, const bg_options *opts) {
   bgi_err err = {0};
-  int st = open_client(out, url, opts, &err);
-  if (errbuf && errbuf_size) snprintf(errbuf, errbuf_size, "%s", st == BG_OK ? "" : err.msg);
-  return st;
+  /* no handle yet to carry a message: the call is the only place for it */
+  BGI_WITH_CALL(call, err.status = open_client(out, url, opts, &err));
+  return call ? bgi_call_finish(call, NULL, &err, BG_SOURCE_NONE) : err.status;
 }
 
 BG_API int bg_client_open(bg_client **out, const char *url, const bg_options *opts) {
-  return bg_client_open_ex(out, url, opts, NULL, 0);
+  return bg_client_open_ex(out, NULL, url, opts);
 }
 
 BG_API void bg_client_close(bg_client *c) { bgi_client_unref(c); }

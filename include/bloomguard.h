@@ -16,6 +16,7 @@
 #include "bloomguard/filter.h"
 #include "bloomguard/hash.h"
 #include "bloomguard/rotation.h"
+#include "bloomguard/stats.h"
 #include "bloomguard/policy.h"
 #include "bloomguard/lock.h"
 

@@ -1,18 +1,19 @@
 #!/usr/bin/env bash
-# Quick start: installs what is missing, builds the bloomguard command (Release) and runs its demo.
+# Quick start: installs what is missing, builds bloomguard-demo (Release; tools/demo) and runs it.
 #
-#   bash scripts/demo.sh [DEMO OPTIONS]      e.g. --items 200000 --seconds 5   (bloomguard demo --help)
+#   bash scripts/demo.sh [DEMO OPTIONS]      e.g. --items 200000 --seconds 5   (bloomguard-demo --help)
 #
 # The demo starts its own redis-server on a free loopback port and stops it at the end. It loads a
 # 1,000,000-item filter and rebuilds it under query load with each strategy (under a minute), prints
 # a table and writes bloomguard-demo.svg in the current directory.
 #
-# Packages: only what the command and the demo need (compiler, CMake, Ninja, pkg-config, OpenSSL
+# Packages: only what the demo needs (compiler, CMake, Ninja, pkg-config, OpenSSL
 # headers, highwayhash, pip, redis-server), installed with apt-get when missing - as root or with
 # sudo, like scripts/deps.sh (which installs the whole test toolchain: JDK, Maven, Python headers ...).
 # hiredis: a system hiredis >= 1.0 if there is one, else hiredis 1.5 is built into the command from
 # the hiredis PyPI sdist (downloaded once with pip: cmake/hiredis.cmake), so queries take the
 # tracked path (README, "Queries and tracking"); Debian 12's libhiredis-dev (0.14) is not needed.
+# redis-server: the one on PATH, or $BG_REDIS_SERVER.
 # BG_NO_INSTALL=1 only reports what is missing. BG_DEMO_BUILD_DIR: build directory (default
 # build-demo at the top of the repository).
 set -euo pipefail
@@ -49,9 +50,9 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-echo "demo.sh: building the bloomguard command in $BUILD (Release)" >&2
+echo "demo.sh: building bloomguard-demo in $BUILD (Release)" >&2
 cmake -S "$TOP" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBG_BUILD_TESTS=OFF -DBG_BUILD_BENCH=OFF >/dev/null
-cmake --build "$BUILD" --target bloomguard_cli -j "$(nproc 2>/dev/null || echo 2)" >/dev/null
+cmake --build "$BUILD" --target bloomguard_demo -j "$(nproc 2>/dev/null || echo 2)" >/dev/null
 
 # in the caller's directory: the plot lands where the user is
-exec "$BUILD/bloomguard" demo "$@"
+exec "$BUILD/bloomguard-demo" "$@"

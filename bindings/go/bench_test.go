@@ -172,7 +172,7 @@ func BenchmarkContainsPolicyPath(b *testing.B) {
 	}
 }
 
-// A hold and its release, against the test server: two round trips on the Lock's holder thread.
+// A hold and its release, against the test server: two round trips.
 func BenchmarkLockAcquireRelease(b *testing.B) {
 	ctx := context.Background()
 	c := openClient(b)

@@ -54,14 +54,19 @@ func Open(url string, opts ...Option) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	// no client yet to carry a failure's message: it is on the call (bg_client_open_ex)
+	c0, err := beginCall(context.Background())
+	if err != nil {
+		freeOptions(o)
+		return nil, err
+	}
 	curl := C.CString(url)
-	var errbuf [errbufSize]C.char
 	var p *C.bg_client
-	st := C.bg_client_open_ex(&p, curl, o, &errbuf[0], C.size_t(len(errbuf)))
+	st := C.bg_client_open_ex(&p, c0.p, curl, o)
 	C.free(unsafe.Pointer(curl))
 	freeOptions(o)
-	if st != C.BG_OK {
-		return nil, newError(st, C.GoString(&errbuf[0]))
+	if err := c0.end(context.Background(), st); err != nil {
+		return nil, err
 	}
 	h := &clientHandle{p: p}
 	c := &Client{h: h, g: newGate(poolSize)}
@@ -84,8 +89,9 @@ func (c *Client) Close() error {
 // Ping makes a round trip to the server (PING).
 //
 // ctx is checked before the call, but the wait is bounded by the client's command timeout, not by
-// ctx's deadline: the C API has no per-call form of bg_client_ping. The message of a failure is
-// the client's most recent one, which another goroutine's failure may have replaced.
+// ctx's deadline: this calls bg_client_ping, not its per-call form bg_client_ping_ex (not used here
+// yet). The message of a failure is the client's most recent one, which another goroutine's
+// failure may have replaced.
 func (c *Client) Ping(ctx context.Context) error {
 	if err := checkContext(ctx); err != nil {
 		return err

@@ -63,9 +63,8 @@
 //	token, err := lock.Acquire(ctx, bloomguard.LockExclusive) // waits as long as ctx allows
 //	defer lock.Release(ctx)
 //
-// The library gives a hold to an OS thread; each Lock runs its calls on one OS thread of its own,
-// so a Lock is one holder (reentrant, releasable from any goroutine): give each goroutine that
-// needs exclusion its own Lock.
+// Each Lock is one holder (a library lock owner, not an OS thread: reentrant, releasable from any
+// goroutine, pinning no thread): give each goroutine that needs exclusion its own Lock.
 //
 // # Degrade policy
 //
@@ -98,7 +97,7 @@
 //	hash.go      Hash128, Indexes, OptimalParams (no server)
 //	version.go   library and header versions
 //	rotation.go  Filter.Rotate, Rotation, Strategy, Phase, RotateOption (bg_rotation)
-//	lock.go      Client.Lock, Lock (one holder thread per Lock), LockMode, LockOption (bg_lock)
+//	lock.go      Client.Lock, Lock (one lock owner per Lock), LockMode, LockOption (bg_lock)
 //	policy.go    Policy, PolicyOption, FailureClass, Action, WithPolicy, Filter.SetPolicy (bg_policy)
 //	fallback.go  Fallback, PanicError, and the C side of the fallback (adapter, query thread-local,
 //	             the query path that may call back)

@@ -38,36 +38,11 @@ const (
 	CodeTLS                Code = -21 // BG_ETLS
 )
 
-var codeNames = map[Code]string{
-	CodeOK:                 "BG_OK",
-	CodeInvalid:            "BG_EINVAL",
-	CodeNoMemory:           "BG_ENOMEM",
-	CodeBadURL:             "BG_EBADURL",
-	CodeBadName:            "BG_EBADNAME",
-	CodeBadParams:          "BG_EBADPARAMS",
-	CodeNotSupported:       "BG_ENOTSUP",
-	CodeConn:               "BG_ECONN",
-	CodeTimeout:            "BG_ETIMEOUT",
-	CodeAuth:               "BG_EAUTH",
-	CodeServer:             "BG_ESERVER",
-	CodeProto:              "BG_EPROTO",
-	CodeNotInitialized:     "BG_ENOTINIT",
-	CodeConfigChanged:      "BG_ECONFIG",
-	CodeCorrupt:            "BG_ECORRUPT",
-	CodeWrongType:          "BG_EWRONGTYPE",
-	CodeLocked:             "BG_ELOCKED",
-	CodeRotationInProgress: "BG_EROTATING",
-	CodeAborted:            "BG_EABORTED",
-	CodeClosed:             "BG_ECLOSED",
-	CodeCanceled:           "BG_ECANCELED",
-	CodeTLS:                "BG_ETLS",
-}
-
-// String is the C macro name of the code ("BG_ETIMEOUT"), or "BG_STATUS(n)" for a code this
-// package does not know (one added by a newer library).
+// String is the C macro name of the code ("BG_ETIMEOUT", bg_status_name), or "BG_STATUS(n)" for
+// a code the library does not know.
 func (c Code) String() string {
-	if s, ok := codeNames[c]; ok {
-		return s
+	if s := C.bg_status_name(C.int(c)); s != nil {
+		return C.GoString(s)
 	}
 	return "BG_STATUS(" + strconv.Itoa(int(c)) + ")"
 }

@@ -283,10 +283,14 @@ func TestOptionsMatchHeader(t *testing.T) {
 }
 
 // Every setting (BG_POLICY_*), failure class, action, source and counter (BG_STAT_*) of
-// policy.h and call.h is bound: a PolicyOption setting it, a constant, a Stats field. (The
+// policy.h, call.h and stats.h is bound: a PolicyOption setting it, a constant, a Stats field. (The
 // constants' values are checked at compile time in abi.go; this catches missing ones.)
 func TestPolicyMatchesHeader(t *testing.T) {
 	b, err := os.ReadFile("../../include/bloomguard/policy.h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := os.ReadFile("../../include/bloomguard/stats.h")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,7 +369,7 @@ func TestPolicyMatchesHeader(t *testing.T) {
 	for _, c := range FailureClasses {
 		bound[100+int(c)] = true // Stats.Failures, read by offset (checked in abi.go)
 	}
-	stats := defs(b, "BG_STAT_")
+	stats := defs(sb, "BG_STAT_")
 	for name, id := range stats {
 		if !bound[id] {
 			t.Errorf("%s (%d) is not read by Stats", name, id)

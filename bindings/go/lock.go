@@ -7,12 +7,14 @@ package bloomguard
 // None of these calls Go: out-parameters may stay on the Go stack (see filter.go).
 #cgo noescape bg_lock_open
 #cgo nocallback bg_lock_open
-#cgo noescape bg_lock_acquire_ex
-#cgo nocallback bg_lock_acquire_ex
-#cgo noescape bg_lock_held
-#cgo nocallback bg_lock_held
-#cgo noescape bg_lock_holder_id
-#cgo nocallback bg_lock_holder_id
+#cgo noescape bg_lock_acquire_owner_ex
+#cgo nocallback bg_lock_acquire_owner_ex
+#cgo noescape bg_lock_held_owner_ex
+#cgo nocallback bg_lock_held_owner_ex
+#cgo noescape bg_lock_holder_id_owner
+#cgo nocallback bg_lock_holder_id_owner
+#cgo noescape bg_lock_owner_new
+#cgo nocallback bg_lock_owner_new
 #cgo noescape bg_lock_errmsg_copy
 #cgo nocallback bg_lock_errmsg_copy
 */
@@ -64,6 +66,7 @@ type lockSettings struct {
 	sets    []setting
 	wait    time.Duration // the longest Acquire waits; < 0: as long as ctx allows
 	waitSet bool
+	owner   *LockOwner // nil: the Lock is an owner of its own
 }
 
 func lockOption(set setting) LockOption {
@@ -111,16 +114,52 @@ func WithLockWait(d time.Duration) LockOption {
 	}
 }
 
+// WithLockOwner makes o the Lock's holder instead of an owner of the Lock's own: Locks (of
+// different names) opened with one LockOwner are one holder, e.g. a job that takes several locks
+// in one goroutine and releases them in another. Two Locks of one name are still two holders
+// (the holder id's UUID is the Lock's). A nil o is ignored.
+func WithLockOwner(o *LockOwner) LockOption {
+	return func(s *lockSettings) {
+		if o != nil {
+			s.owner = o
+		}
+	}
+}
+
+// LockOwner is a library lock owner (bg_lock_owner) that several Locks can share (WithLockOwner).
+// Its number (Seq) follows the ':' of its holder ids. It is freed when no longer reachable; a
+// hold it still has then stays held until its Lock is closed (which releases it).
+type LockOwner struct {
+	p *C.bg_lock_owner
+}
+
+// NewLockOwner makes an owner (no round trip).
+func NewLockOwner() (*LockOwner, error) {
+	var p *C.bg_lock_owner
+	if st := C.bg_lock_owner_new(&p); st != C.BG_OK {
+		return nil, newError(st, "bg_lock_owner_new: out of memory")
+	}
+	o := &LockOwner{p: p}
+	// a Lock keeps its LockOwner reachable, so no Lock call runs after this
+	runtime.AddCleanup(o, func(p *C.bg_lock_owner) { C.bg_lock_owner_free(p) }, p)
+	return o, nil
+}
+
+// Seq is the owner's number, unique in the process.
+func (o *LockOwner) Seq() uint64 { return uint64(C.bg_lock_owner_seq(o.p)) }
+
+// Holds is the number of Locks on which the owner holds (or is acquiring) the lock.
+func (o *LockOwner) Holds() int { return int(C.bg_lock_owner_holds(o.p)) }
+
 // Lock is a distributed lock in Redis on the key Name()+":lock" (bg_lock): exclusive (Redisson's
 // RLock layout) or reader/writer, with a fencing token per hold, a lease renewed while held, and
 // waits bounded by a context.
 //
 // # Who holds it
 //
-// In the C library a hold belongs to the OS thread that acquired it. Goroutines move between
-// threads, so each Lock runs all its library calls on one OS thread of its own (a goroutine
-// locked with runtime.LockOSThread from Client.Lock to Close): a Lock is one holder, like one
-// Java thread using one RLock. Hence:
+// Each Lock is one holder: the library's lock owner (bg_lock_owner) made for it, not an OS
+// thread, so a Lock costs no thread of its own and goroutines may move between threads freely
+// (the holder id is "<UUID>:<owner number>", Redisson's "<UUID>:<thread id>" layout). Hence:
 //
 //   - Acquire, Release and Held may be called from any goroutine: Release need not run on the
 //     goroutine that acquired (unlike sync.Mutex's rules, nothing ties a hold to a goroutine);
@@ -129,14 +168,13 @@ func WithLockWait(d time.Duration) LockOption {
 //     using the same Lock;
 //   - for mutual exclusion between goroutines, give each its own Lock (Client.Lock makes no round
 //     trip): Locks exclude each other, in this process or any other, as do Redisson clients;
-//   - the Lock's calls run one at a time on its holder thread: while an Acquire waits, the same
-//     Lock's other calls (Release, Held, HolderID) wait for it. A cancelled ctx or Close ends the
-//     wait within about 50ms (the library's wait is cancelled: bg_call_cancel).
+//   - a Lock's Acquire, TryAcquire, Release and Retire run one at a time: while an Acquire waits,
+//     the same Lock's Release waits for it (or for its own ctx). Held and HolderID never wait. A
+//     cancelled ctx or Close ends a wait within about 50ms (bg_call_cancel).
 //
-// Each open Lock costs one OS thread (its holder thread), and once it has held the lock, the
-// library's renewal thread (keep open Locks well below Go's 10,000-thread limit); Close ends both
-// and releases whatever is still held. A Lock is safe for concurrent use; Close it when done (a
-// cleanup closes a forgotten one, as a safety net only).
+// One library thread renews the holds of every Lock of the process (10,000 held Locks cost no
+// extra threads); Close releases whatever is still held. A Lock is safe for concurrent use;
+// Close it when done (a cleanup closes a forgotten one, as a safety net only).
 type Lock struct {
 	h       *lockHandle
 	name    string
@@ -144,46 +182,43 @@ type Lock struct {
 	cleanup runtime.Cleanup
 }
 
-// lockHandle owns the C lock and its holder thread.
+// lockHandle owns the C lock and the Lock's owner (unless shared: WithLockOwner).
 type lockHandle struct {
-	mu sync.RWMutex // held for reading by every call (for its whole run), for writing by close
-	p  *C.bg_lock   // nil once closed
+	mu     sync.RWMutex // held for reading by every call (for its whole run), for writing by close
+	p      *C.bg_lock   // nil once closed
+	owner  *C.bg_lock_owner
+	shared *LockOwner // WithLockOwner's (kept reachable while the Lock is open); nil: owner is the Lock's
+	// the library refuses overlapping calls of one owner on one lock: they take turns here
+	turn chan struct{}
 	// the C calls of waiting Acquires, which close cancels before it waits for them
 	wmu     sync.Mutex
 	waiting map[*C.bg_call]struct{}
 	closing bool
-	reqs    chan func() // run on the holder thread, one at a time
-	exited  chan struct{}
 	wait    time.Duration
 	hasMax  bool
 }
 
-// holderThread runs the lock's calls on one OS thread for the Lock's life. It never unlocks the
-// thread: when the goroutine ends (after close) Go ends the thread too, so no later goroutine can
-// run on a thread whose id a hold might still name.
-func (h *lockHandle) holderThread() {
-	runtime.LockOSThread()
-	for fn := range h.reqs {
-		fn()
-	}
-	close(h.exited)
-}
-
-// run runs fn on the holder thread and waits for it; ErrClosed once closed.
-func (h *lockHandle) run(fn func(p *C.bg_lock)) error {
+// run runs fn with the open handle; ErrClosed once closed.
+func (h *lockHandle) run(fn func(p *C.bg_lock, o *C.bg_lock_owner)) error {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	if h.p == nil {
 		return errorf(CodeClosed, "the lock is closed")
 	}
-	done := make(chan struct{})
-	p := h.p
-	h.reqs <- func() {
-		defer close(done)
-		fn(p)
-	}
-	<-done
+	fn(h.p, h.owner)
 	return nil
+}
+
+// runTurn is run for the calls that change the hold: one at a time, waiting for the turn no
+// longer than ctx allows.
+func (h *lockHandle) runTurn(ctx context.Context, fn func(p *C.bg_lock, o *C.bg_lock_owner)) error {
+	select {
+	case h.turn <- struct{}{}:
+	case <-ctx.Done():
+		return cancelled(ctx, CodeLocked, "waiting for another call of this Lock")
+	}
+	defer func() { <-h.turn }()
+	return h.run(fn)
 }
 
 // track records a waiting Acquire's call (false once closing: the Lock is closed).
@@ -217,17 +252,17 @@ func (h *lockHandle) close() {
 	}
 	h.wmu.Unlock()
 	h.mu.Lock()
-	p := h.p
-	h.p = nil
+	p, o, shared := h.p, h.owner, h.shared
+	h.p, h.owner, h.shared = nil, nil, nil
 	h.mu.Unlock()
 	if p == nil {
 		return
 	}
-	// on the holder thread: it releases what that thread still holds (any thread could, but
-	// this keeps every call of the handle on one thread)
-	h.reqs <- func() { C.bg_lock_close(p) }
-	close(h.reqs)
-	<-h.exited
+	C.bg_lock_close(p) // releases what the owner still holds (from this goroutine: any thread will do)
+	if shared == nil {
+		C.bg_lock_owner_free(o) // the Lock's own: holds nothing now
+	}
+	runtime.KeepAlive(shared) // a shared owner is freed by its own cleanup, after this
 }
 
 // Lock opens a lock on the key name+":lock" (name is typically a filter's name; no round trip).
@@ -259,7 +294,7 @@ func (c *Client) Lock(name string, opts ...LockOption) (*Lock, error) {
 	if st := C.bg_lock_open(&p, c.h.p, cname, o); st != C.BG_OK {
 		return nil, newError(st, clientErrmsg(c.h.p))
 	}
-	return newLock(p, name, s), nil
+	return newLock(p, name, s)
 }
 
 // Lock opens the filter's own lock (key "{NAME}:lock", in the filter's cluster slot; a Java
@@ -288,16 +323,22 @@ func (f *Filter) Lock(opts ...LockOption) (*Lock, error) {
 	if st := C.bg_lock_open_filter(&p, f.h.p, o); st != C.BG_OK {
 		return nil, newError(st, filterErrmsg(f.h.p))
 	}
-	return newLock(p, f.name, s), nil
+	return newLock(p, f.name, s)
 }
 
-func newLock(p *C.bg_lock, name string, s lockSettings) *Lock {
-	h := &lockHandle{p: p, reqs: make(chan func()), exited: make(chan struct{}),
+func newLock(p *C.bg_lock, name string, s lockSettings) (*Lock, error) {
+	var o *C.bg_lock_owner
+	if s.owner != nil {
+		o = s.owner.p
+	} else if st := C.bg_lock_owner_new(&o); st != C.BG_OK {
+		C.bg_lock_close(p)
+		return nil, newError(st, "bg_lock_owner_new: out of memory")
+	}
+	h := &lockHandle{p: p, owner: o, shared: s.owner, turn: make(chan struct{}, 1),
 		wait: min(s.wait, maxCallTimeout), hasMax: s.waitSet}
-	go h.holderThread()
 	l := &Lock{h: h, name: name, key: C.GoString(C.bg_lock_key(p))}
 	l.cleanup = runtime.AddCleanup(l, (*lockHandle).close, h)
-	return l
+	return l, nil
 }
 
 // Name is the name the lock was opened with.
@@ -306,8 +347,7 @@ func (l *Lock) Name() string { return l.name }
 // Key is the lock's Redis key: Name()+":lock".
 func (l *Lock) Key() string { return l.key }
 
-// Close releases every hold still held through the Lock (errors ignored), stops its threads and
-// frees it. Idempotent; it waits for calls in flight (a waiting Acquire is cancelled: ErrClosed);
+// Close releases every hold still held through the Lock (errors ignored) and frees it. Idempotent; it waits for calls in flight (a waiting Acquire is cancelled: ErrClosed);
 // later calls fail with ErrClosed. Close always returns nil.
 func (l *Lock) Close() error {
 	if l == nil || l.h == nil {
@@ -318,14 +358,14 @@ func (l *Lock) Close() error {
 	return nil
 }
 
-// HolderID is the Lock's holder id, "<UUID>:<thread id>": the hash field that names it in Redis
-// while it holds the lock (the UUID is made at random for each Lock, the thread is its holder
-// thread). Empty once closed.
+// HolderID is the Lock's holder id, "<UUID>:<owner number>": the hash field that names it in
+// Redis while it holds the lock (the UUID is made at random for each Lock, the number is its
+// library lock owner's; Redisson's RLock puts a thread id there). Empty once closed.
 func (l *Lock) HolderID() string {
 	var id string
-	l.h.run(func(p *C.bg_lock) {
+	l.h.run(func(p *C.bg_lock, o *C.bg_lock_owner) {
 		var buf [128]C.char
-		C.bg_lock_holder_id(p, &buf[0], C.size_t(len(buf)))
+		C.bg_lock_holder_id_owner(p, o, &buf[0], C.size_t(len(buf)))
 		id = C.GoString(&buf[0])
 	})
 	return id
@@ -345,11 +385,11 @@ func (l *Lock) Held() (Hold, error) {
 	var hold Hold
 	var st C.int
 	var msg string
-	if err := l.h.run(func(p *C.bg_lock) {
+	if err := l.h.run(func(p *C.bg_lock, o *C.bg_lock_owner) {
 		var mode C.int
 		var count C.uint32_t
 		var token C.uint64_t
-		st = C.bg_lock_held(p, &mode, &count, &token)
+		st = C.bg_lock_held_owner_ex(p, nil, o, &mode, &count, &token)
 		hold = Hold{Mode: LockMode(mode), Count: uint32(count), Token: uint64(token)}
 		if st != C.BG_OK {
 			msg = lockErrmsg(p)
@@ -403,8 +443,8 @@ func (l *Lock) Acquire(ctx context.Context, mode LockMode) (token uint64, err er
 	}
 	var st C.int
 	var tok C.uint64_t
-	runErr := l.h.run(func(p *C.bg_lock) {
-		st = C.bg_lock_acquire_ex(p, c.p, C.int(mode), C.int64_t(wait/time.Millisecond), &tok)
+	runErr := l.h.runTurn(ctx, func(p *C.bg_lock, o *C.bg_lock_owner) {
+		st = C.bg_lock_acquire_owner_ex(p, c.p, o, C.int(mode), C.int64_t(wait/time.Millisecond), &tok)
 	})
 	closed := l.h.untrack(c.p)
 	if runErr != nil {
@@ -438,8 +478,8 @@ func (l *Lock) TryAcquire(ctx context.Context, mode LockMode) (token uint64, err
 	}
 	var st C.int
 	var tok C.uint64_t
-	if err := l.h.run(func(p *C.bg_lock) {
-		st = C.bg_lock_acquire_ex(p, c.p, C.int(mode), 0, &tok)
+	if err := l.h.runTurn(ctx, func(p *C.bg_lock, o *C.bg_lock_owner) {
+		st = C.bg_lock_acquire_owner_ex(p, c.p, o, C.int(mode), 0, &tok)
 	}); err != nil {
 		c.release()
 		return 0, err
@@ -460,7 +500,7 @@ func (l *Lock) Release(ctx context.Context) error {
 		return err
 	}
 	var st C.int
-	if err := l.h.run(func(p *C.bg_lock) { st = C.bg_lock_release_ex(p, c.p) }); err != nil {
+	if err := l.h.runTurn(ctx, func(p *C.bg_lock, o *C.bg_lock_owner) { st = C.bg_lock_release_owner_ex(p, c.p, o) }); err != nil {
 		c.release()
 		return err
 	}
@@ -485,7 +525,7 @@ func (l *Lock) Retire(ctx context.Context) (deleted bool, err error) {
 		return false, err
 	}
 	var st, del C.int
-	if err := l.h.run(func(p *C.bg_lock) { st = C.bg_lock_retire_ex(p, c.p, &del) }); err != nil {
+	if err := l.h.run(func(p *C.bg_lock, _ *C.bg_lock_owner) { st = C.bg_lock_retire_ex(p, c.p, &del) }); err != nil {
 		c.release()
 		return false, err
 	}

@@ -55,7 +55,7 @@ func TestLockBasics(t *testing.T) {
 		t.Fatalf("HolderID %q", id)
 	}
 	if id != l.HolderID() {
-		t.Fatal("HolderID changed: the Lock's calls must all run on its holder thread")
+		t.Fatal("HolderID changed: a Lock is one owner whatever thread its calls run on")
 	}
 	if h, err := l.Held(); err != nil || h != (Hold{}) {
 		t.Fatalf("Held before: %+v %v", h, err)

@@ -23,6 +23,7 @@ type setting struct {
 	name  string // for messages: "WithPoolSize(0)"
 	id    C.int
 	isStr bool
+	isMS  bool // a time.Duration sent as milliseconds (for the range in messages)
 	i     int64
 	s     string
 	err   error // rejected before C (e.g. a NUL byte in a string)
@@ -38,7 +39,7 @@ func durationSetting(name string, id C.int, d time.Duration) setting {
 	if d > 0 && d%time.Millisecond != 0 {
 		ms++
 	}
-	return setting{name: fmt.Sprintf("%s(%v)", name, d), id: id, i: ms}
+	return setting{name: fmt.Sprintf("%s(%v)", name, d), id: id, i: ms, isMS: true}
 }
 
 func intOption(name string, id C.int, v int64) Option {
@@ -248,10 +249,27 @@ func newOptions(sets []setting) (*C.bg_options, error) {
 		}
 		if st != C.BG_OK {
 			C.bg_options_free(p)
-			return nil, newError(st, set.name+": "+Code(st).Description())
+			msg := set.name + ": " + Code(st).Description()
+			if st == C.BG_EINVAL && !set.isStr {
+				msg += optionRange(set.id, set.isMS)
+			}
+			return nil, newError(st, msg)
 		}
 	}
 	return p, nil
+}
+
+// optionRange is "; must be LO..HI" for an integer option, from the library's own table
+// (bg_options_bounds): the binding keeps no copy of the ranges.
+func optionRange(id C.int, ms bool) string {
+	var lo, hi C.int64_t
+	if C.bg_options_bounds(id, &lo, &hi) != C.BG_OK {
+		return ""
+	}
+	if ms {
+		return fmt.Sprintf("; must be %v..%v", time.Duration(lo)*time.Millisecond, time.Duration(hi)*time.Millisecond)
+	}
+	return fmt.Sprintf("; must be %d..%d", int64(lo), int64(hi))
 }
 
 // freeOptions frees what buildOptions returned (nil is fine).

@@ -202,6 +202,22 @@ func WithFallback(fn Fallback) PolicyOption {
 	return func(p *Policy) { p.fallback = fn }
 }
 
+// policyRange is "; must be LO..HI" for a setting, from the library's own table (bg_policy_bounds).
+func policyRange(id C.int, ms bool) string {
+	var lo, hi C.int64_t
+	if C.bg_policy_bounds(id, &lo, &hi) != C.BG_OK {
+		return ""
+	}
+	off := ""
+	if id == C.BG_POLICY_SNAPSHOT_INTERVAL_MS {
+		off = " (or 0: never)"
+	}
+	if ms {
+		return fmt.Sprintf("; must be %v..%v%s", time.Duration(lo)*time.Millisecond, time.Duration(hi)*time.Millisecond, off)
+	}
+	return fmt.Sprintf("; must be %d..%d%s", int64(lo), int64(hi), off)
+}
+
 // build makes the C policy; fallback is the cgo.Handle of the filter's fallback box (0: none).
 func (p *Policy) build(fallback cgo.Handle) (*C.bg_policy, error) {
 	var cp *C.bg_policy
@@ -214,7 +230,11 @@ func (p *Policy) build(fallback cgo.Handle) (*C.bg_policy, error) {
 	}
 	for _, s := range p.sets {
 		if st := C.bg_policy_set_int(cp, s.id, C.int64_t(s.i)); st != C.BG_OK {
-			return fail(newError(st, s.name+": "+Code(st).Description()))
+			msg := s.name + ": " + Code(st).Description()
+			if st == C.BG_EINVAL {
+				msg += policyRange(s.id, s.isMS)
+			}
+			return fail(newError(st, msg))
 		}
 	}
 	for _, ch := range p.chains {

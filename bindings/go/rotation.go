@@ -301,7 +301,7 @@ func (f *Filter) beginRotation(ctx context.Context, fp *C.bg_filter, o *C.bg_opt
 		return nil, err
 	}
 	var rp *C.bg_rotation
-	st := C.bg_rotation_begin_ex(&rp, fp, c.p, C.int64_t(n), C.double(fpp), C.int(strategy), o)
+	st := C.bg_rotation_begin_ex(&rp, c.p, fp, C.int64_t(n), C.double(fpp), C.int(strategy), o)
 	if st == C.BG_OK {
 		c.release()
 		return rp, nil

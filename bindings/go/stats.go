@@ -47,7 +47,7 @@ func (f *Filter) RefreshSnapshot(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	st := C.bg_filter_snapshot_refresh(p, c.p)
+	st := C.bg_filter_snapshot_refresh_ex(p, c.p)
 	return f.end(ctx, c, st)
 }
 

@@ -1,8 +1,8 @@
 """Build support for the Python binding: the cffi builder and the native (CMake) build.
 
 ``ffibuilder`` compiles ``bloomguard._bloomguard_cffi`` in cffi's out-of-line API mode against
-``include/bloomguard.h``, with the declarations of ``bloomguard/_cdef.h`` (kept in step with the
-headers by ``tests/python/test_cdef.py``).
+``include/bloomguard.h``, with a cdef generated from those very headers when it is built
+(``cdef_gen.py``; ``tests/python/test_cdef.py`` checks the result against the headers).
 
 ``build_native`` builds the C library itself with the project's own CMake build (the one source of
 truth for the source list and the per-file flags of the hashing unit): it configures
@@ -18,6 +18,7 @@ setup.py at the repository root wires both into setuptools; nothing here imports
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -32,7 +33,6 @@ from cffi import FFI
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 INCLUDE_DIR = ROOT / "include"
-CDEF_FILE = HERE / "bloomguard" / "_cdef.h"
 MODULE_NAME = "bloomguard._bloomguard_cffi"
 
 # Binding-local helpers (prefix bgpy_, not part of the C ABI; test_cdef.py tells them apart).
@@ -58,6 +58,20 @@ static void bgpy_item_ptrs(const char *blob, const size_t *lens, size_t n, const
   }
 }
 """
+
+
+def _load_cdef_gen():
+    """cdef_gen.py next to this file (loaded by path: cffi runs this file outside any package)."""
+    spec = importlib.util.spec_from_file_location("bloomguard_cdef_gen", HERE / "cdef_gen.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def cdef() -> str:
+    """The cdef of the C API, generated from include/ now (cdef_gen.generate)."""
+    return _load_cdef_gen().generate(INCLUDE_DIR)
 
 
 class BuildError(RuntimeError):
@@ -186,7 +200,7 @@ def make_ffibuilder(**link: list[str]) -> FFI:
     """A cffi builder for the extension; ``link``: extra_objects, libraries, library_dirs,
     extra_link_args (setup.py adds them in build_ext instead)."""
     builder = FFI()
-    builder.cdef(CDEF_FILE.read_text() + HELPERS_CDEF)
+    builder.cdef(cdef() + HELPERS_CDEF)
     extra_link_args = _link_args() + link.pop("extra_link_args", [])
     builder.set_source(
         MODULE_NAME,

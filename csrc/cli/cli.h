@@ -7,9 +7,9 @@
  *   rotate.c    the rotate subcommand: rotation, signals, progress bar
  *   output.c    JSON string escaping, number formatting, error reporting
  *   secret.c    what messages may show of an argument; the password from a file or $BLOOMGUARD_*
- *   demo_*.c    the demo subcommand (its own header: demo.h)
  *
- * The CLI uses only the public API (bloomguard.h) and the shared library.
+ * The CLI uses only the public API (bloomguard.h) and the shared library. output.c and secret.c
+ * (bg_cli_kit) serve bloomguard-demo (tools/demo) too.
  */
 #ifndef BG_CLI_H
 #define BG_CLI_H
@@ -29,7 +29,6 @@
 
 #define CLI_DEFAULT_URL   "redis://127.0.0.1:6379"
 #define CLI_DEFAULT_BATCH 1000
-#define CLI_MAX_BATCH     1000000
 /* expire --ttl-ms: the library's bound, 2^46 ms (bg_filter_expire) */
 #define CLI_MAX_TTL_MS    70368744177664LL
 /* A stdin batch is also flushed once its items reach this many bytes (long lines). */
@@ -84,9 +83,6 @@ int cli_cmd_rotate(const cli_opts *o, bg_filter *f);   /* rotate.c */
 /* lock_cmd.c: `bloomguard lock NAME ...`, which parses its own arguments */
 int cli_is_lock_command(int argc, char **argv);
 int cli_lock_main(int argc, char **argv);
-/* demo_main.c: `bloomguard demo ...`, which parses its own arguments */
-int cli_is_demo_command(int argc, char **argv);
-int cli_demo_main(int argc, char **argv);
 
 /* ---- items.c ------------------------------------------------------------------------ */
 /*
@@ -118,6 +114,13 @@ int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t bat
                          cli_batch_fn fn, cli_tick_fn tick, void *ud);
 
 /* ---- secret.c ---------------------------------------------------------------------- */
+/* ---- library.c ------------------------------------------------------------------------- */
+/* Parses s as a value of the integer option (BG_OPT_*) within the library's range for it
+ * (bg_options_bounds): 0, or -1 with why = "'X' is not a whole number in LO..HI". */
+int cli_option_value(int option, const char *s, int64_t *out, char *why, size_t cap);
+/* bg_client_open_ex with a call of its own: the failure's message goes to err ("" on success). */
+int cli_client_open(bg_client **out, const char *url, const bg_options *opts, char *err, size_t cap);
+
 /* Records argv, so cli_shown can name an argument by its position. */
 void cli_set_args(int argc, char **argv);
 /* How a message may show the argument arg (or a value inside one, after '='): quoted when it

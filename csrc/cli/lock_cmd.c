@@ -164,7 +164,7 @@ int cli_lock_main(int argc, char **argv) {
     if (!strcmp(a, "--tls-no-verify")) { tls_no_verify = 1; continue; }
     if (!strcmp(a, "--no-renew")) { renew = 0; hold_opt = a; continue; }
     const char *eq = strchr(a, '=');
-    char opt[32];
+    char opt[32], range[160];
     size_t n = eq ? (size_t)(eq - a) : strlen(a);
     if (n >= sizeof opt) return lock_usage("unknown option %s", cli_shown(a));
     memcpy(opt, a, n);
@@ -183,14 +183,15 @@ int cli_lock_main(int argc, char **argv) {
     if (!strcmp(opt, "--url")) url = val;
     else if (!strcmp(opt, "--password-file")) password_file = val;
     else if (!strcmp(opt, "--mode")) mode_s = val;
-    else if (!strcmp(opt, "--timeout-ms") && num(val, 1, 3600000, &timeout_ms))
-      return lock_usage("--timeout-ms: %s is not in 1..3600000", cli_shown(val));
+    else if (!strcmp(opt, "--timeout-ms") && cli_option_value(BG_OPT_COMMAND_TIMEOUT_MS, val, &timeout_ms, range,
+                                                              sizeof range))
+      return lock_usage("--timeout-ms: %s", range);
     else if (!strcmp(opt, "--wait-ms") && num(val, 0, 3600000, &wait_ms))
       return lock_usage("--wait-ms: %s is not in 0..3600000", cli_shown(val));
     else if (!strcmp(opt, "--hold-ms") && num(val, 0, INT64_MAX / 2, &hold_ms))
       return lock_usage("--hold-ms: %s is not a number of milliseconds", cli_shown(val));
-    else if (!strcmp(opt, "--lease-ms") && num(val, 30, 3600000, &lease_ms))
-      return lock_usage("--lease-ms: %s is not in 30..3600000", cli_shown(val));
+    else if (!strcmp(opt, "--lease-ms") && cli_option_value(BG_OPT_LOCK_LEASE_MS, val, &lease_ms, range, sizeof range))
+      return lock_usage("--lease-ms: %s", range);
   }
   int retiring = name2 != NULL;
   if (retiring) {
@@ -203,40 +204,46 @@ int cli_lock_main(int argc, char **argv) {
   else if (!strcmp(mode_s, "write")) mode = BG_LOCK_WRITE;
   else return lock_usage("--mode: %s is not exclusive, read or write", cli_shown(mode_s));
 
-  bg_options *opts = NULL;
+  /* two objects: bg_client_open refuses lock options and bg_lock_open client ones (options.h) */
+  bg_options *opts = NULL, *lock_opts = NULL;
   bg_client *client = NULL;
   bg_lock *l = NULL;
   char err[1024] = "";
   int st = bg_options_new(&opts);
+  if (st == BG_OK) st = bg_options_new(&lock_opts);
   if (st == BG_OK && timeout_ms) st = bg_options_set_int(opts, BG_OPT_CONNECT_TIMEOUT_MS, timeout_ms);
   if (st == BG_OK && timeout_ms) st = bg_options_set_int(opts, BG_OPT_COMMAND_TIMEOUT_MS, timeout_ms);
-  if (st == BG_OK && lease_ms) st = bg_options_set_int(opts, BG_OPT_LOCK_LEASE_MS, lease_ms);
-  if (st == BG_OK) st = bg_options_set_int(opts, BG_OPT_LOCK_RENEW, renew);
+  if (st == BG_OK && lease_ms) st = bg_options_set_int(lock_opts, BG_OPT_LOCK_LEASE_MS, lease_ms);
+  if (st == BG_OK) st = bg_options_set_int(lock_opts, BG_OPT_LOCK_RENEW, renew);
   if (st == BG_OK) st = bg_options_set_str(opts, BG_OPT_CLIENT_NAME, "bloomguard-cli");
   for (int k = 0; k < 5 && st == BG_OK; k++)
     if (tls[k]) st = bg_options_set_str(opts, tls_opts[k], tls[k]);
   if (st == BG_OK && tls_no_verify) st = bg_options_set_int(opts, BG_OPT_TLS_VERIFY, 0);
   if (st != BG_OK) {
     bg_options_free(opts);
+    bg_options_free(lock_opts);
     return cli_fail("lock", st, "a --tls-* option was rejected by the library");
   }
   if (st == BG_OK && cli_password_load(password_file) != CLI_EXIT_OK) {
     bg_options_free(opts);
+    bg_options_free(lock_opts);
     return CLI_EXIT_ERROR;
   }
   if (st == BG_OK && cli_password()) st = bg_options_set_str(opts, BG_OPT_PASSWORD, cli_password());
   cli_password_clear(); /* the options hold their own copy */
   if (st != BG_OK) {
     bg_options_free(opts);
+    bg_options_free(lock_opts);
     return cli_fail("lock", st, "options rejected by the library");
   }
-  st = bg_client_open_ex(&client, url, opts, err, sizeof err);
+  st = cli_client_open(&client, url, opts, err, sizeof err);
+  bg_options_free(opts);
   if (st != BG_OK) {
-    bg_options_free(opts);
+    bg_options_free(lock_opts);
     return cli_fail("lock", st, err);
   }
-  st = bg_lock_open(&l, client, name, opts);
-  bg_options_free(opts);
+  st = bg_lock_open(&l, client, name, lock_opts);
+  bg_options_free(lock_opts);
   if (st != BG_OK) {
     bg_client_errmsg_copy(client, err, sizeof err);
     bg_client_close(client);

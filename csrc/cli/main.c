@@ -96,7 +96,7 @@ static const command commands[] = {
    "                     if this process dies, another rotation can start after it\n"
    "  --staging-ttl-ms MS  time to live of the staging keys (default 300000)\n"
    "  --threads N        hashing threads (default: the online CPUs - 1, at least 1)\n"
-   "  --chunk-bytes N    upload chunk in bytes, 4096..67108864 (default 1048576)\n"
+   "  --chunk-bytes N    upload chunk in bytes (default 1048576)\n"
    "  --batch N          items read per batch (default 262144); naive: items per round trip\n"
    "                     (default 1000)\n"
    "On a terminal, a progress bar on stderr shows the phase, items, items/s, bytes uploaded\n"
@@ -168,7 +168,6 @@ static void usage_all(FILE *out) {
   for (size_t i = 0; i < NCOMMANDS; i++) fprintf(out, "  %s\n", commands[i].synopsis);
   fputs("  lock NAME [--mode exclusive|read|write] [--wait-ms MS] [--hold-ms MS]   (bloomguard lock --help)\n", out);
   fputs("  lock retire NAME   (deletes the name's fencing-token counter when the lock is free)\n", out);
-  fputs("  demo [--items N] [--seconds S] [--url URL] ...   (bloomguard demo --help)\n", out);
   fputc('\n', out);
   fputs(global_help, out);
   fputc('\n', out);
@@ -236,6 +235,7 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
   const command *cmd = NULL;
   int help = 0, stdin_dash = 0, end_of_opts = 0;
   unsigned seen = 0;
+  char why[160];
   char **pos = malloc((size_t)argc * sizeof *pos);
   size_t npos = 0;
   if (!pos) {
@@ -297,15 +297,16 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
     }
     if ((r = take_value(argc, argv, &i, "--timeout-ms", &val)) != 0) {
       if (r < 0) FAIL("option %s needs a value", a);
-      if (parse_i64(val, 1, 3600000, &o->timeout_ms) != 0)
-        FAIL("--timeout-ms: %s is not a number of milliseconds in 1..3600000", cli_shown(val));
+      /* connect and command timeout both: their ranges are one (bg_options_bounds) */
+      if (cli_option_value(BG_OPT_COMMAND_TIMEOUT_MS, val, &o->timeout_ms, why, sizeof why) != 0)
+        FAIL("--timeout-ms: %s (milliseconds)", why);
       continue;
     }
     if ((r = take_value(argc, argv, &i, "--batch", &val)) != 0) {
       int64_t b;
       if (r < 0) FAIL("option %s needs a value", a);
-      if (parse_i64(val, 1, CLI_MAX_BATCH, &b) != 0)
-        FAIL("--batch: %s is not a number in 1..1000000", cli_shown(val));
+      /* the rotation's BG_OPT_ROTATE_BATCH range; add and contains batch within the same */
+      if (cli_option_value(BG_OPT_ROTATE_BATCH, val, &b, why, sizeof why) != 0) FAIL("--batch: %s", why);
       o->batch = (size_t)b;
       o->have_batch = 1;
       seen |= OPT_BATCH;
@@ -328,20 +329,20 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       continue;
     }
     {
-      /* the rotation's integer options, checked against the library's ranges */
+      /* the rotation's integer options, checked against the library's ranges (bg_options_bounds) */
       static const struct {
         const char *opt;
         unsigned bit;
-        int64_t min, max;
+        int option;   /* BG_OPT_ROTATE_* */
         size_t off;
-        const char *what;
+        const char *unit;
       } ints[] = {
-        {"--lease-ms", OPT_LEASE, 100, 3600000, offsetof(cli_opts, lease_ms), "milliseconds in 100..3600000"},
-        {"--wait-ms", OPT_WAIT, 0, 3600000, offsetof(cli_opts, wait_ms), "milliseconds in 0..3600000"},
-        {"--threads", OPT_THREADS, 1, 256, offsetof(cli_opts, threads), "number in 1..256"},
-        {"--chunk-bytes", OPT_CHUNK, 4096, 67108864, offsetof(cli_opts, chunk_bytes), "number in 4096..67108864"},
-        {"--staging-ttl-ms", OPT_STAGING, 1000, 86400000, offsetof(cli_opts, staging_ttl_ms),
-         "milliseconds in 1000..86400000"},
+        {"--lease-ms", OPT_LEASE, BG_OPT_ROTATE_LEASE_MS, offsetof(cli_opts, lease_ms), " (milliseconds)"},
+        {"--wait-ms", OPT_WAIT, BG_OPT_ROTATE_WAIT_MS, offsetof(cli_opts, wait_ms), " (milliseconds)"},
+        {"--threads", OPT_THREADS, BG_OPT_ROTATE_THREADS, offsetof(cli_opts, threads), ""},
+        {"--chunk-bytes", OPT_CHUNK, BG_OPT_ROTATE_CHUNK_BYTES, offsetof(cli_opts, chunk_bytes), " (bytes)"},
+        {"--staging-ttl-ms", OPT_STAGING, BG_OPT_ROTATE_STAGING_TTL_MS, offsetof(cli_opts, staging_ttl_ms),
+         " (milliseconds)"},
       };
       size_t k;
       for (k = 0; k < sizeof ints / sizeof ints[0]; k++)
@@ -349,8 +350,8 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       if (k < sizeof ints / sizeof ints[0]) {
         char msg[256];
         if (r < 0) FAIL("option %s needs a value", a);
-        if (parse_i64(val, ints[k].min, ints[k].max, (int64_t *)((char *)o + ints[k].off)) != 0) {
-          snprintf(msg, sizeof msg, "%s: %s is not a %s", ints[k].opt, cli_shown(val), ints[k].what);
+        if (cli_option_value(ints[k].option, val, (int64_t *)((char *)o + ints[k].off), why, sizeof why) != 0) {
+          snprintf(msg, sizeof msg, "%s: %s%s", ints[k].opt, why, ints[k].unit);
           FAIL("%s", msg);
         }
         if (ints[k].bit == OPT_WAIT) o->have_wait = 1;
@@ -481,10 +482,8 @@ static int connect_client(const cli_opts *o, bg_client **out) {
     bg_options_free(opts);
     return cli_fail(o->cmd, st, "the password was rejected by the library");
   }
-  err[0] = '\0';
-  st = bg_client_open_ex(out, o->url, opts, err, sizeof err);
+  st = cli_client_open(out, o->url, opts, err, sizeof err);
   bg_options_free(opts);
-  err[sizeof err - 1] = '\0';
   if (st != BG_OK) return cli_fail(o->cmd, st, err);
   return CLI_EXIT_OK;
 }
@@ -494,7 +493,6 @@ int main(int argc, char **argv) {
   const command *cmd = NULL;
   cli_set_args(argc, argv);
   if (cli_is_lock_command(argc, argv)) return cli_finish_stdout(cli_lock_main(argc, argv)); /* lock_cmd.c */
-  if (cli_is_demo_command(argc, argv)) return cli_finish_stdout(cli_demo_main(argc, argv)); /* demo_main.c */
   int rc = parse(argc, argv, &o, &cmd);
   if (rc >= 0) return cli_finish_stdout(rc);
 

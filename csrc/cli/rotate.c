@@ -268,7 +268,7 @@ static int begin(rot_state *s, bg_options *opts, bg_call *call) {
     s->phase = PHASE_WAITING;
     bar_draw(s, 1);
   }
-  return bg_rotation_begin_ex(&s->r, s->f, call, o->expected, o->fpp, o->strategy, opts);
+  return bg_rotation_begin_ex(&s->r, call, s->f, o->expected, o->fpp, o->strategy, opts);
 }
 
 static void print_summary(const rot_state *s, uint64_t items, uint64_t bytes, uint64_t us) {

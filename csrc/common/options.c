@@ -1,33 +1,100 @@
 #include "common/options.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bloomguard/errors.h"
 
+/*
+ * The one table of options: what bg_options_set_int / _set_str accept, bg_options_bounds answers,
+ * the defaults, and which consumer reads each (bgi_options_check). A new option is one row here
+ * (and its field in struct bg_options); rows may come in any order.
+ */
+#define INT_OPT(id, consumer, lo, hi, def, field) {id, #id, consumer, 0, lo, hi, def, offsetof(struct bg_options, field)}
+#define STR_OPT(id, consumer, field) {id, #id, consumer, 1, 0, 0, 0, offsetof(struct bg_options, field)}
+
+typedef struct opt_spec {
+  int id;
+  const char *name;   /* "BG_OPT_POOL_SIZE" */
+  int consumer;       /* BGI_OPT_* */
+  int is_str;
+  int64_t lo, hi;     /* integer options: the accepted range */
+  int64_t def;        /* integer options: the default (may lie outside the range: "take the URL's") */
+  size_t offset;      /* of the int64_t or char * in struct bg_options */
+} opt_spec;
+
+static const opt_spec specs[] = {
+  INT_OPT(BG_OPT_CONNECT_TIMEOUT_MS, BGI_OPT_CLIENT, 1, 3600000, 2000, connect_timeout_ms),
+  INT_OPT(BG_OPT_COMMAND_TIMEOUT_MS, BGI_OPT_CLIENT, 1, 3600000, 1000, command_timeout_ms),
+  INT_OPT(BG_OPT_POOL_SIZE, BGI_OPT_CLIENT, 1, 1024, 4, pool_size),
+  INT_OPT(BG_OPT_DB, BGI_OPT_CLIENT, 0, 1000000, -1, db),
+  INT_OPT(BG_OPT_CONFIG_RETRIES, BGI_OPT_CLIENT, 0, 100, 5, config_retries),
+  INT_OPT(BG_OPT_WRITE_LOCK_WAIT_MS, BGI_OPT_CLIENT, 0, 3600000, 100, lock_wait_ms),
+  INT_OPT(BG_OPT_TRACKING, BGI_OPT_CLIENT, 0, 1, 1, tracking),
+  INT_OPT(BG_OPT_CLUSTER, BGI_OPT_CLIENT, BG_CLUSTER_OFF, BG_CLUSTER_AUTO, BG_CLUSTER_AUTO, cluster),
+  INT_OPT(BG_OPT_WAIT_REPLICAS, BGI_OPT_CLIENT, 0, 64, 0, wait_replicas),
+  INT_OPT(BG_OPT_WAIT_TIMEOUT_MS, BGI_OPT_CLIENT, 1, 3600000, 1000, wait_timeout_ms),
+  INT_OPT(BG_OPT_TLS_VERIFY, BGI_OPT_CLIENT, 0, 1, 1, tls_verify),
+  INT_OPT(BG_OPT_ROTATE_LEASE_MS, BGI_OPT_ROTATION, 100, 3600000, 30000, rotate_lease_ms),
+  INT_OPT(BG_OPT_ROTATE_WAIT_MS, BGI_OPT_ROTATION, 0, 3600000, 0, rotate_wait_ms),
+  INT_OPT(BG_OPT_ROTATE_STAGING_TTL_MS, BGI_OPT_ROTATION, 1000, 86400000, 300000, rotate_staging_ttl_ms),
+  /* default 0: the online CPUs - 1, at least 1 (bg_rotation_begin) */
+  INT_OPT(BG_OPT_ROTATE_THREADS, BGI_OPT_ROTATION, 1, 256, 0, rotate_threads),
+  INT_OPT(BG_OPT_ROTATE_CHUNK_BYTES, BGI_OPT_ROTATION, 4096, 67108864, 1 << 20, rotate_chunk_bytes),
+  INT_OPT(BG_OPT_ROTATE_BATCH, BGI_OPT_ROTATION, 1, 1000000, 1000, rotate_batch),
+  INT_OPT(BG_OPT_ROTATE_NICE, BGI_OPT_ROTATION, 0, 19, 10, rotate_nice),
+  INT_OPT(BG_OPT_LOCK_LEASE_MS, BGI_OPT_LOCK, 30, 3600000, 30000, lock_lease_ms),
+  INT_OPT(BG_OPT_LOCK_RENEW, BGI_OPT_LOCK, 0, 1, 1, lock_renew),
+  INT_OPT(BG_OPT_LOCK_SUBSCRIBE, BGI_OPT_LOCK, 0, 1, 1, lock_subscribe),
+  INT_OPT(BG_OPT_LOCK_POLL_MAX_MS, BGI_OPT_LOCK, 1, 60000, 100, lock_poll_max_ms),
+  STR_OPT(BG_OPT_USERNAME, BGI_OPT_CLIENT, username),
+  STR_OPT(BG_OPT_PASSWORD, BGI_OPT_CLIENT, password),
+  STR_OPT(BG_OPT_CLIENT_NAME, BGI_OPT_CLIENT, client_name),
+  STR_OPT(BG_OPT_SENTINEL_USERNAME, BGI_OPT_CLIENT, sentinel_username),
+  STR_OPT(BG_OPT_SENTINEL_PASSWORD, BGI_OPT_CLIENT, sentinel_password),
+  STR_OPT(BG_OPT_TLS_CA_FILE, BGI_OPT_CLIENT, tls_ca_file),
+  STR_OPT(BG_OPT_TLS_CA_DIR, BGI_OPT_CLIENT, tls_ca_dir),
+  STR_OPT(BG_OPT_TLS_CERT_FILE, BGI_OPT_CLIENT, tls_cert_file),
+  STR_OPT(BG_OPT_TLS_KEY_FILE, BGI_OPT_CLIENT, tls_key_file),
+  STR_OPT(BG_OPT_TLS_SERVER_NAME, BGI_OPT_CLIENT, tls_server_name),
+};
+#define NSPECS (sizeof specs / sizeof specs[0])
+_Static_assert(NSPECS <= 64, "struct bg_options.set has one bit per row of the option table");
+
+static const opt_spec *find_spec(int id) {
+  for (size_t i = 0; i < NSPECS; i++)
+    if (specs[i].id == id) return &specs[i];
+  return NULL;
+}
+
+static int64_t *int_slot(struct bg_options *o, const opt_spec *s) { return (int64_t *)((char *)o + s->offset); }
+static char **str_slot(struct bg_options *o, const opt_spec *s) { return (char **)((char *)o + s->offset); }
+static uint64_t bit(const opt_spec *s) { return 1ull << (size_t)(s - specs); }
+
+static const char *consumer_what(int consumer) {
+  switch (consumer) {
+    case BGI_OPT_CLIENT: return "a client option (bg_client_open)";
+    case BGI_OPT_ROTATION: return "a rotation option (bg_rotation_begin)";
+    default: return "a lock option (bg_lock_open)";
+  }
+}
+
+int bgi_options_check(const struct bg_options *o, int consumer, bgi_err *err) {
+  if (!o) return BG_OK;
+  for (size_t i = 0; i < NSPECS; i++) {
+    if (!(o->set & (1ull << i)) || specs[i].consumer == consumer) continue;
+    /* an option the consumer never reads was a mistake of the caller's (issue 16): say where it goes */
+    return bgi_err_set(err, BG_ENOTSUP, "%s is %s, not %s", specs[i].name, consumer_what(specs[i].consumer),
+                       consumer_what(consumer));
+  }
+  return BG_OK;
+}
+
 void bgi_options_defaults(struct bg_options *o) {
   memset(o, 0, sizeof *o);
-  o->connect_timeout_ms = 2000;
-  o->command_timeout_ms = 1000;
-  o->pool_size = 4;
-  o->db = -1;
-  o->config_retries = 5;
-  o->lock_wait_ms = 100;
-  o->tracking = 1;
-  o->cluster = BG_CLUSTER_AUTO;
-  o->wait_timeout_ms = 1000;
-  o->tls_verify = 1;
-  o->rotate_lease_ms = 30000;
-  o->rotate_wait_ms = 0;
-  o->rotate_staging_ttl_ms = 300000;
-  o->rotate_threads = 0;
-  o->rotate_nice = 10;
-  o->rotate_chunk_bytes = 1 << 20;
-  o->rotate_batch = 1000;
-  o->lock_lease_ms = 30000;
-  o->lock_renew = 1;
-  o->lock_subscribe = 1;
-  o->lock_poll_max_ms = 100;
+  for (size_t i = 0; i < NSPECS; i++)
+    if (!specs[i].is_str) *int_slot(o, &specs[i]) = specs[i].def;
 }
 
 static void free_secret(char *s) {
@@ -93,71 +160,41 @@ BG_API void bg_options_free(bg_options *o) {
   free(o);
 }
 
-static int in_range(int64_t v, int64_t lo, int64_t hi) { return v >= lo && v <= hi; }
-
-static int set_ranged(int64_t *slot, int64_t v, int64_t lo, int64_t hi) {
-  if (!in_range(v, lo, hi)) return BG_EINVAL;
-  *slot = v;
+BG_API int bg_options_bounds(int option, int64_t *lo, int64_t *hi) {
+  const opt_spec *s = find_spec(option);
+  if (!s || s->is_str) return BG_ENOTSUP;
+  if (lo) *lo = s->lo;
+  if (hi) *hi = s->hi;
   return BG_OK;
 }
 
 BG_API int bg_options_set_int(bg_options *o, int option, int64_t v) {
+  const opt_spec *s = find_spec(option);
   if (!o) return BG_EINVAL;
-  switch (option) {
-    case BG_OPT_CONNECT_TIMEOUT_MS: return set_ranged(&o->connect_timeout_ms, v, 1, 3600000);
-    case BG_OPT_COMMAND_TIMEOUT_MS: return set_ranged(&o->command_timeout_ms, v, 1, 3600000);
-    case BG_OPT_POOL_SIZE: return set_ranged(&o->pool_size, v, 1, 1024);
-    case BG_OPT_DB: return set_ranged(&o->db, v, 0, 1000000);
-    case BG_OPT_CONFIG_RETRIES: return set_ranged(&o->config_retries, v, 0, 100);
-    case BG_OPT_WRITE_LOCK_WAIT_MS: return set_ranged(&o->lock_wait_ms, v, 0, 3600000);
-    case BG_OPT_TRACKING: return set_ranged(&o->tracking, v, 0, 1);
-    case BG_OPT_CLUSTER: return set_ranged(&o->cluster, v, BG_CLUSTER_OFF, BG_CLUSTER_AUTO);
-    case BG_OPT_WAIT_REPLICAS: return set_ranged(&o->wait_replicas, v, 0, 64);
-    case BG_OPT_WAIT_TIMEOUT_MS: return set_ranged(&o->wait_timeout_ms, v, 1, 3600000);
-    case BG_OPT_TLS_VERIFY: return set_ranged(&o->tls_verify, v, 0, 1);
-    case BG_OPT_ROTATE_LEASE_MS: return set_ranged(&o->rotate_lease_ms, v, 100, 3600000);
-    case BG_OPT_ROTATE_WAIT_MS: return set_ranged(&o->rotate_wait_ms, v, 0, 3600000);
-    case BG_OPT_ROTATE_STAGING_TTL_MS: return set_ranged(&o->rotate_staging_ttl_ms, v, 1000, 86400000);
-    case BG_OPT_ROTATE_THREADS: return set_ranged(&o->rotate_threads, v, 1, 256);
-    case BG_OPT_ROTATE_CHUNK_BYTES: return set_ranged(&o->rotate_chunk_bytes, v, 4096, 67108864);
-    case BG_OPT_ROTATE_BATCH: return set_ranged(&o->rotate_batch, v, 1, 1000000);
-    case BG_OPT_ROTATE_NICE: return set_ranged(&o->rotate_nice, v, 0, 19);
-    case BG_OPT_LOCK_LEASE_MS: return set_ranged(&o->lock_lease_ms, v, 30, 3600000);
-    case BG_OPT_LOCK_RENEW: return set_ranged(&o->lock_renew, v, 0, 1);
-    case BG_OPT_LOCK_SUBSCRIBE: return set_ranged(&o->lock_subscribe, v, 0, 1);
-    case BG_OPT_LOCK_POLL_MAX_MS: return set_ranged(&o->lock_poll_max_ms, v, 1, 60000);
-    default:
-      return BG_ENOTSUP;
-  }
+  if (!s || s->is_str) return BG_ENOTSUP;
+  if (v < s->lo || v > s->hi) return BG_EINVAL;
+  *int_slot(o, s) = v;
+  o->set |= bit(s);
+  return BG_OK;
 }
 
 BG_API int bg_options_set_str(bg_options *o, int option, const char *v) {
-  char **slot;
-  char *copy = NULL;
+  const opt_spec *s = find_spec(option);
+  char **slot, *copy = NULL;
   if (!o) return BG_EINVAL;
-  switch (option) {
-    case BG_OPT_USERNAME: slot = &o->username; break;
-    case BG_OPT_PASSWORD: slot = &o->password; break;
-    case BG_OPT_SENTINEL_USERNAME: slot = &o->sentinel_username; break;
-    case BG_OPT_SENTINEL_PASSWORD: slot = &o->sentinel_password; break;
-    case BG_OPT_TLS_CA_FILE: slot = &o->tls_ca_file; break;
-    case BG_OPT_TLS_CA_DIR: slot = &o->tls_ca_dir; break;
-    case BG_OPT_TLS_CERT_FILE: slot = &o->tls_cert_file; break;
-    case BG_OPT_TLS_KEY_FILE: slot = &o->tls_key_file; break;
-    case BG_OPT_TLS_SERVER_NAME: slot = &o->tls_server_name; break;
-    case BG_OPT_CLIENT_NAME:
-      /* CLIENT SETNAME refuses spaces and newlines; catch it here with a clear status */
-      if (v && (strpbrk(v, " \r\n") || !*v)) return BG_EINVAL;
-      slot = &o->client_name;
-      break;
-    default: return BG_ENOTSUP;
-  }
+  if (!s || !s->is_str) return BG_ENOTSUP;
+  /* CLIENT SETNAME refuses spaces and newlines; catch it here with a clear status */
+  if (option == BG_OPT_CLIENT_NAME && v && (strpbrk(v, " \r\n") || !*v)) return BG_EINVAL;
   /* an empty string is the option unset (for a user or password, the URL's then applies: Redis
    * refuses AUTH with ""; an empty file name names no file) */
   if (v && !*v) v = NULL;
   if (v && !(copy = strdup(v))) return BG_ENOMEM;
-  if (slot == &o->password || slot == &o->sentinel_password) free_secret(*slot);
+  slot = str_slot(o, s);
+  if (option == BG_OPT_PASSWORD || option == BG_OPT_SENTINEL_PASSWORD) free_secret(*slot);
   else free(*slot);
   *slot = copy;
+  /* back to the default (NULL, "") is no longer an explicit setting */
+  if (copy) o->set |= bit(s);
+  else o->set &= ~bit(s);
   return BG_OK;
 }

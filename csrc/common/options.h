@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "bloomguard/options.h"
+#include "common/err.h"
 
 struct bg_options {
   int64_t connect_timeout_ms;
@@ -35,7 +36,20 @@ struct bg_options {
   char *sentinel_username; /* NULL: none (sentinels have credentials of their own) */
   char *sentinel_password;
   char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file, *tls_server_name;   /* NULL: unset */
+  uint64_t set;            /* bit i: row i of the option table (options.c) was set explicitly */
 };
+
+/* Who reads an option: each consumer refuses an explicitly set option of another (BG_ENOTSUP). */
+#define BGI_OPT_CLIENT    1  /* bg_client_open */
+#define BGI_OPT_ROTATION  2  /* bg_rotation_begin */
+#define BGI_OPT_LOCK      3  /* bg_lock_open, bg_lock_open_filter */
+
+/*
+ * BG_OK when every option set explicitly in o (NULL: none) is one of consumer's (BGI_OPT_*), else
+ * BG_ENOTSUP on err naming the first foreign one and where it belongs, e.g.
+ * "BG_OPT_ROTATE_LEASE_MS is a rotation option (bg_rotation_begin), not a client option (bg_client_open)".
+ */
+int bgi_options_check(const struct bg_options *o, int consumer, bgi_err *err);
 
 void bgi_options_defaults(struct bg_options *o);
 /* Deep copy; src may be NULL (defaults). Returns BG_OK or BG_ENOMEM. */

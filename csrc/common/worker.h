@@ -1,7 +1,7 @@
 /*
  * Internal: a periodic worker - one background thread that runs a round of work, waits, and runs
- * the next, until stopped. The rotation lease keeper, the lock renewer and the snapshot refresher
- * are each one.
+ * the next, until stopped. The rotation lease keeper and the snapshot refresher are each one (the
+ * lock renewer is not: it is one thread for the whole process over a list of handles, lock/renew.c).
  *
  * The round decides the wait before the next one: a number of ms (0: at once), BGI_WORKER_IDLE
  * (until bgi_worker_wake), or BGI_WORKER_EXIT (the thread ends; bgi_worker_stop still joins it).

@@ -149,9 +149,9 @@ BG_API int bg_filter_add_many_ex(bg_filter *f, bg_call *call, const void *const 
                                  size_t n, size_t *added) {
   bgi_err err = {0};
   if (!f) return bgi_call_null_handle(call, "filter");
-  /* added is optional: check the items only; the policy (policy/guard.c) may retry */
+  /* added is optional: check the items only; the policy (filter/guarded.c) may retry */
   if (bgi_check_items("add", items, lens, n, lens, &err) == BG_OK)
-    BGI_WITH_CALL(call, err.status = bgi_guard_add(f, bgi_call_deadline(call), items, lens, n, added, &err));
+    BGI_WITH_CALL(call, err.status = bgi_filter_guarded_add(f, bgi_call_deadline(call), items, lens, n, added, &err));
   return bgi_filter_finish(f, call, &err);
 }
 
@@ -160,9 +160,13 @@ BG_API int bg_filter_add_many(bg_filter *f, const void *const *items, const size
   return bg_filter_add_many_ex(f, NULL, items, lens, n, added);
 }
 
-BG_API int bg_filter_add(bg_filter *f, const void *item, size_t len, int *added) {
+BG_API int bg_filter_add_ex(bg_filter *f, bg_call *call, const void *item, size_t len, int *added) {
   size_t n = 0;
-  int st = bg_filter_add_many_ex(f, NULL, &item, &len, 1, &n);
+  int st = bg_filter_add_many_ex(f, call, &item, &len, 1, &n);
   if (added) *added = st == BG_OK && n > 0;
   return st;
+}
+
+BG_API int bg_filter_add(bg_filter *f, const void *item, size_t len, int *added) {
+  return bg_filter_add_ex(f, NULL, item, len, added);
 }

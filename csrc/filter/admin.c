@@ -68,19 +68,22 @@ static int parse_init(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   return st;
 }
 
+int bgi_filter_init(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int *created,
+                    bgi_err *err) {
+  initer in = {.f = f, .n = expected_insertions};
+  char why[256];
+  if (bgi_params(expected_insertions, fpp, &in.size, &in.k, why, sizeof why) != BG_OK)
+    return bgi_err_set(err, BG_EBADPARAMS, "init: %s", why);
+  bgi_format_java_double(fpp, in.fpp, sizeof in.fpp);
+  int st = bgi_client_call_script(f->client, f->slot, deadline_ns, &in.run, "init", build_init, parse_init, &in, err);
+  if (st == BG_OK && created) *created = in.created;
+  return st;
+}
+
 BG_API int bg_filter_init_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp, int *created) {
   bgi_err err = {0};
-  initer in = {.f = f, .n = expected_insertions};
   if (!f) return bgi_call_null_handle(call, "filter");
-  char why[256];
-  if (bgi_params(expected_insertions, fpp, &in.size, &in.k, why, sizeof why) != BG_OK) {
-    bgi_err_set(&err, BG_EBADPARAMS, "init: %s", why);
-    return bgi_filter_finish(f, call, &err);
-  }
-  bgi_format_java_double(fpp, in.fpp, sizeof in.fpp);
-  BGI_WITH_CALL(call, err.status = bgi_client_call_script(f->client, f->slot, bgi_call_deadline(call), &in.run, "init",
-                                                          build_init, parse_init, &in, &err));
-  if (err.status == BG_OK && created) *created = in.created;
+  BGI_WITH_CALL(call, err.status = bgi_filter_init(f, bgi_call_deadline(call), expected_insertions, fpp, created, &err));
   return bgi_filter_finish(f, call, &err);
 }
 
@@ -287,20 +290,30 @@ static int parse_keyop(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
   return BG_OK;
 }
 
+static int keyop_run(bg_filter *f, uint64_t deadline_ns, keyop *op, int *result, bgi_err *err) {
+  int st = bgi_client_call(f->client, f->slot, deadline_ns, build_keyop, parse_keyop, op, err);
+  if (st == BG_OK && result) *result = op->result;
+  return st;
+}
+
 static int run_keyop(bg_filter *f, bg_call *call, keyop *op, int *result) {
   bgi_err err = {0};
-  BGI_WITH_CALL(call, err.status = bgi_client_call(f->client, f->slot, bgi_call_deadline(call), build_keyop,
-                                                   parse_keyop, op, &err));
-  if (err.status == BG_OK && result) *result = op->result;
+  BGI_WITH_CALL(call, err.status = keyop_run(f, bgi_call_deadline(call), op, result, &err));
   return bgi_filter_finish(f, call, &err);
 }
 
-BG_API int bg_filter_delete_ex(bg_filter *f, bg_call *call, int *deleted) {
+int bgi_filter_delete(bg_filter *f, uint64_t deadline_ns, int *deleted, bgi_err *err) {
   keyop op = {.f = f, .cmd = "DEL"};
-  if (!f) return bgi_call_null_handle(call, "filter");
-  int st = run_keyop(f, call, &op, deleted);
+  int st = keyop_run(f, deadline_ns, &op, deleted, err);
   if (st == BG_OK) atomic_store(&f->cfg, 0);
   return st;
+}
+
+BG_API int bg_filter_delete_ex(bg_filter *f, bg_call *call, int *deleted) {
+  bgi_err err = {0};
+  if (!f) return bgi_call_null_handle(call, "filter");
+  BGI_WITH_CALL(call, err.status = bgi_filter_delete(f, bgi_call_deadline(call), deleted, &err));
+  return bgi_filter_finish(f, call, &err);
 }
 
 /*

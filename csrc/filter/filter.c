@@ -31,7 +31,7 @@ static int name_keys(bg_filter *f, const char *name) {
   return BG_OK;
 }
 
-BG_API int bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg_call *call) {
+BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const char *name) {
   bgi_err err = {0};
   bg_filter *f;
   if (!out) return bgi_call_null_handle(call, "out");
@@ -68,6 +68,9 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg
   atomic_init(&f->next_cfg, 0);
   bgi_errslot_init(&f->err);
   bgi_guard_init(&f->guard);
+  /* the engine refreshes its snapshot through the filter's consistent download (download.c) */
+  bgi_guard_set_source(&f->guard, bgi_filter_download, f);
+  bgi_filter_stats_init(&f->stats);
   bgi_client_ref(c);
   f->client = c;
   *out = f;
@@ -76,7 +79,7 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg
 }
 
 BG_API int bg_filter_open(bg_filter **out, bg_client *c, const char *name) {
-  return bg_filter_open_ex(out, c, name, NULL);
+  return bg_filter_open_ex(out, NULL, c, name);
 }
 
 BG_API void bg_filter_close(bg_filter *f) {
@@ -90,13 +93,23 @@ BG_API void bg_filter_close(bg_filter *f) {
 
 BG_API const char *bg_filter_name(const bg_filter *f) { return f ? f->name.s : NULL; }
 
-BG_API int bg_filter_node(bg_filter *f, char *buf, size_t cap, int32_t *slot) {
-  if (!f || (!buf && cap)) return BG_EINVAL;
+BG_API int bg_filter_node_ex(bg_filter *f, bg_call *call, char *buf, size_t cap, int32_t *slot) {
+  bgi_err err = {0};
+  if (!f) return bgi_call_null_handle(call, "filter");
+  if (!buf && cap) {
+    bgi_err_set(&err, BG_EINVAL, "filter node: buf must not be NULL when cap is not 0");
+    return bgi_call_finish(call, &f->err, &err, BG_SOURCE_NONE);
+  }
   char addr[300];
   bgi_client_node_addr(f->client, f->slot, addr, sizeof addr);
   if (cap) snprintf(buf, cap, "%s", addr);
   if (slot) *slot = f->slot;
-  return addr[0] ? BG_OK : bgi_errslot_set(&f->err, BG_ESERVER, "no master of the cluster serves slot %d now", f->slot);
+  if (!addr[0]) bgi_err_set(&err, BG_ESERVER, "no master of the cluster serves slot %d now", f->slot);
+  return bgi_call_finish(call, &f->err, &err, BG_SOURCE_NONE);
+}
+
+BG_API int bg_filter_node(bg_filter *f, char *buf, size_t cap, int32_t *slot) {
+  return bg_filter_node_ex(f, NULL, buf, cap, slot);
 }
 
 BG_API const char *bg_filter_errmsg(const bg_filter *f) { return f ? bgi_errslot_view((bgi_errslot *)&f->err) : "filter handle is NULL"; }

@@ -9,17 +9,11 @@
 #include "common/call.h"
 #include "client.h"
 #include "common/wait.h"
+#include "filter/stats.h"
+#include "hash/hash.h"
 #include "policy/guard.h"
 #include "redis/layout.h"
 #include "redis/names.h"
-
-/*
- * The config this handle last saw, packed as size << 32 | k so readers need no lock
- * (size <= BG_MAX_SIZE < 2^32, k <= BG_MAX_HASH_ITERATIONS). 0 means "not read yet".
- */
-static inline uint64_t bgi_cfg_pack(uint64_t size, uint32_t k) { return size << 32 | k; }
-static inline uint64_t bgi_cfg_size(uint64_t cfg) { return cfg >> 32; }
-static inline uint32_t bgi_cfg_k(uint64_t cfg) { return (uint32_t)cfg; }
 
 /* The keys of a filter (docs/layout.md): all suffix(name, ...) but the bitmap, at the name itself. */
 struct bg_filter {
@@ -34,14 +28,17 @@ struct bg_filter {
   /* the previous bitmap a SWAP commit keeps for the next upload (rotation/steps.c); delete drops it */
   bgi_key spare_key;
   int slot;              /* the cluster hash slot every key of the filter lives in */
+  /* the config this handle last saw (bgi_cfg_pack, hash/hash.h): readers need no lock */
   atomic_uint_fast64_t cfg;
   /* names this handle in the connections' tracking verdicts (redis/tracking.h); never reused */
   uint64_t id;
   /* the next generation's config while a SWAP rotation runs (adds record into its delta), else 0 */
   atomic_uint_fast64_t next_cfg;
   bgi_errslot err;
-  /* the degrade policy, breaker, counters and snapshot of this handle (policy/guard.h) */
+  /* the degrade policy engine of this handle: breaker, bucket, its counters, snapshot (policy/guard.h) */
   bgi_guard guard;
+  /* the handle's own counters, not the policy's (filter/stats.h) */
+  bgi_filter_stats stats;
 };
 
 /* Items hashed and sent per round trip, and per atomic server step within it: bounds client
@@ -80,13 +77,33 @@ int bgi_check_items(const char *fn, const void *const *items, const size_t *lens
                     bgi_err *err);
 
 /*
- * Queries / adds items[0..n) against Redis, without the policy (policy/guard.c wraps them). On
+ * Queries / adds items[0..n) against Redis, without the policy (filter/guarded.c wraps them). On
  * failure *done is how many leading items were answered / added before it (whole windows).
  */
 int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
                             size_t n, uint8_t *present, size_t *done, bgi_err *err);
 int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
                        size_t *added, size_t *done, bgi_err *err);
+
+/* The same through the handle's policy (filter/guarded.c): the engine runs the raw forms above as its
+ * attempts. *source: the answer's BG_SOURCE_*. */
+int bgi_filter_guarded_contains(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
+                                size_t n, uint8_t *present, int *source, bgi_err *err);
+int bgi_filter_guarded_add(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
+                           size_t n, size_t *added, bgi_err *err);
+/* Ends a query or add: like bgi_call_finish, and a degraded answer's cause goes to the call's
+ * message (or the handle's, without a call). */
+int bgi_filter_guarded_finish(bg_filter *f, bg_call *call, const bgi_err *err, int source);
+
+/* Downloads a consistent snapshot of f (filter/download.c): the engine's bgi_download_fn, ctx = f. */
+int bgi_filter_download(void *f, uint64_t deadline_ns, int64_t chunk_bytes, atomic_int *stop, bgi_snapshot **out,
+                        bgi_err *err);
+
+/* Redisson's tryInit (admin.c) and delete (bitmap, config, a swap's spare), without the ABI's call
+ * handling: for callers inside the library (the naive rotation). created / deleted may be NULL. */
+int bgi_filter_init(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int *created,
+                    bgi_err *err);
+int bgi_filter_delete(bg_filter *f, uint64_t deadline_ns, int *deleted, bgi_err *err);
 
 /* Ends a public filter operation (see bgi_call_finish). */
 static inline int bgi_filter_finish(bg_filter *f, bg_call *call, const bgi_err *err) {

@@ -249,7 +249,7 @@ int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *cons
       st = bgi_client_call(f->client, f->slot, deadline_ns, build_query, parse_query, &q, err);
       if (st != BG_OK) return st;
       w.look_ns = bgi_now_ns() - look_started;
-      if (q.bits_only) bgi_guard_count_tracked(&f->guard, q.stale);
+      if (q.bits_only) bgi_filter_count_tracked(f, q.stale);
       if (q.stale) {
         attempt--;   /* the verdict is gone: the next attempt sends the full block */
         continue;
@@ -280,13 +280,13 @@ BG_API int bg_filter_contains_many_ex(bg_filter *f, bg_call *call, const void *c
   bgi_err err = {0};
   int source = BG_SOURCE_NONE;
   if (!f) return bgi_call_null_handle(call, "filter");
-  /* the degrade policy (policy/guard.c) answers when Redis cannot */
+  /* the degrade policy (filter/guarded.c, policy/guard.c) answers when Redis cannot */
   if (bgi_check_items("contains", items, lens, n, present, &err) == BG_OK) {
     const bg_call *outer = bgi_call_enter(call);
-    err.status = bgi_guard_contains(f, bgi_call_deadline(call), items, lens, n, present, &source, &err);
+    err.status = bgi_filter_guarded_contains(f, bgi_call_deadline(call), items, lens, n, present, &source, &err);
     bgi_call_leave(outer);
   }
-  return bgi_guard_finish(f, call, &err, source);
+  return bgi_filter_guarded_finish(f, call, &err, source);
 }
 
 BG_API int bg_filter_contains_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n,
@@ -294,11 +294,19 @@ BG_API int bg_filter_contains_many(bg_filter *f, const void *const *items, const
   return bg_filter_contains_many_ex(f, NULL, items, lens, n, present);
 }
 
-BG_API int bg_filter_contains(bg_filter *f, const void *item, size_t len, int *present) {
+BG_API int bg_filter_contains_ex(bg_filter *f, bg_call *call, const void *item, size_t len, int *present) {
   uint8_t p = 0;
-  if (!f) return BG_EINVAL;
-  if (!present) return bgi_errslot_set(&f->err, BG_EINVAL, "contains: present must not be NULL");
-  int st = bg_filter_contains_many_ex(f, NULL, &item, &len, 1, &p);
+  if (!f) return bgi_call_null_handle(call, "filter");
+  if (!present) {
+    bgi_err err = {0};
+    bgi_err_set(&err, BG_EINVAL, "contains: present must not be NULL");
+    return bgi_call_finish(call, &f->err, &err, BG_SOURCE_NONE);
+  }
+  int st = bg_filter_contains_many_ex(f, call, &item, &len, 1, &p);
   *present = p;
   return st;
+}
+
+BG_API int bg_filter_contains(bg_filter *f, const void *item, size_t len, int *present) {
+  return bg_filter_contains_ex(f, NULL, item, len, present);
 }

@@ -26,10 +26,10 @@ int bg_indexes(const void *data, size_t len, uint64_t size, uint32_t k, uint64_t
 }
 
 int bg_optimal_params(int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k) {
-  return bg_optimal_params_ex(expected_insertions, fpp, size, k, NULL);
+  return bg_optimal_params_ex(NULL, expected_insertions, fpp, size, k);
 }
 
-int bg_optimal_params_ex(int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k, bg_call *call) {
+int bg_optimal_params_ex(bg_call *call, int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k) {
   bgi_err err = {0};
   if (!size || !k) bgi_err_set(&err, BG_EINVAL, "optimal params: size and k must not be NULL");
   else if (bgi_params(expected_insertions, fpp, size, k, err.msg, sizeof err.msg) != BG_OK)

@@ -43,6 +43,14 @@ static inline void bgi_indexes_from_hash(uint64_t h1, uint64_t h2, uint64_t size
 }
 
 /*
+ * A filter's geometry packed as size << 32 | k, so it is read and written with one atomic word
+ * (size <= BG_MAX_SIZE < 2^32, k <= BG_MAX_HASH_ITERATIONS). 0 means "not read yet".
+ */
+static inline uint64_t bgi_cfg_pack(uint64_t size, uint32_t k) { return size << 32 | k; }
+static inline uint64_t bgi_cfg_size(uint64_t cfg) { return cfg >> 32; }
+static inline uint32_t bgi_cfg_k(uint64_t cfg) { return (uint32_t)cfg; }
+
+/*
  * Redisson's optimalNumOfBits / optimalNumOfHashFunctions with tryInit's checks, bit for bit
  * (Java's saturating double->long cast, Math.round). On rejection returns BG_EBADPARAMS and
  * writes Redisson's IllegalArgumentException message (or ours for n <= 0) to err.

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/call.h"
 #include "filter/filter.h"
 #include "lock/lock.h"
 
@@ -10,19 +11,24 @@
  * so it is opened as the tagged name, "{NAME}" (or NAME when it already has a hash tag), which
  * gives exactly the filter's suffix(NAME, "lock") (redis/names.h).
  */
-BG_API int bg_lock_open_filter(bg_lock **out, bg_filter *f, const bg_options *opts) {
-  if (!out) return BG_EINVAL;
+BG_API int bg_lock_open_filter_ex(bg_lock **out, bg_call *call, bg_filter *f, const bg_options *opts) {
+  bgi_err err = {0};
+  if (!out) return bgi_call_null_handle(call, "out");
   *out = NULL;
-  if (!f) return BG_EINVAL;
+  if (!f) return bgi_call_null_handle(call, "filter");
   bgi_key name;
-  if (bgi_key_tagged(&name, f->name.s, f->name.len) != BG_OK)
-    return bgi_errslot_set(&f->err, BG_ENOMEM, "lock open: out of memory");
-  int st = bg_lock_open(out, f->client, name.s, opts);
-  bgi_key_free(&name);
-  if (st != BG_OK) {
-    char msg[BGI_ERRMSG_MAX];
-    bg_client_errmsg_copy(f->client, msg, sizeof msg);
-    return bgi_errslot_set(&f->err, st, "%s", msg);
+  if (bgi_key_tagged(&name, f->name.s, f->name.len) != BG_OK) {
+    bgi_err_set(&err, BG_ENOMEM, "lock open: out of memory");
+    return bgi_call_finish(call, &f->err, &err, BG_SOURCE_NONE);
   }
-  return BG_OK;
+  /* a call of our own: the message must not go through the client's shared slot */
+  bg_call inner = {0};
+  err.status = bg_lock_open_ex(out, &inner, f->client, name.s, opts);
+  bgi_key_free(&name);
+  if (err.status != BG_OK) memcpy(err.msg, inner.msg, sizeof err.msg);
+  return bgi_call_finish(call, &f->err, &err, BG_SOURCE_NONE);
+}
+
+BG_API int bg_lock_open_filter(bg_lock **out, bg_filter *f, const bg_options *opts) {
+  return bg_lock_open_filter_ex(out, NULL, f, opts);
 }

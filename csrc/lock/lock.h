@@ -21,14 +21,36 @@ enum { BGI_KIND_X = 'x', BGI_KIND_R = 'r' };
 /* A waiting writer's intent lives this long unless renewed (and never longer than the lease). */
 #define BGI_LOCK_INTENT_MS 2000
 
-/* One thread's hold through a handle. */
+/*
+ * An owner (owner.c): what a hold belongs to. seq is drawn from one per-process counter and
+ * never reused, so a hold record names its owner by seq (a freed owner's address may come back
+ * for a new one; its seq does not). refs: 1 for the owner itself (until bg_lock_owner_free, or
+ * its thread's exit for a default owner) + 1 per hold record naming it, so the memory outlives
+ * every record that points at it.
+ */
+struct bg_lock_owner {
+  uint64_t seq;
+  _Atomic unsigned refs;
+  _Atomic unsigned holds;   /* hold records naming it (bg_lock_owner_holds) */
+  int is_default;           /* a thread's default owner (freed by the thread's exit) */
+};
+
+/* The calling thread's default owner (made on first use); NULL when out of memory. */
+bg_lock_owner *bgi_lock_owner_default(void);
+/* A hold record takes / gives back a reference (the last one frees a freed owner). */
+void bgi_lock_owner_take_hold(bg_lock_owner *o);
+void bgi_lock_owner_drop_hold(bg_lock_owner *o);
+
+/* One owner's hold through a handle. A record with count 0 is a fresh acquire in flight. */
 typedef struct bgi_hold {
-  pid_t tid;
+  bg_lock_owner *owner;
+  uint64_t seq;         /* owner->seq */
   int kind;             /* BGI_KIND_* */
   int mode;             /* BG_LOCK_* of the acquire that started it */
-  uint32_t count;
+  uint32_t count;       /* 0: a first acquire is in flight (not yet held) */
+  int busy;             /* a call of this owner on this handle is running (calls must not overlap) */
   uint64_t token;
-  uint64_t gen;         /* distinguishes successive holds of one thread */
+  uint64_t gen;         /* distinguishes successive holds of one owner */
   int lost;             /* the renewal found it gone */
   char lost_why[256];
 } bgi_hold;
@@ -43,22 +65,21 @@ struct bg_lock {
   int64_t lease_ms, poll_max_ms;
   int renew, subscribe;
 
-  pthread_mutex_t mu;   /* holds, renewer state */
+  pthread_mutex_t mu;   /* holds */
   bgi_hold *holds;
   size_t nholds, cap;
   uint64_t next_gen;
 
-  /* the renewal thread (renew.c) */
-  pthread_t renewer;
-  int renewer_running, renewer_stop;
-  pthread_cond_t cv;
+  /* the process's renewal thread (renew.c); fields under its registry mutex */
+  struct bg_lock *rn_prev, *rn_next;
+  int rn_registered, rn_busy;
+  uint64_t rn_due_ns;
 
   bgi_errslot err;
 };
 
-/* Writes "<uuid>:<tid>" into buf (at least 64 bytes); returns its length. */
-size_t bgi_lock_holder(const bg_lock *l, pid_t tid, char *buf, size_t cap);
-pid_t bgi_gettid(void);
+/* Writes "<uuid>:<owner seq>" into buf (at least 64 bytes); returns its length. */
+size_t bgi_lock_holder(const bg_lock *l, uint64_t seq, char *buf, size_t cap);
 
 /* ---- server-side steps (steps.c) ----------------------------------------------------------- */
 
@@ -73,18 +94,19 @@ typedef struct bgi_acq {
 } bgi_acq;
 
 /* write: the acquire is BG_LOCK_WRITE (a hold it starts is marked mode = "write") */
-int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int write, int fresh,
+int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int kind, int write, int fresh,
                           int64_t intent_ms, bgi_acq *out, bgi_err *err);
 /* *released: 1 the hold ended (final), 0 one count less; *held: 0 if the server no longer had our hold */
-int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int final, int *held, bgi_err *err);
-/* *held: 1 renewed, 0 the hold is gone */
-int bgi_lock_step_renew(bg_lock *l, pid_t tid, int kind, int *held, bgi_err *err);
+int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int kind, int final, int *held, bgi_err *err);
+/* Renews n (<= BGI_RENEW_BATCH) holds of the handle in one step; held[i]: 1 renewed, 0 gone. */
+#define BGI_RENEW_BATCH 100
+int bgi_lock_step_renew(bg_lock *l, const uint64_t *seqs, const int *kinds, size_t n, char *held, bgi_err *err);
 /* Deletes the fence, readers and writers keys if nobody holds the lock and no writer waits
  * (one step). out->status 1: retired (out->token: 1 if the fence key existed), 0: held, 2: a
  * writer waits (out->pttl, holders, who, mode as for an acquire). */
 int bgi_lock_step_retire(bg_lock *l, uint64_t deadline_ns, bgi_acq *out, bgi_err *err);
 /* Withdraws a waiting writer's intent (and wakes readers held back by it). */
-int bgi_lock_step_cancel_intent(bg_lock *l, pid_t tid, bgi_err *err);
+int bgi_lock_step_cancel_intent(bg_lock *l, uint64_t seq, bgi_err *err);
 
 /* ---- waiting (wait.c) ------------------------------------------------------------------------ */
 
@@ -105,9 +127,10 @@ void bgi_lock_sub_close(bgi_lock_sub *s);
 
 /* ---- renewal (renew.c) ----------------------------------------------------------------------- */
 
-/* Starts the renewal thread if renewal is on and it is not running; call with l->mu held. */
-int bgi_lock_renewer_start(bg_lock *l);
-/* Stops and joins it (call without l->mu). */
-void bgi_lock_renewer_stop(bg_lock *l);
+/* Puts the handle on the renewal thread's list (starting the thread if none runs) if renewal is
+ * on and it is not there yet; call with l->mu held (lock order: l->mu, then the registry's). */
+int bgi_lock_renewer_register(bg_lock *l);
+/* Takes it off, waiting out a renewal round of it in flight (call without l->mu). */
+void bgi_lock_renewer_unregister(bg_lock *l);
 
 #endif

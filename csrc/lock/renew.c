@@ -1,64 +1,86 @@
 /*
- * The renewal thread: one per handle, started with the handle's first hold. Every third of the
- * lease it renews each hold of the handle (the holds of all its threads), the way Redisson's
- * watchdog renews an RLock every lockWatchdogTimeout / 3; with no hold it sleeps until one comes.
+ * The renewal thread: one for the whole process, not one per handle (10,000 handles holding
+ * locks cost one thread, not 10,000). A handle goes on its list with its first hold and stays
+ * there until bg_lock_close; every third of the handle's lease the thread renews each hold of
+ * it (the holds of all its owners), the way Redisson's watchdog renews an RLock every
+ * lockWatchdogTimeout / 3. With no handle on the list the thread ends; the next hold starts
+ * another.
+ *
+ * One pass over the list renews every handle that is due within half a period (renewing early
+ * only extends a lease), so handles registered at scattered moments share passes instead of
+ * each waking the thread on its own: a pass costs O(handles) plus one round trip per hold.
  * A renewal that finds the hold gone (its lease ran out while this process stalled, or the key
  * was deleted) marks the hold lost; a failed round trip is retried at the next period (the lease
  * outlives two of them).
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/cond.h"
 #include "lock/lock.h"
 
 typedef struct snap {
-  pid_t tid;
+  uint64_t seq;
   int kind;
   uint64_t gen;
 } snap;
 
-static void deadline_in(struct timespec *ts, int64_t ms) {
-  clock_gettime(CLOCK_MONOTONIC, ts);
-  ts->tv_sec += (time_t)(ms / 1000);
-  ts->tv_nsec += (long)(ms % 1000) * 1000000L;
-  if (ts->tv_nsec >= 1000000000L) ts->tv_sec++, ts->tv_nsec -= 1000000000L;
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+static pthread_cond_t reg_cv;      /* the thread's sleep; and unregister waiting out a round */
+static bg_lock *reg_head;
+static int reg_running;
+
+/* fork: the child has no renewal thread, whatever the parent had, and its handles are not to be
+ * used (lock.h); a handle the child opens itself must find an empty list and start a thread */
+static void fork_prepare(void) { pthread_mutex_lock(&reg_mu); }
+static void fork_parent(void) { pthread_mutex_unlock(&reg_mu); }
+static void fork_child(void) {
+  reg_head = NULL;
+  reg_running = 0;
+  bgi_cond_init_monotonic(&reg_cv); /* the parent's thread may have been waiting on it */
+  pthread_mutex_unlock(&reg_mu);
 }
 
-static void *renewer(void *arg) {
-  bg_lock *l = arg;
-  int64_t period_ms = l->lease_ms / 3 > 0 ? l->lease_ms / 3 : 1;
-  snap *s = NULL;
-  size_t scap = 0;
+static void init_cv(void) {
+  bgi_cond_init_monotonic(&reg_cv);
+  pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static uint64_t period_ns(const bg_lock *l) { return bgi_ms_ns(l->lease_ms / 3 > 0 ? l->lease_ms / 3 : 1); }
+
+/* Renews every hold of l (the thread has marked it busy: close waits for it). */
+static void renew_handle(bg_lock *l, snap **s, size_t *scap) {
   pthread_mutex_lock(&l->mu);
-  while (!l->renewer_stop) {
-    if (l->nholds == 0) {
-      pthread_cond_wait(&l->cv, &l->mu);
-      continue;
+  size_t n = 0;
+  if (l->nholds > *scap) {
+    snap *p = realloc(*s, l->nholds * sizeof *p);
+    if (!p) {
+      pthread_mutex_unlock(&l->mu);
+      return; /* try again next period */
     }
-    struct timespec until;
-    deadline_in(&until, period_ms);
-    while (!l->renewer_stop && pthread_cond_timedwait(&l->cv, &l->mu, &until) != ETIMEDOUT) {}
-    if (l->renewer_stop) break;
-    size_t n = l->nholds;
-    if (n > scap) {
-      snap *p = realloc(s, n * sizeof *p);
-      if (!p) continue; /* try again next period */
-      s = p, scap = n;
-    }
-    for (size_t i = 0; i < n; i++) s[i] = (snap){l->holds[i].tid, l->holds[i].kind, l->holds[i].gen};
-    pthread_mutex_unlock(&l->mu);
-    for (size_t i = 0; i < n; i++) {
-      bgi_err err = {0};
-      int held = 1;
-      int st = bgi_lock_step_renew(l, s[i].tid, s[i].kind, &held, &err);
-      if (st != BG_OK || held) continue;
+    *s = p, *scap = l->nholds;
+  }
+  for (size_t i = 0; i < l->nholds; i++)
+    if (l->holds[i].count > 0) (*s)[n++] = (snap){l->holds[i].seq, l->holds[i].kind, l->holds[i].gen};
+  pthread_mutex_unlock(&l->mu);
+  /* one round trip per BGI_RENEW_BATCH holds (a pass over many holds must stay short next to a lease) */
+  for (size_t b = 0; b < n; b += BGI_RENEW_BATCH) {
+    size_t m = n - b < BGI_RENEW_BATCH ? n - b : BGI_RENEW_BATCH;
+    uint64_t seqs[BGI_RENEW_BATCH];
+    int kinds[BGI_RENEW_BATCH];
+    char held[BGI_RENEW_BATCH];
+    bgi_err err = {0};
+    for (size_t i = 0; i < m; i++) seqs[i] = (*s)[b + i].seq, kinds[i] = (*s)[b + i].kind;
+    if (bgi_lock_step_renew(l, seqs, kinds, m, held, &err) != BG_OK) continue; /* next period */
+    for (size_t i = 0; i < m; i++) {
+      if (held[i]) continue;
+      snap *x = &(*s)[b + i];
       pthread_mutex_lock(&l->mu);
       for (size_t j = 0; j < l->nholds; j++) {
         bgi_hold *h = &l->holds[j];
-        if (h->tid == s[i].tid && h->gen == s[i].gen && !h->lost) {
+        if (h->seq == x->seq && h->gen == x->gen && !h->lost) {
           h->lost = 1;
           snprintf(h->lost_why, sizeof h->lost_why, "the %s hold of lock \"%.100s\" was lost: renewal found it "
                    "gone (its lease of %lld ms ran out, or the key was deleted)",
@@ -67,27 +89,95 @@ static void *renewer(void *arg) {
       }
       pthread_mutex_unlock(&l->mu);
     }
-    pthread_mutex_lock(&l->mu);
   }
-  pthread_mutex_unlock(&l->mu);
+}
+
+static void *renewer(void *arg) {
+  (void)arg;
+  snap *s = NULL;
+  size_t scap = 0;
+  bg_lock **due = NULL;
+  size_t dcap = 0;
+  pthread_mutex_lock(&reg_mu);
+  while (reg_head) {
+    uint64_t now = bgi_now_ns(), next = UINT64_MAX;
+    size_t n = 0;
+    for (bg_lock *l = reg_head; l; l = l->rn_next) {
+      if (l->rn_due_ns <= now + period_ns(l) / 2) {
+        if (n == dcap) {
+          size_t cap = dcap ? dcap * 2 : 16;
+          bg_lock **p = realloc(due, cap * sizeof *p);
+          if (!p) break; /* the rest wait for the next pass */
+          due = p, dcap = cap;
+        }
+        due[n++] = l;
+        l->rn_busy = 1;
+        l->rn_due_ns = now + period_ns(l);
+      }
+      if (l->rn_due_ns < next) next = l->rn_due_ns;
+    }
+    if (n == 0) {
+      if (next == UINT64_MAX) next = bgi_after_ms(now, 1000); /* out of memory above: look again in a second */
+      bgi_cond_wait_until(&reg_cv, &reg_mu, next);
+      continue;
+    }
+    pthread_mutex_unlock(&reg_mu);
+    for (size_t i = 0; i < n; i++) renew_handle(due[i], &s, &scap);
+    pthread_mutex_lock(&reg_mu);
+    for (size_t i = 0; i < n; i++) due[i]->rn_busy = 0;
+    pthread_cond_broadcast(&reg_cv);
+  }
+  reg_running = 0;
+  pthread_mutex_unlock(&reg_mu);
   free(s);
+  free(due);
   return NULL;
 }
 
-int bgi_lock_renewer_start(bg_lock *l) {
-  if (!l->renew || l->renewer_running) return BG_OK;
-  l->renewer_stop = 0;
-  if (pthread_create(&l->renewer, NULL, renewer, l) != 0) return BG_ENOMEM;
-  l->renewer_running = 1;
-  return BG_OK;
+int bgi_lock_renewer_register(bg_lock *l) {
+  int st = BG_OK;
+  if (!l->renew) return BG_OK;
+  pthread_once(&reg_once, init_cv);
+  pthread_mutex_lock(&reg_mu);
+  if (l->rn_registered) goto out;
+  if (!reg_running) {
+    pthread_t t;
+    pthread_attr_t attr;
+    /* detached: it ends by itself when the list empties, and nobody joins it */
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, renewer, NULL);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+      st = BG_ENOMEM;
+      goto out;
+    }
+    reg_running = 1;
+  }
+  l->rn_registered = 1;
+  l->rn_due_ns = bgi_now_ns() + period_ns(l);
+  l->rn_prev = NULL;
+  l->rn_next = reg_head;
+  if (reg_head) reg_head->rn_prev = l;
+  reg_head = l;
+  pthread_cond_broadcast(&reg_cv);
+out:
+  pthread_mutex_unlock(&reg_mu);
+  return st;
 }
 
-void bgi_lock_renewer_stop(bg_lock *l) {
-  pthread_mutex_lock(&l->mu);
-  int running = l->renewer_running;
-  l->renewer_stop = 1;
-  pthread_cond_broadcast(&l->cv);
-  pthread_mutex_unlock(&l->mu);
-  if (running) pthread_join(l->renewer, NULL);
-  l->renewer_running = 0;
+void bgi_lock_renewer_unregister(bg_lock *l) {
+  if (!l->renew) return;
+  pthread_once(&reg_once, init_cv);
+  pthread_mutex_lock(&reg_mu);
+  if (l->rn_registered) {
+    if (l->rn_prev) l->rn_prev->rn_next = l->rn_next;
+    else reg_head = l->rn_next;
+    if (l->rn_next) l->rn_next->rn_prev = l->rn_prev;
+    l->rn_registered = 0;
+    pthread_cond_broadcast(&reg_cv);
+  }
+  /* a pass that picked l before it left the list is renewing it now: wait until it is done */
+  while (l->rn_busy) pthread_cond_wait(&reg_cv, &reg_mu);
+  pthread_mutex_unlock(&reg_mu);
 }

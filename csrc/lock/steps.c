@@ -14,6 +14,7 @@
  * count.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lock/lock.h"
@@ -167,23 +168,35 @@ static bgi_script release_script = {
     "return {1, 1}\n",
 };
 
-/* KEYS K R; ARGV holder, lease, kind. {1}: renewed; {0}: the hold is gone. */
+/*
+ * KEYS K R; ARGV lease, then (holder, kind) pairs: the renewal thread renews every hold of a
+ * handle in one round trip (BGI_RENEW_BATCH at most). {1, flags}: flags[i] '1' renewed, '0' the
+ * i-th hold is gone.
+ */
 static bgi_script renew_script = {
   .name = "lock renew",
   .body = LUA_PRELUDE
     "local K, R = KEYS[1], KEYS[2]\n"
-    "local holder, lease, kind = ARGV[1], tonumber(ARGV[2]), ARGV[3]\n"
+    "local lease = tonumber(ARGV[1])\n"
     "local mode = redis.call('HGET', K, '" BGI_LOCK_MODE "')\n"
-    "if redis.call('HEXISTS', K, holder) == 0 or ((kind == 'x') == (mode == '" BGI_LOCK_MODE_READ "')) "
-    "then return {0} end\n"
-    "if kind == 'x' then\n"
-    "  redis.call('PEXPIRE', K, lease)\n"
-    "  return {1}\n"
+    "local now = false\n"
+    "local out = {}\n"
+    "for i = 2, #ARGV - 1, 2 do\n"
+    "  local holder, kind = ARGV[i], ARGV[i + 1]\n"
+    "  if redis.call('HEXISTS', K, holder) == 0 or ((kind == 'x') == (mode == '" BGI_LOCK_MODE_READ "')) then\n"
+    "    out[#out + 1] = '0'\n"
+    "  else\n"
+    "    if kind == 'x' then\n"
+    "      redis.call('PEXPIRE', K, lease)\n"
+    "    else\n"
+    "      now = now or now_ms()\n"
+    "      redis.call('ZADD', R, now + lease, holder)\n"
+    "    end\n"
+    "    out[#out + 1] = '1'\n"
+    "  end\n"
     "end\n"
-    "local now = now_ms()\n"
-    "redis.call('ZADD', R, now + lease, holder)\n"
-    "reader_ttl(K, R, now)\n"
-    "return {1}\n",
+    "if now then reader_ttl(K, R, now) end\n"
+    "return {1, table.concat(out)}\n",
 };
 
 /* KEYS W; ARGV holder, channel. Readers held back by the last waiting writer are woken. */
@@ -232,11 +245,11 @@ static int run_step(bg_lock *l, uint64_t deadline_ns, bgi_step *s, bgi_err *err)
   return st;
 }
 
-int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int write, int fresh,
+int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int kind, int write, int fresh,
                           int64_t intent_ms, bgi_acq *out, bgi_err *err) {
   char holder[96], lease[24], intent[24];
   const char *k = kind == BGI_KIND_X ? "x" : "r", *f = fresh ? "1" : "0";
-  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+  size_t hlen = bgi_lock_holder(l, seq, holder, sizeof holder);
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
   snprintf(intent, sizeof intent, "%lld", (long long)intent_ms);
   const char *argv[] = {l->key.s, l->fence_key.s, l->readers_key.s, l->writers_key.s, lease, holder, k, f, intent,
@@ -268,10 +281,10 @@ int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind,
   return BG_OK;
 }
 
-int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind, int final, int *held, bgi_err *err) {
+int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int kind, int final, int *held, bgi_err *err) {
   char holder[96], lease[24];
   const char *k = kind == BGI_KIND_X ? "x" : "r", *f = final ? "1" : "0";
-  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+  size_t hlen = bgi_lock_holder(l, seq, holder, sizeof holder);
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
   const char *argv[] = {l->key.s, l->readers_key.s, holder, lease, k, f, l->channel.s};
   size_t lens[] = {l->key.len, l->readers_key.len, hlen, strlen(lease), 1, 1, l->channel.len};
@@ -282,23 +295,49 @@ int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, pid_t tid, int kind,
   return BG_OK;
 }
 
-int bgi_lock_step_renew(bg_lock *l, pid_t tid, int kind, int *held, bgi_err *err) {
-  char holder[96], lease[24];
-  const char *k = kind == BGI_KIND_X ? "x" : "r";
-  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+int bgi_lock_step_renew(bg_lock *l, const uint64_t *seqs, const int *kinds, size_t n, char *held, bgi_err *err) {
+  enum { HOLDER_MAX = 96 };
+  char lease[24];
+  if (n == 0) return BG_OK;
+  if (n > BGI_RENEW_BATCH) return bgi_err_set(err, BG_EINVAL, "lock renew: batch of %zu", n);
+  size_t argc = 3 + 2 * n;
+  const char **argv = malloc(argc * sizeof *argv);
+  size_t *lens = malloc(argc * sizeof *lens);
+  char *holders = malloc(n * HOLDER_MAX);
+  int st;
+  if (!argv || !lens || !holders) {
+    st = bgi_err_set(err, BG_ENOMEM, "out of memory");
+    goto cleanup;
+  }
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
-  const char *argv[] = {l->key.s, l->readers_key.s, holder, lease, k};
-  size_t lens[] = {l->key.len, l->readers_key.len, hlen, strlen(lease), 1};
-  bgi_step s = {.script = &renew_script, .nkeys = 2, .nargs = 3, .argv = argv, .lens = lens};
-  int st = run_step(l, 0, &s, err);
-  if (st != BG_OK) return st;
-  *held = s.ints[0] == 1;
-  return BG_OK;
+  argv[0] = l->key.s, lens[0] = l->key.len;
+  argv[1] = l->readers_key.s, lens[1] = l->readers_key.len;
+  argv[2] = lease, lens[2] = strlen(lease);
+  for (size_t i = 0; i < n; i++) {
+    char *h = holders + i * HOLDER_MAX;
+    lens[3 + 2 * i] = bgi_lock_holder(l, seqs[i], h, HOLDER_MAX);
+    argv[3 + 2 * i] = h;
+    argv[4 + 2 * i] = kinds[i] == BGI_KIND_X ? "x" : "r";
+    lens[4 + 2 * i] = 1;
+  }
+  bgi_step s = {.script = &renew_script, .nkeys = 2, .nargs = argc - 2, .argv = argv, .lens = lens};
+  st = run_step(l, 0, &s, err);
+  if (st != BG_OK) goto cleanup;
+  if (s.nstrs < 1 || strlen(s.str[0]) != n) {
+    st = bgi_err_set(err, BG_EPROTO, "lock renew: unexpected reply");
+    goto cleanup;
+  }
+  for (size_t i = 0; i < n; i++) held[i] = s.str[0][i] == '1';
+cleanup:
+  free(argv);
+  free(lens);
+  free(holders);
+  return st;
 }
 
-int bgi_lock_step_cancel_intent(bg_lock *l, pid_t tid, bgi_err *err) {
+int bgi_lock_step_cancel_intent(bg_lock *l, uint64_t seq, bgi_err *err) {
   char holder[96];
-  size_t hlen = bgi_lock_holder(l, tid, holder, sizeof holder);
+  size_t hlen = bgi_lock_holder(l, seq, holder, sizeof holder);
   const char *argv[] = {l->writers_key.s, holder, l->channel.s};
   size_t lens[] = {l->writers_key.len, hlen, l->channel.len};
   bgi_step s = {.script = &cancel_script, .nkeys = 1, .nargs = 2, .argv = argv, .lens = lens};

@@ -1,9 +1,12 @@
 /*
- * The policy engine per filter handle: a call goes through the breaker to Redis; a failure is
- * classified and its class's chain decides the answer. See include/bloomguard/policy.h.
+ * The policy engine per filter handle: a call goes through the breaker to its attempt callback; a
+ * failure is classified and its class's chain decides the answer. See include/bloomguard/policy.h.
+ * Calls into policy.c (settings, the policy reference), breaker.c and snapshot.c; none of them
+ * calls back here.
  */
+#include "policy/guard.h"
+
 #include "common/wait.h"
-#include "filter/filter.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,34 +43,6 @@ void bgi_guard_destroy(bgi_guard *g) {
   pthread_mutex_destroy(&g->mu);
 }
 
-void bgi_policy_unref(bgi_policy *p) {
-  if (p && atomic_fetch_sub(&p->refs, 1) == 1) free(p);
-}
-
-bgi_policy *bgi_guard_policy(bgi_guard *g) {
-  pthread_mutex_lock(&g->mu);
-  bgi_policy *p = atomic_load(&g->policy);
-  if (p) atomic_fetch_add(&p->refs, 1);
-  pthread_mutex_unlock(&g->mu);
-  return p;
-}
-
-void bgi_guard_publish_snapshot(bgi_guard *g, bgi_snapshot *s) {
-  pthread_mutex_lock(&g->mu);
-  bgi_snapshot *old = g->snap;
-  g->snap = s;
-  pthread_mutex_unlock(&g->mu);
-  bgi_snapshot_unref(old);
-}
-
-bgi_snapshot *bgi_guard_snapshot(bgi_guard *g) {
-  pthread_mutex_lock(&g->mu);
-  bgi_snapshot *s = g->snap;
-  if (s) atomic_fetch_add(&s->refs, 1);
-  pthread_mutex_unlock(&g->mu);
-  return s;
-}
-
 /*
  * Pairs of settings that cannot work together, refused when the policy is given to a filter (the
  * settings are set one at a time, so only here are both known). The others all work: a backoff
@@ -87,7 +62,7 @@ static int check_pairs(const bgi_policy_cfg *c, bgi_err *err) {
   return BG_OK;
 }
 
-int bgi_guard_set_policy(bgi_guard *g, bg_filter *f, const bg_policy *p, bgi_err *err) {
+int bgi_guard_set_policy(bgi_guard *g, const bg_policy *p, bgi_err *err) {
   bgi_policy *np = NULL, *old;
   if (p && check_pairs(&p->cfg, err) != BG_OK) return err->status;
   if (p) {
@@ -98,9 +73,9 @@ int bgi_guard_set_policy(bgi_guard *g, bg_filter *f, const bg_policy *p, bgi_err
   pthread_mutex_lock(&g->admin_mu);
   /* joins a download under way (it stops between two chunks) */
   bgi_refresher_stop(g);
-  if (np && np->cfg.snapshot_interval_ms > 0 && f && bgi_refresher_start(g, f, np->cfg.snapshot_interval_ms) != BG_OK) {
+  if (np && np->cfg.snapshot_interval_ms > 0 && g->download && bgi_refresher_start(g, np->cfg.snapshot_interval_ms) != BG_OK) {
     old = atomic_load(&g->policy);
-    if (old && old->cfg.snapshot_interval_ms > 0 && f) bgi_refresher_start(g, f, old->cfg.snapshot_interval_ms);
+    if (old && old->cfg.snapshot_interval_ms > 0) bgi_refresher_start(g, old->cfg.snapshot_interval_ms);
     pthread_mutex_unlock(&g->admin_mu);
     free(np);
     return bgi_err_set(err, BG_ENOMEM, "set_policy: cannot start the snapshot refresh thread");
@@ -241,156 +216,4 @@ int bgi_guard_run(bgi_guard *g, const bgi_op *op, uint64_t deadline_ns, int *sou
   if (op->is_add) count(g, st == BG_OK ? BGI_ST_ADDS_OK : BGI_ST_ADD_ERRORS);
   else count(g, st == BG_OK ? BGI_ST_ANSWERS + *source : BGI_ST_QUERY_ERRORS);
   return st;
-}
-
-/* ---- filter hooks ------------------------------------------------------------------------------- */
-
-typedef struct query_ctx {
-  bg_filter *f;
-  const void *const *items;
-  const size_t *lens;
-  size_t n;
-  uint8_t *present;
-} query_ctx;
-
-static int query_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done, bgi_err *err) {
-  query_ctx *q = ctx;
-  size_t d = 0;
-  int st = bgi_filter_contains_raw(q->f, deadline_ns, OFF(q->items, from), OFF(q->lens, from), q->n - from,
-                                   OFF(q->present, from), &d, err);
-  *done = from + d;
-  return st;
-}
-
-int bgi_guard_contains(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
-                       uint8_t *present, int *source, bgi_err *err) {
-  query_ctx q = {f, items, lens, n, present};
-  bgi_op op = {0, query_attempt, &q, items, lens, n, present};
-  return bgi_guard_run(&f->guard, &op, deadline_ns, source, err);
-}
-
-typedef struct add_ctx {
-  bg_filter *f;
-  const void *const *items;
-  const size_t *lens;
-  size_t n;
-  size_t added;
-} add_ctx;
-
-static int add_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done, bgi_err *err) {
-  add_ctx *a = ctx;
-  size_t d = 0, added = 0;
-  int st = bgi_filter_add_raw(a->f, deadline_ns, OFF(a->items, from), OFF(a->lens, from), a->n - from, &added, &d, err);
-  a->added += added;
-  *done = from + d;
-  return st;
-}
-
-int bgi_guard_add(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
-                  size_t *added, bgi_err *err) {
-  add_ctx a = {f, items, lens, n, 0};
-  bgi_op op = {1, add_attempt, &a, items, lens, n, NULL};
-  int source;
-  int st = bgi_guard_run(&f->guard, &op, deadline_ns, &source, err);
-  if (st == BG_OK && added) *added = a.added;
-  return st;
-}
-
-int bgi_guard_finish(bg_filter *f, bg_call *call, const bgi_err *err, int source) {
-  int st = bgi_call_finish(call, &f->err, err, source);
-  if (st == BG_OK && source > BG_SOURCE_REDIS) {
-    /* a degraded answer is a success that still says what failed */
-    if (call) {
-      snprintf(call->msg, sizeof call->msg, "%s", err->msg);
-      call->degraded = err->degraded;
-    }
-    else bgi_errslot_set(&f->err, BG_OK, "%s", err->msg);
-  }
-  return st;
-}
-
-void bgi_guard_note_rotation(bg_filter *f) {
-  if (f) count(&f->guard, BGI_ST_ROTATIONS);
-}
-
-/* ---- ABI ------------------------------------------------------------------------------------------ */
-
-BG_API int bg_filter_set_policy(bg_filter *f, const bg_policy *p) {
-  bgi_err err = {0};
-  if (!f) return BG_EINVAL;
-  err.status = bgi_guard_set_policy(&f->guard, f, p, &err);
-  return bgi_errslot_store(&f->err, &err);
-}
-
-static int64_t load(bgi_guard *g, int slot) { return atomic_load_explicit(&g->stats[slot], memory_order_relaxed); }
-
-void bgi_guard_count_tracked(bgi_guard *g, int stale) {
-  count(g, BGI_ST_TRACKED);
-  if (stale) count(g, BGI_ST_TRACKED_STALE);
-}
-
-int64_t bgi_guard_stat(bgi_guard *g, int stat, int *known) {
-  *known = 1;
-  if (stat >= BG_STAT_FAIL_NOTINIT && stat <= BG_STAT_FAIL_OTHER) return load(g, BGI_ST_FAIL + stat - 100);
-  switch (stat) {
-    case BG_STAT_QUERIES: {
-      int64_t sum = load(g, BGI_ST_QUERY_ERRORS);
-      for (int s = BG_SOURCE_REDIS; s <= BG_SOURCE_ASSUMED_ABSENT; s++) sum += load(g, BGI_ST_ANSWERS + s);
-      return sum;
-    }
-    case BG_STAT_ANSWERS_REDIS: return load(g, BGI_ST_ANSWERS + BG_SOURCE_REDIS);
-    case BG_STAT_ANSWERS_SNAPSHOT: return load(g, BGI_ST_ANSWERS + BG_SOURCE_SNAPSHOT);
-    case BG_STAT_ANSWERS_CALLBACK: return load(g, BGI_ST_ANSWERS + BG_SOURCE_CALLBACK);
-    case BG_STAT_ANSWERS_ASSUMED_PRESENT: return load(g, BGI_ST_ANSWERS + BG_SOURCE_ASSUMED_PRESENT);
-    case BG_STAT_ANSWERS_ASSUMED_ABSENT: return load(g, BGI_ST_ANSWERS + BG_SOURCE_ASSUMED_ABSENT);
-    case BG_STAT_QUERY_ERRORS: return load(g, BGI_ST_QUERY_ERRORS);
-    case BG_STAT_ADDS: return load(g, BGI_ST_ADDS_OK) + load(g, BGI_ST_ADD_ERRORS);
-    case BG_STAT_ADD_ERRORS: return load(g, BGI_ST_ADD_ERRORS);
-    case BG_STAT_RETRIES: return load(g, BGI_ST_RETRIES);
-    case BG_STAT_BREAKER_STATE: return bgi_breaker_state(&g->breaker);
-    case BG_STAT_BREAKER_TRIPS: return atomic_load(&g->breaker.trips);
-    case BG_STAT_BREAKER_REJECTED: return atomic_load(&g->breaker.rejected);
-    case BG_STAT_BREAKER_PROBES: return atomic_load(&g->breaker.probes);
-    case BG_STAT_CALLBACK_CALLS: return load(g, BGI_ST_CB_CALLS);
-    case BG_STAT_CALLBACK_REFUSED: return load(g, BGI_ST_CB_REFUSED);
-    case BG_STAT_CALLBACK_DECLINED: return load(g, BGI_ST_CB_DECLINED);
-    case BG_STAT_ROTATIONS: return load(g, BGI_ST_ROTATIONS);
-    case BG_STAT_SNAPSHOT_REFRESHES: return load(g, BGI_ST_SNAP_OK);
-    case BG_STAT_SNAPSHOT_FAILURES: return load(g, BGI_ST_SNAP_FAILED);
-    case BG_STAT_TRACKED_READS: return load(g, BGI_ST_TRACKED);
-    case BG_STAT_TRACKED_STALE: return load(g, BGI_ST_TRACKED_STALE);
-    case BG_STAT_SNAPSHOT_AGE_MS:
-    case BG_STAT_SNAPSHOT_BYTES: {
-      bgi_snapshot *s = bgi_guard_snapshot(g);
-      int64_t v = stat == BG_STAT_SNAPSHOT_BYTES ? 0 : -1;
-      if (s) v = stat == BG_STAT_SNAPSHOT_BYTES ? (int64_t)s->nbytes : (int64_t)((bgi_now_ns() - s->taken_ns) / 1000000u);
-      bgi_snapshot_unref(s);
-      return v;
-    }
-    default:
-      *known = 0;
-      return 0;
-  }
-}
-
-static int cluster_stat(const bg_client *c, int stat, int64_t *value) {
-  const bgi_cluster_stats *s = c->cluster ? &c->cluster->stats : NULL;
-  switch (stat) {
-    case BG_STAT_CLUSTER_MOVED: *value = s ? atomic_load(&s->moved) : 0; return 1;
-    case BG_STAT_CLUSTER_ASK: *value = s ? atomic_load(&s->ask) : 0; return 1;
-    case BG_STAT_CLUSTER_BUSY_RETRIES: *value = s ? atomic_load(&s->busy) : 0; return 1;
-    case BG_STAT_CLUSTER_MAP_RELOADS: *value = s ? atomic_load(&s->reloads) : 0; return 1;
-    default: return 0;
-  }
-}
-
-BG_API int bg_filter_stat(const bg_filter *f, int stat, int64_t *value) {
-  int known;
-  if (!f || !value) return BG_EINVAL;
-  if (cluster_stat(f->client, stat, value)) return BG_OK;
-  /* the handle is logically const: only locks and reference counts are touched */
-  int64_t v = bgi_guard_stat((bgi_guard *)&f->guard, stat, &known);
-  if (!known) return BG_ENOTSUP;
-  *value = v;
-  return BG_OK;
 }

@@ -6,8 +6,13 @@
  *  - bgi_breaker: the circuit breaker state machine (time passed in);
  *  - bgi_bucket: the token bucket in front of the fallback callback (time passed in);
  *  - bgi_snapshot: an immutable, refcounted bitmap + config that answers locally;
- *  - bgi_guard: per filter handle: the published policy, breaker, bucket, counters, snapshot and
- *    its background refresher; bgi_guard_run drives one call through the chain.
+ *  - bgi_guard: per filter handle: the published policy, breaker, bucket, the engine's counters,
+ *    the snapshot and its background refresher; bgi_guard_run drives one call through the chain.
+ *
+ * The engine knows nothing of filters or Redis: a call is an attempt callback it is given
+ * (bgi_op), and a snapshot comes from a download callback (bgi_guard_set_source). The filter's
+ * side - the hooks that run queries and adds through it, the snapshot download, the BG_STAT_*
+ * counters and the ABI - is in csrc/filter/ (guarded.c, download.c, stats.c).
  *
  * Happy path cost (a call that Redis answers, breaker closed): one relaxed load of the policy
  * pointer, one of the breaker state, the call itself, two relaxed loads to see that the breaker
@@ -20,7 +25,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "bloomguard/filter.h"
 #include "bloomguard/policy.h"
 #include "common/clock.h"
 #include "common/err.h"
@@ -123,7 +127,7 @@ void bgi_snapshot_query(const bgi_snapshot *s, const void *const *items, const s
 
 /* ---- per filter handle ------------------------------------------------------------------------ */
 
-/* Internal counter slots (the public BG_STAT_* ids map onto them in guard.c). */
+/* The engine's counter slots (filter/stats.c maps the public BG_STAT_* ids onto them). */
 enum {
   BGI_ST_ANSWERS = 0,       /* + BG_SOURCE_* (1..5) */
   BGI_ST_QUERY_ERRORS = 6,
@@ -133,14 +137,18 @@ enum {
   BGI_ST_CB_CALLS,
   BGI_ST_CB_REFUSED,
   BGI_ST_CB_DECLINED,
-  BGI_ST_ROTATIONS,
   BGI_ST_SNAP_OK,
   BGI_ST_SNAP_FAILED,
-  BGI_ST_TRACKED,
-  BGI_ST_TRACKED_STALE,
   BGI_ST_FAIL,              /* + BG_FAIL_* (1..8) */
   BGI_ST_COUNT = BGI_ST_FAIL + BGI_FAIL_CLASSES
 };
+
+/*
+ * Downloads a consistent snapshot (one generation's bitmap with its config) into *out; stop (may be
+ * NULL) aborts it between chunks when set (BG_EABORTED). The filter's is filter/download.c.
+ */
+typedef int (*bgi_download_fn)(void *ctx, uint64_t deadline_ns, int64_t chunk_bytes, atomic_int *stop,
+                               bgi_snapshot **out, bgi_err *err);
 
 typedef struct bgi_guard {
   _Alignas(64) _Atomic(bgi_policy *) policy;   /* NULL: no policy. Dereferenced only under a reference */
@@ -152,6 +160,8 @@ typedef struct bgi_guard {
   bgi_bucket bucket;
   pthread_mutex_t admin_mu;                    /* set_policy, starting/stopping the refresher */
   pthread_mutex_t dl_mu;                       /* one snapshot download at a time */
+  bgi_download_fn download;                    /* NULL: no snapshot source (unit tests) */
+  void *download_ctx;
   /* background refresher (snapshot.c; started and stopped under admin_mu) */
   bgi_worker rf;
   int64_t rf_interval_ms;
@@ -161,8 +171,10 @@ void bgi_guard_init(bgi_guard *g);
 /* Stops the refresher, drops the policy and the snapshot. */
 void bgi_guard_destroy(bgi_guard *g);
 
-/* Publishes a copy of p (NULL: none); f (may be NULL in unit tests) is what the refresher downloads. */
-int bgi_guard_set_policy(bgi_guard *g, bg_filter *f, const bg_policy *p, bgi_err *err);
+/* Where snapshots come from (before the first bgi_guard_set_policy; fn NULL: nowhere, so no refresher). */
+void bgi_guard_set_source(bgi_guard *g, bgi_download_fn fn, void *ctx);
+/* Publishes a copy of p (NULL: none); starts / stops the refresher as its interval says. */
+int bgi_guard_set_policy(bgi_guard *g, const bg_policy *p, bgi_err *err);
 /* A reference on the current policy, or NULL. */
 bgi_policy *bgi_guard_policy(bgi_guard *g);
 void bgi_policy_unref(bgi_policy *p);
@@ -172,10 +184,10 @@ void bgi_guard_publish_snapshot(bgi_guard *g, bgi_snapshot *s);
 /* A reference on the current snapshot, or NULL. */
 bgi_snapshot *bgi_guard_snapshot(bgi_guard *g);
 
-int64_t bgi_guard_stat(bgi_guard *g, int stat, int *known);
-
-/* A query round trip that sent the bits alone (filter/query.c); stale: its answer was dropped. */
-void bgi_guard_count_tracked(bgi_guard *g, int stale);
+/* The value of one of the engine's counters (BGI_ST_*). */
+static inline int64_t bgi_guard_load(const bgi_guard *g, int slot) {
+  return atomic_load_explicit(&((bgi_guard *)g)->stats[slot], memory_order_relaxed);
+}
 
 /*
  * One step against Redis for items [from, n) of an operation: returns its status; *done is how
@@ -200,23 +212,13 @@ typedef struct bgi_op {
  */
 int bgi_guard_run(bgi_guard *g, const bgi_op *op, uint64_t deadline_ns, int *source, bgi_err *err);
 
-/* ---- filter hooks (guard.c, snapshot.c) --------------------------------------------------------- */
+/* ---- snapshot refresh (snapshot.c) ------------------------------------------------------------- */
 
-int bgi_guard_contains(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
-                       uint8_t *present, int *source, bgi_err *err);
-int bgi_guard_add(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
-                  size_t *added, bgi_err *err);
-/* Ends a query or add: like bgi_call_finish, and a degraded answer's cause goes to the call's
- * message (or the handle's, without a call). */
-int bgi_guard_finish(bg_filter *f, bg_call *call, const bgi_err *err, int source);
-/* Counts a rotation committed through f (BG_STAT_ROTATIONS). */
-void bgi_guard_note_rotation(bg_filter *f);
-
-/* Downloads f's snapshot (snapshot.c); stop (may be NULL) aborts it between chunks when set. */
-int bgi_snapshot_download(bg_filter *f, uint64_t deadline_ns, int64_t chunk_bytes, atomic_int *stop,
-                          bgi_snapshot **out, bgi_err *err);
-/* Starts / stops the background refresher of f (snapshot.c); under g->admin_mu. */
-int bgi_refresher_start(bgi_guard *g, bg_filter *f, int64_t interval_ms);
+/* One refresh now: downloads through the source with the policy's chunk size (one download at a
+ * time), publishes the snapshot and counts the outcome; stop (may be NULL) aborts it between chunks. */
+int bgi_guard_refresh(bgi_guard *g, uint64_t deadline_ns, atomic_int *stop, bgi_err *err);
+/* Starts / stops the background refresher (snapshot.c); under g->admin_mu. */
+int bgi_refresher_start(bgi_guard *g, int64_t interval_ms);
 void bgi_refresher_stop(bgi_guard *g);
 
 #endif

@@ -1,6 +1,8 @@
-/* bg_policy: the settings object, its defaults, and the classification of failures. */
+/* bg_policy: the settings object, its defaults, the classification of failures, and the reference
+ * a handle's engine publishes (a filter holds a refcounted copy). */
 #include "policy/guard.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,6 +64,18 @@ uint64_t bgi_backoff_ns(const bgi_policy_cfg *c, int64_t attempt, uint64_t r) {
   return wait - (cut < wait ? cut : wait);
 }
 
+void bgi_policy_unref(bgi_policy *p) {
+  if (p && atomic_fetch_sub(&p->refs, 1) == 1) free(p);
+}
+
+bgi_policy *bgi_guard_policy(bgi_guard *g) {
+  pthread_mutex_lock(&g->mu);
+  bgi_policy *p = atomic_load(&g->policy);
+  if (p) atomic_fetch_add(&p->refs, 1);
+  pthread_mutex_unlock(&g->mu);
+  return p;
+}
+
 BG_API int bg_policy_new(bg_policy **out) {
   if (!out) return BG_EINVAL;
   if (!(*out = malloc(sizeof **out))) return BG_ENOMEM;
@@ -71,40 +85,61 @@ BG_API int bg_policy_new(bg_policy **out) {
 
 BG_API void bg_policy_free(bg_policy *p) { free(p); }
 
-/* Where each integer setting lives and its range. */
-static int64_t *field(bgi_policy_cfg *c, int option, int64_t *lo, int64_t *hi) {
-  switch (option) {
-    case BG_POLICY_RETRY_COUNT: *lo = 0, *hi = 100; return &c->retry_count;
-    case BG_POLICY_BACKOFF_BASE_MS: *lo = 0, *hi = 60000; return &c->backoff_base_ms;
-    case BG_POLICY_BACKOFF_MAX_MS: *lo = 0, *hi = 600000; return &c->backoff_max_ms;
-    case BG_POLICY_JITTER_PCT: *lo = 0, *hi = 100; return &c->jitter_pct;
-    case BG_POLICY_BREAKER_THRESHOLD: *lo = 0, *hi = 1000000; return &c->breaker_threshold;
-    case BG_POLICY_BREAKER_COOLDOWN_MS: *lo = 1, *hi = 3600000; return &c->breaker_cooldown_ms;
-    case BG_POLICY_CALLBACK_RATE: *lo = 0, *hi = 1000000; return &c->callback_rate;
-    case BG_POLICY_CALLBACK_BURST: *lo = 1, *hi = 1000000; return &c->callback_burst;
-    case BG_POLICY_SNAPSHOT_INTERVAL_MS: *lo = 0, *hi = 86400000; return &c->snapshot_interval_ms;
-    case BG_POLICY_SNAPSHOT_MAX_AGE_MS: *lo = 0, *hi = 31536000000; return &c->snapshot_max_age_ms;
-    case BG_POLICY_SNAPSHOT_CHUNK_BYTES: *lo = 4096, *hi = 67108864; return &c->snapshot_chunk_bytes;
-    default: return NULL;
-  }
+/* The one table of integer settings: where each lives, its range (bg_policy_set_int checks it,
+ * bg_policy_bounds answers it). A new setting is one row. */
+typedef struct setting_spec {
+  int id;
+  int64_t lo, hi;
+  size_t offset;   /* of the int64_t in bgi_policy_cfg */
+} setting_spec;
+
+#define SETTING(id, lo, hi, field) {id, lo, hi, offsetof(bgi_policy_cfg, field)}
+static const setting_spec settings[] = {
+  SETTING(BG_POLICY_RETRY_COUNT, 0, 100, retry_count),
+  SETTING(BG_POLICY_BACKOFF_BASE_MS, 0, 60000, backoff_base_ms),
+  SETTING(BG_POLICY_BACKOFF_MAX_MS, 0, 600000, backoff_max_ms),
+  SETTING(BG_POLICY_JITTER_PCT, 0, 100, jitter_pct),
+  SETTING(BG_POLICY_BREAKER_THRESHOLD, 0, 1000000, breaker_threshold),
+  SETTING(BG_POLICY_BREAKER_COOLDOWN_MS, 1, 3600000, breaker_cooldown_ms),
+  SETTING(BG_POLICY_CALLBACK_RATE, 0, 1000000, callback_rate),
+  SETTING(BG_POLICY_CALLBACK_BURST, 1, 1000000, callback_burst),
+  /* and 0 (never): a refresh every few ms would be a download loop, not a snapshot */
+  SETTING(BG_POLICY_SNAPSHOT_INTERVAL_MS, 100, 86400000, snapshot_interval_ms),
+  SETTING(BG_POLICY_SNAPSHOT_MAX_AGE_MS, 0, 31536000000, snapshot_max_age_ms),
+  SETTING(BG_POLICY_SNAPSHOT_CHUNK_BYTES, 4096, 67108864, snapshot_chunk_bytes),
+};
+
+static const setting_spec *find_setting(int option) {
+  for (size_t i = 0; i < sizeof settings / sizeof settings[0]; i++)
+    if (settings[i].id == option) return &settings[i];
+  return NULL;
+}
+
+static int64_t *field(bgi_policy_cfg *c, const setting_spec *s) { return (int64_t *)((char *)c + s->offset); }
+
+BG_API int bg_policy_bounds(int option, int64_t *lo, int64_t *hi) {
+  const setting_spec *s = find_setting(option);
+  if (!s) return BG_ENOTSUP;
+  if (lo) *lo = s->lo;
+  if (hi) *hi = s->hi;
+  return BG_OK;
 }
 
 BG_API int bg_policy_set_int(bg_policy *p, int option, int64_t value) {
-  int64_t lo, hi, *v;
+  const setting_spec *s = find_setting(option);
   if (!p) return BG_EINVAL;
-  if (!(v = field(&p->cfg, option, &lo, &hi))) return BG_ENOTSUP;
-  if (value < lo || value > hi) return BG_EINVAL;
-  /* a refresh every few ms would be a download loop, not a snapshot */
-  if (option == BG_POLICY_SNAPSHOT_INTERVAL_MS && value > 0 && value < 100) return BG_EINVAL;
-  *v = value;
+  if (!s) return BG_ENOTSUP;
+  int off = option == BG_POLICY_SNAPSHOT_INTERVAL_MS && value == 0;
+  if (!off && (value < s->lo || value > s->hi)) return BG_EINVAL;
+  *field(&p->cfg, s) = value;
   return BG_OK;
 }
 
 BG_API int bg_policy_get_int(const bg_policy *p, int option, int64_t *value) {
-  int64_t lo, hi, *v;
+  const setting_spec *s = find_setting(option);
   if (!p || !value) return BG_EINVAL;
-  if (!(v = field((bgi_policy_cfg *)&p->cfg, option, &lo, &hi))) return BG_ENOTSUP;
-  *value = *v;
+  if (!s) return BG_ENOTSUP;
+  *value = *field((bgi_policy_cfg *)&p->cfg, s);
   return BG_OK;
 }
 

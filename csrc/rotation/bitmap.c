@@ -2,8 +2,8 @@
  * The in-memory build of the next generation.
  *
  * A large bitmap (12 MB for 10M items at p = 0.01) is far bigger than the caches, so setting k
- * random bits per item is bound by cache misses, not by hashing (~300 ns against ~40 ns per item,
- * bench/README.md). The build therefore works in rounds:
+ * random bits per item is bound by cache misses, not by hashing (measured: bench/README.md, bench_rotate, "Why the rotation is built this way").
+ * The build therefore works in rounds:
  *   1. hash:   each thread hashes its share of the round's items into a scratch array of bit
  *              indexes, counting them per region (a cache-sized byte range of the bitmap), then
  *              scatters them so that each region's indexes are contiguous (a counting sort);

@@ -2,9 +2,9 @@
  * BG_ROTATE_LOCKED: rebuild in place, under the filter's write lock, with no second copy of the
  * bitmap in Redis.
  *
- * It shares SWAP's first half: begin takes the rotation lease (so rotations of any strategy exclude
- * each other, and adds from every process record their next-generation bits in the delta), and
- * the next generation is built in memory on this client. Only the commit differs:
+ * It shares SWAP's first half (leased.c): begin takes the rotation lease (so rotations of any
+ * strategy exclude each other, and adds from every process record their next-generation bits in
+ * the delta), and the next generation is built in memory on this client. Only the commit differs:
  *   1. take the filter's write lock (bg_lock_open_filter), waiting up to the rotation's lease;
  *      from here the filter's queries wait (BG_OPT_WRITE_LOCK_WAIT_MS) and then degrade;
  *   2. mark the config hash (BGI_REBUILD_FIELD) and, if the size changes, drop the old bitmap;
@@ -105,7 +105,8 @@ static int run(bg_rotation *r, bgi_step *s, const char *what, bgi_err *err) {
   return st;
 }
 
-int bgi_locked_begin(bg_rotation *r, bgi_err *err) {
+/* Opens the write lock before it takes the lease: a failure then leaves nothing to undo. */
+static int begin(bg_rotation *r, bgi_err *err) {
   bg_options *o = NULL;
   int st = bg_options_new(&o);
   if (st == BG_OK) st = bg_options_set_int(o, BG_OPT_LOCK_LEASE_MS, r->opts.rotate_lease_ms);
@@ -113,7 +114,15 @@ int bgi_locked_begin(bg_rotation *r, bgi_err *err) {
   bg_options_free(o);
   if (st != BG_OK) return bgi_err_set(err, st, "rotation: the write lock of \"%s\": %s", r->f->name.s,
                                       bg_filter_errmsg(r->f));
-  return BG_OK;
+  return bgi_leased_begin(r, err);
+}
+
+/* Releases the write lock if the commit holds it (after a failure too). */
+static void release(bg_rotation *r) {
+  if (!r->lock_held) return;
+  r->lock_held = 0;
+  /* a lost hold needs no release: the lock is already gone */
+  bg_lock_release(r->lock);
 }
 
 /* Once the old bitmap is being overwritten, stopping would only leave the filter incomplete until
@@ -158,7 +167,7 @@ static int write_bitmap(bg_rotation *r, size_t old_len, bgi_err *err) {
   return st;
 }
 
-int bgi_locked_commit(bg_rotation *r, bgi_err *err) {
+static int commit(bg_rotation *r, bgi_err *err) {
   const bg_filter *f = r->f;
   int st = bgi_rot_report(r, BG_PHASE_UPLOADING, 1, err);   /* the last point to stop at */
   if (st != BG_OK) return st;
@@ -188,13 +197,17 @@ int bgi_locked_commit(bg_rotation *r, bgi_err *err) {
     bgi_step fin = {.script = &finish_script, .nkeys = 7, .nargs = 3, .argv = argv, .lens = lens, .durable = 1};
     st = run(r, &fin, "commit", err);
   }
-  if (st == BG_OK) bgi_locked_release(r);   /* the filter is whole again: wake the queries */
+  if (st == BG_OK) {
+    release(r);   /* the filter is whole again: wake the queries */
+    bgi_leased_settle(r);
+  }
   return st;
 }
 
-void bgi_locked_release(bg_rotation *r) {
-  if (!r->lock_held) return;
-  r->lock_held = 0;
-  /* a lost hold needs no release: the lock is already gone */
-  bg_lock_release(r->lock);
+static void abort_(bg_rotation *r, bgi_err *err) {
+  release(r);
+  bgi_leased_abort(r, err);
 }
+
+const bgi_rot_ops bgi_rot_locked = {.name = "locked", .begin = begin, .add = bgi_leased_add, .commit = commit,
+                                    .abort = abort_};

@@ -1,4 +1,8 @@
-/* bg_rotation: begin / add / commit / abort; LOCKED's own commit is in locked.c. */
+/*
+ * bg_rotation: the ABI (begin / add / commit / abort / free) and the dispatch to the strategy's
+ * table (rotation.h: swap.c, locked.c, naive.c). What happens on the server is the strategies';
+ * this file sets the handle up, keeps its state and undoes a failed rotation through its table.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,73 +11,25 @@
 #include "common/jdouble.h"
 #include "common/random.h"
 #include "hash/hash.h"
-#include "policy/guard.h"
 #include "rotation/rotation.h"
-
-/* The progress callback is called at most this often (plus at every phase change). */
-#define BGI_PROGRESS_EVERY_NS 50000000ull
 
 static int finish(bg_rotation *r, const bgi_err *err) { return bgi_errslot_store(&r->err, err); }
 
-/* Calls the progress callback; BG_EABORTED if it asks to stop. */
-int bgi_rot_report(bg_rotation *r, int phase, int force, bgi_err *err) {
-  if (!r->progress) return BG_OK;
-  uint64_t now = bgi_now_ns();
-  if (!force && now - r->last_progress_ns < BGI_PROGRESS_EVERY_NS) return BG_OK;
-  r->last_progress_ns = now;
-  if (r->progress(r->progress_data, phase, r->items, r->upload_pos, r->upload_total) != 0)
-    return bgi_err_set(err, BG_EABORTED, "the progress callback stopped the rotation of \"%s\"", r->f->name.s);
-  return BG_OK;
-}
-
-static int begin_swap(bg_rotation *r, bgi_err *err) {
-  uint64_t deadline = bgi_deadline_in_ms(r->opts.rotate_wait_ms);
-  for (;;) {
-    int64_t pttl = 0;
-    char owner[128];
-    int st = bgi_rot_step_begin(r, &pttl, owner, sizeof owner, err);
-    if (st != BG_EROTATING) {
-      if (st != BG_OK) return st;
-      break;
-    }
-    uint64_t now = bgi_now_ns();
-    if (now >= deadline) return st;
-    /* poll until the holder commits, aborts or dies; never past our own deadline */
-    uint64_t nap = bgi_ms_ns(50);
-    if (pttl > 0 && bgi_ms_ns(pttl) < nap) nap = bgi_ms_ns(pttl + 1);
-    if (now + nap > deadline) nap = deadline - now;
-    /* cancelled: no lease was taken (the begin step answered BG_EROTATING), nothing to undo */
-    if (bgi_sleep_ns(nap) == BG_ECANCELED)
-      return bgi_err_set(err, BG_ECANCELED, "rotation of \"%s\": cancelled while waiting for the rotation of %s; "
-                         "nothing was changed", r->f->name.s, owner);
-  }
-  if (bgi_bitmap_init(&r->next, r->size, r->k) != BG_OK) {
-    bgi_rot_step_abort(r, &(bgi_err){0});
-    return bgi_err_set(err, BG_ENOMEM, "out of memory for a %llu-bit bitmap", (unsigned long long)r->size);
-  }
-  if (bgi_lease_start(r) != BG_OK) {
-    bgi_rot_step_abort(r, &(bgi_err){0});
-    return bgi_err_set(err, BG_ENOMEM, "cannot start the lease renewal thread");
-  }
-  /* adds through this process record into the delta from now on; other processes learn it from
-   * their next add (the add step answers with the rotation's config) */
-  atomic_store(&r->f->next_cfg, bgi_cfg_pack(r->size, r->k));
-  return BG_OK;
-}
-
-static int begin_naive(bg_rotation *r, bgi_err *err) {
-  /* exactly the rebuild that fails in production: the live filter is gone until tryInit */
-  int st = bg_filter_delete_ex(r->f, NULL, NULL);
-  if (st == BG_OK) st = bg_filter_init_ex(r->f, NULL, r->n, r->fpp_value, NULL);
-  if (st != BG_OK) return bgi_err_set(err, st, "%s", bg_filter_errmsg(r->f));
-  return BG_OK;
+/* The strategy table of a BG_ROTATE_* value; NULL for an unknown one. */
+static const bgi_rot_ops *strategy_ops(int strategy) {
+  static const bgi_rot_ops *const ops[] = {
+    [BG_ROTATE_SWAP] = &bgi_rot_swap,
+    [BG_ROTATE_NAIVE] = &bgi_rot_naive,
+    [BG_ROTATE_LOCKED] = &bgi_rot_locked,
+  };
+  return strategy >= 0 && (size_t)strategy < sizeof ops / sizeof ops[0] ? ops[strategy] : NULL;
 }
 
 /* begins; its waits observe the thread's current call (bg_rotation_begin_ex enters it) */
 static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
                  const bg_options *opts);
 
-BG_API int bg_rotation_begin_ex(bg_rotation **out, bg_filter *f, bg_call *call, int64_t expected_insertions,
+BG_API int bg_rotation_begin_ex(bg_rotation **out, bg_call *call, bg_filter *f, int64_t expected_insertions,
                                 double fpp, int strategy, const bg_options *opts) {
   int st;
   BGI_WITH_CALL(call, st = begin(out, f, expected_insertions, fpp, strategy, opts));
@@ -88,7 +44,7 @@ BG_API int bg_rotation_begin_ex(bg_rotation **out, bg_filter *f, bg_call *call, 
 
 BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
                              const bg_options *opts) {
-  return bg_rotation_begin_ex(out, f, NULL, expected_insertions, fpp, strategy, opts);
+  return bg_rotation_begin_ex(out, NULL, f, expected_insertions, fpp, strategy, opts);
 }
 
 static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
@@ -100,9 +56,11 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   *out = NULL;
   if (!f) return BG_EINVAL;
   bgi_errslot_set(&f->err, BG_OK, "%s", "");  /* no stale message from an earlier failure */
-  if (strategy != BG_ROTATE_SWAP && strategy != BG_ROTATE_NAIVE && strategy != BG_ROTATE_LOCKED)
+  const bgi_rot_ops *ops = strategy_ops(strategy);
+  if (!ops)
     return bgi_errslot_set(&f->err, BG_EINVAL, "rotation: unknown strategy %d (BG_ROTATE_SWAP, BG_ROTATE_NAIVE or "
                            "BG_ROTATE_LOCKED)", strategy);
+  if (bgi_options_check(opts, BGI_OPT_ROTATION, &err) != BG_OK) return bgi_errslot_store(&f->err, &err);
   if (!(r = calloc(1, sizeof *r))) return bgi_errslot_set(&f->err, BG_ENOMEM, "rotation: out of memory");
   if (bgi_params(expected_insertions, fpp, &r->size, &r->k, why, sizeof why) != BG_OK) {
     free(r);
@@ -114,7 +72,8 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   }
   if (!r->opts.rotate_threads) {
     /* one CPU left to the rest of the process (its queries) and, often, to redis-server: with all
-     * of them hashing, contains p99 rose 33-48x during rotations (bench/README.md) */
+     * of them hashing, contains p99 rose many times during rotations (bench/README.md,
+     * bench_rotate, "Why the rotation is built this way") */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     r->opts.rotate_threads = cpus > 1 ? cpus - 1 : 1;
   }
@@ -125,7 +84,7 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
                                                                               : r->opts.rotate_lease_ms;
   bgi_errslot_init(&r->err);
   r->f = f;
-  r->strategy = strategy;
+  r->ops = ops;
   r->n = expected_insertions;
   r->fpp_value = fpp;
   bgi_format_java_double(fpp, r->fpp, sizeof r->fpp);
@@ -138,10 +97,8 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   snprintf(r->owner, sizeof r->owner, "%s:%d", host, (int)getpid());
   r->started_ns = bgi_now_ns();
 
-  /* LOCKED opens its lock before it takes the lease: a failure then leaves nothing to undo */
   int st = named != BG_OK ? bgi_err_set(&err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
-  if (st == BG_OK && strategy == BG_ROTATE_LOCKED) st = bgi_locked_begin(r, &err);
-  if (st == BG_OK) st = strategy == BG_ROTATE_NAIVE ? begin_naive(r, &err) : begin_swap(r, &err);
+  if (st == BG_OK) st = ops->begin(r, &err);
   if (st != BG_OK) {
     bg_lock_close(r->lock);
     bgi_errslot_store(&f->err, &err);
@@ -163,76 +120,52 @@ BG_API int bg_rotation_set_progress(bg_rotation *r, bg_progress_fn fn, void *use
   return BG_OK;
 }
 
-int bgi_rot_check_active(bg_rotation *r, const char *what, bgi_err *err) {
-  if (r->state != BGI_ROT_ACTIVE)
-    return bgi_err_set(err, BG_EINVAL, "%s: the rotation of \"%s\" is already %s", what, r->f->name.s,
-                       r->state == BGI_ROT_COMMITTED ? "committed" : r->state == BGI_ROT_ABORTED ? "aborted" : "over (it failed)");
-  if (r->strategy != BG_ROTATE_NAIVE && atomic_load(&r->lease.lost))
-    return bgi_err_set(err, BG_EROTATING, "%s", r->lease.lost_why);
-  return BG_OK;
-}
-
-
 /* Ends the rotation after a failure: nothing of it may linger on the server. */
 static void fail(bg_rotation *r) {
-  bgi_locked_release(r);
-  if (r->strategy != BG_ROTATE_NAIVE) {
-    bgi_lease_stop(r);
-    bgi_err ignored = {0};
-    bgi_rot_step_abort(r, &ignored);
-    uint64_t mine = bgi_cfg_pack(r->size, r->k);
-    atomic_compare_exchange_strong(&r->f->next_cfg, &mine, 0);
-  }
+  bgi_err ignored = {0};
+  r->ops->abort(r, &ignored);
   r->state = BGI_ROT_FAILED;
 }
 
-BG_API int bg_rotation_add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n) {
+static int add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n) {
   bgi_err err = {0};
-  if (!r) return BG_EINVAL;
   if (bgi_rot_check_active(r, "rotation add", &err) != BG_OK ||
       bgi_check_items("rotation add", items, lens, n, lens, &err) != BG_OK)
     return finish(r, &err);
-  if (r->strategy != BG_ROTATE_NAIVE) {
-    bgi_bitmap_add(&r->next, items, lens, n, (int)r->opts.rotate_threads, (int)r->opts.rotate_nice);
-    r->items += n;
-  } else {
-    for (size_t done = 0; done < n && err.status == BG_OK;) {
-      size_t m = n - done < (size_t)r->opts.rotate_batch ? n - done : (size_t)r->opts.rotate_batch;
-      int st = bg_filter_add_many_ex(r->f, NULL, items + done, lens + done, m, NULL);
-      if (st != BG_OK) bgi_err_set(&err, st, "%s", bg_filter_errmsg(r->f));
-      else r->items += m, done += m;
-      if (err.status == BG_OK) bgi_rot_report(r, BG_PHASE_BUILDING, 0, &err);
-    }
-  }
+  r->ops->add(r, items, lens, n, &err);
   if (err.status == BG_OK) bgi_rot_report(r, BG_PHASE_BUILDING, 0, &err);
   if (err.status == BG_EABORTED) fail(r);
   return finish(r, &err);
 }
 
-BG_API int bg_rotation_add(bg_rotation *r, const void *item, size_t len) {
-  return bg_rotation_add_many(r, &item, &len, 1);
-}
-
-static int upload(bg_rotation *r, bgi_err *err) {
-  size_t used = bgi_bitmap_used_len(&r->next), chunk = (size_t)r->opts.rotate_chunk_bytes;
-  /* over a spare, every byte it has is rewritten (zeros too: none of its bits may survive); the
-   * begin script only hands over a spare no longer than this bitmap */
-  if (r->spare_len > used) used = r->spare_len <= r->next.len ? (size_t)r->spare_len : r->next.len;
-  r->upload_total = used;
-  int st = bgi_rot_report(r, BG_PHASE_UPLOADING, 1, err);
-  for (size_t off = 0; off < used && st == BG_OK; off += chunk) {
-    size_t len = used - off < chunk ? used - off : chunk;
-    const uint8_t *p = r->next.bytes + off;
-    /* SETRANGE zero-fills gaps, so all-zero chunks past the spare and before the last need not travel */
-    int zero = off >= r->spare_len && off + len < used && p[0] == 0 && memcmp(p, p + 1, len - 1) == 0;
-    if (!zero && (st = bgi_rot_step_upload(r, off, p, len, err)) == BG_OK) r->bytes_uploaded += len;
-    if (st == BG_OK && (st = bgi_rot_check_active(r, "upload", err)) == BG_OK) {
-      r->upload_pos = off + len;
-      /* every chunk: chunks are large (1 MiB by default), and each is a point to stop at */
-      st = bgi_rot_report(r, BG_PHASE_UPLOADING, 1, err);
-    }
+/* The _ex forms of a rotation: the message is the rotation's (as for the plain form) and the call's. */
+static int finish_call(bg_rotation *r, bg_call *call, int st) {
+  if (call) {
+    bgi_err err = {.status = st};
+    if (st != BG_OK) bgi_errslot_copy(&r->err, err.msg, sizeof err.msg);
+    bgi_call_finish(call, NULL, &err, BG_SOURCE_REDIS);
   }
   return st;
+}
+
+BG_API int bg_rotation_add_many_ex(bg_rotation *r, bg_call *call, const void *const *items, const size_t *lens,
+                                   size_t n) {
+  int st;
+  if (!r) return bgi_call_null_handle(call, "rotation");
+  BGI_WITH_CALL(call, st = add_many(r, items, lens, n));
+  return finish_call(r, call, st);
+}
+
+BG_API int bg_rotation_add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n) {
+  return bg_rotation_add_many_ex(r, NULL, items, lens, n);
+}
+
+BG_API int bg_rotation_add_ex(bg_rotation *r, bg_call *call, const void *item, size_t len) {
+  return bg_rotation_add_many_ex(r, call, &item, &len, 1);
+}
+
+BG_API int bg_rotation_add(bg_rotation *r, const void *item, size_t len) {
+  return bg_rotation_add_many_ex(r, NULL, &item, &len, 1);
 }
 
 static int commit(bg_rotation *r);
@@ -241,12 +174,7 @@ BG_API int bg_rotation_commit_ex(bg_rotation *r, bg_call *call) {
   int st;
   if (!r) return bgi_call_null_handle(call, "rotation");
   BGI_WITH_CALL(call, st = commit(r));
-  if (call) {
-    bgi_err err = {.status = st};
-    if (st != BG_OK) bgi_errslot_copy(&r->err, err.msg, sizeof err.msg);
-    bgi_call_finish(call, NULL, &err, BG_SOURCE_REDIS);
-  }
-  return st;
+  return finish_call(r, call, st);
 }
 
 BG_API int bg_rotation_commit(bg_rotation *r) { return bg_rotation_commit_ex(r, NULL); }
@@ -257,44 +185,32 @@ static int commit(bg_rotation *r) {
     if (err.status == BG_EROTATING) fail(r);
     return finish(r, &err);
   }
-  if (r->strategy != BG_ROTATE_NAIVE) {
-    int st;
-    if (r->strategy == BG_ROTATE_LOCKED) {
-      st = bgi_locked_commit(r, &err);
-    } else {
-      st = upload(r, &err);
-      if (st == BG_OK) st = bgi_rot_drain_delta(r, &r->staging_key, &err);
-      if (st == BG_OK) st = bgi_rot_report(r, BG_PHASE_COMMITTING, 1, &err);
-      if (st == BG_OK) st = bgi_rot_step_commit(r, &err);
-    }
-    if (st != BG_OK) {
-      fail(r);
-      return finish(r, &err);
-    }
-    bgi_lease_stop(r);
-    atomic_store(&r->f->cfg, bgi_cfg_pack(r->size, r->k));
-    uint64_t mine = bgi_cfg_pack(r->size, r->k);
-    atomic_compare_exchange_strong(&r->f->next_cfg, &mine, 0);
+  if (r->ops->commit(r, &err) != BG_OK) {
+    fail(r);
+    return finish(r, &err);
   }
   r->state = BGI_ROT_COMMITTED;
-  bgi_guard_note_rotation(r->f);
+  bgi_filter_count_rotation(r->f);
   bgi_rot_report(r, BG_PHASE_DONE, 1, &(bgi_err){0});
   return finish(r, &err);
 }
 
-BG_API int bg_rotation_abort(bg_rotation *r) {
+static int abort_rotation(bg_rotation *r) {
   bgi_err err = {0};
-  if (!r) return BG_EINVAL;
   if (r->state != BGI_ROT_ACTIVE) return BG_OK;
-  if (r->strategy != BG_ROTATE_NAIVE) {
-    bgi_lease_stop(r);
-    bgi_rot_step_abort(r, &err);
-    uint64_t mine = bgi_cfg_pack(r->size, r->k);
-    atomic_compare_exchange_strong(&r->f->next_cfg, &mine, 0);
-  }
+  r->ops->abort(r, &err);
   r->state = BGI_ROT_ABORTED;
   return finish(r, &err);
 }
+
+BG_API int bg_rotation_abort_ex(bg_rotation *r, bg_call *call) {
+  int st;
+  if (!r) return bgi_call_null_handle(call, "rotation");
+  BGI_WITH_CALL(call, st = abort_rotation(r));
+  return finish_call(r, call, st);
+}
+
+BG_API int bg_rotation_abort(bg_rotation *r) { return bg_rotation_abort_ex(r, NULL); }
 
 BG_API void bg_rotation_free(bg_rotation *r) {
   if (!r) return;

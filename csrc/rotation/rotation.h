@@ -40,9 +40,28 @@ typedef struct bgi_lease {
 
 enum { BGI_ROT_ACTIVE = 0, BGI_ROT_COMMITTED, BGI_ROT_ABORTED, BGI_ROT_FAILED };
 
+/*
+ * One strategy (swap.c, locked.c, naive.c); rotation.c keeps the ABI and calls these.
+ *  begin   after the handle is set up: take what the strategy needs (lease, lock, or the naive
+ *          delete + tryInit); on failure leave nothing on the server (begin's caller frees r);
+ *  add     items of the next generation (the items are checked);
+ *  commit  make the next generation live; on failure rotation.c calls abort;
+ *  abort   undo everything still held on the server (after a failure, or bg_rotation_abort);
+ *          err gets the first failure of the undo (a failure's own undo ignores it).
+ */
+typedef struct bgi_rot_ops {
+  const char *name;
+  int (*begin)(bg_rotation *r, bgi_err *err);
+  int (*add)(bg_rotation *r, const void *const *items, const size_t *lens, size_t n, bgi_err *err);
+  int (*commit)(bg_rotation *r, bgi_err *err);
+  void (*abort)(bg_rotation *r, bgi_err *err);
+} bgi_rot_ops;
+
+extern const bgi_rot_ops bgi_rot_swap, bgi_rot_locked, bgi_rot_naive;
+
 struct bg_rotation {
   bg_filter *f;
-  int strategy;
+  const bgi_rot_ops *ops;
   int state;
   struct bg_options opts;
   char token[33];       /* random: proves this rotator holds the lease */
@@ -60,7 +79,7 @@ struct bg_rotation {
   int64_t n;
   double fpp_value;
   char fpp[32];         /* Java's Double.toString, as the config hash stores it */
-  bgi_bitmap next;      /* SWAP, LOCKED */
+  bgi_bitmap next;      /* SWAP, LOCKED (leased.c) */
   bgi_lease lease;      /* SWAP, LOCKED */
   bg_lock *lock;        /* LOCKED: the filter's write lock */
   int lock_held;        /* LOCKED: taken by the commit, on the committing thread */
@@ -89,16 +108,18 @@ int bgi_rot_step_abort(bg_rotation *r, bgi_err *err);
 /* BG_ESERVER: the bitmap key (staging for SWAP, live for LOCKED) was lost under the rotation. */
 int bgi_rot_vanished(bg_rotation *r, const char *what, const char *key, bgi_err *err);
 
-/* Shared by the strategies (rotation.c): the progress callback (BG_EABORTED if it says stop),
+/* Shared by the strategies (progress.c): the progress callback (BG_EABORTED if it says stop),
  * and the check that the rotation is still on and its lease still held. */
 int bgi_rot_report(bg_rotation *r, int phase, int force, bgi_err *err);
 int bgi_rot_check_active(bg_rotation *r, const char *what, bgi_err *err);
 
-/* BG_ROTATE_LOCKED (locked.c): open the write lock at begin; the in-place commit; release the
- * lock if the commit holds it (after a failure too). */
-int bgi_locked_begin(bg_rotation *r, bgi_err *err);
-int bgi_locked_commit(bg_rotation *r, bgi_err *err);
-void bgi_locked_release(bg_rotation *r);
+/* What SWAP and LOCKED share (leased.c): begin takes the lease (waiting for another rotation),
+ * add builds in memory; settle, after a commit, stops the keeper and gives the handle the new
+ * config; abort gives the lease back and drops the staging keys. */
+int bgi_leased_begin(bg_rotation *r, bgi_err *err);
+int bgi_leased_add(bg_rotation *r, const void *const *items, const size_t *lens, size_t n, bgi_err *err);
+void bgi_leased_settle(bg_rotation *r);
+void bgi_leased_abort(bg_rotation *r, bgi_err *err);
 
 int bgi_lease_start(bg_rotation *r);
 void bgi_lease_stop(bg_rotation *r);

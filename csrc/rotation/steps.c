@@ -1,15 +1,17 @@
 /*
  * The rotation's server-side steps. Begin, renew, commit and abort are Lua scripts, so the lease
  * check and the write it guards happen in one atomic step. The upload is not: it is plain
- * MULTI/SETRANGE/PEXPIRE/EXEC (Lua cost ~1.8 ms more per MiB, bench/README.md) into a staging key
+ * MULTI/SETRANGE/PEXPIRE/EXEC (Lua costs the server more per chunk: bench/README.md,
+ * bench_rotate, "Why the rotation is built this way") into a staging key
  * named after this rotation's token, so a rotator that lost its lease (it stalled past it and
  * another took over) writes only into its own key, which nothing ever reads: the commit checks
  * the token before it renames that key into place.
  *
  * The spare: the commit renames the old live bitmap to the filter's "spare" key (with the
- * staging TTL) instead of freeing it (freeing 12 MB stalls the server ~1.5 ms), and the next
- * begin renames the spare to its staging key, so the upload overwrites a full-size value in
- * place instead of growing a fresh one (1.6 ms of server time for 12 MB against 33-52 ms). The
+ * staging TTL) instead of freeing it (Redis frees a big string inside the step that drops it),
+ * and the next begin renames the spare to its staging key, so the upload overwrites a full-size
+ * value in place instead of growing a fresh one, many times cheaper for the server (the same
+ * section of bench/README.md has the figures). The
  * upload then rewrites every byte the spare has (zeros included), so none of its bits survive.
  *
  * Completeness (issue 11): a key that expires, is evicted or deleted under a rotation comes back
@@ -164,9 +166,10 @@ static int lease_lost(bg_rotation *r, const char *what, bgi_err *err) {
                      "rotator took over); nothing more was written", what, r->f->name.s);
 }
 
-/* The staging bitmap (SWAP) or the live one being rewritten (LOCKED) is not all there. */
+/* The staging bitmap (SWAP) or the live one being rewritten in place (LOCKED, whose callers pass
+ * the filter's own name, r->f->name.s itself) is not all there. */
 int bgi_rot_vanished(bg_rotation *r, const char *what, const char *key, bgi_err *err) {
-  if (r->strategy == BG_ROTATE_LOCKED)
+  if (key == r->f->name.s)
     return bgi_err_set(err, BG_ESERVER, "%s refused: the bitmap %s of \"%s\" vanished during the in-place rewrite (it "
                        "expired, was evicted or deleted); the filter stays marked as being rebuilt (queries fail with "
                        "BG_ELOCKED) until the next rotation: rotate again", what, key, r->f->name.s);

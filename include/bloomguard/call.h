@@ -1,8 +1,22 @@
 /*
  * bloomguard/call.h - per-call settings and results.
  *
- * Every filter operation has an _ex form taking a bg_call (or NULL, which is what the plain form
- * passes). A bg_call carries what belongs to one call rather than to a shared handle:
+ * The _ex rule (one rule for the whole ABI): every fallible function X that acts on a handle, or
+ * opens one, has a form X_ex taking a bg_call * as its SECOND parameter - right after the handle
+ * (bg_filter_count_ex(f, call, &n)), or for a constructor right after the out-pointer
+ * (bg_filter_open_ex(&f, call, client, name), bg_client_open_ex(&c, call, url, opts)); a function
+ * with neither takes it first (bg_optimal_params_ex(call, n, fpp, &size, &k)). The other
+ * parameters are X's, in X's order. call may be NULL: X is exactly X_ex with NULL, a thin
+ * wrapper. The rule has no other meaning of _ex (0.2.0 changed the three that had one: README,
+ * "Changelog"). It exempts only functions whose failures the status tells completely and that
+ * have no handle message to replace: destructors and accessors returning no status, the settings
+ * objects' own functions (bg_call_*, bg_options_*, bg_policy_* but bg_filter_set_policy), the
+ * pure hash functions bg_hash128 and bg_indexes (BG_EINVAL for a NULL pointer, k 0 or a size
+ * outside 1..BG_MAX_SIZE), and the in-memory readers bg_filter_stat, bg_rotation_stats and
+ * bg_rotation_set_progress (BG_EINVAL / BG_ENOTSUP for a NULL handle or an unknown counter).
+ * tests/python/test_ex_rule.py checks the headers against the rule.
+ *
+ * A bg_call carries what belongs to one call rather than to a shared handle:
  *  - settings: a timeout for this call (e.g. from a Go context deadline);
  *  - results: the exact message of this call's failure, and where the answer came from.
  * Handles (client, filter) are shared between threads; a bg_call is not: give each thread (or

@@ -35,13 +35,14 @@ typedef struct bg_client bg_client;
 
 /*
  * Parses the URL, connects one connection (so a bad address or password fails here, within the
- * connect timeout) and returns the client in *out. opts may be NULL. On failure *out is NULL and,
- * because there is no handle to carry it, the message is written to errbuf if that is not NULL:
- * use bg_client_open_ex for it.
+ * connect timeout) and returns the client in *out. opts may be NULL; an explicitly set option
+ * that is not a client's (a BG_OPT_ROTATE_* or BG_OPT_LOCK_* one) is refused with BG_ENOTSUP
+ * (options.h). On failure *out is NULL and, because there is no handle to carry it, the message
+ * is only on the call of bg_client_open_ex (bg_call_errmsg): use that form to learn it. The
+ * call's timeout does not apply (BG_OPT_CONNECT_TIMEOUT_MS bounds each connect).
  */
 BG_API int  bg_client_open(bg_client **out, const char *url, const bg_options *opts);
-BG_API int  bg_client_open_ex(bg_client **out, const char *url, const bg_options *opts,
-                              char *errbuf, size_t errbuf_size);
+BG_API int  bg_client_open_ex(bg_client **out, bg_call *call, const char *url, const bg_options *opts);
 BG_API void bg_client_close(bg_client *c);
 
 /* Round trip to the server (PING). */

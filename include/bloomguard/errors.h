@@ -39,6 +39,14 @@ BG_BEGIN_DECLS
 /* Static description of a status code ("unknown status" for values not listed above). */
 BG_API const char *bg_strerror(int status);
 
+/*
+ * The macro name of a status code, as written above ("BG_OK", "BG_ETIMEOUT", ...): static, for
+ * messages and for bindings that name codes the way the header does. NULL for a value not listed
+ * above (not "BG_UNKNOWN": a caller tells a code it does not know from a known one, and a binding
+ * built against an older header can then print the number, e.g. "BG_STATUS(-42)").
+ */
+BG_API const char *bg_status_name(int status);
+
 BG_END_DECLS
 
 #endif

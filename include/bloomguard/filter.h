@@ -42,7 +42,7 @@ typedef struct bg_filter bg_filter;
  */
 BG_API int  bg_filter_open(bg_filter **out, bg_client *c, const char *name);
 /* The same; a failure's message goes to call when given, else to the client's message slot. */
-BG_API int  bg_filter_open_ex(bg_filter **out, bg_client *c, const char *name, bg_call *call);
+BG_API int  bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const char *name);
 BG_API void bg_filter_close(bg_filter *f);
 BG_API const char *bg_filter_name(const bg_filter *f);
 
@@ -93,8 +93,10 @@ BG_API int bg_filter_persist(bg_filter *f, int *applied);
  * On failure the message goes to the call if given, else to the filter handle.
  */
 BG_API int bg_filter_init_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp, int *created);
+BG_API int bg_filter_add_ex(bg_filter *f, bg_call *call, const void *item, size_t len, int *added);
 BG_API int bg_filter_add_many_ex(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,
                                  size_t n, size_t *added);
+BG_API int bg_filter_contains_ex(bg_filter *f, bg_call *call, const void *item, size_t len, int *present);
 BG_API int bg_filter_contains_many_ex(bg_filter *f, bg_call *call, const void *const *items,
                                       const size_t *lens, size_t n, uint8_t *present);
 BG_API int bg_filter_count_ex(bg_filter *f, bg_call *call, int64_t *count);
@@ -111,6 +113,7 @@ BG_API int bg_filter_persist_ex(bg_filter *f, bg_call *call, int *applied);
  * either case. No round trip. BG_ESERVER when no master serves the slot now (a failover).
  */
 BG_API int bg_filter_node(bg_filter *f, char *buf, size_t cap, int32_t *slot);
+BG_API int bg_filter_node_ex(bg_filter *f, bg_call *call, char *buf, size_t cap, int32_t *slot);
 
 /* Message of the most recent failure on this handle ("" if none); never contains a password. The
  * pointer is a copy owned by the calling thread, valid until it asks for an error message again. */

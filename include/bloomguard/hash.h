@@ -31,9 +31,10 @@ BG_API int bg_indexes(const void *data, size_t len, uint64_t size, uint32_t k, u
  * writing a negative size into the config hash.
  */
 BG_API int bg_optimal_params(int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k);
-/* The same, with Redisson's rejection message on the call (bg_call_errmsg); call may be NULL. */
-BG_API int bg_optimal_params_ex(int64_t expected_insertions, double fpp, uint64_t *size, uint32_t *k,
-                                bg_call *call);
+/* The same, with Redisson's rejection message on the call (bg_call_errmsg); call may be NULL. No
+ * handle: the call comes first (call.h, "The _ex rule"). */
+BG_API int bg_optimal_params_ex(bg_call *call, int64_t expected_insertions, double fpp, uint64_t *size,
+                                uint32_t *k);
 
 /* Name of the HighwayHash implementation picked for this CPU: "avx2", "sse41" or "portable". */
 BG_API const char *bg_hash_impl(void);

@@ -1,8 +1,14 @@
 /*
  * bloomguard/options.h - connection options, set by enum so the ABI grows without frozen structs.
  *
- * A bg_options object is only read by bg_client_open (which copies what it needs), so one object
- * may be reused for several clients and freed right after opening.
+ * Three consumers read a bg_options object, each only its own options: bg_client_open (the options
+ * from BG_OPT_CONNECT_TIMEOUT_MS to BG_OPT_TLS_VERIFY and the string options), bg_rotation_begin
+ * (BG_OPT_ROTATE_*) and bg_lock_open / bg_lock_open_filter (BG_OPT_LOCK_*). A consumer given an
+ * object in which an option of another was set explicitly refuses it with BG_ENOTSUP, its message
+ * naming the option and where it belongs ("BG_OPT_ROTATE_LEASE_MS is a rotation option
+ * (bg_rotation_begin), not a client option (bg_client_open)"): an option that would be ignored is
+ * a mistake. Setting a string option to NULL or "" makes it unset again. Each consumer copies what
+ * it needs, so one object may be reused for several calls and freed right after them.
  */
 #ifndef BLOOMGUARD_OPTIONS_H
 #define BLOOMGUARD_OPTIONS_H
@@ -79,8 +85,15 @@ typedef struct bg_options bg_options;
 
 BG_API int  bg_options_new(bg_options **out);
 BG_API void bg_options_free(bg_options *o);
-/* BG_ENOTSUP for an unknown option (or one of the other type), BG_EINVAL for a value out of range. */
+/* BG_ENOTSUP for an unknown option (or one of the other type), BG_EINVAL for a value out of range
+ * (bg_options_bounds). */
 BG_API int  bg_options_set_int(bg_options *o, int option, int64_t value);
+/*
+ * The range bg_options_set_int accepts for an integer option: *lo..*hi inclusive (each pointer may
+ * be NULL), from the same table the setter checks, so a binding or a command line can say the
+ * range without a copy of it. BG_ENOTSUP for an unknown option or a string option.
+ */
+BG_API int  bg_options_bounds(int option, int64_t *lo, int64_t *hi);
 /* value is copied; NULL resets the option to its default. */
 BG_API int  bg_options_set_str(bg_options *o, int option, const char *value);
 

@@ -51,7 +51,8 @@
  *   2 retries, backoff 10 ms doubling up to 100 ms, 50 % jitter; breaker after 5 failures, 1 s
  *   cooldown; callback 100 calls/s, burst 100; no snapshot refresh, snapshots of any age.
  * A filter without a policy (the default, or after bg_filter_set_policy(f, NULL)) fails with plain
- * statuses, as if every chain were ERROR and there were no breaker; its counters still count.
+ * statuses, as if every chain were ERROR and there were no breaker; its counters (stats.h) still
+ * count.
  *
  * Thread safety: a bg_policy is a plain settings object for one thread at a time.
  * bg_filter_set_policy may be called while other threads use the filter: calls that started keep
@@ -64,6 +65,9 @@
 #include "common.h"
 #include "call.h"
 #include "filter.h"
+/* the counters (BG_STAT_*, bg_filter_stat) were declared here; included so code that found them
+ * here still builds */
+#include "stats.h"
 
 BG_BEGIN_DECLS
 
@@ -102,64 +106,18 @@ typedef struct bg_policy bg_policy;
                                               0 = unlimited; 0..1000000 */
 #define BG_POLICY_CALLBACK_BURST        8  /* token bucket size (it starts full); default 100; 1..1000000 */
 #define BG_POLICY_SNAPSHOT_INTERVAL_MS  9  /* refresh the snapshot in a background thread this often (the first
-                                              at once); default 0 = never; 0 or 100..86400000 */
+                                              at once); default 0 = never; 0 or 100..86400000
+                                              (bg_policy_bounds answers 100..86400000) */
 #define BG_POLICY_SNAPSHOT_MAX_AGE_MS  10  /* BG_ACT_SNAPSHOT skips an older snapshot; default 0 = any age;
                                               0..31536000000; with a refresh interval, at least it
                                               (bg_filter_set_policy refuses less) */
 #define BG_POLICY_SNAPSHOT_CHUNK_BYTES 11  /* bytes per GETRANGE of a snapshot download; default 1048576;
                                               4096..67108864 */
 
-/* States of the circuit breaker (BG_STAT_BREAKER_STATE). */
+/* States of the circuit breaker (BG_STAT_BREAKER_STATE, stats.h). */
 #define BG_BREAKER_CLOSED     0
 #define BG_BREAKER_OPEN       1
 #define BG_BREAKER_HALF_OPEN  2   /* open, and one probe call is in flight */
-
-/*
- * Counters of a filter handle (bg_filter_stat). Values are pinned. Counted with or without a
- * policy, since the handle was opened; queries and adds are the calls (not the items) that passed
- * the argument checks, counted when they end.
- */
-#define BG_STAT_QUERIES                  1  /* contains / contains_many calls */
-#define BG_STAT_ANSWERS_REDIS            2  /* queries answered by the server */
-#define BG_STAT_ANSWERS_SNAPSHOT         3
-#define BG_STAT_ANSWERS_CALLBACK         4
-#define BG_STAT_ANSWERS_ASSUMED_PRESENT  5
-#define BG_STAT_ANSWERS_ASSUMED_ABSENT   6
-#define BG_STAT_QUERY_ERRORS             7  /* queries that failed */
-#define BG_STAT_ADDS                     8  /* add / add_many calls */
-#define BG_STAT_ADD_ERRORS               9  /* adds that failed */
-#define BG_STAT_RETRIES                 10  /* attempts made by BG_ACT_RETRY (queries and adds) */
-#define BG_STAT_BREAKER_STATE           11  /* BG_BREAKER_* now */
-#define BG_STAT_BREAKER_TRIPS           12  /* times the breaker opened from closed */
-#define BG_STAT_BREAKER_REJECTED        13  /* attempts not sent to the server because it was open */
-#define BG_STAT_BREAKER_PROBES          14  /* probe calls let through after a cooldown */
-#define BG_STAT_CALLBACK_CALLS          15  /* calls of the fallback callback */
-#define BG_STAT_CALLBACK_REFUSED        16  /* callback actions skipped because the token bucket was empty */
-#define BG_STAT_CALLBACK_DECLINED       17  /* callback calls that returned non-zero */
-#define BG_STAT_ROTATIONS               18  /* rotations committed through this handle */
-#define BG_STAT_SNAPSHOT_REFRESHES      19  /* snapshot downloads that succeeded */
-#define BG_STAT_SNAPSHOT_FAILURES       20  /* snapshot downloads that failed */
-#define BG_STAT_SNAPSHOT_AGE_MS         21  /* age of the snapshot held now; -1 if none */
-#define BG_STAT_SNAPSHOT_BYTES          22  /* its bitmap size in bytes; 0 if none */
-#define BG_STAT_TRACKED_READS           23  /* query round trips that sent only BITFIELD_RO, their config and write
-                                               lock tracked by the server (BG_OPT_TRACKING) */
-#define BG_STAT_TRACKED_STALE           24  /* of those, answers dropped because an invalidation of the config or
-                                               the lock arrived before them (asked again with the full check) */
-/* Redis Cluster: counters of the filter's client (every filter of one client reads the same values;
- * 0 when it talks to a standalone server). Redirects followed, busy answers waited out, map reloads. */
-#define BG_STAT_CLUSTER_MOVED           25  /* MOVED redirects followed (the slot map was patched) */
-#define BG_STAT_CLUSTER_ASK             26  /* ASK redirects followed (one block resent with ASKING) */
-#define BG_STAT_CLUSTER_BUSY_RETRIES    27  /* TRYAGAIN / CLUSTERDOWN / LOADING answers waited out and retried */
-#define BG_STAT_CLUSTER_MAP_RELOADS     28  /* CLUSTER SLOTS reloads of the slot map that succeeded */
-/* Failures seen, by class: every failed attempt (retries included; breaker rejections excluded). */
-#define BG_STAT_FAIL_NOTINIT           101
-#define BG_STAT_FAIL_CONFIG            102
-#define BG_STAT_FAIL_LOCKED            103
-#define BG_STAT_FAIL_CONNECTION        104
-#define BG_STAT_FAIL_TIMEOUT           105
-#define BG_STAT_FAIL_SERVER            106
-#define BG_STAT_FAIL_CORRUPT           107
-#define BG_STAT_FAIL_OTHER             108
 
 /*
  * The fallback: answers present[i] (0 or 1; any non-zero counts as 1) for each of the n items
@@ -174,8 +132,15 @@ typedef int (*bg_fallback_fn)(void *userdata, const void *const *items, const si
 
 BG_API int  bg_policy_new(bg_policy **out);
 BG_API void bg_policy_free(bg_policy *p);
-/* BG_ENOTSUP for an unknown setting, BG_EINVAL for a value out of range. */
+/* BG_ENOTSUP for an unknown setting, BG_EINVAL for a value out of range (bg_policy_bounds). */
 BG_API int  bg_policy_set_int(bg_policy *p, int option, int64_t value);
+/*
+ * The range bg_policy_set_int accepts for a setting: *lo..*hi inclusive (each pointer may be NULL),
+ * from the table the setter checks. One value outside it is accepted too: 0 for
+ * BG_POLICY_SNAPSHOT_INTERVAL_MS (never refresh), whose range is 100..86400000. BG_ENOTSUP for an
+ * unknown setting.
+ */
+BG_API int  bg_policy_bounds(int option, int64_t *lo, int64_t *hi);
 BG_API int  bg_policy_get_int(const bg_policy *p, int option, int64_t *value);
 /*
  * The chain of a failure class: 1..BG_POLICY_MAX_CHAIN actions, copied. BG_ENOTSUP for an unknown
@@ -195,6 +160,7 @@ BG_API int  bg_policy_set_fallback(bg_policy *p, bg_fallback_fn fn, void *userda
  * refresh as BG_POLICY_SNAPSHOT_INTERVAL_MS says (it joins a download under way first).
  */
 BG_API int  bg_filter_set_policy(bg_filter *f, const bg_policy *p);
+BG_API int  bg_filter_set_policy_ex(bg_filter *f, bg_call *call, const bg_policy *p);
 
 /*
  * Downloads the filter's bitmap and config into the local snapshot now (with or without a
@@ -202,12 +168,12 @@ BG_API int  bg_filter_set_policy(bg_filter *f, const bg_policy *p);
  * rotation lease are WATCHed while the bitmap is read in chunks (GETRANGE), so a rebuild, delete
  * or rotation that touches them during the download makes it start over (3 attempts, then
  * BG_ECONFIG; BG_EROTATING if a rotation is running). The snapshot holds every bit set when the
- * download started. Memory: size / 8 bytes of the filter.
+ * download started. Memory: size / 8 bytes of the filter. The _ex form's call bounds the
+ * download (its timeout) and carries its message (0.1's bg_filter_snapshot_refresh took the call
+ * itself: README, "Changelog").
  */
-BG_API int  bg_filter_snapshot_refresh(bg_filter *f, bg_call *call);
-
-/* Reads a counter (BG_STAT_*). BG_ENOTSUP for an unknown one. */
-BG_API int  bg_filter_stat(const bg_filter *f, int stat, int64_t *value);
+BG_API int  bg_filter_snapshot_refresh(bg_filter *f);
+BG_API int  bg_filter_snapshot_refresh_ex(bg_filter *f, bg_call *call);
 
 BG_END_DECLS
 

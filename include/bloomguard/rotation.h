@@ -105,7 +105,8 @@ typedef int (*bg_progress_fn)(void *userdata, int phase, uint64_t items, uint64_
 
 /*
  * Starts a rotation of f to (expected_insertions, fpp) - the same or other parameters.
- * opts may be NULL; these options apply (others are ignored):
+ * opts may be NULL; these options apply (an explicitly set option of another consumer is refused
+ * with BG_ENOTSUP, options.h):
  *   BG_OPT_ROTATE_LEASE_MS (default 30000), BG_OPT_ROTATE_WAIT_MS (default 0: fail at once with
  *   BG_EROTATING), BG_OPT_ROTATE_STAGING_TTL_MS (default 300000), BG_OPT_ROTATE_THREADS (threads
  *   hashing the build; default: the online CPUs - 1, at least 1, so a CPU stays free for the
@@ -124,12 +125,17 @@ BG_API int  bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_
  * (BG_OPT_ROTATE_WAIT_MS) within about 50 ms with BG_ECANCELED, no lease taken. The failure's
  * message is on the call and on the filter. The call's timeout does not apply (the wait is
  * BG_OPT_ROTATE_WAIT_MS). */
-BG_API int  bg_rotation_begin_ex(bg_rotation **out, bg_filter *f, bg_call *call, int64_t expected_insertions,
+BG_API int  bg_rotation_begin_ex(bg_rotation **out, bg_call *call, bg_filter *f, int64_t expected_insertions,
                                  double fpp, int strategy, const bg_options *opts);
 BG_API int  bg_rotation_set_progress(bg_rotation *r, bg_progress_fn fn, void *userdata);
 
 BG_API int  bg_rotation_add(bg_rotation *r, const void *item, size_t len);
 BG_API int  bg_rotation_add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n);
+/* The same with a bg_call (may be NULL): a cancel reaches NAIVE's add round trips' waits; the
+ * failure's message is on the call and on the rotation. The call's timeout does not apply. */
+BG_API int  bg_rotation_add_ex(bg_rotation *r, bg_call *call, const void *item, size_t len);
+BG_API int  bg_rotation_add_many_ex(bg_rotation *r, bg_call *call, const void *const *items, const size_t *lens,
+                                    size_t n);
 
 /* Uploads and swaps (SWAP), rewrites in place under the write lock (LOCKED) or finishes (NAIVE).
  * After it (success or not) the rotation is over. */
@@ -139,6 +145,7 @@ BG_API int  bg_rotation_commit(bg_rotation *r);
 BG_API int  bg_rotation_commit_ex(bg_rotation *r, bg_call *call);
 /* Gives up: the staging keys are removed at once and the lease released. Idempotent. */
 BG_API int  bg_rotation_abort(bg_rotation *r);
+BG_API int  bg_rotation_abort_ex(bg_rotation *r, bg_call *call);
 /* Aborts a rotation neither committed nor aborted, then frees. Accepts NULL. */
 BG_API void bg_rotation_free(bg_rotation *r);
 

@@ -182,7 +182,7 @@ static void test_unreachable_server(void) {
   char url[64], msg[512];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(a.sin_port));
   bg_client *c = NULL;
-  CHECK_STATUS(bg_client_open_ex(&c, url, NULL, msg, sizeof msg), BG_ECONN);
+  CHECK_STATUS(bgt_client_open(&c, url, NULL, msg, sizeof msg), BG_ECONN);
   CHECK(c == NULL);
   CHECK_CONTAINS(msg, "cannot connect to 127.0.0.1");
 
@@ -205,7 +205,7 @@ static void test_unreachable_server(void) {
   CHECK_OK(bg_options_set_int(o, BG_OPT_CONNECT_TIMEOUT_MS, 300));
   CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 300));
   uint64_t t0 = bgt_now_ns();
-  int st = bg_client_open_ex(&c, url, o, msg, sizeof msg);
+  int st = bgt_client_open(&c, url, o, msg, sizeof msg);
   double ms = (double)(bgt_now_ns() - t0) / 1e6;
   CHECK_STATUS(st, BG_ECONN);
   CHECK_CONTAINS(msg, "within 300 ms");
@@ -221,7 +221,7 @@ static void test_malformed_urls(void) {
   char msg[512];
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     bg_client *c = NULL;
-    CHECK_STATUS(bg_client_open_ex(&c, bad[i], NULL, msg, sizeof msg), BG_EBADURL);
+    CHECK_STATUS(bgt_client_open(&c, bad[i], NULL, msg, sizeof msg), BG_EBADURL);
     CHECK_CONTAINS(msg, "expected redis://");
   }
 }
@@ -233,16 +233,16 @@ static void test_auth(void) {
   char url[256], msg[512];
   bg_client *c = NULL;
 
-  CHECK_STATUS(bg_client_open_ex(&c, locked.url, NULL, msg, sizeof msg), BG_EAUTH);
+  CHECK_STATUS(bgt_client_open(&c, locked.url, NULL, msg, sizeof msg), BG_EAUTH);
   CHECK_CONTAINS(msg, "requires a password");
 
   snprintf(url, sizeof url, "redis://:wrong-s3cret-pw@127.0.0.1:%d", locked.port);
-  CHECK_STATUS(bg_client_open_ex(&c, url, NULL, msg, sizeof msg), BG_EAUTH);
+  CHECK_STATUS(bgt_client_open(&c, url, NULL, msg, sizeof msg), BG_EAUTH);
   CHECK_CONTAINS(msg, "authentication failed");
   CHECK_MSG(!strstr(msg, "wrong-s3cret-pw"), "password in message: %s", msg);
 
   snprintf(url, sizeof url, "redis://:s3cret-pw@127.0.0.1:%d/2", locked.port);
-  CHECK_OK(bg_client_open_ex(&c, url, NULL, msg, sizeof msg));
+  CHECK_OK(bgt_client_open(&c, url, NULL, msg, sizeof msg));
   CHECK_OK(bg_client_ping(c));
   bg_client_close(c);
 
@@ -265,13 +265,13 @@ static void test_acl_user(void) {
   bg_client *c = NULL;
   bg_filter *f = NULL;
   snprintf(url, sizeof url, "redis://alice:al1ce-pw@127.0.0.1:%d", s.port);
-  CHECK_OK(bg_client_open_ex(&c, url, NULL, msg, sizeof msg));
+  CHECK_OK(bgt_client_open(&c, url, NULL, msg, sizeof msg));
   CHECK_OK(bg_filter_open(&f, c, "acl"));
   CHECK_OK(bg_filter_init(f, 100, 0.01, NULL));
   bg_filter_close(f);
   bg_client_close(c);
   snprintf(url, sizeof url, "redis://alice:not-al1ce-pw@127.0.0.1:%d", s.port);
-  CHECK_STATUS(bg_client_open_ex(&c, url, NULL, msg, sizeof msg), BG_EAUTH);
+  CHECK_STATUS(bgt_client_open(&c, url, NULL, msg, sizeof msg), BG_EAUTH);
   CHECK_CONTAINS(msg, "authentication failed");
   CHECK_MSG(!strstr(msg, "not-al1ce-pw"), "password in message: %s", msg);
   /* a URL whose ':' went missing holds the password in the user part: not named either */
@@ -279,7 +279,7 @@ static void test_acl_user(void) {
   bg_options *po = NULL;
   CHECK_OK(bg_options_new(&po));
   CHECK_OK(bg_options_set_str(po, BG_OPT_PASSWORD, "wrong"));
-  CHECK_STATUS(bg_client_open_ex(&c, url, po, msg, sizeof msg), BG_EAUTH);
+  CHECK_STATUS(bgt_client_open(&c, url, po, msg, sizeof msg), BG_EAUTH);
   CHECK_MSG(!strstr(msg, "al1ce-pw"), "password in message: %s", msg);
   bg_options_free(po);
   /* a user without permission for the commands: refused with BG_EAUTH, not a crash */

@@ -233,7 +233,7 @@ static void test_rotation_wait(void) {
   bg_options *o = rotate_opts(CONTROL_WAIT_MS);
   bg_call *call = new_call();
   uint64_t t0 = bgt_now_ns();
-  CHECK_STATUS(bg_rotation_begin_ex(&second, f, call, 1000, 0.01, BG_ROTATE_SWAP, o), BG_EROTATING);
+  CHECK_STATUS(bg_rotation_begin_ex(&second, call, f, 1000, 0.01, BG_ROTATE_SWAP, o), BG_EROTATING);
   CHECK_MSG(ms_between(t0, bgt_now_ns()) >= CONTROL_WAIT_MS, "the uncancelled wait ended early");
   CHECK(second == NULL);
   bg_options_free(o);
@@ -241,7 +241,7 @@ static void test_rotation_wait(void) {
   o = rotate_opts(60000);
   canceller c;
   cancel_later(&c, call, CANCEL_AFTER_MS);
-  int st = bg_rotation_begin_ex(&second, f, call, 1000, 0.01, BG_ROTATE_SWAP, o);
+  int st = bg_rotation_begin_ex(&second, call, f, 1000, 0.01, BG_ROTATE_SWAP, o);
   check_cancel_latency(&c, bgt_now_ns(), "rotation wait");
   CHECK_STATUS(st, BG_ECANCELED);
   CHECK(second == NULL);
@@ -254,7 +254,7 @@ static void test_rotation_wait(void) {
   CHECK_OK(bg_rotation_commit(first));
   bg_rotation_free(first);
   CHECK_OK(bg_call_clear_cancel(call));
-  CHECK_OK(bg_rotation_begin_ex(&second, f, call, 1000, 0.01, BG_ROTATE_SWAP, NULL));
+  CHECK_OK(bg_rotation_begin_ex(&second, call, f, 1000, 0.01, BG_ROTATE_SWAP, NULL));
   CHECK_OK(bg_rotation_commit_ex(second, call));
   bg_rotation_free(second);
   bg_filter_delete(f, NULL);
@@ -280,7 +280,7 @@ static void test_locked_commit_wait(void) {
 
   /* control: the commit waits for the holder up to the lease, then fails */
   bg_rotation *r = NULL;
-  CHECK_OK(bg_rotation_begin_ex(&r, f, call, 1000, 0.01, BG_ROTATE_LOCKED, o));
+  CHECK_OK(bg_rotation_begin_ex(&r, call, f, 1000, 0.01, BG_ROTATE_LOCKED, o));
   CHECK_OK(bg_rotation_add(r, "new", 3));
   uint64_t t0 = bgt_now_ns();
   CHECK_STATUS(bg_rotation_commit_ex(r, call), BG_ELOCKED);
@@ -289,7 +289,7 @@ static void test_locked_commit_wait(void) {
 
   CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_LEASE_MS, 60000));
   r = NULL;
-  CHECK_OK(bg_rotation_begin_ex(&r, f, call, 1000, 0.01, BG_ROTATE_LOCKED, o));
+  CHECK_OK(bg_rotation_begin_ex(&r, call, f, 1000, 0.01, BG_ROTATE_LOCKED, o));
   CHECK_OK(bg_rotation_add(r, "new", 3));
   canceller c;
   cancel_later(&c, call, CANCEL_AFTER_MS);
@@ -305,7 +305,7 @@ static void test_locked_commit_wait(void) {
   CHECK(present);
   CHECK_OK(bg_call_clear_cancel(call));
   r = NULL;
-  CHECK_OK(bg_rotation_begin_ex(&r, f, call, 1000, 0.01, BG_ROTATE_SWAP, NULL));
+  CHECK_OK(bg_rotation_begin_ex(&r, call, f, 1000, 0.01, BG_ROTATE_SWAP, NULL));
   bg_rotation_free(r);
   bg_options_free(o);
   bg_call_free(call);

@@ -28,7 +28,7 @@ static bgt_cluster cl;
 static bg_client *open_client(const char *url) {
   bg_client *c = NULL;
   char msg[512];
-  int st = bg_client_open_ex(&c, url, NULL, msg, sizeof msg);
+  int st = bgt_client_open(&c, url, NULL, msg, sizeof msg);
   CHECK_MSG(st == BG_OK, "open %s: %s (%s)", url, bg_strerror(st), msg);
   return c;
 }
@@ -83,7 +83,7 @@ static void test_filters_on_every_master(void) {
     CHECK_OK(bg_filter_expire(f, 60000, &applied));
     CHECK_EQ_INT(applied, 1);
     CHECK_OK(bg_filter_persist(f, &applied));
-    CHECK_OK(bg_filter_snapshot_refresh(f, NULL));
+    CHECK_OK(bg_filter_snapshot_refresh(f));
     CHECK(stat_of(f, BG_STAT_SNAPSHOT_BYTES) > 0);
     /* the bitmap is on that master: a raw GET there (not elsewhere) finds it */
     char *raw = bgt_cluster_cmd(&cl, m, "STRLEN %s", name);
@@ -257,7 +257,7 @@ static void kill_a_master(int wait_replicas) {
   char msg[512];
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_WAIT_REPLICAS, wait_replicas));
-  CHECK_MSG(bg_client_open_ex(&c, cl.seeds, o, msg, sizeof msg) == BG_OK, "open: %s", msg);
+  CHECK_MSG(bgt_client_open(&c, cl.seeds, o, msg, sizeof msg) == BG_OK, "open: %s", msg);
   bg_options_free(o);
   int m = first_master();
   char name[64];
@@ -480,13 +480,13 @@ static void test_bad_input(void) {
   char msg[512];
   char url[256];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", cl.node[0].port);
-  CHECK_STATUS(bg_client_open_ex(&c, url, NULL, msg, sizeof msg), BG_EINVAL);
+  CHECK_STATUS(bgt_client_open(&c, url, NULL, msg, sizeof msg), BG_EINVAL);
   CHECK_CONTAINS(msg, "only db 0");
   CHECK(c == NULL);
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_CLUSTER, BG_CLUSTER_OFF));
-  CHECK_STATUS(bg_client_open_ex(&c, cl.seeds, o, msg, sizeof msg), BG_EBADURL);
+  CHECK_STATUS(bgt_client_open(&c, cl.seeds, o, msg, sizeof msg), BG_EBADURL);
   CHECK_CONTAINS(msg, "only a Redis Cluster takes");
   CHECK_STATUS(bg_options_set_int(o, BG_OPT_CLUSTER, 3), BG_EINVAL);
   bg_options_free(o);
@@ -497,7 +497,7 @@ static void test_bad_input(void) {
   bg_client_close(c);
   c = NULL;
   /* no seed reachable */
-  CHECK_STATUS(bg_client_open_ex(&c, "redis://127.0.0.1:1,127.0.0.1:2", NULL, msg, sizeof msg), BG_ECONN);
+  CHECK_STATUS(bgt_client_open(&c, "redis://127.0.0.1:1,127.0.0.1:2", NULL, msg, sizeof msg), BG_ECONN);
   CHECK_CONTAINS(msg, "no seed");
 }
 
@@ -510,11 +510,11 @@ static void test_cluster_mode_on_a_standalone_server(void) {
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_CLUSTER, BG_CLUSTER_ON));
-  CHECK_STATUS(bg_client_open_ex(&c, r.url, o, msg, sizeof msg), BG_ENOTSUP);
+  CHECK_STATUS(bgt_client_open(&c, r.url, o, msg, sizeof msg), BG_ENOTSUP);
   CHECK_CONTAINS(msg, "is not a Redis Cluster node");
   bg_options_free(o);
   snprintf(url, sizeof url, "redis://127.0.0.1:%d,127.0.0.1:%d", r.port, cl.node[0].port);
-  CHECK_STATUS(bg_client_open_ex(&c, url, NULL, msg, sizeof msg), BG_EBADURL);
+  CHECK_STATUS(bgt_client_open(&c, url, NULL, msg, sizeof msg), BG_EBADURL);
   CHECK_CONTAINS(msg, "standalone server");
   /* auto: a standalone server is used as before */
   c = open_client(r.url);
@@ -532,7 +532,7 @@ static void test_uncovered_slots(void) {
   bg_client *c = NULL;
   char msg[512], url[128];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", cl.node[m].port);
-  int st = bg_client_open_ex(&c, url, NULL, msg, sizeof msg);
+  int st = bgt_client_open(&c, url, NULL, msg, sizeof msg);
   raw = bgt_cluster_cmd(&cl, m, "CLUSTER ADDSLOTS 16383");
   free(raw);
   if (st == BG_OK) bg_client_close(c);

@@ -24,7 +24,7 @@ static bg_client *client_with_wait(const char *url, int replicas, int timeout_ms
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_WAIT_REPLICAS, replicas));
   CHECK_OK(bg_options_set_int(o, BG_OPT_WAIT_TIMEOUT_MS, timeout_ms));
-  int st = bg_client_open_ex(&c, url, o, msg, sizeof msg);
+  int st = bgt_client_open(&c, url, o, msg, sizeof msg);
   CHECK_MSG(st == BG_OK, "open: %s", msg);
   bg_options_free(o);
   return c;

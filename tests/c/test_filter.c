@@ -445,14 +445,14 @@ static void test_call_object(void) {
   CHECK_EQ_INT(bg_call_status(call), BG_EINVAL);
   CHECK_CONTAINS(bg_call_errmsg(call), "filter handle is NULL");
   bg_filter *g = NULL;
-  CHECK_STATUS(bg_filter_open_ex(&g, cl, "a{}b", call), BG_EBADNAME);
+  CHECK_STATUS(bg_filter_open_ex(&g, call, cl, "a{}b"), BG_EBADNAME);
   CHECK_CONTAINS(bg_call_errmsg(call), "different cluster slots");
-  CHECK_OK(bg_filter_open_ex(&g, cl, "fine", call));
+  CHECK_OK(bg_filter_open_ex(&g, call, cl, "fine"));
   CHECK_EQ_STR(bg_call_errmsg(call), "");
   bg_filter_close(g);
   uint64_t size;
   uint32_t k;
-  CHECK_STATUS(bg_optimal_params_ex(100, 2.0, &size, &k, call), BG_EBADPARAMS);
+  CHECK_STATUS(bg_optimal_params_ex(call, 100, 2.0, &size, &k), BG_EBADPARAMS);
   CHECK_EQ_STR(bg_call_errmsg(call), "Bloom filter false probability can't be greater than 1");
   CHECK_OK(bg_client_ping_ex(cl, call));
   CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_REDIS);

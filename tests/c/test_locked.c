@@ -138,9 +138,9 @@ static void test_queries_wait_for_a_write_hold_only(void) {
 
   /* snapshots are not taken of a bitmap being rewritten */
   CHECK_OK(bg_lock_acquire(l, BG_LOCK_WRITE, 0, NULL));
-  CHECK_STATUS(bg_filter_snapshot_refresh(fi, NULL), BG_ELOCKED);
+  CHECK_STATUS(bg_filter_snapshot_refresh(fi), BG_ELOCKED);
   CHECK_OK(bg_lock_release(l));
-  CHECK_OK(bg_filter_snapshot_refresh(fi, NULL));
+  CHECK_OK(bg_filter_snapshot_refresh(fi));
 
   bg_call_free(call);
   bg_lock_close(l);
@@ -360,7 +360,7 @@ static void test_kill9_mid_rewrite(void) {
   CHECK_STATUS(bg_filter_contains(f, base.p[0], base.len[0], &present), BG_ELOCKED);
   CHECK_MSG(bgt_now_ns() - t0 < 1000000000u, "a query waited for a lock nobody holds");
   CHECK_CONTAINS(bg_filter_errmsg(f), "stopped half-way");
-  CHECK_STATUS(bg_filter_snapshot_refresh(f, NULL), BG_ELOCKED);
+  CHECK_STATUS(bg_filter_snapshot_refresh(f), BG_ELOCKED);
   /* the policy answers meanwhile: assume present keeps the no-false-negative promise */
   bg_policy *p = NULL;
   CHECK_OK(bg_policy_new(&p));

@@ -80,7 +80,7 @@ static void test_no_policy_plain_statuses(void) {
   CHECK_STATUS(bg_filter_stat(f, BG_STAT_QUERIES, NULL), BG_EINVAL);
   CHECK_STATUS(bg_filter_stat(NULL, BG_STAT_QUERIES, &v), BG_EINVAL);
   CHECK_STATUS(bg_filter_set_policy(NULL, NULL), BG_EINVAL);
-  CHECK_STATUS(bg_filter_snapshot_refresh(NULL, NULL), BG_EINVAL);
+  CHECK_STATUS(bg_filter_snapshot_refresh(NULL), BG_EINVAL);
   for (int id = 1; id <= 22; id++) CHECK_OK(bg_filter_stat(f, id, &v));
   for (int id = 101; id <= 108; id++) CHECK_OK(bg_filter_stat(f, id, &v));
   CHECK_OK(bg_filter_set_policy(f, NULL));
@@ -370,7 +370,7 @@ static void test_snapshot_answers_like_redis(void) {
   uint8_t *from_redis = calloc(6000, 1), *from_snap = calloc(6000, 1);
   CHECK_OK(bg_call_new(&call));
   /* nothing to download yet */
-  CHECK_STATUS(bg_filter_snapshot_refresh(f, call), BG_ENOTINIT);
+  CHECK_STATUS(bg_filter_snapshot_refresh_ex(f, call), BG_ENOTINIT);
   CHECK_EQ_INT(stat(f, BG_STAT_SNAPSHOT_FAILURES), 1);
   CHECK_OK(bg_filter_init(f, 5000, 0.01, NULL));
   CHECK_OK(bg_filter_add_many(f, PTRS(in), in.len, in.n, NULL));
@@ -381,7 +381,7 @@ static void test_snapshot_answers_like_redis(void) {
   CHECK_OK(bg_policy_set_chain(p, BG_FAIL_NOTINIT, chain, 2));
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_CHUNK_BYTES, 4096));  /* several chunks */
   CHECK_OK(bg_filter_set_policy(f, p));
-  CHECK_OK(bg_filter_snapshot_refresh(f, call));
+  CHECK_OK(bg_filter_snapshot_refresh_ex(f, call));
   CHECK_EQ_INT(stat(f, BG_STAT_SNAPSHOT_REFRESHES), 1);
   CHECK_EQ_INT(stat(f, BG_STAT_SNAPSHOT_BYTES), (47925 + 7) / 8);
   CHECK(stat(f, BG_STAT_SNAPSHOT_AGE_MS) >= 0);
@@ -403,7 +403,7 @@ static void test_snapshot_answers_like_redis(void) {
   /* a rotation in progress (its lease exists): refused, the snapshot held is kept */
   CHECK_OK(bg_filter_init(f, 5000, 0.01, NULL));
   cmd("HSET {snap}:rotation token %s", "someone");
-  CHECK_STATUS(bg_filter_snapshot_refresh(f, call), BG_EROTATING);
+  CHECK_STATUS(bg_filter_snapshot_refresh_ex(f, call), BG_EROTATING);
   CHECK_CONTAINS(bg_call_errmsg(call), "rotation");
   CHECK_EQ_INT(stat(f, BG_STAT_SNAPSHOT_BYTES), (47925 + 7) / 8);
   cmd("DEL {snap}:rotation%s", "");
@@ -411,7 +411,7 @@ static void test_snapshot_answers_like_redis(void) {
   cmd("SET snap %s", "x");
   cmd("DEL snap%s", "");
   cmd("HSET snap f %s", "v");
-  CHECK_STATUS(bg_filter_snapshot_refresh(f, call), BG_EWRONGTYPE);
+  CHECK_STATUS(bg_filter_snapshot_refresh_ex(f, call), BG_EWRONGTYPE);
   cmd("DEL snap {snap}:config%s", "");
   /* the connection that ran the failed downloads carries no WATCH: after a write to the config, a
    * MULTI on it still executes (a forgotten WATCH would make EXEC answer nil) */
@@ -472,14 +472,14 @@ static void test_snapshot_restarts_when_config_is_written(void) {
   toucher t = {"HSET {watched}:config touched %d", 0, 0};
   pthread_t th;
   start_touching(&th, &t);
-  CHECK_STATUS(bg_filter_snapshot_refresh(f, call), BG_ECONFIG);
+  CHECK_STATUS(bg_filter_snapshot_refresh_ex(f, call), BG_ECONFIG);
   CHECK_CONTAINS(bg_call_errmsg(call), "during each of 3 downloads");
   atomic_store(&t.stop, 1);
   pthread_join(th, NULL);
   /* negative control: the same load on the bitmap alone (what adds do) is no reason to start over */
   toucher bits = {"SETBIT watched %d 1", 0, 0};
   start_touching(&th, &bits);
-  CHECK_OK(bg_filter_snapshot_refresh(f, call));
+  CHECK_OK(bg_filter_snapshot_refresh_ex(f, call));
   atomic_store(&bits.stop, 1);
   pthread_join(th, NULL);
   CHECK_EQ_INT(stat(f, BG_STAT_SNAPSHOT_REFRESHES), 1);
@@ -575,7 +575,7 @@ static void test_snapshot_is_one_generation_under_rotations(void) {
   unsigned char *bits0 = naive_download(4096, &nbytes0);
   CHECK_EQ_INT(generation_of(bits0, nbytes0, size, k, &a, &b), 1);
   free(bits0);
-  CHECK_OK(bg_filter_snapshot_refresh(q, NULL));
+  CHECK_OK(bg_filter_snapshot_refresh(q));
   bgi_snapshot *s0 = bgi_guard_snapshot(&q->guard);
   CHECK_EQ_INT(generation_of(s0->bits, s0->nbytes, size, k, &a, &b), 1);
   bgi_snapshot_unref(s0);
@@ -585,7 +585,7 @@ static void test_snapshot_is_one_generation_under_rotations(void) {
   int ok = 0, refused = 0, mixed = 0, naive_mixed = 0, naive_runs = 0;
   uint64_t t0 = bgt_now_ns();
   while (bgt_now_ns() - t0 < 4000000000ull && (ok < 20 || naive_mixed == 0) && atomic_load(&r.rotations) < 390) {
-    if (bg_filter_snapshot_refresh(q, NULL) == BG_OK) {
+    if (bg_filter_snapshot_refresh(q) == BG_OK) {
       ok++;
       bgi_snapshot *s = bgi_guard_snapshot(&q->guard);
       CHECK_EQ_U64(s->cfg, ((uint64_t)size << 32) | k);
@@ -705,7 +705,7 @@ static void test_set_policy_while_querying(void) {
   for (int i = 0; i < 3; i++) pthread_create(&th[i], NULL, query_loop, &q);
   for (int i = 0; i < 60; i++) {
     CHECK_OK(bg_filter_set_policy(f, i % 3 == 0 ? NULL : i % 3 == 1 ? a : b));
-    if (i % 10 == 0) CHECK_OK(bg_filter_snapshot_refresh(f, NULL));
+    if (i % 10 == 0) CHECK_OK(bg_filter_snapshot_refresh(f));
     usleep(5000);
   }
   atomic_store(&q.stop, 1);

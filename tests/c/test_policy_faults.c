@@ -31,6 +31,7 @@
 #include "harness.h"
 #include "items.h"
 #include "redis_fixture.h"
+#include "server_proc.h"
 
 #define TIMEOUT_MS 200
 #define MARGIN_MS 500    /* "within the timeout plus a small margin": loaded CI, sanitizers */
@@ -129,9 +130,8 @@ static int answers(int port) {
  * answers LOADING for a while, and this returns as soon as it answers at all.
  */
 static void server_up(bgt_redis *r, const char *load_delay_us) {
-  const char *bin = getenv("BG_REDIS_SERVER");
+  const char *bin = bgt_server_bin();  /* the launcher's choice (tools/server_proc) */
   char port[16];
-  if (!bin || !*bin) bin = "redis-server";
   snprintf(port, sizeof port, "%d", r->port);
   const char *argv[] = {bin, "--port", port, "--bind", "127.0.0.1", "--unixsocket", r->sock, "--unixsocketperm", "700",
                         "--save", "", "--appendonly", "yes", "--appendfsync", "always", "--dir", r->dir,
@@ -337,7 +337,7 @@ static void test_debug_sleep_snapshot_answers(void) {
   int chain[] = {BG_ACT_SNAPSHOT, BG_ACT_ASSUME_PRESENT};
   CHECK_OK(bg_policy_set_chain(p, BG_FAIL_TIMEOUT, chain, 2));
   CHECK_OK(bg_filter_set_policy(f, p));
-  CHECK_OK(bg_filter_snapshot_refresh(f, NULL));
+  CHECK_OK(bg_filter_snapshot_refresh(f));
 
   pthread_t th;
   sleep_server(&th, "1.5");

@@ -299,7 +299,7 @@ static bg_policy *quick_policy(void) {
 
 static int64_t stat(bgi_guard *g, int id) {
   int known;
-  int64_t v = bgi_guard_stat(g, id, &known);
+  int64_t v = bgi_stat_read(g, NULL, id, &known);
   CHECK_MSG(known, "stat %d unknown", id);
   return v;
 }
@@ -349,7 +349,7 @@ static void test_engine_chain(void) {
 
   /* default policy: retry twice, then assume present; the message keeps the failure */
   bg_policy *p = quick_policy();
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   atomic_store(&q.fk.calls, 0);
   memset(present, 9, sizeof present);
   CHECK_OK(run_query(&g, &q, 0, &source, &err));
@@ -375,7 +375,7 @@ static void test_engine_chain(void) {
   CHECK_OK(bg_policy_set_chain(p, BG_FAIL_TIMEOUT, chain, 3));
   cb_state cb = {0};
   CHECK_OK(bg_policy_set_fallback(p, fallback, &cb));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   int timeout[] = {BG_ETIMEOUT};
   fake_query q3 = {{timeout, 1, 0, 0, 0}, present};
   int64_t retries = stat(&g, BG_STAT_RETRIES);
@@ -406,7 +406,7 @@ static void test_engine_chain(void) {
   CHECK(stat(&g, BG_STAT_SNAPSHOT_AGE_MS) >= 0);
   /* too old for max age: skipped */
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_MAX_AGE_MS, 1));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   usleep(5000);
   cb.rc = 0;
   CHECK_OK(run_query(&g, &q3, 0, &source, &err));
@@ -416,7 +416,7 @@ static void test_engine_chain(void) {
   /* a partial batch: the items Redis answered keep their answers, the rest come from the chain */
   int partial_chain[] = {BG_ACT_CALLBACK};
   CHECK_OK(bg_policy_set_chain(p, BG_FAIL_CONNECTION, partial_chain, 1));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   int conn[] = {BG_ECONN};
   fake_query q4 = {{conn, 1, 0, 2, 0}, present};  /* items 0 and 1 answered 0 by "redis" */
   CHECK_OK(run_query(&g, &q4, 0, &source, &err));
@@ -430,7 +430,7 @@ static void test_engine_chain(void) {
   CHECK_OK(bg_policy_set_chain(p, BG_FAIL_SERVER, error_chain, 2));
   int retry_only[] = {BG_ACT_RETRY};
   CHECK_OK(bg_policy_set_chain(p, BG_FAIL_CORRUPT, retry_only, 1));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   int server[] = {BG_ESERVER};
   fake_query q5 = {{server, 1, 0, 0, 0}, present};
   CHECK_STATUS(run_query(&g, &q5, 0, &source, &err), BG_ESERVER);
@@ -452,7 +452,7 @@ static void test_engine_chain(void) {
   CHECK_OK(bg_policy_set_fallback(p, NULL, NULL));
   int cb_then_present[] = {BG_ACT_CALLBACK, BG_ACT_ASSUME_PRESENT};
   CHECK_OK(bg_policy_set_chain(p, BG_FAIL_CONNECTION, cb_then_present, 2));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   int64_t calls_before = stat(&g, BG_STAT_CALLBACK_CALLS);
   fake_query q8 = {{conn, 1, 0, 0, 0}, present};
   CHECK_OK(run_query(&g, &q8, 0, &source, &err));
@@ -464,7 +464,7 @@ static void test_engine_chain(void) {
   for (int id = BG_STAT_ANSWERS_REDIS; id <= BG_STAT_ANSWERS_ASSUMED_ABSENT; id++) answers += stat(&g, id);
   CHECK_EQ_INT(stat(&g, BG_STAT_QUERIES), answers + stat(&g, BG_STAT_QUERY_ERRORS));
   int known;
-  bgi_guard_stat(&g, 999, &known);
+  bgi_stat_read(&g, NULL, 999, &known);
   CHECK(!known);
   bg_policy_free(p);
   bgi_guard_destroy(&g);
@@ -482,7 +482,7 @@ static void test_engine_adds(void) {
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_BREAKER_THRESHOLD, 0));
   cb_state cb = {0};
   CHECK_OK(bg_policy_set_fallback(p, fallback, &cb));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   bgi_snapshot *s = bgi_snapshot_new(bgi_cfg_pack(100, 2), bgi_now_ns());
   bgi_guard_publish_snapshot(&g, s);
   int conn[] = {BG_ECONN};
@@ -516,7 +516,7 @@ static void test_engine_breaker(void) {
   bg_policy *p = quick_policy();
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_BREAKER_THRESHOLD, 4));
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_BREAKER_COOLDOWN_MS, 50));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   int conn[] = {BG_ECONN};
   fake_query q = {{conn, 1, 0, 0, 0}, present};
   /* call 1: attempt + 2 retries = 3 failures; call 2: the 4th opens it, its retries are skipped */
@@ -555,10 +555,10 @@ static void test_engine_breaker(void) {
   CHECK_EQ_INT(atomic_load(&fk.calls), 0);
   CHECK_CONTAINS(err.msg, "circuit breaker open");
   /* a new policy resets it */
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   CHECK_EQ_INT(stat(&g, BG_STAT_BREAKER_STATE), BG_BREAKER_CLOSED);
   /* removing the policy: plain errors, no breaker */
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, NULL, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, NULL, &err));
   for (int i = 0; i < 10; i++) CHECK_STATUS(run_query(&g, &q, 0, &source, &err), BG_ECONN);
   CHECK_EQ_INT(stat(&g, BG_STAT_BREAKER_STATE), BG_BREAKER_CLOSED);
   bg_policy_free(p);
@@ -579,7 +579,7 @@ static void test_engine_retry_timing(void) {
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_BACKOFF_MAX_MS, 80));
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_JITTER_PCT, 0));
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_BREAKER_THRESHOLD, 0));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   int conn[] = {BG_ECONN};
   fake_query q = {{conn, 1, 0, 0, 0}, present};
   uint64_t t0 = bgi_now_ns();
@@ -638,16 +638,16 @@ static void test_engine_threads(void) {
   CHECK_OK(bg_policy_set_int(b, BG_POLICY_CALLBACK_RATE, 1000));
   CHECK_OK(bg_policy_set_int(a, BG_POLICY_RETRY_COUNT, 1));
   CHECK_OK(bg_policy_set_int(a, BG_POLICY_BREAKER_COOLDOWN_MS, 1));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, a, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, a, &err));
   for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, hammer, &sh);
   for (int i = 0; i < 200; i++) {
-    CHECK_OK(bgi_guard_set_policy(&g, NULL, i % 2 ? a : b, &err));
+    CHECK_OK(bgi_guard_set_policy(&g, i % 2 ? a : b, &err));
     bgi_snapshot *s = bgi_snapshot_new(bgi_cfg_pack(64, 2), bgi_now_ns());
     bgi_snapshot_add(s, "a", 1);
     bgi_guard_publish_snapshot(&g, i % 5 ? s : NULL);
     if (i % 5 == 0) bgi_snapshot_unref(s);
     int known;
-    (void)bgi_guard_stat(&g, BG_STAT_SNAPSHOT_AGE_MS, &known);
+    (void)bgi_stat_read(&g, NULL, BG_STAT_SNAPSHOT_AGE_MS, &known);
     usleep(500);
   }
   for (int i = 0; i < 4; i++) pthread_join(th[i], NULL);
@@ -703,20 +703,20 @@ static void test_snapshot_age_shorter_than_interval_is_refused(void) {
   CHECK_OK(bg_policy_new(&p));
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_INTERVAL_MS, 60000));
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_MAX_AGE_MS, 1000));
-  CHECK_STATUS(bgi_guard_set_policy(&g, NULL, p, &err), BG_EINVAL);
+  CHECK_STATUS(bgi_guard_set_policy(&g, p, &err), BG_EINVAL);
   CHECK_CONTAINS(err.msg, "BG_POLICY_SNAPSHOT_MAX_AGE_MS (1000 ms) is shorter than BG_POLICY_SNAPSHOT_INTERVAL_MS "
                  "(60000 ms)");
   CHECK_CONTAINS(err.msg, "set the max age to at least the interval");
   CHECK(atomic_load(&g.policy) == NULL);
   err = (bgi_err){0};
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_MAX_AGE_MS, 60000));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_MAX_AGE_MS, 0));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   /* no refresh: any max age is fine (snapshots come from bg_filter_snapshot_refresh) */
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_INTERVAL_MS, 0));
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_MAX_AGE_MS, 1));
-  CHECK_OK(bgi_guard_set_policy(&g, NULL, p, &err));
+  CHECK_OK(bgi_guard_set_policy(&g, p, &err));
   bg_policy_free(p);
   bgi_guard_destroy(&g);
 }

@@ -23,7 +23,7 @@ static bg_client *open_opts(const char *url, const char *sentinel_password, char
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
   if (sentinel_password) CHECK_OK(bg_options_set_str(o, BG_OPT_SENTINEL_PASSWORD, sentinel_password));
-  *st = bg_client_open_ex(&c, url, o, msg, cap);
+  *st = bgt_client_open(&c, url, o, msg, cap);
   bg_options_free(o);
   return c;
 }

@@ -19,6 +19,7 @@
 #include "harness.h"
 #include "redis_fixture.h"
 #include "sentinel_fixture.h"
+#include "server_proc.h"
 
 static bgt_sentinel_set S;
 
@@ -60,19 +61,9 @@ static char *on(redisContext *ctx, const char *fmt, ...) {
 static void dump_logs(const bgt_sentinel_set *s) {
   static const char *const names[] = {"data0", "data1", "sentinel0", "sentinel1", "sentinel2"};
   for (int i = 0; i < 5; i++) {
-    char path[320], buf[3000];
-    FILE *f;
-    size_t n;
-    long sz;
+    char path[320];
     snprintf(path, sizeof path, "%s/%s/log", s->dir, names[i]);
-    if (!(f = fopen(path, "r"))) continue;
-    fseek(f, 0, SEEK_END);
-    sz = ftell(f);
-    fseek(f, sz > (long)sizeof buf - 1 ? sz - (long)sizeof buf + 1 : 0, SEEK_SET);
-    n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = 0;
-    fclose(f);
-    fprintf(stderr, "--- %s ---\n%s\n", path, buf);
+    bgt_print_file_tail(path);  /* the launcher's (server_proc.h); nothing for a missing file */
   }
 }
 

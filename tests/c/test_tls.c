@@ -34,7 +34,7 @@ static int open_tls(bg_client **out, const char *url, const bgt_tls_redis *r, co
   if (!verify) CHECK_OK(bg_options_set_int(o, BG_OPT_TLS_VERIFY, 0));
   *out = NULL;
   msg[0] = 0;
-  int st = bg_client_open_ex(out, url, o, msg, cap);
+  int st = bgt_client_open(out, url, o, msg, cap);
   bg_options_free(o);
   return st;
 }
@@ -161,7 +161,7 @@ static void test_unusable_files_are_named(void) {
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 500));
-  int st = bg_client_open_ex(&c, url, o, msg, sizeof msg);
+  int st = bgt_client_open(&c, url, o, msg, sizeof msg);
   bg_options_free(o);
   CHECK(st == BG_ECONN || st == BG_ETIMEOUT);
 }
@@ -170,7 +170,7 @@ static void test_a_build_without_tls_says_so(void) {
   if (bg_features() & BG_FEATURE_TLS) return;
   bg_client *c = NULL;
   char msg[512];
-  CHECK_STATUS(bg_client_open_ex(&c, good.url, NULL, msg, sizeof msg), BG_ENOTSUP);
+  CHECK_STATUS(bgt_client_open(&c, good.url, NULL, msg, sizeof msg), BG_ENOTSUP);
   CHECK_CONTAINS(msg, "this build of bloomguard has none");
 }
 

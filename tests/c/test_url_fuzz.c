@@ -143,7 +143,7 @@ static void try_url(const char *url, bg_options *opts) {
   bg_client *c = NULL;
   char errbuf[1024];
   errbuf[0] = 0;
-  st = bg_client_open_ex(&c, url, opts, errbuf, sizeof errbuf);
+  st = bgt_client_open(&c, url, opts, errbuf, sizeof errbuf);
   opened++;
   if (st == BG_OK) {
     bg_client_close(c); /* something listened after all: no message to check */

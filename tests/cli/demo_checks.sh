@@ -1,5 +1,5 @@
-# Checks of `bloomguard demo`, sourced by tests/cli/run.sh (uses its run, run_raw, ok, bad,
-# expect_* helpers and $BG $URL $WORK $OUT $ERR).
+# Checks of bloomguard-demo (tools/demo), sourced by tests/cli/run.sh when it is given the demo's
+# path as $DEMO (uses its ok, bad, expect_* helpers and $BG $URL $WORK $OUT $ERR).
 #
 # A small run (20000 items, 2 s per scenario) with the demo's own redis-server:
 #  - the table has its header and one row per strategy; locked is either measured or "n/a";
@@ -13,8 +13,13 @@
 
 echo "# demo"
 
+run_demo() { # the demo with ARGS, stdin from /dev/null, like run_raw
+  timeout 120 "$DEMO" "$@" </dev/null >"$OUT" 2>"$ERR"
+  RC=$?
+}
+
 DEMO_SVG=$WORK/demo.svg
-timeout 120 "$BG" demo --items 20000 --seconds 2 --plot "$DEMO_SVG" </dev/null >"$OUT" 2>"$ERR"
+timeout 120 "$DEMO" --items 20000 --seconds 2 --plot "$DEMO_SVG" </dev/null >"$OUT" 2>"$ERR"
 RC=$?
 expect_rc "demo runs with its own redis-server" 0
 cp "$OUT" "$WORK/demo-table"
@@ -65,20 +70,20 @@ else bad "demo: its redis-server is stopped" "pid '${DEMO_PID}'"; fi
 
 # redis-server not installed: a clear message, exit 2, nothing started
 mkdir -p "$WORK/nobin"
-timeout 60 env -u BLOOMGUARD_REDIS_SERVER PATH="$WORK/nobin" "$BG" demo --items 1000 --seconds 1 \
+timeout 60 env -u BG_REDIS_SERVER -u BLOOMGUARD_REDIS_SERVER PATH="$WORK/nobin" "$DEMO" --items 1000 --seconds 1 \
   </dev/null >"$OUT" 2>"$ERR"
 RC=$?
 expect_rc "demo without redis-server on PATH" 2
 expect_err "demo: says redis-server is not installed" 'redis-server is not installed'
 expect_err "demo: says how to get it or use --url" 'apt-get install redis-server.*|--url redis://HOST:PORT'
 
-run_raw demo --strategies naive,bogus
+run_demo --strategies naive,bogus
 expect_rc "demo: unknown strategy" 64
-run_raw demo --items 5
+run_demo --items 5
 expect_rc "demo: --items out of range" 64
 
 # --url: a server the demo did not start - degrade is skipped, its keys are removed
-run demo --items 5000 --seconds 1 --strategies swap,degrade --json --plot ""
+run_demo --url "$URL" --items 5000 --seconds 1 --strategies swap,degrade --json --plot ""
 expect_rc "demo --url" 0
 expect_json "demo --url --json: swap ran clean, degrade skipped" \
   "[s['strategy'] for s in d['scenarios']] == ['swap', 'degrade'] and d['server'] == 'external' and \

@@ -1,17 +1,20 @@
-"""The cffi cdef must not drift from the C headers.
+"""The cffi cdef is generated from the C headers at build time: check the generator.
 
-Mechanism: the public headers (include/bloomguard.h and every header it includes) and the cdef
-the binding was compiled with (bloomguard/_cdef.h, shipped in the installed package) are each
-reduced the same way - comments removed, preprocessor lines taken out (their integer #defines
-kept aside), BG_API / BG_BEGIN_DECLS / BG_END_DECLS removed - then parsed with pycparser, and
-every declaration is printed back in one canonical form. The test then requires:
+bindings/python/cdef_gen.py turns include/bloomguard.h and every header it includes into the
+cdef the extension is compiled with (nothing is copied by hand). This test checks its output with
+an independent reading of the headers: both are reduced the same way - comments removed,
+preprocessor lines taken out (their integer #defines kept aside), BG_API / BG_BEGIN_DECLS /
+BG_END_DECLS removed - then parsed with pycparser, and every declaration is printed back in one
+canonical form. The test then requires:
 
 * every function and typedef of the cdef to be declared identically in the headers (same return
   type, parameter types, qualifiers and names), and every #define of the cdef to exist there;
 * every function, typedef and integer #define of the headers to be in the cdef, unless listed in
-  NOT_BOUND below with a reason;
+  NOT_BOUND below with a reason; every BG_API function of the raw header text (a plain regex, no
+  parser at all) to be in the compiled module;
 * the compiled module to hold exactly the cdef's names, with the headers' macro values (a stale
-  build fails too).
+  build - one compiled before a header changed - fails too);
+* a declaration added to a header, or a new header added to the umbrella, to appear in the cdef.
 
 test_drift_is_detected feeds mutated copies of the cdef through the same comparison, so the
 comparison itself is shown to fail on drift.
@@ -19,8 +22,9 @@ comparison itself is shown to fail on drift.
 from __future__ import annotations
 
 import fnmatch
+import importlib.util
 import re
-from importlib import resources
+import shutil
 from pathlib import Path
 from typing import Dict, List, Tuple
 
@@ -32,7 +36,7 @@ from bloomguard._ffi import lib
 
 ROOT = Path(__file__).resolve().parents[2]
 INCLUDE = ROOT / "include"
-REPO_CDEF = ROOT / "bindings" / "python" / "bloomguard" / "_cdef.h"
+CDEF_GEN = ROOT / "bindings" / "python" / "cdef_gen.py"
 
 # Declared in the headers but deliberately absent from the cdef: name or fnmatch pattern -> reason.
 # A concept whose C API lands before its Python binding goes here (e.g. "bg_foo_*"), and
@@ -127,8 +131,17 @@ def header_decls() -> Decls:
     return parse_decls("\n".join(p.read_text() for p in header_files()), "include/bloomguard.h")
 
 
-def installed_cdef() -> str:
-    return resources.files("bloomguard").joinpath("_cdef.h").read_text()
+def _cdef_gen():
+    spec = importlib.util.spec_from_file_location("bloomguard_cdef_gen", CDEF_GEN)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def generated_cdef(include_dir: Path = INCLUDE) -> str:
+    """What the build hands to cffi (build_ffi.cdef(), without the binding's bgpy_ helpers)."""
+    return _cdef_gen().generate(include_dir)
 
 
 def _not_bound(name: str) -> bool:
@@ -175,18 +188,58 @@ def test_every_public_header_is_included_by_the_umbrella():
     assert on_disk <= included, "headers not included by bloomguard.h: %s" % sorted(on_disk - included)
 
 
-def test_installed_cdef_is_the_repository_one():
-    assert installed_cdef() == REPO_CDEF.read_text(), (
-        "the installed bloomguard was built from another _cdef.h: reinstall (pip install .)")
-
-
 def test_cdef_matches_headers():
-    problems = compare(header_decls(), parse_decls(installed_cdef(), "bloomguard/_cdef.h"))
-    assert not problems, "the cdef drifted from the headers (fix bloomguard/_cdef.h):\n" + "\n".join(problems)
+    problems = compare(header_decls(), parse_decls(generated_cdef(), "generated cdef"))
+    assert not problems, "the generated cdef differs from the headers (fix cdef_gen.py):\n" + "\n".join(problems)
+
+
+def test_every_bg_api_function_is_in_the_module():
+    """No parser: every name declared after BG_API in the raw headers is callable from Python."""
+    text = _strip_comments("\n".join(p.read_text() for p in header_files()))
+    declared = set(re.findall(r"\bBG_API\b[^;(]*?\b(bg_\w+)\s*\(", text))
+    assert len(declared) > 80, sorted(declared)
+    missing = sorted(n for n in declared if not hasattr(lib, n))
+    assert not missing, "BG_API functions not in the compiled module (stale build? pip install .): %s" % missing
+
+
+def test_generation_picks_up_new_declarations(tmp_path):
+    """A function added to a header, and a header added to the umbrella, are in the next cdef."""
+    inc = tmp_path / "include"
+    shutil.copytree(INCLUDE, inc)
+    client_h = inc / "bloomguard" / "client.h"
+    text = client_h.read_text()
+    anchor = "BG_API int  bg_client_ping(bg_client *c);"
+    assert anchor in text
+    client_h.write_text(text.replace(anchor, anchor + "\n/* new */\nBG_API int bg_client_reset(bg_client *c,\n"
+                                     "                           int64_t   flags);"))
+    (inc / "bloomguard" / "extra.h").write_text(
+        "#ifndef BLOOMGUARD_EXTRA_H\n#define BLOOMGUARD_EXTRA_H\n#include \"common.h\"\nBG_BEGIN_DECLS\n"
+        "#define BG_EXTRA_LIMIT 7  /* a limit */\n#define BG_EXTRA_NAME \"x\"\n"
+        "BG_API int bg_extra_bounds(int option, int64_t *min, int64_t *max);\nBG_END_DECLS\n#endif\n")
+    umbrella = inc / "bloomguard.h"
+    umbrella.write_text(umbrella.read_text().replace('#include "bloomguard/lock.h"',
+                                                     '#include "bloomguard/lock.h"\n#include "bloomguard/extra.h"'))
+    cdef = generated_cdef(inc)
+    assert "int bg_client_reset(bg_client *c, int64_t flags);" in cdef
+    assert "int bg_extra_bounds(int option, int64_t *min, int64_t *max);" in cdef
+    assert "#define BG_EXTRA_LIMIT ..." in cdef and "BG_EXTRA_NAME" not in cdef
+    assert cdef.index("/* bloomguard/lock.h */") < cdef.index("/* bloomguard/extra.h */")
+    # and the independent reading agrees with it
+    headers = parse_decls("\n".join(p.read_text() for p in _cdef_gen().header_files(inc)), "extended headers")
+    problems = compare(headers, parse_decls(cdef, "extended cdef"))
+    assert problems == ["header #define BG_EXTRA_NAME \"x\" is missing from the cdef"], problems
+
+
+def test_generator_refuses_what_it_cannot_translate(tmp_path):
+    gen = _cdef_gen()
+    with pytest.raises(gen.CdefError, match="braces"):
+        gen.header_cdef("typedef struct bg_x { int a; } bg_x;\n", "x.h")
+    with pytest.raises(gen.CdefError, match="without its ';'"):
+        gen.header_cdef("BG_API int bg_x(void)\n", "x.h")
 
 
 def test_compiled_module_matches_cdef_and_headers():
-    cdef = parse_decls(installed_cdef(), "bloomguard/_cdef.h")
+    cdef = parse_decls(generated_cdef(), "generated cdef")
     headers = header_decls()
     names = set(dir(lib))
     helpers = {n for n in names if n.startswith("bgpy_")}
@@ -255,9 +308,9 @@ MUTATIONS = [
 
 @pytest.mark.parametrize("desc,old,new,fragment", MUTATIONS, ids=[m[0] for m in MUTATIONS])
 def test_drift_is_detected(desc, old, new, fragment):
-    text = installed_cdef()
-    assert old in text, "mutation %r no longer applies to _cdef.h" % desc
-    problems = compare(header_decls(), parse_decls(text.replace(old, new, 1), "mutated _cdef.h"))
+    text = generated_cdef()
+    assert old in text, "mutation %r no longer applies to the generated cdef" % desc
+    problems = compare(header_decls(), parse_decls(text.replace(old, new, 1), "mutated cdef"))
     assert any(fragment in p for p in problems), problems
 
 
@@ -266,5 +319,5 @@ def test_header_drift_is_detected():
     text = "\n".join(p.read_text() for p in header_files())
     text = text.replace("BG_API int  bg_client_ping(bg_client *c);",
                         "BG_API int  bg_client_ping(bg_client *c, int64_t timeout_ms);")
-    problems = compare(parse_decls(text, "mutated headers"), parse_decls(installed_cdef(), "_cdef.h"))
+    problems = compare(parse_decls(text, "mutated headers"), parse_decls(generated_cdef(), "generated cdef"))
     assert any("bg_client_ping differs" in p for p in problems), problems

@@ -50,14 +50,20 @@ def in_thread(fn, *args, **kwargs):
 
 # --- the handle ------------------------------------------------------------------------------------
 
-def test_key_holder_id_and_repr(lock, fname):
+def test_key_holder_id_and_repr(client, lock, fname):
     assert lock.key == fname + ":lock"
     assert lock.name == fname
-    uuid, tid = lock.holder_id.rsplit(":", 1)
-    assert len(uuid) == 36 and tid.isdigit()
-    # one holder id per thread of a handle, one UUID per handle
-    other_id = in_thread(lambda: lock.holder_id)
-    assert other_id.rsplit(":", 1)[0] == uuid and other_id != lock.holder_id
+    uuid, seq = lock.holder_id.rsplit(":", 1)
+    assert len(uuid) == 36 and seq.isdigit()
+    # the Lock is its own owner: one holder id whatever the thread, its owner's number after the UUID
+    assert not lock.per_thread and int(seq) == lock.owner.seq
+    assert in_thread(lambda: lock.holder_id) == lock.holder_id
+    # per_thread: one holder id per thread of a handle, one UUID per handle
+    with client.lock(fname, per_thread=True) as pt:
+        assert pt.per_thread and pt.owner is None
+        pt_uuid = pt.holder_id.rsplit(":", 1)[0]
+        other_id = in_thread(lambda: pt.holder_id)
+        assert other_id.rsplit(":", 1)[0] == pt_uuid and other_id != pt.holder_id and pt_uuid != uuid
     assert "open" in repr(lock)
 
 
@@ -180,12 +186,14 @@ def test_reentrancy(lock, other, raw):
     other.release()
 
 
-def test_release_by_non_owner_fails(lock, other):
+def test_release_by_non_owner_fails(client, fname, other):
+    """per_thread=True: the old meaning, each thread is its own holder."""
+    lock = client.lock(fname, per_thread=True)
     with pytest.raises(bloomguard.InvalidArgument):
         lock.release()  # holds nothing
     lock.acquire()
     # another thread of the same handle is not the owner
-    with pytest.raises(bloomguard.InvalidArgument, match="only the thread that acquired"):
+    with pytest.raises(bloomguard.InvalidArgument, match="only the owner that acquired"):
         in_thread(lock.release)
     # nor is another handle in the same thread
     with pytest.raises(bloomguard.InvalidArgument):
@@ -196,6 +204,7 @@ def test_release_by_non_owner_fails(lock, other):
     assert lock.held().depth == 1  # the hold survived all of that
     lock.release()
     assert in_thread(lambda: (lock.acquire(), lock.release())[0]) > 0
+    lock.close()
 
 
 # --- waiting ---------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ case $BUILD in /*) ;; *) BUILD=$TOP/$BUILD ;; esac
 VENV=${BG_PY_VENV:-build-python/venv}
 say() { printf 'race: %s\n' "$*" >&2; }
 
-# C worker: a target of the main build (tests/race/race.cmake)
+# C worker: a target of the main build (tests/race/c/CMakeLists.txt)
 if [ ! -f "$BUILD/CMakeCache.txt" ]; then
   cmake -S "$TOP" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBG_BUILD_BENCH=OFF >/dev/null
 fi

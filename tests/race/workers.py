@@ -4,7 +4,7 @@ Every worker speaks the same command line (tests/race/README.md) and prints one 
 counts. The commands come from the environment that tests/race/run.sh sets after building them,
 with defaults for a build in the usual places:
 
-  BG_RACE_C_WORKER   build/race/bg_race_worker            (tests/race/race.cmake)
+  BG_RACE_C_WORKER   build/race/bg_race_worker            (tests/race/c/CMakeLists.txt)
   BG_RACE_C1_WORKER  build-hiredis1/race/bg_race_worker   the same C worker built against hiredis 1.x
                      ("c1": its queries read the bits alone under tracking; a reader only)
   BG_RACE_CFAULT_WORKER  build/race/bg_race_worker_fault  the C worker with --fault: the cluster
@@ -74,7 +74,7 @@ def commands(langs: List[str]) -> Dict[str, List[str]]:
 
 
 def fault_command() -> List[str]:
-    """The cluster control's reader: the C worker built with fault injection (race.cmake), as
+    """The cluster control's reader: the C worker built with fault injection (c/CMakeLists.txt), as
     language "cfault", following ASK wrongly (a bits-only read on the importing node)."""
     path = Path(os.environ.get("BG_RACE_CFAULT_WORKER") or ROOT / "build" / "race" / "bg_race_worker_fault")
     if not os.access(path, os.X_OK):

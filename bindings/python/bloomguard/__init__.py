@@ -62,7 +62,7 @@ from ._errors import (
 from ._ffi import cstr as _cstr
 from ._ffi import lib as _lib
 from ._filter import Filter, FilterInfo
-from ._lock import Hold, Lock
+from ._lock import Hold, Lock, LockOwner
 from ._policy import Policy
 from ._rotation import Rotation, RotationStats
 from ._hash import MAX_HASH_ITERATIONS, MAX_SIZE, hash128, hash_impl, indexes, optimal_params
@@ -86,7 +86,7 @@ def features() -> frozenset[str]:
 
 
 __all__ = [
-    "Client", "Filter", "FilterInfo", "Rotation", "RotationStats", "Lock", "Hold", "Policy", "Answer", "Answers",
+    "Client", "Filter", "FilterInfo", "Rotation", "RotationStats", "Lock", "LockOwner", "Hold", "Policy", "Answer", "Answers",
     "hash128", "indexes", "optimal_params", "hash_impl", "MAX_SIZE", "MAX_HASH_ITERATIONS",
     "version", "__version__", "features", "error_for", "strerror",
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",

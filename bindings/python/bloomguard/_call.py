@@ -20,8 +20,8 @@ callback runs the pending handlers, and what one raises (KeyboardInterrupt for S
 a handler of the application raises) is parked and cancels the wait; :func:`invoke` raises it
 once C returns, the wait having left nothing behind (a cancelled lock waiter holds nothing and
 withdrew its writer intent). Why not run the C call in a helper thread and wait for it from the
-main thread: a lock hold belongs to the OS thread that acquired it (bg_lock), so it would be the
-helper's. A SIGINT that is ignored (a background job) runs no handler: the wait goes on.
+main thread: a per-thread lock's hold belongs to the OS thread that acquired it (bg_lock's
+default owner), so it would be the helper's. A SIGINT that is ignored (a background job) runs no handler: the wait goes on.
 Calls made on other threads carry no callback (no signal handler can run there).
 """
 from __future__ import annotations

@@ -4,11 +4,12 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, Optional, Type
 
+from ._call import run_with_call
 from ._errors import InvalidArgument, error_for
 from ._ffi import cstr, ffi, lib
 from ._filter import Filter
 from ._handle import Handle
-from ._lock import Lock
+from ._lock import Lock, LockOwner
 from ._options import build_options
 from ._policy import Policy
 
@@ -60,15 +61,24 @@ class Client:
             raise InvalidArgument("url must not contain NUL characters")
         opts = build_options(options)
         out = ffi.new("bg_client **")
-        errbuf = ffi.new("char[]", _ERRBUF_SIZE)
+        curl = url.encode("utf-8")
+        copts = opts if opts is not None else ffi.NULL
+        msg = [""]
+
+        def open_ex(call: Any) -> int:
+            # no client yet to carry a failure's message: it is only on the call
+            st = int(lib.bg_client_open_ex(out, call, curl, copts))
+            if st != lib.BG_OK:
+                msg[0] = cstr(lib.bg_call_errmsg(call))
+            return st
+
         try:
-            st = lib.bg_client_open_ex(out, url.encode("utf-8"), opts if opts is not None else ffi.NULL,
-                                       errbuf, _ERRBUF_SIZE)
+            st = run_with_call(open_ex)
         finally:
             if opts is not None:
                 ffi.release(opts)  # the client copied what it needs
         if st != lib.BG_OK:
-            raise error_for(st, cstr(errbuf))
+            raise error_for(st, msg[0])
         self._handle = Handle(out[0], lib.bg_client_close, "client")
 
     def filter(self, name: str, policy: Optional[Policy] = None) -> Filter:
@@ -81,10 +91,13 @@ class Client:
         return Filter(self, name, policy=policy)
 
     def lock(self, name: str, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
-             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None) -> Lock:
+             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,
+             per_thread: bool = False, owner: Optional[LockOwner] = None) -> Lock:
         """A :class:`~bloomguard.Lock` on the key ``name + ":lock"`` (no I/O): exclusive
-        (Redisson RLock-compatible) or reader/writer, with fencing tokens. Options: see Lock."""
-        return Lock(self, name, lease_ms=lease_ms, renew=renew, subscribe=subscribe, poll_max_ms=poll_max_ms)
+        (Redisson RLock-compatible) or reader/writer, with fencing tokens. Options and who holds
+        it (``per_thread``, ``owner``): see Lock."""
+        return Lock(self, name, lease_ms=lease_ms, renew=renew, subscribe=subscribe, poll_max_ms=poll_max_ms,
+                    per_thread=per_thread, owner=owner)
 
     def ping(self) -> None:
         """One round trip (PING) on a pooled connection; raises on failure."""
@@ -92,7 +105,8 @@ class Client:
         try:
             st = lib.bg_client_ping(ptr)
             if st != lib.BG_OK:
-                # no per-call form of ping: the client's message (another thread's if it failed too)
+                # bg_client_ping, not its per-call form bg_client_ping_ex (not used here yet): the
+                # client's message (another thread's if it failed too)
                 buf = ffi.new("char[]", _ERRBUF_SIZE)
                 lib.bg_client_errmsg_copy(ptr, buf, _ERRBUF_SIZE)
                 raise error_for(st, cstr(buf))

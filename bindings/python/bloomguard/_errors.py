@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 from typing import Dict, Optional, Tuple, Type
 
-from ._ffi import cstr, lib
+from ._ffi import cstr, ffi, lib
 
 __all__ = [
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",
@@ -23,15 +23,11 @@ def strerror(code: int) -> str:
     return cstr(lib.bg_strerror(int(code)))
 
 
-# BG_E* name of each code, read from the compiled module (the values come from errors.h).
-_NAMES: Dict[int, str] = {
-    getattr(lib, name): name for name in dir(lib) if name.startswith("BG_E") or name == "BG_OK"
-}
-
-
 def status_name(code: int) -> str:
-    """The macro name of a status code ("BG_ECONN"), or "status <code>" for an unknown one."""
-    return _NAMES.get(code, "status %d" % code)
+    """The macro name of a status code ("BG_ECONN", bg_status_name), or "status <code>" for one
+    the library does not know."""
+    name = lib.bg_status_name(int(code)) if -2**31 <= code < 2**31 else ffi.NULL
+    return "status %d" % code if name == ffi.NULL else cstr(name)
 
 
 class BloomGuardError(Exception):

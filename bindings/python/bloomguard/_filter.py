@@ -9,7 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Type, Union
 
 from ._answer import Answer, Answers
-from ._call import SOURCES, TimeoutArg, invoke, invoke_answer
+from ._call import SOURCES, TimeoutArg, invoke, invoke_answer, run_with_call
 from ._errors import InvalidArgument, error_for
 from ._ffi import cstr, ffi, lib
 from ._handle import Handle
@@ -84,15 +84,18 @@ class Filter:
         cptr = chandle.enter()
         try:
             out = ffi.new("bg_filter **")
-            st = lib.bg_filter_open(out, cptr, raw)
+            msg = [""]
+
+            def open_ex(call: Any) -> int:
+                # the message on this call, not on the client other threads share
+                st = int(lib.bg_filter_open_ex(out, call, cptr, raw))
+                if st != lib.BG_OK:
+                    msg[0] = cstr(lib.bg_call_errmsg(call))
+                return st
+
+            st = run_with_call(open_ex)
             if st != lib.BG_OK:
-                # bg_filter_open has no per-call form: its message is on the client (BG_EBADNAME)
-                msg = ""
-                if st == lib.BG_EBADNAME:
-                    buf = ffi.new("char[]", 1024)
-                    lib.bg_client_errmsg_copy(cptr, buf, 1024)
-                    msg = cstr(buf)
-                raise error_for(st, msg)
+                raise error_for(st, msg[0])
             self._handle = Handle(out[0], lib.bg_filter_close, "filter")
         finally:
             chandle.leave()
@@ -230,7 +233,7 @@ class Filter:
         during the download makes it start over (:class:`~bloomguard.ConfigChanged` after 3
         attempts, :class:`~bloomguard.RotationInProgress` while a rotation runs); the snapshot
         held before is kept when it fails. Memory: size / 8 bytes."""
-        invoke(self._handle, lib.bg_filter_snapshot_refresh, timeout)
+        invoke(self._handle, lib.bg_filter_snapshot_refresh_ex, timeout)
 
     def stats(self) -> Dict[str, int]:
         """The handle's counters (BG_STAT_*) by name: ``queries``, ``answers_redis``,
@@ -311,16 +314,18 @@ class Filter:
         return bool(out[0])
 
     def lock(self, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
-             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None) -> "Lock":
+             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,
+             per_thread: bool = False, owner: Any = None) -> "Lock":
         """The filter's own :class:`~bloomguard.Lock` (key ``"{NAME}:lock"``, in the filter's
-        cluster slot; Java shares it as ``redisson.getLock("{NAME}:lock")``). While a thread holds
+        cluster slot; Java shares it as ``redisson.getLock("{NAME}:lock")``). While its holder holds
         it in ``"write"`` mode, this filter's queries in every process wait up to the client's
         ``write_lock_wait`` and then raise :class:`~bloomguard.Locked` (which a policy can
         answer): how the ``"locked"`` rotation rebuilds in place, and how a caller can make
-        in-place writes of its own. Exclusive and read holds do not stop queries."""
+        in-place writes of its own. Exclusive and read holds do not stop queries. Who holds it
+        (``per_thread``, ``owner``): see Lock."""
         from ._lock import Lock
         return Lock(self._client, self._name, lease_ms=lease_ms, renew=renew, subscribe=subscribe,
-                    poll_max_ms=poll_max_ms, _filter=self)
+                    poll_max_ms=poll_max_ms, per_thread=per_thread, owner=owner, _filter=self)
 
     def rotate(self, expected: int, fpp: float, strategy: str = "swap",
                progress: Optional[ProgressFn] = None, *, lease_ms: Optional[int] = None,

@@ -8,12 +8,17 @@ maps modes to names and seconds to milliseconds::
         with lock.write(wait=5) as token:           # acquired, released at the end of the block
             storage.write(data, fencing_token=token)
 
-A hold belongs to the Python thread that acquired it (the library keys holds by OS thread, and a
-Python thread is one): only that thread can release it, it may acquire again (reentrant), and two
-Lock objects are two owners even in one thread. The GIL is released while an acquire waits.
+Who holds it: by default the Lock object itself (one library lock owner, bg_lock_owner, made for
+it), whatever thread calls it: a hold acquired in one thread may be released in another, and a
+second acquire through the same Lock re-enters the hold (it does not exclude another thread using
+that Lock: give each its own Lock for that). ``owner=LockOwner()`` makes several Lock objects
+(one per lock name) one holder; ``per_thread=True`` keeps the old meaning: each thread is its own
+holder (only the thread that acquired can release). Two Lock objects are two holders even with
+one owner (the holder id's UUID is the handle's). The GIL is released while an acquire waits.
 """
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Type, Union
@@ -27,7 +32,7 @@ from ._options import LOCK_OPTIONS, build_options, seconds_to_ms
 if TYPE_CHECKING:  # pragma: no cover
     from ._client import Client
 
-__all__ = ["Lock", "Hold", "MODES"]
+__all__ = ["Lock", "LockOwner", "Hold", "MODES"]
 
 #: mode name -> BG_LOCK_*
 MODES: Dict[str, int] = {
@@ -42,12 +47,42 @@ Seconds = Union[float, timedelta]
 
 
 
+class LockOwner:
+    """What a hold belongs to (bg_lock_owner): give one to several :class:`Lock` objects
+    (``client.lock(name, owner=o)``) to make them one holder, e.g. a job that takes several locks
+    in one thread and releases them in another. Its holder id on a Lock is ``"<UUID of the
+    Lock>:<seq>"``. Freed when garbage-collected; a hold still held then stays held until its
+    Lock is closed (which releases it)."""
+
+    __slots__ = ("_ptr", "__weakref__")
+
+    def __init__(self) -> None:
+        out = ffi.new("bg_lock_owner **")
+        st = lib.bg_lock_owner_new(out)
+        if st != lib.BG_OK:  # pragma: no cover - out of memory
+            raise error_for(st, "bg_lock_owner_new: out of memory")
+        self._ptr = ffi.gc(out[0], lib.bg_lock_owner_free)
+
+    @property
+    def seq(self) -> int:
+        """The owner's number (the part after the ':' of its holder ids), unique in the process."""
+        return int(lib.bg_lock_owner_seq(self._ptr))
+
+    @property
+    def holds(self) -> int:
+        """On how many Locks the owner holds (or is acquiring) the lock."""
+        return int(lib.bg_lock_owner_holds(self._ptr))
+
+    def __repr__(self) -> str:
+        return "<bloomguard.LockOwner %d holds=%d>" % (self.seq, self.holds)
+
+
 class Hold(NamedTuple):
-    """What the calling thread holds through a :class:`Lock` (``Lock.held()``)."""
+    """What the Lock's holder holds through it (``Lock.held()``)."""
 
     #: "exclusive", "read" or "write" (the mode of the acquire that started the hold); None if nothing
     mode: Optional[str]
-    #: how many acquires of the thread the hold counts (reentrancy; 0 if nothing is held)
+    #: how many acquires the hold counts (reentrancy; 0 if nothing is held)
     depth: int
     #: the hold's fencing token (0 if nothing is held)
     token: int
@@ -64,8 +99,21 @@ def _mode_code(mode: str) -> int:
         raise InvalidArgument("unknown lock mode %r (known: %s)" % (mode, ", ".join(MODES))) from None
 
 
+class _NoTurn:
+    """The turn of a per-thread Lock: none is needed (each thread is its own owner)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+_NO_TURN = _NoTurn()
+
+
 class _Holding:
-    """``with lock.hold(...) as token``: acquires on entry, releases on exit (same thread)."""
+    """``with lock.hold(...) as token``: acquires on entry, releases on exit."""
 
     __slots__ = ("_lock", "_mode", "_wait")
 
@@ -100,15 +148,22 @@ class Lock:
     hold ends when its lease runs out), ``subscribe`` (True: waiters listen on the unlock channel;
     False: poll only), ``poll_max_ms`` (longest sleep between two polls; 100).
 
-    Share it between threads freely: each thread acquires and releases for itself. Close it with
-    :meth:`close` or a ``with`` block: that releases every hold still held through it.
+    Who holds it: by default this Lock object (its own :class:`LockOwner`), from whatever thread
+    it is called: acquire in one thread, release in another; its calls that change the hold take
+    turns (an acquire waiting for the lock makes the same Lock's release wait for it). ``owner``:
+    that owner instead (shared by several Locks). ``per_thread=True``: each calling thread is its
+    own holder, as an RLock belongs to a Java thread (only the thread that acquired can release;
+    threads sharing the Lock exclude each other).
+
+    Close it with :meth:`close` or a ``with`` block: that releases every hold still held through it.
     """
 
-    __slots__ = ("_handle", "_name", "_client", "__weakref__")
+    __slots__ = ("_handle", "_name", "_client", "_owner", "_owner_ptr", "_turn", "__weakref__")
 
     def __init__(self, client: "Client", name: str, *, lease_ms: Optional[int] = None,
                  renew: Optional[bool] = None, subscribe: Optional[bool] = None,
-                 poll_max_ms: Optional[int] = None, _filter: Any = None) -> None:
+                 poll_max_ms: Optional[int] = None, per_thread: bool = False,
+                 owner: Optional[LockOwner] = None, _filter: Any = None) -> None:
         if not isinstance(name, str):
             raise TypeError("lock name must be a str, not %s" % type(name).__name__)
         if "\0" in name:
@@ -116,6 +171,13 @@ class Lock:
         chandle = getattr(client, "_handle", None)
         if not isinstance(chandle, Handle) or chandle.kind != "client":
             raise TypeError("client must be a bloomguard.Client, not %s" % type(client).__name__)
+        if not isinstance(per_thread, bool):
+            raise TypeError("per_thread must be a bool, not %s" % type(per_thread).__name__)
+        if owner is not None and not isinstance(owner, LockOwner):
+            raise TypeError("owner must be a bloomguard.LockOwner, not %s" % type(owner).__name__)
+        if per_thread and owner is not None:
+            raise InvalidArgument("per_thread=True and owner= exclude each other: a per-thread "
+                                  "lock's holder is the calling thread")
         given: Dict[str, Any] = {"lease_ms": lease_ms, "poll_max_ms": poll_max_ms}
         for flag, value in (("renew", renew), ("subscribe", subscribe)):
             if value is not None:
@@ -124,8 +186,8 @@ class Lock:
                 given[flag] = int(value)
         opts = build_options({k: v for k, v in given.items() if v is not None}, LOCK_OPTIONS)
         # Filter.lock(): the filter's own lock, opened through the filter handle
-        owner = _filter._handle if _filter is not None else chandle
-        cptr = owner.enter()
+        parent = _filter._handle if _filter is not None else chandle
+        cptr = parent.enter()
         try:
             out = ffi.new("bg_lock **")
             copts = opts if opts is not None else ffi.NULL
@@ -139,11 +201,16 @@ class Lock:
                 raise error_for(st, cstr(buf))
             self._handle = Handle(out[0], lib.bg_lock_close, "lock")
         finally:
-            owner.leave()
+            parent.leave()
             if opts is not None:
                 ffi.release(opts)
         self._name = name
         self._client = client
+        # NULL: the calling thread's default owner (per_thread); else the Lock's own or the given
+        self._owner = None if per_thread else (owner if owner is not None else LockOwner())
+        self._owner_ptr = ffi.NULL if self._owner is None else self._owner._ptr
+        # the library refuses overlapping calls of one owner on one lock: they take turns here
+        self._turn = None if per_thread else threading.Lock()
 
     # --- properties ---------------------------------------------------------------------------
 
@@ -172,12 +239,24 @@ class Lock:
             self._handle.leave()
 
     @property
+    def per_thread(self) -> bool:
+        """True when each calling thread is its own holder (``per_thread=True``)."""
+        return self._owner is None
+
+    @property
+    def owner(self) -> Optional[LockOwner]:
+        """The holder of this Lock's holds (None with ``per_thread=True``: the calling thread)."""
+        return self._owner
+
+    @property
     def holder_id(self) -> str:
-        """The calling thread's holder id ``"<UUID>:<thread id>"`` (the hash field while it holds)."""
+        """The holder id ``"<UUID>:<seq>"`` (the hash field while it holds; Redisson's RLock puts
+        ``"<UUID>:<thread id>"`` there, the same layout): the owner's, or with ``per_thread=True``
+        the calling thread's."""
         ptr = self._handle.enter()
         try:
             buf = ffi.new("char[]", _BUF_SIZE)
-            lib.bg_lock_holder_id(ptr, buf, _BUF_SIZE)
+            lib.bg_lock_holder_id_owner(ptr, self._owner_ptr, buf, _BUF_SIZE)
             return cstr(buf)
         finally:
             self._handle.leave()
@@ -185,13 +264,13 @@ class Lock:
     # --- operations ---------------------------------------------------------------------------
 
     def acquire(self, mode: str = "exclusive", *, wait: Seconds = 0) -> int:
-        """Acquires the lock for the calling thread in ``mode`` (``"exclusive"``, ``"read"``,
+        """Acquires the lock for its holder (see :class:`Lock`) in ``mode`` (``"exclusive"``, ``"read"``,
         ``"write"``), waiting up to ``wait`` seconds (0: one try; at most 3600), and returns the
         hold's fencing token (strictly increasing across holds; a reentrant acquire returns the
         token of the hold it re-enters).
 
         Raises :class:`~bloomguard.Locked` when still taken after ``wait`` (the message names the
-        holder and its lease) or when this thread's hold was lost, :class:`~bloomguard.InvalidArgument`
+        holder and its lease) or when the holder's hold was lost, :class:`~bloomguard.InvalidArgument`
         for an upgrade from ``"read"``. The GIL is released while it waits; Ctrl-C (or another
         signal whose handler raises) cancels the wait within 50 ms and raises KeyboardInterrupt
         (or the handler's exception), the thread holding nothing and no writer intent left behind
@@ -199,6 +278,13 @@ class Lock:
         code = _mode_code(mode)
         wait_ms = seconds_to_ms(wait, "wait")
         token = ffi.new("uint64_t *")
+        with self._taking_turns():
+            return self._acquire_turn(code, wait_ms, token)
+
+    def _taking_turns(self) -> Any:
+        return self._turn if self._turn is not None else _NO_TURN
+
+    def _acquire_turn(self, code: int, wait_ms: int, token: Any) -> int:
         depth = self.held().depth
         try:
             self._acquire(code, wait_ms, depth, token)
@@ -209,20 +295,25 @@ class Lock:
             # a signal (Ctrl-C) is raised at the first bytecode after the C call, which may have
             # succeeded: never leave the caller a hold it does not know about
             if self.held().depth > depth:
-                self.release()
+                self._release()
             raise
 
     def _acquire(self, code: int, wait_ms: int, depth: int, token: Any) -> None:
         # one call whatever the wait: a signal cancels it (the call's interrupt callback)
-        invoke(self._handle, lib.bg_lock_acquire_ex, None, code, wait_ms, token)
+        invoke(self._handle, lib.bg_lock_acquire_owner_ex, None, self._owner_ptr, code, wait_ms, token)
 
     def release(self) -> None:
-        """Releases one acquire of the calling thread; the last one ends the hold and wakes waiters.
+        """Releases one acquire of the holder (from any thread, unless ``per_thread``); the last
+        one ends the hold and wakes waiters.
 
-        Raises :class:`~bloomguard.InvalidArgument` when this thread holds nothing through this
-        Lock (e.g. another thread acquired it), :class:`~bloomguard.Locked` when the hold was lost
-        meanwhile (the lease ran out; the thread then holds nothing)."""
-        invoke(self._handle, lib.bg_lock_release_ex, None)
+        Raises :class:`~bloomguard.InvalidArgument` when the holder holds nothing through this
+        Lock (with ``per_thread=True``: e.g. another thread acquired it), :class:`~bloomguard.Locked`
+        when the hold was lost meanwhile (the lease ran out; nothing is held then)."""
+        with self._taking_turns():
+            self._release()
+
+    def _release(self) -> None:
+        invoke(self._handle, lib.bg_lock_release_owner_ex, None, self._owner_ptr)
 
     def retire(self) -> bool:
         """Retires the lock's name: deletes its fence counter (and its readers / writers keys) -
@@ -239,13 +330,14 @@ class Lock:
         return bool(deleted[0])
 
     def held(self) -> Hold:
-        """What the calling thread holds through this Lock (no round trip)."""
+        """What the holder (the owner, or with ``per_thread=True`` the calling thread) holds
+        through this Lock (no round trip)."""
         mode = ffi.new("int *")
         count = ffi.new("uint32_t *")
         token = ffi.new("uint64_t *")
         ptr = self._handle.enter()
         try:
-            st = lib.bg_lock_held(ptr, mode, count, token)
+            st = lib.bg_lock_held_owner_ex(ptr, ffi.NULL, self._owner_ptr, mode, count, token)
         finally:
             self._handle.leave()
         if st not in (lib.BG_OK, lib.BG_ELOCKED):  # pragma: no cover - only for a NULL handle
@@ -271,8 +363,7 @@ class Lock:
         return _Holding(self, "write", wait)
 
     def close(self) -> None:
-        """Releases every hold still held through this Lock (any thread's), stops its renewal
-        thread and frees it. Idempotent."""
+        """Releases every hold still held through this Lock (any holder's) and frees it. Idempotent."""
         self._handle.close()
 
     def __enter__(self) -> "Lock":

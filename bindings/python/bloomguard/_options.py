@@ -4,7 +4,9 @@ Three tables: :data:`OPTIONS` for :class:`~bloomguard.Client`, :data:`ROTATE_OPT
 :meth:`~bloomguard.Filter.rotate` and :data:`LOCK_OPTIONS` for :class:`~bloomguard.Lock`.
 Durations named without a unit are seconds (int or float) in Python and milliseconds in C;
 names ending in ``_ms`` are milliseconds on both sides; switches are bools in Python and 0/1 in C.
-The library validates the ranges; this module only maps names and types.
+The library validates the ranges; this module only maps names and types, and asks the library
+(bg_options_bounds) for the range to name when it refuses a value. Each table holds only its own
+consumer's options: the library refuses an option set for another consumer (BG_ENOTSUP).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from typing import Any, Dict, Optional, Tuple
 from ._errors import InvalidArgument, error_for, strerror
 from ._ffi import ffi, lib
 
-__all__ = ["OPTIONS", "ROTATE_OPTIONS", "LOCK_OPTIONS", "build_options", "seconds_to_ms"]
+__all__ = ["OPTIONS", "ROTATE_OPTIONS", "LOCK_OPTIONS", "build_options", "option_range", "seconds_to_ms"]
 
 # name -> (BG_OPT_* value, kind): "seconds" (-> ms), "int", "bool" (-> 0/1), "str", or "cluster"
 # ("auto" / True / False -> BG_CLUSTER_AUTO / _ON / _OFF).
@@ -115,7 +117,20 @@ def _set(opts: Any, table: Dict[str, Tuple[int, str]], name: str, value: Any) ->
         st = lib.bg_options_set_int(opts, option, ms)
         shown = repr(value)
     if st != lib.BG_OK:
-        raise error_for(st, "option %s=%s: %s" % (name, shown, strerror(st)))
+        raise error_for(st, "option %s=%s: %s%s" % (name, shown, strerror(st), option_range(option, kind, st)))
+
+
+def option_range(option: int, kind: str, st: int = -1) -> str:
+    """"; must be LO..HI" (in the Python unit) from the library's table for an integer option the
+    library refused as out of range (st BG_EINVAL); "" otherwise."""
+    if st != lib.BG_EINVAL or kind in ("str", "bool", "cluster"):
+        return ""
+    lo, hi = ffi.new("int64_t *"), ffi.new("int64_t *")
+    if lib.bg_options_bounds(option, lo, hi) != lib.BG_OK:  # pragma: no cover - every int option has one
+        return ""
+    if kind == "seconds":
+        return "; must be %g..%g seconds" % (lo[0] / 1000.0, hi[0] / 1000.0)
+    return "; must be %d..%d" % (lo[0], hi[0])
 
 
 def build_options(options: Dict[str, Any],

@@ -60,6 +60,17 @@ def _chain_codes(cls: str, chain: Chain) -> Tuple[int, ...]:
     return tuple(codes)
 
 
+def _policy_range(option: int, st: int) -> str:
+    """"; must be LO..HI" from the library's own table (bg_policy_bounds) for an out-of-range value."""
+    if st != lib.BG_EINVAL:
+        return ""
+    lo, hi = ffi.new("int64_t *"), ffi.new("int64_t *")
+    if lib.bg_policy_bounds(option, lo, hi) != lib.BG_OK:  # pragma: no cover - every setting has one
+        return ""
+    off = " (or 0: never)" if option == lib.BG_POLICY_SNAPSHOT_INTERVAL_MS else ""
+    return "; must be %d..%d%s" % (lo[0], hi[0], off)
+
+
 class Policy:
     """A degrade policy: per failure class a chain of actions, numeric settings, and an optional
     fallback. Immutable; :meth:`replace` makes a changed copy. A filter takes a copy of it
@@ -123,7 +134,7 @@ class Policy:
                 raise InvalidArgument("%s=%r is out of range" % (name, value))
             st = lib.bg_policy_set_int(self._ptr, option, int(value))
             if st != lib.BG_OK:
-                raise error_for(st, "%s=%r: %s" % (name, value, strerror(st)))
+                raise error_for(st, "%s=%r: %s%s" % (name, value, strerror(st), _policy_range(option, st)))
         self._fallback = Fallback(fallback) if fallback is not None else None
         if self._fallback is not None:
             st = lib.bg_policy_set_fallback(self._ptr, C_FALLBACK, self._fallback.userdata)

@@ -164,7 +164,7 @@ class Rotation:
             copts = options if options is not None else ffi.NULL
             # the whole wait (BG_OPT_ROTATE_WAIT_MS) in one call, the GIL released: a signal
             # handler that raises (Ctrl-C) cancels it through the call's interrupt callback
-            st = run_with_call(lambda call: lib.bg_rotation_begin_ex(out, fptr, call, expected, fpp, code, copts))
+            st = run_with_call(lambda call: lib.bg_rotation_begin_ex(out, call, fptr, expected, fpp, code, copts))
             if st != lib.BG_OK:
                 # the library puts a failed begin's message on the filter handle too
                 buf = ffi.new("char[]", _ERRBUF_SIZE)

@@ -1,4 +1,4 @@
-"""A filter's counters (bg_filter_stat, BG_STAT_* of bloomguard/policy.h), by name.
+"""A filter's counters (bg_filter_stat, BG_STAT_* of bloomguard/stats.h), by name.
 
 Names are the C names in lower case without ``BG_STAT_``: ``queries``, ``answers_redis``,
 ``answers_snapshot``, ..., ``breaker_state``, ``snapshot_age_ms``, ``fail_notinit``,

@@ -2,7 +2,7 @@
  * fault.h - the negative control of the cluster scenarios (tests/race/README.md): a C reader
  * whose client follows ASK wrongly, as test_cluster.c's control does - a bits-only read with
  * ASKING on the importing node while the bitmap is still on the source. Only the
- * bg_race_worker_fault build (race.cmake: the static library and csrc/'s internal headers)
+ * bg_race_worker_fault build (CMakeLists.txt here: the static library and csrc/'s internal headers)
  * has it; the ordinary worker refuses --fault.
  */
 #ifndef RACE_FAULT_H

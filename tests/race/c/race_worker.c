@@ -178,7 +178,11 @@ int main(int argc, char **argv) {
   if (bg_options_new(&o) != BG_OK || bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 10000) != BG_OK ||
       bg_options_set_int(o, BG_OPT_CONNECT_TIMEOUT_MS, 10000) != BG_OK ||
       bg_options_set_int(o, BG_OPT_WRITE_LOCK_WAIT_MS, 10000) != BG_OK) return 2;
-  int st = bg_client_open_ex(&client, a.url, o, err, sizeof err);
+  bg_call *call = NULL;
+  int st = bg_call_new(&call);
+  if (st == BG_OK) st = bg_client_open_ex(&client, call, a.url, o);
+  snprintf(err, sizeof err, "%s", call && st != BG_OK ? bg_call_errmsg(call) : "");
+  bg_call_free(call);
   bg_options_free(o);
   if (st != BG_OK) {
     fprintf(stderr, "race worker: connect %s: %s\n", a.url, err);
