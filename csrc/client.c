@@ -336,7 +336,7 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     if (st == BG_OK && cluster && bgi_redirect_scan(rep, n + waits + added, cluster->sentinel, &r) != BGI_REDIR_NONE) {
       c->no_verdict = 0;
       /* whatever this connection vouched for may have moved with the slot */
-      bgi_tracking_forget(&c->track);
+      bgi_tracking_forget(c->track);
       bgi_pool_release(pool, c);
       if (r.kind == BGI_REDIR_BUSY) goto busy;
       if (!r.host[0]) snprintf(r.host, sizeof r.host, "%s", node->ep.url.host);

@@ -17,6 +17,8 @@ void bgi_options_defaults(struct bg_options *o) {
   o->cluster = BG_CLUSTER_AUTO;
   o->wait_timeout_ms = 1000;
   o->tls_verify = 1;
+  o->pipeline = 1;
+  o->pipeline_conns = 2;
   o->rotate_lease_ms = 30000;
   o->rotate_wait_ms = 0;
   o->rotate_staging_ttl_ms = 300000;
@@ -115,6 +117,8 @@ BG_API int bg_options_set_int(bg_options *o, int option, int64_t v) {
     case BG_OPT_WAIT_REPLICAS: return set_ranged(&o->wait_replicas, v, 0, 64);
     case BG_OPT_WAIT_TIMEOUT_MS: return set_ranged(&o->wait_timeout_ms, v, 1, 3600000);
     case BG_OPT_TLS_VERIFY: return set_ranged(&o->tls_verify, v, 0, 1);
+    case BG_OPT_PIPELINE: return set_ranged(&o->pipeline, v, 0, 1);
+    case BG_OPT_PIPELINE_CONNS: return set_ranged(&o->pipeline_conns, v, 1, 64);
     case BG_OPT_ROTATE_LEASE_MS: return set_ranged(&o->rotate_lease_ms, v, 100, 3600000);
     case BG_OPT_ROTATE_WAIT_MS: return set_ranged(&o->rotate_wait_ms, v, 0, 3600000);
     case BG_OPT_ROTATE_STAGING_TTL_MS: return set_ranged(&o->rotate_staging_ttl_ms, v, 1000, 86400000);
