@@ -11,6 +11,7 @@ target_sources(bloomguard_objects PRIVATE
   csrc/redis/reply.c
   csrc/redis/conn.c
   csrc/redis/pool.c
+  csrc/redis/mux.c
   csrc/redis/sha1.c
   csrc/redis/script.c
   csrc/redis/tracking.c

@@ -6,6 +6,9 @@ bg_add_test(test_resp SOURCES test_resp.c INTERNAL)
 bg_add_test(test_bad_input SOURCES test_bad_input.c LABELS redis)
 bg_add_test(test_bitmap_example SOURCES test_bitmap_example.c LABELS redis)
 bg_add_test(test_tracking SOURCES test_tracking.c INTERNAL LABELS redis)
+# the same cases on pooled connections (BG_OPT_PIPELINE 0)
+add_test(NAME test_tracking_nopipe COMMAND test_tracking)
+set_tests_properties(test_tracking_nopipe PROPERTIES TIMEOUT 300 LABELS redis ENVIRONMENT BG_TEST_PIPELINE=0)
 
 # Runs a command with its own redis-server ("@URL@" in the arguments becomes its URL).
 add_executable(with_redis with_redis.c)
