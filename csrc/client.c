@@ -285,7 +285,7 @@ static int begins_with_watch(const bgi_buf *out) {
   const char *p = out->data, *end = out->data + out->len;
   if (out->len < 16 || *p != '*') return 0;
   while (p < end && *p != '\n') p++;
-  return end - p > 12 && strncasecmp(p + 1, "$5\r\nWATCH\r\n", 12) == 0;
+  return end - p > 11 && strncasecmp(p + 1, "$5\r\nWATCH\r\n", 11) == 0;
 }
 
 /* A call built on a multiplexed connection that must have a pooled one of its own (client.h). */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,27 @@ static uint64_t now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * redisBufferWrite without SIGPIPE: several callers may write to a socket the server has just
+ * closed before the reader sees it (a pooled connection never writes twice to a dead one), and
+ * hiredis sends without MSG_NOSIGNAL. The signal is blocked for the write and a SIGPIPE it
+ * raised is taken back, so an application (or the Go runtime) that kept the default is not killed.
+ */
+static int write_quietly(redisContext *ctx, int *done) {
+  sigset_t pipe_set, old, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+  int was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
+  int r = redisBufferWrite(ctx, done);
+  if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
+    struct timespec zero = {0, 0};
+    sigtimedwait(&pipe_set, NULL, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  return r;
 }
 
 static void wake_reader(bgi_mux *m) {
@@ -180,7 +202,7 @@ static void *reader_main(void *arg) {
       pthread_mutex_lock(&m->io);
       if (p[0].revents & POLLOUT) {
         int done = 0;
-        if (redisBufferWrite(m->conn.ctx, &done) != REDIS_OK) io_err = 1;
+        if (write_quietly(m->conn.ctx, &done) != REDIS_OK) io_err = 1;
         out_done = done;
       }
       if (!io_err && (p[0].revents & (POLLIN | POLLERR | POLLHUP)) && redisBufferRead(m->conn.ctx) != REDIS_OK)
@@ -376,7 +398,7 @@ static void write_queued(bgi_mux *m) {
     /* a teardown and a reconnect may have come between: those bytes' calls were failed */
     if (m->conn.ctx && m->gen == gen) {
       if (redisAppendFormattedCommand(m->conn.ctx, m->wbuf.data, m->wbuf.len) != REDIS_OK) st = 1;
-      else if (redisBufferWrite(m->conn.ctx, &done) != REDIS_OK) st = 2;
+      else if (write_quietly(m->conn.ctx, &done) != REDIS_OK) st = 2;
     } else {
       done = 1;
     }
@@ -450,7 +472,8 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
         mc->abandoned = 1;   /* the reader reads its replies, drops them and frees it */
         pthread_mutex_unlock(&m->mu);
       }
-      return bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within the call's deadline");
+      return bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within %llu ms",
+                         (unsigned long long)((deadline_ns - now + 999999u) / 1000000u));
     }
   }
   int st = mc->status;
