@@ -52,6 +52,7 @@ static void wake_reader(bgi_mux *m) {
 }
 
 static void call_free(bgi_mux_call *mc) {
+  mc->ws.track = NULL;   /* the connection's, not the workspace's to reset */
   bgi_conn_free(&mc->ws);
   free(mc->rep);
   pthread_cond_destroy(&mc->cv);
@@ -355,7 +356,8 @@ int bgi_muxset_begin(bgi_muxset *s, int64_t timeout_ms, bgi_mux_call **out, bgi_
     if (k < least) m = &s->mux[i], least = k;
   }
   pthread_mutex_lock(&m->mu);
-  while (m->state != BGI_MUX_UP) {
+  /* a failed connection is first torn down by its reader (which fails what is in flight) */
+  while (m->state != BGI_MUX_UP || m->failed) {
     if (m->state == BGI_MUX_DOWN) {
       int st = mux_connect(m, timeout_ms, err);
       if (st != BG_OK) {
@@ -365,7 +367,7 @@ int bgi_muxset_begin(bgi_muxset *s, int64_t timeout_ms, bgi_mux_call **out, bgi_
       continue;
     }
     struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u), .tv_nsec = (long)(until % 1000000000u)};
-    if (pthread_cond_timedwait(&m->cv, &m->mu, &ts) == ETIMEDOUT && m->state == BGI_MUX_CONNECTING) {
+    if (pthread_cond_timedwait(&m->cv, &m->mu, &ts) == ETIMEDOUT && (m->state != BGI_MUX_UP || m->failed)) {
       pthread_mutex_unlock(&m->mu);
       return bgi_err_set(err, BG_ETIMEOUT, "connecting took longer than %lld ms", (long long)wait_ms);
     }
