@@ -431,9 +431,10 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     release(pool, mset, c, mc);
     if (cluster && (st == BG_ECONN || st == BG_ETIMEOUT)) bgi_cluster_want_reload(cluster);
     /* what killed one idle connection (a restart, CLIENT KILL) likely killed the others too: try
-     * each pooled (or multiplexed) one at most once, then a fresh one; a failure on a fresh
-     * connection is final */
-    if (stale && stale_tries++ < (mc ? mset->n : pool->size)) continue;
+     * each pooled one at most once, then a fresh one; a failure on a fresh connection is final.
+     * Multiplexed: each once, plus one for a retry that met a dead connection its reader had
+     * not yet noticed */
+    if (stale && stale_tries++ < (mc ? mset->n + 1 : pool->size)) continue;
     return st;
 
   busy:
