@@ -86,7 +86,7 @@ static void fail_all(bgi_mux *m, const char *why) {
   m->q.len = 0;
 }
 
-/* m->mu held, by the reader: closes the connection after a failure. */
+/* m->mu held, by a caller with no one reading: closes the connection after a failure. */
 static void teardown(bgi_mux *m) {
   fail_all(m, m->fail_msg[0] ? m->fail_msg : "the multiplexed connection was lost");
   m->state = BGI_MUX_DOWN;
@@ -97,7 +97,8 @@ static void teardown(bgi_mux *m) {
   pthread_cond_broadcast(&m->cv);
 }
 
-/* m->mu held: records the first failure; the reader tears the connection down. */
+/* m->mu held: records the first failure (the next caller not reading tears it down) and wakes a
+ * reader in poll. */
 static void set_failed(bgi_mux *m, const char *why) {
   if (!m->failed) snprintf(m->fail_msg, sizeof m->fail_msg, "%s", why);
   m->failed = 1;
@@ -116,6 +117,7 @@ static int deliver(bgi_mux *m, bgi_reply *r) {
   bgi_mux_call *mc = m->head;
   if (!mc) return -1;   /* a reply nobody asked for: the stream is out of step */
   mc->rep[mc->got++] = r;
+  m->progress_ns = now_ns();
   if (mc->got < mc->nrep) return 0;
   m->head = mc->next;
   if (!m->head) m->tail = NULL;
@@ -132,8 +134,8 @@ static int deliver(bgi_mux *m, bgi_reply *r) {
 }
 
 /* Parses every complete reply in the reader's buffer, under m->mu (one lock for the whole batch:
- * replies of a few bits parse in well under a microsecond); the redisReader is the reader
- * thread's alone. */
+ * replies of a few bits parse in well under a microsecond); the redisReader is only used by the
+ * caller whose reader's turn it is. */
 static void parse_all(bgi_mux *m) {
   redisReader *rd = m->conn.ctx->reader;
   pthread_mutex_lock(&m->mu);
@@ -165,26 +167,31 @@ static void parse_all(bgi_mux *m) {
   pthread_mutex_unlock(&m->mu);
 }
 
-static void *reader_main(void *arg) {
-  bgi_mux *m = arg;
-  pthread_mutex_lock(&m->mu);
-  while (!m->stop) {
-    if (m->state != BGI_MUX_UP) {
-      pthread_cond_wait(&m->cv, &m->mu);
-      continue;
-    }
-    if (m->failed) {
-      teardown(m);
-      continue;
-    }
+/*
+ * The reader's turn (m->mu held, m->reading claimed by the caller): polls the socket and parses
+ * what arrives - for every call in flight - until its own call `mine` is done, the connection
+ * fails, or until_ns passes. Returns with m->mu held.
+ */
+static void read_some(bgi_mux *m, const bgi_mux_call *mine, uint64_t until_ns) {
+  uint64_t cmd_ns = (uint64_t)m->set->ep->command_timeout_ms * 1000000u;
+  if (m->idle) {
+    /* nobody read since the last reader left: the silence is not the server's */
+    m->progress_ns = now_ns();
+    m->idle = 0;
+  }
+  while (!mine->done && !m->failed && m->state == BGI_MUX_UP) {
     uint64_t now = now_ns();
-    if (m->head && now >= m->head->stall_ns) {
+    if (now >= until_ns) break;
+    /* no reply for this long while someone was reading: the server or the network is gone */
+    uint64_t since = m->head && m->head->linked_ns > m->progress_ns ? m->head->linked_ns : m->progress_ns;
+    uint64_t limit = m->head && m->head->limit_ns > cmd_ns ? m->head->limit_ns : cmd_ns;
+    if (m->head && now >= since + limit) {
       set_failed(m, "the server did not answer on the multiplexed connection in time");
-      continue;
+      break;
     }
-    int timeout = MUX_POLL_MS;
-    if (m->head && (m->head->stall_ns - now) / 1000000u < (uint64_t)timeout)
-      timeout = (int)((m->head->stall_ns - now) / 1000000u) + 1;
+    uint64_t wait_ns = until_ns - now;
+    if (m->head && since + limit - now < wait_ns) wait_ns = since + limit - now;
+    int timeout = (int)(wait_ns / 1000000u) + 1;
     int want_out = m->want_out;
     int fd = m->conn.ctx->fd;
     pthread_mutex_unlock(&m->mu);
@@ -214,8 +221,17 @@ static void *reader_main(void *arg) {
     if (out_done == 1) m->want_out = 0;
     if (io_err) set_failed(m, "the multiplexed connection was closed or failed");
   }
-  pthread_mutex_unlock(&m->mu);
-  return NULL;
+}
+
+/* m->mu held, the reader's turn just ended: the first call still waiting takes it (usually the
+ * one whose reply comes next), else the connection is idle until the next call. */
+static void hand_off(bgi_mux *m) {
+  for (bgi_mux_call *mc = m->head; mc; mc = mc->next)
+    if (!mc->done && !mc->abandoned) {
+      pthread_cond_signal(&mc->cv);
+      return;
+    }
+  m->idle = 1;
 }
 
 static int mux_init(bgi_mux *m, bgi_muxset *s) {
@@ -233,13 +249,6 @@ static int mux_init(bgi_mux *m, bgi_muxset *s) {
 }
 
 static void mux_destroy(bgi_mux *m) {
-  pthread_mutex_lock(&m->mu);
-  m->stop = 1;
-  int started = m->started;
-  pthread_cond_broadcast(&m->cv);
-  wake_reader(m);
-  pthread_mutex_unlock(&m->mu);
-  if (started) pthread_join(m->reader, NULL);
   pthread_mutex_lock(&m->mu);
   fail_all(m, "the client was closed");
   pthread_mutex_unlock(&m->mu);
@@ -313,14 +322,7 @@ static int mux_connect(bgi_mux *m, int64_t timeout_ms, bgi_err *err) {
     m->calls = 0;
     m->failed = m->want_out = 0;
     m->fail_msg[0] = 0;
-    if (!m->started && pthread_create(&m->reader, NULL, reader_main, m) == 0) m->started = 1;
-    if (!m->started) {
-      m->state = BGI_MUX_DOWN;
-      pthread_mutex_lock(&m->io);
-      bgi_conn_drop(&m->conn);
-      pthread_mutex_unlock(&m->io);
-      st = bgi_err_set(err, BG_ENOMEM, "cannot start the multiplexed connection's reader thread");
-    }
+    m->idle = 1;
   } else {
     m->state = BGI_MUX_DOWN;
   }
@@ -357,6 +359,10 @@ int bgi_muxset_begin(bgi_muxset *s, int64_t timeout_ms, bgi_mux_call **out, bgi_
   pthread_mutex_lock(&m->mu);
   /* a failed connection is first torn down by its reader (which fails what is in flight) */
   while (m->state != BGI_MUX_UP || m->failed) {
+    if (m->state == BGI_MUX_UP && !m->reading) {
+      teardown(m);   /* failed: what was in flight fails with it, then a new connection */
+      continue;
+    }
     if (m->state == BGI_MUX_DOWN) {
       int st = mux_connect(m, timeout_ms, err);
       if (st != BG_OK) {
@@ -428,7 +434,8 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
   mc->status = BG_OK;
   mc->msg[0] = 0;
   mc->next = NULL;
-  mc->stall_ns = now + (deadline_ns > now + cmd_ns ? deadline_ns - now : cmd_ns);
+  mc->linked_ns = now;
+  mc->limit_ns = deadline_ns > now + cmd_ns ? deadline_ns - now : cmd_ns;
   pthread_mutex_lock(&m->mu);
   if (m->state != BGI_MUX_UP || m->failed || m->gen != mc->gen) {
     mc->earlier_calls = 1;   /* it was connected when the call began: as stale as a pooled one */
@@ -453,7 +460,27 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
   }
   struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u), .tv_nsec = (long)(deadline_ns % 1000000000u)};
   while (!mc->done) {
-    if (pthread_cond_timedwait(&mc->cv, &m->mu, &ts) == ETIMEDOUT && !mc->done) {
+    int timed_out = 0;
+    if (m->failed && !m->reading && m->gen == mc->gen) {
+      teardown(m);   /* fails mc too */
+      continue;
+    }
+    if (!m->reading && m->state == BGI_MUX_UP && m->gen == mc->gen) {
+      /* no one reads: this caller does, for everyone, until its own reply is there */
+      m->reading = 1;
+      read_some(m, mc, deadline_ns);
+      m->reading = 0;
+      if (m->failed) {
+        teardown(m);
+        continue;
+      }
+      timed_out = !mc->done && now_ns() >= deadline_ns;
+      if (timed_out) mc->abandoned = 1;   /* before the hand-off, which then skips it */
+      hand_off(m);
+      if (!timed_out) continue;
+    }
+    if (timed_out || (pthread_cond_timedwait(&mc->cv, &m->mu, &ts) == ETIMEDOUT && !mc->done)) {
+      mc->abandoned = 0;
       if (atomic_load(&s->fault_no_discard)) {
         /* the negative control: forget the call, its replies go to whoever is next */
         bgi_mux_call **pp = &m->head, *prev = NULL;
@@ -469,8 +496,13 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
         mc->next = s->graveyard;
         s->graveyard = mc;
         pthread_mutex_unlock(&s->free_mu);
+        pthread_mutex_lock(&m->mu);
+        if (!m->reading) hand_off(m);
+        pthread_mutex_unlock(&m->mu);
       } else {
         mc->abandoned = 1;   /* the reader reads its replies, drops them and frees it */
+        /* a hand-off may have been meant for this caller: pass it on */
+        if (!m->reading) hand_off(m);
         pthread_mutex_unlock(&m->mu);
       }
       return bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within %llu ms",

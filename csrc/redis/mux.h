@@ -12,21 +12,24 @@
  * meanwhile in one write (flat combining: no writer thread, no wake-up hop, and the more callers
  * there are, the bigger each write).
  *
- * Why a reader thread per connection (and not a reading leader among the callers): a reading
- * caller whose deadline passes would have to hand the socket to another caller mid-reply, and a
- * caller alone with late replies still owed would have to read them before its own; one thread
- * that always reads keeps that simple. It polls the (non-blocking) socket, reads what is there,
- * and parses reply after reply straight into the arena of the call at the FIFO's head; RESP3
- * pushes are taken in stream order (the connection's tracking epoch moves before the replies
- * behind the push are handed out), which keeps "no push before the reply" a proof per call.
- * The hiredis context is touched by the writer and the reader under the connection's io lock
- * (TLS: one SSL object must not be read and written at once).
+ * Reading has no thread of its own either (leader/follower): a waiting caller that finds no one
+ * reading takes the reader's turn, polls the (non-blocking) socket and parses reply after reply
+ * straight into the arena of the call at the FIFO's head, waking each call as its replies are
+ * complete, until its own are; then it hands the turn to the first call still waiting (usually
+ * the one whose reply is next). Why not a reader thread: on a busy machine (here: 2 cores, many
+ * processes) every reply then needs that thread scheduled before any caller can go on, which
+ * measured 3-4x worse p99 at 8 threads (bench/README.md); the reader's own reply costs no
+ * wake-up at all. RESP3 pushes are taken in stream order (the connection's tracking epoch moves
+ * before the replies behind the push are handed out), which keeps "no push before the reply" a
+ * proof per call; with no call in flight nobody reads, so a push waits in the socket for the next
+ * reader, as on a pooled connection. The hiredis context is touched by the writer and the reader
+ * under the connection's io lock (TLS: one SSL object must not be read and written at once).
  *
  * A call whose deadline passes returns BG_ETIMEOUT at once; it stays in the FIFO, marked
  * abandoned, its workspace owned by the connection until its replies have been read (and
  * dropped): a late reply is never given to another call. A connection that fails (an I/O or
- * protocol error, or no reply for the oldest call in flight within max(command timeout, its
- * wait)) fails every call in flight on it with BG_ECONN; the next call reconnects.
+ * protocol error, or a reader waiting max(command timeout, the oldest call's wait) without a
+ * reply) fails every call in flight on it with BG_ECONN; the next call reconnects.
  */
 #ifndef BG_INTERNAL_MUX_H
 #define BG_INTERNAL_MUX_H
@@ -50,7 +53,9 @@ typedef struct bgi_mux_call {
   size_t nrep, got;
   uint64_t earlier_calls;      /* calls the connection had completed when this one was linked */
   uint64_t gen;                /* the connection (bgi_mux.gen) the workspace was taken for */
-  uint64_t stall_ns;           /* the connection is given up if no reply came for it by then */
+  uint64_t linked_ns;          /* when it was linked */
+  uint64_t limit_ns;           /* max(command timeout, its wait): the connection is given up when a
+                                  reader waited this long for it (or since the last reply) */
   int done, abandoned, status;
   char msg[128];               /* why it failed (the connection's loss) */
   pthread_cond_t cv;
@@ -60,7 +65,7 @@ typedef struct bgi_mux_call {
 
 struct bgi_mux {
   pthread_mutex_t mu;          /* everything below but the context */
-  pthread_cond_t cv;           /* the reader waits for a connection; callers for a connect */
+  pthread_cond_t cv;           /* callers wait for a connect or a teardown */
   pthread_mutex_t io;          /* conn.ctx: writes and reads */
   bgi_conn conn;               /* the transport (its own_track is the shared tracking state) */
   bgi_muxset *set;
@@ -68,11 +73,13 @@ struct bgi_mux {
   bgi_mux_call *head, *tail;   /* in flight, in wire order */
   int state;                   /* BGI_MUX_DOWN / CONNECTING / UP */
   uint64_t gen;                /* connections made (under mu and io) */
-  int writing, want_out, failed, stop, started;
+  int writing, want_out, failed;
+  int reading;                 /* a caller has the reader's turn */
+  int idle;                    /* no one has read since the last turn ended */
+  uint64_t progress_ns;        /* the last reply read */
   uint64_t calls;              /* calls completed on the current connection */
   atomic_int inflight;         /* calls linked and not done (the set's picker reads it) */
-  int wake[2];                 /* pipe: wakes the reader's poll */
-  pthread_t reader;
+  int wake[2];                 /* pipe: wakes the reader's poll (a failure, a full socket) */
   bgi_arena spare;             /* pushes that arrive with nothing in flight */
   char fail_msg[128];
 };
