@@ -112,8 +112,16 @@ static bgi_arena *target_arena(bgi_mux *m) {
   return &m->spare;
 }
 
+/* Calls made done while parsing a batch, woken after the lock is let go (a caller woken while
+ * the reader still holds it would only block on it again). */
+#define MUX_WAKE_BATCH 64
+typedef struct wake_list {
+  pthread_cond_t *cv[MUX_WAKE_BATCH];
+  int n;
+} wake_list;
+
 /* A complete reply (not a push): to the head call. m->mu held. */
-static int deliver(bgi_mux *m, bgi_reply *r) {
+static int deliver(bgi_mux *m, bgi_reply *r, wake_list *w) {
   bgi_mux_call *mc = m->head;
   if (!mc) return -1;   /* a reply nobody asked for: the stream is out of step */
   mc->rep[mc->got++] = r;
@@ -128,7 +136,9 @@ static int deliver(bgi_mux *m, bgi_reply *r) {
   } else {
     mc->status = BG_OK;
     mc->done = 1;
-    pthread_cond_signal(&mc->cv);
+    /* its cv lives as long as the set: a late signal to a reused call is a spurious wake-up */
+    if (w && w->n < MUX_WAKE_BATCH) w->cv[w->n++] = &mc->cv;
+    else pthread_cond_signal(&mc->cv);
   }
   return 0;
 }
@@ -138,6 +148,8 @@ static int deliver(bgi_mux *m, bgi_reply *r) {
  * caller whose reader's turn it is. */
 static void parse_all(bgi_mux *m) {
   redisReader *rd = m->conn.ctx->reader;
+  wake_list w;
+  w.n = 0;
   pthread_mutex_lock(&m->mu);
   for (;;) {
     /* hiredis takes the arena for a reply when asked for one with the stack empty - even with
@@ -159,12 +171,13 @@ static void parse_all(bgi_mux *m) {
       continue;
     }
 #endif
-    if (deliver(m, r) != 0) {
+    if (deliver(m, r, &w) != 0) {
       set_failed(m, "the server sent a reply no call was waiting for");
       break;
     }
   }
   pthread_mutex_unlock(&m->mu);
+  for (int i = 0; i < w.n; i++) pthread_cond_signal(w.cv[i]);
 }
 
 /*
