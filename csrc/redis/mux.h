@@ -18,7 +18,7 @@
  * complete, until its own are; then it hands the turn to the first call still waiting (usually
  * the one whose reply is next). Why not a reader thread: on a busy machine (here: 2 cores, many
  * processes) every reply then needs that thread scheduled before any caller can go on, which
- * measured 3-4x worse p99 at 8 threads (bench/README.md); the reader's own reply costs no
+ * measured a p99 of 3.6-6.4x the baseline's at 8 threads (bench/README.md); the reader's own reply costs no
  * wake-up at all. RESP3 pushes are taken in stream order (the connection's tracking epoch moves
  * before the replies behind the push are handed out), which keeps "no push before the reply" a
  * proof per call; with no call in flight nobody reads, so a push waits in the socket for the next
