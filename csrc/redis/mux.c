@@ -93,6 +93,10 @@ static void teardown(bgi_mux *m) {
   m->failed = m->want_out = 0;
   pthread_mutex_lock(&m->io);
   bgi_conn_drop(&m->conn);
+  /* here, not when the next connection is in: a writer still holding a batch of this one's
+   * (failed) calls must find the generation moved before any new context exists, or it would
+   * write those stale commands onto the new connection, whose replies would go to other calls */
+  m->gen++;
   pthread_mutex_unlock(&m->io);
   pthread_cond_broadcast(&m->cv);
 }
