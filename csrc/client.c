@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "redis/redirect.h"
 
@@ -18,6 +19,7 @@ static void client_free(bg_client *c) {
     bgi_cluster_destroy(c->cluster);
     free(c->cluster);
   }
+  bgi_muxset_destroy(&c->mux);
   bgi_pool_destroy(&c->pool);
   bgi_tls_free(c->tls);
   bgi_url_free(&c->ep.url);
@@ -48,6 +50,7 @@ static int discover_sentinel(bg_client *c, bgi_err *err) {
   if (!(c->cluster = malloc(sizeof *c->cluster))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   c->ep.require_master = 1;
   bgi_cluster_init(c->cluster, &c->ep, (size_t)c->opts.pool_size, u->hosts, u->nhosts);
+  c->cluster->mux_conns = c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0;
   bgi_cluster_use_sentinel(c->cluster, u->master_name, c->opts.sentinel_username, c->opts.sentinel_password);
   int st = bgi_cluster_reload(c->cluster, 0, err);
   if (st == BG_OK && bgi_cluster_start(c->cluster) != BG_OK)
@@ -121,6 +124,7 @@ static int discover(bg_client *c, bgi_err *err) {
       seeds = &seed0, nseeds = 0;
     }
     bgi_cluster_init(c->cluster, &c->ep, (size_t)c->opts.pool_size, seeds, nseeds);
+    c->cluster->mux_conns = c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0;
     size_t gaps = 0;
     unsigned first_gap = 0;
     st = bgi_cluster_load(c->cluster, r, u->is_unix ? "127.0.0.1" : ep.url.host, &gaps, &first_gap, err);
@@ -168,6 +172,10 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
     c->ep.tls = c->tls;
   }
   if (bgi_pool_init(&c->pool, (size_t)c->opts.pool_size, &c->ep) != BG_OK) {
+    st = bgi_err_set(err, BG_ENOMEM, "out of memory");
+    goto fail;
+  }
+  if (bgi_muxset_init(&c->mux, c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0, &c->ep) != BG_OK) {
     st = bgi_err_set(err, BG_ENOMEM, "out of memory");
     goto fail;
   }
@@ -272,6 +280,25 @@ static void drop_asking(bgi_reply **rep, size_t n, const unsigned char *is_askin
     if (!is_asking[i]) rep[k++] = rep[i];
 }
 
+/* 1 if the commands begin with WATCH: the call keeps state on its connection across round trips. */
+static int begins_with_watch(const bgi_buf *out) {
+  const char *p = out->data, *end = out->data + out->len;
+  if (out->len < 16 || *p != '*') return 0;
+  while (p < end && *p != '\n') p++;
+  return end - p > 11 && strncasecmp(p + 1, "$5\r\nWATCH\r\n", 11) == 0;
+}
+
+/* A call built on a multiplexed connection that must have a pooled one of its own (client.h). */
+static int needs_own_conn(const bgi_conn *c, int waits) {
+  return waits || c->out.len > BGI_MUX_MAX_CALL_BYTES || begins_with_watch(&c->out);
+}
+
+/* Gives back what an attempt used: a pooled connection, or a multiplexed call's workspace. */
+static void release(bgi_pool *pool, bgi_muxset *mset, bgi_conn *c, bgi_mux_call *mc) {
+  if (mc) bgi_muxset_end(mset, mc);
+  else bgi_pool_release(pool, c);
+}
+
 int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn build, bgi_parse_fn parse,
                     void *ctx, bgi_err *err) {
   bgi_reply *rep[BGI_MAX_REPLIES];
@@ -282,6 +309,7 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
   int redirects = 0, redirected = 0, busy_tries = 0;
   int64_t backoff_ms = 1;
   uint64_t busy_end = 0;           /* until when TRYAGAIN / CLUSTERDOWN / LOADING are waited out */
+  int own = 0;                     /* a pooled connection of its own, not a multiplexed one */
   err->not_durable = 0;
   for (size_t stale_tries = 0;;) {
     bgi_conn *c;
@@ -294,6 +322,8 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
       timeout_ms = wait_ms = bgi_ms_until(deadline_ns, now);
     }
     bgi_pool *pool = &cl->pool;
+    bgi_muxset *mset = &cl->mux;
+    bgi_mux_call *mc = NULL;
     bgi_node *node = NULL;
     bgi_redirect r = {.kind = BGI_REDIR_NONE};
     if (cluster) {
@@ -304,8 +334,15 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
         goto busy;
       }
       pool = &node->pool;
+      mset = &node->mux;
     }
-    int st = bgi_pool_acquire(pool, timeout_ms, &c, err);
+    int st;
+    if (!own && bgi_muxset_on(mset)) {
+      st = bgi_muxset_begin(mset, timeout_ms, &mc, err);
+      c = mc ? &mc->ws : NULL;
+    } else {
+      st = bgi_pool_acquire(pool, timeout_ms, &c, err);
+    }
     if (st != BG_OK) {
       if (cluster && (st == BG_ECONN || st == BG_ETIMEOUT)) bgi_cluster_want_reload(cluster);
       return st;
@@ -318,6 +355,12 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     c->fault_no_guard = cluster && cluster->fault_no_migration_guard;
     st = build(c, ctx, &n, err);
     int waits = st == BG_OK && c->durable && cl->opts.wait_replicas > 0;
+    if (mc && st == BG_OK && needs_own_conn(c, waits)) {
+      /* built again there: what build read of this connection (tracking) is not the other's */
+      bgi_muxset_end(mset, mc);
+      own = 1;
+      continue;
+    }
     if (waits) st = append_wait(c, cl, err);
     if (st == BG_OK && ask) {
       /* the rewrite goes to the scratch buffer, which then becomes the one that is sent */
@@ -331,13 +374,25 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     if (st == BG_OK && n + waits + added > BGI_MAX_REPLIES) st = bgi_err_set(err, BG_EINVAL, "internal: too many replies");
     /* WAIT blocks the connection for up to its own timeout: give the read that much more */
     if (waits && !deadline_ns) wait_ms += cl->opts.wait_timeout_ms;
-    if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n + waits + added, wait_ms, err);
+    bgi_reply **reps = rep;
+    if (st == BG_OK && mc) {
+      uint64_t until = deadline_ns ? deadline_ns : bgi_now_ns() + (uint64_t)wait_ms * 1000000u;
+      st = bgi_mux_roundtrip(mc, n + waits + added, until, err);
+      reps = mc->rep;
+      if (st == BG_ETIMEOUT) {
+        /* mc is the connection's now: it drops the late replies and frees it */
+        if (cluster) bgi_cluster_want_reload(cluster);
+        return st;
+      }
+    } else if (st == BG_OK) {
+      st = bgi_conn_roundtrip(c, rep, n + waits + added, wait_ms, err);
+    }
     c->fault_bits_only = c->fault_no_guard = 0;
-    if (st == BG_OK && cluster && bgi_redirect_scan(rep, n + waits + added, cluster->sentinel, &r) != BGI_REDIR_NONE) {
+    if (st == BG_OK && cluster && bgi_redirect_scan(reps, n + waits + added, cluster->sentinel, &r) != BGI_REDIR_NONE) {
       c->no_verdict = 0;
       /* whatever this connection vouched for may have moved with the slot */
-      bgi_tracking_forget(&c->track);
-      bgi_pool_release(pool, c);
+      bgi_tracking_forget(c->track);
+      release(pool, mset, c, mc);
       if (r.kind == BGI_REDIR_BUSY) goto busy;
       if (!r.host[0]) snprintf(r.host, sizeof r.host, "%s", node->ep.url.host);
       bgi_node *to = bgi_cluster_node(cluster, r.host, r.port);
@@ -356,27 +411,30 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
       redirected = 1;
       continue;
     }
-    if (st == BG_OK && added) drop_asking(rep, n + waits + added, is_asking);
-    long long acked = waits && st == BG_OK && rep[n]->type == REDIS_REPLY_INTEGER ? rep[n]->integer : -1;
+    if (st == BG_OK && added) drop_asking(reps, n + waits + added, is_asking);
+    long long acked = waits && st == BG_OK && reps[n]->type == REDIS_REPLY_INTEGER ? reps[n]->integer : -1;
     /* a script the server did not have ran nothing: the call is sent again, WAIT and all */
     for (size_t i = 0; waits && st == BG_OK && i < n; i++)
-      if (bgi_reply_is_error(rep[i], "NOSCRIPT")) waits = 0;
-    if (st == BG_OK) st = parse(c, rep, n, ctx, err);
+      if (bgi_reply_is_error(reps[i], "NOSCRIPT")) waits = 0;
+    if (st == BG_OK) st = parse(c, reps, n, ctx, err);
     if (st == BG_OK && waits && acked < cl->opts.wait_replicas) {
       err->not_durable = 1;
-      st = acked < 0 ? bgi_reply_error(rep[n], "WAIT", err)
+      st = acked < 0 ? bgi_reply_error(reps[n], "WAIT", err)
                      : bgi_err_set(err, BG_ETIMEOUT, "applied on the master, but only %lld of %lld replicas "
                                    "acknowledged it within %lld ms (BG_OPT_WAIT_REPLICAS): a failover may lose it",
                                    acked, (long long)cl->opts.wait_replicas, (long long)cl->opts.wait_timeout_ms);
       if (st != BG_ETIMEOUT) err->not_durable = 0;
     }
     c->no_verdict = 0;
-    int stale = st == BG_ECONN && c->broken && earlier_calls > 0;
-    bgi_pool_release(pool, c);
+    /* a multiplexed call fails with its connection, which had served others before it */
+    int stale = st == BG_ECONN && (mc ? mc->earlier_calls > 0 : c->broken && earlier_calls > 0);
+    release(pool, mset, c, mc);
     if (cluster && (st == BG_ECONN || st == BG_ETIMEOUT)) bgi_cluster_want_reload(cluster);
     /* what killed one idle connection (a restart, CLIENT KILL) likely killed the others too: try
-     * each pooled one at most once, then a fresh one; a failure on a fresh connection is final */
-    if (stale && stale_tries++ < pool->size) continue;
+     * each pooled one at most once, then a fresh one; a failure on a fresh connection is final.
+     * Multiplexed: each once, plus one for a retry that met a dead connection its reader had
+     * not yet noticed */
+    if (stale && stale_tries++ < (mc ? mset->n + 1 : pool->size)) continue;
     return st;
 
   busy:

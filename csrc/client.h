@@ -9,6 +9,7 @@
 #include "common/options.h"
 #include "common/wait.h"
 #include "redis/cluster.h"
+#include "redis/mux.h"
 #include "redis/pool.h"
 #include "redis/script.h"
 
@@ -17,6 +18,7 @@ struct bg_client {
   struct bg_options opts;      /* owned copy */
   bgi_endpoint ep;
   bgi_pool pool;               /* standalone: the server's connections */
+  bgi_muxset mux;              /* standalone: its multiplexed connections (BG_OPT_PIPELINE; off: n = 0) */
   bgi_cluster *cluster;        /* Redis Cluster: slot map and a pool per node; NULL standalone */
   bgi_tls *tls;                /* TLS settings of every connection (ep.tls), or NULL */
   bgi_errslot err;
@@ -29,7 +31,7 @@ void bgi_client_ref(bg_client *c);
 void bgi_client_unref(bg_client *c);
 
 /*
- * One round trip on a pooled connection of the node that serves `slot` (every key the call
+ * One round trip on a connection of the node that serves `slot` (every key the call
  * touches must hash to it; BGI_SLOT_ANY for none): build() writes commands into c->out (already reset)
  * and returns how many replies to read in *nreplies; parse() reads them. If a connection that
  * had served earlier calls turns out dead (the server restarted, or it was killed while idle),
@@ -44,6 +46,13 @@ void bgi_client_unref(bg_client *c);
  * nothing; TRYAGAIN, CLUSTERDOWN and LOADING are waited out with a doubling backoff for as long
  * as the deadline (or the command timeout) allows, then fail with BG_ESERVER. A call sent again
  * after a redirect runs with c->no_verdict set: a query makes its full check there.
+ *
+ * With BG_OPT_PIPELINE (the default) `c` is a workspace of a multiplexed connection (redis/mux.h):
+ * c->out, c->idx, c->track, the replies and the flags are the call's, but c->ctx is NULL, so
+ * parse must not make round trips of its own. A call that does (one that begins with WATCH),
+ * one followed by WAIT (c->durable with BG_OPT_WAIT_REPLICAS), and one whose commands exceed
+ * BGI_MUX_MAX_CALL_BYTES (rotation upload chunks, big batches) is built again on a pooled
+ * connection of its own: build() must not assume it runs once (it never could: retries).
  */
 typedef int (*bgi_build_fn)(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err);
 typedef int (*bgi_parse_fn)(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err);

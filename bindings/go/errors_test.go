@@ -184,6 +184,8 @@ func TestOptionsMatchHeader(t *testing.T) {
 		"BG_OPT_CONFIG_RETRIES":     WithConfigRetries(1),
 		"BG_OPT_WRITE_LOCK_WAIT_MS": WithWriteLockWait(time.Second),
 		"BG_OPT_TRACKING":           WithTracking(false),
+		"BG_OPT_PIPELINE":           WithPipeline(false),
+		"BG_OPT_PIPELINE_CONNS":     WithPipelineConns(2),
 		"BG_OPT_CLUSTER":            WithCluster(ClusterOff),
 		"BG_OPT_WAIT_REPLICAS":      WithWaitReplicas(1),
 		"BG_OPT_WAIT_TIMEOUT_MS":    WithWaitTimeout(time.Second),

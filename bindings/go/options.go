@@ -112,6 +112,19 @@ func WithWriteLockWait(d time.Duration) Option {
 // them.
 func WithTracking(on bool) Option { return boolOption("WithTracking", C.BG_OPT_TRACKING, on) }
 
+// WithPipeline turns multiplexed connections on (the default) or off (BG_OPT_PIPELINE). On:
+// concurrent calls of one Client (any number of goroutines) share a few connections per server,
+// their commands written together and their replies matched in order; bulk and
+// connection-stateful steps (rotation uploads, snapshots, steps followed by WAIT) keep pooled
+// connections of their own. Off: every call takes a pooled connection (WithPoolSize).
+func WithPipeline(on bool) Option { return boolOption("WithPipeline", C.BG_OPT_PIPELINE, on) }
+
+// WithPipelineConns sets the multiplexed connections per server, per cluster node
+// (BG_OPT_PIPELINE_CONNS; default 2, 1..64).
+func WithPipelineConns(n int) Option {
+	return intOption("WithPipelineConns", C.BG_OPT_PIPELINE_CONNS, int64(n))
+}
+
 // WithWaitReplicas makes every add, lock acquire / release and rotation commit wait for n replicas
 // to acknowledge it (WAIT n, in the same round trip; BG_OPT_WAIT_REPLICAS, default 0: off); fewer
 // within WithWaitTimeout is ErrTimeout (the master applied it, a failover may lose it; a lock

@@ -96,9 +96,11 @@ static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   if (st != BG_OK) return st;
   size_t n = q->to - q->from, chunks = (n + BGI_CHUNK_ITEMS - 1) / BGI_CHUNK_ITEMS;
   /* after a redirect the block is the full check; the fault is the cluster tests' negative control */
-  q->bits_only = c->fault_bits_only || (!c->no_verdict && bgi_tracking_fresh(&c->track, f->id, q->cfg));
-  q->tracked = !q->bits_only && c->track.on;
-  q->epoch = c->track.epoch;
+  /* the epoch first: a push between the two reads then marks this query stale, never the reverse
+   * (on a multiplexed connection the reader thread counts pushes meanwhile) */
+  q->epoch = bgi_tracking_epoch(c->track);
+  q->bits_only = c->fault_bits_only || (!c->no_verdict && bgi_tracking_fresh(c->track, f->id, q->cfg));
+  q->tracked = !q->bits_only && bgi_tracking_on(c->track);
   size_t need = chunks * (96 + bgi_resp_bound(5, f->config_key.len + 32) + bgi_resp_bound(3, f->lock_key.len + 8) +
                           bgi_resp_bound(2, f->name.len + 16) + bgi_resp_bound(2, f->config_key.len + 8)) +
                 n * k * (17 + BGI_RESP_U64_MAX);
@@ -130,7 +132,7 @@ static int take_bits(query *q, const bgi_reply *bits, size_t *item, bgi_err *err
 static int parse_bits_only(bgi_conn *c, bgi_reply **rep, size_t nreplies, query *q, bgi_err *err) {
   size_t item = q->from;
   /* a push came first: the config or the lock changed before (some of) these bits were read */
-  if (c->track.epoch != q->epoch) {
+  if (bgi_tracking_epoch(c->track) != q->epoch) {
     q->stale = 1;
     return BG_OK;
   }
@@ -150,7 +152,7 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
     /* CLIENT CACHING refused when queued (an ACL changed since the handshake): EXEC aborted; stop
      * tracking on this connection and ask again with the plain block */
     if (q->tracked && rep[r + 2]->type == REDIS_REPLY_ERROR) {
-      c->track.on = 0;
+      bgi_tracking_off(c->track);
       q->stale = 1;
       return BG_OK;
     }
@@ -164,7 +166,7 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
     const bgi_reply *const *el = (const bgi_reply *const *)ex->element + (q->tracked ? 2 : 0);
     const bgi_reply *fields = el[0], *mode = el[1], *bits = q->tracked ? ex->element[0] : el[2];
     /* CLIENT CACHING failed when run: answer, stop asking */
-    if (q->tracked && ex->element[1]->type == REDIS_REPLY_ERROR) c->track.on = 0;
+    if (q->tracked && ex->element[1]->type == REDIS_REPLY_ERROR) bgi_tracking_off(c->track);
     if (fields->type == REDIS_REPLY_ERROR) return bgi_reply_error(fields, "contains (config)", err);
     if (fields->type != REDIS_REPLY_ARRAY || fields->elements != 3)
       return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to HMGET");
@@ -190,8 +192,7 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
   if (item != q->to) return bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
   /* a push during this round trip may have been for a key this block then read: the server stops
    * tracking a key once it has pushed for it, so take no verdict from it */
-  if (q->tracked && c->track.on && !has_ttl && c->track.epoch == q->epoch && !c->no_verdict)
-    bgi_tracking_remember(&c->track, q->f->id, q->cfg);
+  if (q->tracked && !has_ttl && !c->no_verdict) bgi_tracking_remember(c->track, q->f->id, q->cfg, q->epoch);
   return BG_OK;
 }
 

@@ -29,6 +29,7 @@ void bgi_cluster_destroy(bgi_cluster *cl) {
   pthread_mutex_unlock(&cl->mu);
   if (running) pthread_join(cl->refresher, NULL);
   for (size_t i = 0; i < cl->nnodes; i++) {
+    bgi_muxset_destroy(&cl->nodes[i]->mux);
     bgi_pool_destroy(&cl->nodes[i]->pool);
     free(cl->nodes[i]);
   }
@@ -68,6 +69,12 @@ static long add_node(bgi_cluster *cl, const char *host, int port) {
   n->ep.require_master = cl->sentinel;
   snprintf(n->addr, sizeof n->addr, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
   if (bgi_pool_init(&n->pool, cl->pool_size, &n->ep) != BG_OK) {
+    free(n);
+    return -1;
+  }
+  if (bgi_muxset_init(&n->mux, cl->mux_conns, &n->ep) != BG_OK) {
+    bgi_muxset_destroy(&n->mux);
+    bgi_pool_destroy(&n->pool);
     free(n);
     return -1;
   }

@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "redis/mux.h"
 #include "redis/pool.h"
 #include "redis/url.h"
 
@@ -34,6 +35,8 @@ typedef struct bgi_node {
   char addr[280];          /* host:port, for messages */
   bgi_endpoint ep;         /* the client's endpoint, with this node's host and port */
   bgi_pool pool;           /* connects lazily */
+  bgi_muxset mux;          /* multiplexed connections (BG_OPT_PIPELINE), connected lazily; off when
+                              the cluster's mux_conns is 0 */
 } bgi_node;
 
 typedef struct bgi_cluster_stats {
@@ -47,6 +50,7 @@ typedef struct bgi_cluster {
   uint16_t owner[BGI_CLUSTER_SLOTS];   /* index into nodes + 1; 0: no master serves it */
   const bgi_endpoint *base;
   size_t pool_size;
+  size_t mux_conns;        /* multiplexed connections per node; 0: none (set before the first load) */
   bgi_hostport seeds[BGI_URL_MAX_HOSTS];   /* cluster: seed nodes; Sentinel: the sentinels */
   size_t nseeds;
   int sentinel;                /* 1: a Sentinel-managed master (see the top) */

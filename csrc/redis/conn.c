@@ -123,6 +123,7 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_err *er
     n++;
   }
   int want_tracking = ep->tracking && !(flags & BGI_CONN_NO_TRACKING) && bgi_tracking_supported();
+  uint64_t epoch_before = bgi_tracking_epoch(c->track);
   if (want_tracking) {
     if (bgi_tracking_append_handshake(&c->out, __atomic_load_n(&ep->probe_slot, __ATOMIC_RELAXED)) != BG_OK)
       return bgi_err_set(err, BG_ENOMEM, "out of memory");
@@ -166,7 +167,7 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_err *er
   /* Tracking is an optimisation: a server before 6.0 (no HELLO), a read-only replica (the probe
    * writes), or one whose ACL or renamed commands refuse a step, is used with the full check on
    * every query. A connection whose HELLO worked stays in RESP3, which every parse accepts. */
-  if (want_tracking) bgi_tracking_take_handshake(&c->track, rep + i + 1);
+  if (want_tracking) bgi_tracking_take_handshake(c->track, rep + i + 1, epoch_before);
   return BG_OK;
 }
 
@@ -176,6 +177,7 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, int f
   int64_t command_ms = timeout_ms > 0 ? timeout_ms : ep->command_timeout_ms;
   struct timeval ctv = ms_to_tv(connect_ms);
   bgi_conn_drop(c);
+  if (!c->track) c->track = &c->own_track;
   c->broken = 0;
   c->calls = 0;
   if (ep->url.is_unix) c->ctx = redisConnectUnixWithTimeout(ep->url.path, ctv);
@@ -204,7 +206,7 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, int f
     }
   }
   bgi_reply_attach(c->ctx, &c->arena);
-  bgi_tracking_attach(c->ctx, &c->track);   /* its verdicts were reset by bgi_conn_drop above */
+  bgi_tracking_attach(c->ctx, c->track);   /* its verdicts were reset by bgi_conn_drop above */
   int st = handshake(c, ep, flags, err);
   if (st == BG_ECONN && ep->tls) {
     /* TLS 1.3 ends the client's side of the handshake first: a server that wants a client
@@ -225,7 +227,7 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, int f
 void bgi_conn_drop(bgi_conn *c) {
   if (c->ctx) redisFree(c->ctx);
   c->ctx = NULL;
-  bgi_tracking_reset(&c->track);
+  if (c->track) bgi_tracking_reset(c->track);
   c->no_verdict = 0;
   c->broken = 0;
 }

@@ -46,7 +46,9 @@ typedef struct bgi_conn {
   size_t idx_cap;
   uint64_t calls;          /* round trips completed since connecting */
   int64_t timeout_ms;      /* read/write timeout currently set on the socket */
-  bgi_tracking track;      /* filters whose config the server tracks for this connection */
+  bgi_tracking *track;     /* filters whose config the server tracks for the connection the call is
+                              sent on: own_track, or a multiplexed connection's (redis/mux.h) */
+  bgi_tracking own_track;
   int durable;             /* set by a build function whose commands write what a caller is told is
                               done (adds, lock holds, commits): BG_OPT_WAIT_REPLICAS applies */
   int no_verdict;          /* set by the call loop for an attempt after a redirect: queries neither
@@ -57,7 +59,7 @@ typedef struct bgi_conn {
 } bgi_conn;
 
 /* Connects, authenticates, selects the db, names the connection and, when the endpoint asks and
- * both hiredis and the server can, switches it to RESP3 with CLIENT TRACKING OPTIN (c->track.on). timeout_ms > 0 caps the
+ * both hiredis and the server can, switches it to RESP3 with CLIENT TRACKING OPTIN (c->track->on). timeout_ms > 0 caps the
  * connect timeout and is used for the handshake (0: the endpoint's settings). flags: BGI_CONN_*.
  * A db other than 0 on a cluster node is BG_EINVAL (cluster mode has only db 0). */
 int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, int flags, bgi_err *err);

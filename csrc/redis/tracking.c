@@ -11,7 +11,7 @@
  * parsed into the connection's arena, which frees it with the call's other replies. */
 static void on_push(void *privdata, void *reply) {
   (void)reply;
-  ((bgi_tracking *)privdata)->epoch++;
+  bgi_tracking_pushed(privdata);
 }
 
 int bgi_tracking_supported(void) { return 1; }
@@ -58,7 +58,7 @@ int bgi_tracking_append_handshake(bgi_buf *out, int probe_slot) {
   return BG_OK;
 }
 
-void bgi_tracking_take_handshake(bgi_tracking *t, bgi_reply *const *rep) {
+void bgi_tracking_take_handshake(bgi_tracking *t, bgi_reply *const *rep, uint64_t epoch_before) {
   int ok = 1;
   for (int i = 0; i < BGI_TRACKING_HANDSHAKE_REPLIES; i++) ok &= rep[i]->type != REDIS_REPLY_ERROR;
   /* EXEC's array: [OK, 0 or 1]; a refused command inside it is an error element */
@@ -66,11 +66,13 @@ void bgi_tracking_take_handshake(bgi_tracking *t, bgi_reply *const *rep) {
   ok &= ex->type == REDIS_REPLY_ARRAY && ex->elements == 2 && ex->element[0]->type != REDIS_REPLY_ERROR &&
         ex->element[1]->type != REDIS_REPLY_ERROR;
   /* the write's invalidation came before PING's reply: reads in a transaction are tracked */
-  t->on = ok && t->epoch > 0;
+  atomic_store(&t->on, ok && bgi_tracking_epoch(t) != epoch_before);
 }
 
 void bgi_tracking_reset(bgi_tracking *t) {
-  t->on = 0;
-  t->epoch = 0;
+  atomic_store(&t->on, 0);
+  atomic_fetch_add(&t->epoch, 1);   /* never back: see tracking.h */
+  bgi_tracking_lock(t);
   memset(t->slot, 0, sizeof t->slot);
+  bgi_tracking_unlock(t);
 }

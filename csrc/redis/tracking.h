@@ -13,6 +13,7 @@
 #define BG_INTERNAL_TRACKING_H
 
 #include <hiredis/hiredis.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "redis/reply.h"
@@ -27,9 +28,17 @@ typedef struct bgi_track_entry {
   uint64_t epoch;
 } bgi_track_entry;
 
+/*
+ * One per transport connection. A multiplexed connection (redis/mux.h) shares it among the calls
+ * in flight on it and its reader thread, which bumps the epoch for each push in stream order:
+ * `on` and `epoch` are atomics, the verdicts sit behind a spinlock (a zeroed struct is a valid,
+ * unlocked one). The epoch only grows, across reconnects too, so a call that read it on an
+ * earlier connection never mistakes a later one's count for its own.
+ */
 typedef struct bgi_tracking {
-  int on;                /* RESP3 and CLIENT TRACKING ON OPTIN are active on this connection */
-  uint64_t epoch;        /* pushes received since the connection was made */
+  atomic_int on;         /* RESP3 and CLIENT TRACKING ON OPTIN are active on this connection */
+  _Atomic uint64_t epoch;   /* pushes received (and connections made) */
+  atomic_int lock;       /* guards slot[] */
   bgi_track_entry slot[BGI_TRACK_SLOTS];
 } bgi_tracking;
 
@@ -47,29 +56,56 @@ int bgi_tracking_supported(void);
  */
 #define BGI_TRACKING_HANDSHAKE_REPLIES 8
 int bgi_tracking_append_handshake(bgi_buf *out, int probe_slot);
-/* Reads those replies: t->on is 1 only if every step worked and the probe's push arrived. */
-void bgi_tracking_take_handshake(bgi_tracking *t, bgi_reply *const *rep);
+/* Reads those replies: t->on is 1 only if every step worked and the probe's push arrived (the
+ * epoch moved past epoch_before, read before the handshake was sent). */
+void bgi_tracking_take_handshake(bgi_tracking *t, bgi_reply *const *rep, uint64_t epoch_before);
 
-/* Forgets every verdict (a new connection). */
+/* Forgets every verdict and turns tracking off (a new connection). */
 void bgi_tracking_reset(bgi_tracking *t);
+/* A push arrived (an invalidation): every verdict is forgotten at once. */
+static inline void bgi_tracking_pushed(bgi_tracking *t) { atomic_fetch_add(&t->epoch, 1); }
 /* Forgets every verdict but keeps tracking on (the connection answered a redirect). */
-static inline void bgi_tracking_forget(bgi_tracking *t) { t->epoch++; }
+static inline void bgi_tracking_forget(bgi_tracking *t) { atomic_fetch_add(&t->epoch, 1); }
+static inline uint64_t bgi_tracking_epoch(const bgi_tracking *t) {
+  return atomic_load_explicit(&((bgi_tracking *)t)->epoch, memory_order_acquire);
+}
+static inline int bgi_tracking_on(const bgi_tracking *t) { return atomic_load(&((bgi_tracking *)t)->on); }
+/* The server refused a tracking step: queries make the full check from now on. */
+static inline void bgi_tracking_off(bgi_tracking *t) { atomic_store(&t->on, 0); }
 
 /* Routes the context's pushes to t (every push bumps the epoch); the arena owns their memory. */
 void bgi_tracking_attach(redisContext *ctx, bgi_tracking *t);
 
+static inline void bgi_tracking_lock(bgi_tracking *t) {
+  while (atomic_exchange_explicit(&t->lock, 1, memory_order_acquire))
+    ;
+}
+static inline void bgi_tracking_unlock(bgi_tracking *t) { atomic_store_explicit(&t->lock, 0, memory_order_release); }
+
 /* 1 if the connection still vouches for cfg being the filter's config with no write lock held. */
-static inline int bgi_tracking_fresh(const bgi_tracking *t, uint64_t filter_id, uint64_t cfg) {
+static inline int bgi_tracking_fresh(const bgi_tracking *ct, uint64_t filter_id, uint64_t cfg) {
+  bgi_tracking *t = (bgi_tracking *)ct;
+  if (!bgi_tracking_on(t)) return 0;
+  uint64_t now = bgi_tracking_epoch(t);
+  bgi_tracking_lock(t);
   const bgi_track_entry *e = &t->slot[filter_id % BGI_TRACK_SLOTS];
-  return t->on && e->filter_id == filter_id && e->cfg == cfg && e->epoch == t->epoch;
+  int fresh = e->filter_id == filter_id && e->cfg == cfg && e->epoch == now;
+  bgi_tracking_unlock(t);
+  return fresh;
 }
 
-/* Records a full check's verdict, valid until the next push. */
-static inline void bgi_tracking_remember(bgi_tracking *t, uint64_t filter_id, uint64_t cfg) {
-  bgi_track_entry *e = &t->slot[filter_id % BGI_TRACK_SLOTS];
-  e->filter_id = filter_id;
-  e->cfg = cfg;
-  e->epoch = t->epoch;
+/* Records a full check's verdict, valid until the next push - only if no push arrived since
+ * `epoch` (read when the check was sent): the server stops tracking a key once it has pushed
+ * for it, so a verdict taken across a push would never be invalidated. */
+static inline void bgi_tracking_remember(bgi_tracking *t, uint64_t filter_id, uint64_t cfg, uint64_t epoch) {
+  bgi_tracking_lock(t);
+  if (bgi_tracking_on(t) && bgi_tracking_epoch(t) == epoch) {
+    bgi_track_entry *e = &t->slot[filter_id % BGI_TRACK_SLOTS];
+    e->filter_id = filter_id;
+    e->cfg = cfg;
+    e->epoch = epoch;
+  }
+  bgi_tracking_unlock(t);
 }
 
 #endif

@@ -45,6 +45,13 @@ typedef struct bg_options bg_options;
 #define BG_OPT_WAIT_TIMEOUT_MS     10  /* how long that WAIT waits for the replicas; default 1000; 1..3600000 */
 #define BG_OPT_TLS_VERIFY          11  /* TLS: 1 (default) checks the server's certificate and name; 0 checks
                                           nothing (testing only) */
+#define BG_OPT_PIPELINE            12  /* 1 (default): concurrent calls of one client share a few multiplexed
+                                          connections per server (their commands written together, replies
+                                          matched in order); bulk and connection-stateful steps (rotation
+                                          uploads, snapshots, steps followed by WAIT) keep pooled connections
+                                          of their own; 0: every call takes a pooled connection (client.h) */
+#define BG_OPT_PIPELINE_CONNS      13  /* multiplexed connections per server (per cluster node); default 2;
+                                          1..64 */
 #define BG_CLUSTER_OFF  0
 #define BG_CLUSTER_ON   1
 #define BG_CLUSTER_AUTO 2

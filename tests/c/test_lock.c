@@ -699,13 +699,15 @@ static int poll_takeover(bg_lock *l, int64_t ms, int64_t *at) {
 
 static void test_renewal_keeps_a_long_hold(void) {
   clean("renew");
-  bg_lock *a = open_lock("renew", 300, 1), *b = open_lock("renew", 300, 1);
+  /* a 600 ms lease is renewed every 200 ms: under TSan on a loaded machine a 300 ms one was once
+   * renewed too late */
+  bg_lock *a = open_lock("renew", 600, 1), *b = open_lock("renew", 600, 1);
   CHECK_OK(bg_lock_acquire(a, BG_LOCK_EXCLUSIVE, 0, NULL));
   int64_t at = 0;
-  /* 1800 ms = six leases */
-  CHECK_MSG(!poll_takeover(b, 1800, &at), "the lock was taken at %lld ms despite renewal", (long long)at);
+  /* 3600 ms = six leases */
+  CHECK_MSG(!poll_takeover(b, 3600, &at), "the lock was taken at %lld ms despite renewal", (long long)at);
   long long pttl = reply_ll("PTTL %s", "renew:lock");
-  CHECK_MSG(pttl > 0 && pttl <= 300, "PTTL %lld", pttl);
+  CHECK_MSG(pttl > 0 && pttl <= 600, "PTTL %lld", pttl);
   CHECK_OK(bg_lock_held(a, NULL, NULL, NULL));
   CHECK_OK(bg_lock_release(a));
   CHECK_OK(bg_lock_acquire(b, BG_LOCK_EXCLUSIVE, 0, NULL));
@@ -713,7 +715,7 @@ static void test_renewal_keeps_a_long_hold(void) {
 
   /* readers are renewed too */
   CHECK_OK(bg_lock_acquire(a, BG_LOCK_READ, 0, NULL));
-  CHECK_MSG(!poll_takeover(b, 1200, &at), "a renewed reader lost the lock at %lld ms", (long long)at);
+  CHECK_MSG(!poll_takeover(b, 2400, &at), "a renewed reader lost the lock at %lld ms", (long long)at);
   CHECK_OK(bg_lock_release(a));
   bg_lock_close(a);
   bg_lock_close(b);
@@ -1041,7 +1043,8 @@ static void test_dead_waiting_writer(void) {
 /* A reader that died: its lease runs out on its own though other readers renew theirs. */
 static void test_dead_reader_expires(void) {
   clean("deadr");
-  bg_lock *dead = open_lock("deadr", 300, 0), *live = open_lock("deadr", 300, 1), *w = open_lock("deadr", 0, 1);
+  /* the live reader's lease is 600 ms (renewed every 200 ms), long enough to be renewed in time on a loaded machine */
+  bg_lock *dead = open_lock("deadr", 300, 0), *live = open_lock("deadr", 600, 1), *w = open_lock("deadr", 0, 1);
   char hd[128];
   bg_lock_holder_id(dead, hd, sizeof hd);
   CHECK_OK(bg_lock_acquire(dead, BG_LOCK_READ, 0, NULL));

@@ -25,6 +25,10 @@ static bgt_redis srv;
 static bg_client *tr;     /* tracking (the default), one connection: verdicts are deterministic */
 static bg_client *plain;  /* BG_OPT_TRACKING 0 */
 static int supported;
+/* BG_TEST_PIPELINE=0 runs every case on pooled connections (test_tracking_nopipe); with
+ * pipelining the reader thread may take a push before the next query is even built, which then
+ * makes the full check at once instead of reading the bits and dropping them */
+static int pipelined = 1;
 
 static char *cmd(const char *fmt, const char *arg) { return bgt_redis_cmd(&srv, fmt, arg); }
 
@@ -159,7 +163,8 @@ static void test_rebuild_by_another_client(void) {
   CHECK(size2 != size1 && k2 != k1);
 
   CHECK_EQ_U64(count_present(f, &new_items, 1), new_items.n);
-  if (supported) CHECK_EQ_INT(stat_of(f, BG_STAT_TRACKED_STALE), stale0 + 1);
+  if (supported && !pipelined) CHECK_EQ_INT(stat_of(f, BG_STAT_TRACKED_STALE), stale0 + 1);
+  if (supported && pipelined) CHECK(stat_of(f, BG_STAT_TRACKED_STALE) - stale0 <= 1);
   /* the control: the old config kept without invalidations misses items of the new generation */
   size_t naive = naive_cached_present("t2", size1, k1, &new_items);
   CHECK_MSG(naive < new_items.n / 2, "a reader with the old config found %zu of %zu new items", naive,
@@ -188,8 +193,14 @@ static void test_write_hold_by_another_client(void) {
     /* the locked query read the bits alone once (dropped: the push came first), then checked;
      * after the release, two checks - the push for the DEL arrives during the first, which
      * therefore leaves no verdict - then the bits alone again */
-    CHECK_EQ_INT(stat_of(f, BG_STAT_TRACKED_READS), tracked + 1 + in.n - 2);
-    CHECK(stat_of(f, BG_STAT_TRACKED_STALE) >= 1);
+    if (!pipelined) {
+      CHECK_EQ_INT(stat_of(f, BG_STAT_TRACKED_READS), tracked + 1 + in.n - 2);
+      CHECK(stat_of(f, BG_STAT_TRACKED_STALE) >= 1);
+    } else {
+      /* the pushes for the HSET and the DEL may each be read before the next query is built */
+      int64_t reads = stat_of(f, BG_STAT_TRACKED_READS) - tracked;
+      CHECK_MSG(reads >= (int64_t)in.n - 3 && reads <= (int64_t)in.n - 1, "%lld tracked reads", (long long)reads);
+    }
   }
   bg_filter_close(f);
   items_free(&in);
@@ -353,6 +364,11 @@ static void setup(void) {
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_POOL_SIZE, 1));
   CHECK_OK(bg_options_set_int(o, BG_OPT_WRITE_LOCK_WAIT_MS, 100));
+  const char *env = getenv("BG_TEST_PIPELINE");
+  pipelined = !env || strcmp(env, "0") != 0;
+  printf("    pipelining %s\n", pipelined ? "on (one multiplexed connection)" : "off");
+  CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE, pipelined));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE_CONNS, 1));
   CHECK_OK(bg_client_open(&tr, srv.url, o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_TRACKING, 0));
   CHECK_OK(bg_client_open(&plain, srv.url, o));

@@ -33,7 +33,9 @@ class Client:
     policy can answer; 0.1), ``tracking`` (bool, default True: where hiredis >= 1.0 and Redis >= 6
     allow it, a query whose filter config and write lock were already checked on its connection
     sends only BITFIELD_RO until the server pushes an invalidation of either key; False: every
-    query sends the full check), ``cluster``, ``wait_replicas`` (int, default 0: off; N: every add,
+    query sends the full check), ``pipeline`` (bool, default True: threads sharing this client share
+    a few multiplexed connections per server, their commands written together; False: a pooled
+    connection per call), ``pipeline_conns`` (int, default 2), ``cluster``, ``wait_replicas`` (int, default 0: off; N: every add,
     lock acquire / release and rotation commit is followed by ``WAIT N`` and raises
     :class:`~bloomguard.Timeout` when fewer replicas acknowledged it within ``wait_timeout``
     seconds, default 1), ``username``, ``password``, ``client_name``, ``sentinel_username``,

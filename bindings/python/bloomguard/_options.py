@@ -31,6 +31,8 @@ OPTIONS: Dict[str, Tuple[int, str]] = {
     "config_retries": (lib.BG_OPT_CONFIG_RETRIES, "int"),
     "write_lock_wait": (lib.BG_OPT_WRITE_LOCK_WAIT_MS, "seconds"),
     "tracking": (lib.BG_OPT_TRACKING, "bool"),
+    "pipeline": (lib.BG_OPT_PIPELINE, "bool"),
+    "pipeline_conns": (lib.BG_OPT_PIPELINE_CONNS, "int"),
     "cluster": (lib.BG_OPT_CLUSTER, "cluster"),
     "wait_replicas": (lib.BG_OPT_WAIT_REPLICAS, "int"),
     "wait_timeout": (lib.BG_OPT_WAIT_TIMEOUT_MS, "seconds"),

@@ -1,0 +1,128 @@
+package bloomguard
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// Goroutines on one Client (multiplexed connections, the default; and off): each asks about
+// items whose answers it knows, in batches of a length of its own (an answer meant for another
+// goroutine shows), and adds items it must then find, while another client writes the config
+// hash (the tracked key) and connections are killed. Run with -race.
+func TestPipelineGoroutinesGetTheirOwnAnswers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"pipelined", []Option{WithPipeline(true), WithPipelineConns(2)}},
+		{"one-connection", []Option{WithPipeline(true), WithPipelineConns(1)}},
+		{"pooled", []Option{WithPipeline(false)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			c := openClient(t, tc.opts...)
+			f := initFilter(t, c, 20000, 1e-9)
+			var present, absent [][]byte
+			for i := 0; i < 300; i++ {
+				present = append(present, []byte(fmt.Sprintf("p-%d", i)))
+				absent = append(absent, []byte(fmt.Sprintf("a-%d", i)))
+			}
+			if _, err := f.AddMany(ctx, present); err != nil {
+				t.Fatal(err)
+			}
+			r := raw(t)
+			const workers, rounds = 32, 40
+			var wrong, failed atomic.Int64
+			var wg sync.WaitGroup
+			for w := 0; w < workers; w++ {
+				wg.Add(1)
+				go func(w int) {
+					defer wg.Done()
+					batch := 2 + w%13
+					for i := 0; i < rounds; i++ {
+						items := make([][]byte, batch)
+						want := make([]bool, batch)
+						for k := range items {
+							want[k] = (i+k)%2 == 1
+							src := absent
+							if want[k] {
+								src = present
+							}
+							items[k] = src[(w*31+i*7+k)%300]
+						}
+						got, err := f.ContainsMany(ctx, items)
+						if err != nil {
+							failed.Add(1)
+							continue
+						}
+						for k := range got {
+							if got[k] != want[k] {
+								wrong.Add(1)
+							}
+						}
+						mine := []byte(fmt.Sprintf("added-%d-%d", w, i))
+						if _, err := f.Add(ctx, mine); err != nil {
+							failed.Add(1)
+							continue
+						}
+						if ok, err := f.Contains(ctx, mine); err != nil {
+							failed.Add(1)
+						} else if !ok {
+							wrong.Add(1)
+						}
+					}
+				}(w)
+			}
+			for step := 0; step < 6; step++ {
+				if step%2 == 1 {
+					r.must(t, "CLIENT", "KILL", "TYPE", "normal")
+				} else {
+					r.must(t, "HSET", "{"+f.Name()+"}:config", "other-field", fmt.Sprint(step))
+				}
+			}
+			wg.Wait()
+			if wrong.Load() != 0 {
+				t.Fatalf("%d wrong answers", wrong.Load())
+			}
+			if failed.Load() > 3*workers {
+				t.Fatalf("%d failed calls", failed.Load())
+			}
+		})
+	}
+}
+
+// BenchmarkPipeline: 64 goroutines, one shared Client, one item per call; pipelining on vs off
+// (a pool as big as the goroutines). Compare the two sub-benchmarks' ns/op.
+func BenchmarkPipeline(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"on", []Option{WithPipeline(true)}},
+		{"off", []Option{WithPipeline(false), WithPoolSize(64)}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			ctx := context.Background()
+			c := openClient(b, tc.opts...)
+			f := initFilter(b, c, 100000, 0.01)
+			if _, err := f.Add(ctx, []byte("x")); err != nil {
+				b.Fatal(err)
+			}
+			b.SetParallelism((64 + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				item := []byte("x")
+				for pb.Next() {
+					if ok, err := f.Contains(ctx, item); err != nil || !ok {
+						b.Errorf("contains: %v %v", ok, err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
