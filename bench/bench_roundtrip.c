@@ -234,7 +234,7 @@ int main(int argc, char **argv) {
   bg_options_free(o);
   snprintf(t.name, sizeof t.name, "bloomguard-bench:roundtrip:%ld", (long)getpid());
   snprintf(t.config_key, sizeof t.config_key, "{%s}:config", t.name);
-  snprintf(t.lock_key, sizeof t.lock_key, "{%s}:lock", t.name); /* as bgi_suffix_name names it */
+  snprintf(t.lock_key, sizeof t.lock_key, "{%s}:lock", t.name); /* as bgi_key_suffix names it */
   if (bg_filter_open(&t.f, cl, t.name) != BG_OK || bg_filter_open(&t.f_full, cl_full, t.name) != BG_OK)
     bgb_die("bg_filter_open: %s%s", bg_client_errmsg(cl), NULL);
   bg_filter_delete(t.f, NULL);

@@ -1,6 +1,6 @@
 #include "client.h"
 
-#include "call.h"
+#include "common/call.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,7 +319,7 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
       uint64_t now = bgi_now_ns();
       if (now >= deadline_ns) return bgi_err_set(err, BG_ETIMEOUT, "the call's deadline passed");
       /* round up: a deadline 0.4 ms away still deserves one try */
-      timeout_ms = wait_ms = (int64_t)((deadline_ns - now + 999999u) / 1000000u);
+      timeout_ms = wait_ms = bgi_ms_until(deadline_ns, now);
     }
     bgi_pool *pool = &cl->pool;
     bgi_muxset *mset = &cl->mux;
@@ -442,16 +442,16 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
      * is loading: the same route later, while the deadline (or the command timeout) allows */
     {
       uint64_t now = bgi_now_ns();
-      if (!busy_end) busy_end = deadline_ns ? deadline_ns : now + (uint64_t)cl->ep.command_timeout_ms * 1000000u;
+      if (!busy_end) busy_end = deadline_ns ? deadline_ns : bgi_after_ms(now, cl->ep.command_timeout_ms);
       if (strncmp(r.what, "CLUSTERDOWN", 11) == 0 || strncmp(r.what, "READONLY", 8) == 0)
         bgi_cluster_want_reload(cluster);
-      if (now + (uint64_t)backoff_ms * 1000000u >= busy_end)
+      if (bgi_after_ms(now, backoff_ms) >= busy_end)
         return bgi_err_set(err, BG_ESERVER, "slot %u: server error: %s (still after %d retries)", route_slot, r.what,
                            busy_tries);
       busy_tries++;
       atomic_fetch_add(&cluster->stats.busy, 1);
       /* the one wait primitive: a cancel of the call (the thread's current one) ends it */
-      if (bgi_sleep_ns((uint64_t)backoff_ms * 1000000u) == BG_ECANCELED)
+      if (bgi_sleep_ns(bgi_ms_ns(backoff_ms)) == BG_ECANCELED)
         return bgi_cancel_err(err, "waiting for a busy cluster slot");
       backoff_ms = backoff_ms * 2 > BGI_BUSY_BACKOFF_MAX_MS ? BGI_BUSY_BACKOFF_MAX_MS : backoff_ms * 2;
       /* from the owner again: during a migration the source answers ASK, the target TRYAGAIN,

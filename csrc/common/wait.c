@@ -37,7 +37,7 @@ int bgi_cancel_err(bgi_err *err, const char *what) {
 static uint64_t slice_ns(uint64_t until_ns) {
   uint64_t now = bgi_now_ns();
   if (now >= until_ns) return 0;
-  uint64_t left = until_ns - now, max = (uint64_t)BGI_WAIT_SLICE_MS * 1000000u;
+  uint64_t left = until_ns - now, max = bgi_ms_ns(BGI_WAIT_SLICE_MS);
   return left < max ? left : max;
 }
 
@@ -46,19 +46,19 @@ int bgi_sleep_until(uint64_t until_ns) {
     if (bgi_cancelled()) return BG_ECANCELED;
     uint64_t ns = slice_ns(until_ns);
     if (!ns) return BG_OK;
-    struct timespec ts = {(time_t)(ns / 1000000000u), (long)(ns % 1000000000u)};
+    struct timespec ts = bgi_timespec(ns);
     /* EINTR (a signal handler ran - maybe the one that cancels): look at the flag again at once */
     nanosleep(&ts, NULL);
   }
 }
 
 int bgi_poll_fd(int fd, short events, int64_t ms, short *revents) {
-  uint64_t until = bgi_now_ns() + (uint64_t)(ms < 0 ? 0 : ms) * 1000000u;
+  uint64_t until = bgi_deadline_in_ms(ms);
   for (;;) {
     if (bgi_cancelled()) return BG_ECANCELED;
     uint64_t ns = slice_ns(until);
     struct pollfd p = {.fd = fd, .events = events};
-    int r = poll(&p, 1, (int)((ns + 999999u) / 1000000u));
+    int r = poll(&p, 1, (int)bgi_ns_ms_ceil(ns));
     if (r < 0 && errno != EINTR) return -1;
     if (r > 0) {
       if (revents) *revents = p.revents;

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "call.h"
+#include "common/call.h"
 #include "common/err.h"
 
 #define BGI_WAIT_SLICE_MS 50

@@ -28,14 +28,14 @@ static int build_add(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   const uint64_t *idx = c->idx, *next_idx = c->idx + n * k;
   for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
     size_t m = n - done < BGI_CHUNK_ITEMS ? n - done : BGI_CHUNK_ITEMS;
-    size_t keys_len = f->name_len + f->config_key_len + f->rotation_key_len + f->delta_key_len;
+    size_t keys_len = f->name.len + f->config_key.len + f->rotation_key.len + f->delta_key.len;
     if (bgi_script_begin(&c->out, &bgi_script_add, a->run.use_body, 4, 4 + m * (k + nk)) != BG_OK ||
         bgi_buf_reserve(&c->out, bgi_resp_bound(8, keys_len) + (4 + m * (k + nk)) * BGI_RESP_U64_MAX) != BG_OK)
       return bgi_err_set(err, BG_ENOMEM, "out of memory");
-    bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
-    bgi_resp_bulk(&c->out, f->name, f->name_len);
-    bgi_resp_bulk(&c->out, f->rotation_key, f->rotation_key_len);
-    bgi_resp_bulk(&c->out, f->delta_key, f->delta_key_len);
+    bgi_resp_key(&c->out, &f->config_key);
+    bgi_resp_key(&c->out, &f->name);
+    bgi_resp_key(&c->out, &f->rotation_key);
+    bgi_resp_key(&c->out, &f->delta_key);
     bgi_resp_u64(&c->out, bgi_cfg_size(a->cfg));
     bgi_resp_u64(&c->out, k);
     bgi_resp_u64(&c->out, bgi_cfg_size(a->next_cfg));
@@ -70,7 +70,7 @@ static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
         break;
       case 0:
         return bgi_err_set(err, BG_ENOTINIT, "Bloom filter \"%s\" is not initialized: its config hash %s has no "
-                           "size/hashIterations (call init first)", a->f->name, a->f->config_key);
+                           "size/hashIterations (call init first)", a->f->name.s, a->f->config_key.s);
       case 2: {
         if (x->elements != 5) return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
         int st = bgi_cfg_from_pair(a->f, x->element[1], x->element[2], &cfg, err);
@@ -88,7 +88,7 @@ static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
         if (x->elements != 3) return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the add script");
         int st = bgi_cfg_from_pair(a->f, x->element[1], x->element[2], &cfg, err);
         if (st != BG_OK) return bgi_err_set(err, BG_ECORRUPT, "add: the rotation lease %s holds a bad next config",
-                                            a->f->rotation_key);
+                                            a->f->rotation_key.s);
         a->seen_next = cfg;
         return BG_OK;
       }
@@ -122,7 +122,7 @@ int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *it
         atomic_store(&f->next_cfg, a.seen_next);
         if (rot_attempt++ >= retries)
           return bgi_err_set(err, BG_ECONFIG, "add: the rotation of \"%s\" changed on each of %lld attempts",
-                             f->name, (long long)rot_attempt);
+                             f->name.s, (long long)rot_attempt);
         continue;
       }
       if (!a.seen_cfg) {
@@ -136,7 +136,7 @@ int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *it
       atomic_store(&f->cfg, a.seen_cfg);
       atomic_store(&f->next_cfg, a.seen_next_after_cfg);
       if (attempt++ >= retries)
-        return bgi_err_set(err, BG_ECONFIG, "add: the config of \"%s\" changed on each of %lld attempts", f->name,
+        return bgi_err_set(err, BG_ECONFIG, "add: the config of \"%s\" changed on each of %lld attempts", f->name.s,
                            (long long)attempt);
     }
     *added += a.added;

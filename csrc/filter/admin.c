@@ -29,10 +29,10 @@ static int build_init(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   initer *in = ctx;
   const bg_filter *f = in->f;
   if (bgi_script_begin(&c->out, &bgi_script_init, in->run.use_body, 2, 4) != BG_OK ||
-      bgi_buf_reserve(&c->out, bgi_resp_bound(6, f->name_len + f->config_key_len + 128)) != BG_OK)
+      bgi_buf_reserve(&c->out, bgi_resp_bound(6, f->name.len + f->config_key.len + 128)) != BG_OK)
     return NOMEM(err);
-  bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
-  bgi_resp_bulk(&c->out, f->name, f->name_len);
+  bgi_resp_key(&c->out, &f->config_key);
+  bgi_resp_key(&c->out, &f->name);
   bgi_resp_u64(&c->out, in->size);
   bgi_resp_u64(&c->out, in->k);
   bgi_resp_u64(&c->out, (uint64_t)in->n);
@@ -63,7 +63,7 @@ static int parse_init(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   int st = bgi_cfg_from_pair(in->f, x->element[1], x->element[2], &cfg, err);
   if (st == BG_ENOTINIT)
     return bgi_err_set(err, BG_ECORRUPT, "init: the config hash %s exists but has no size/hashIterations "
-                       "(delete the filter, or repair the hash)", in->f->config_key);
+                       "(delete the filter, or repair the hash)", in->f->config_key.s);
   if (st == BG_OK) atomic_store(&in->f->cfg, cfg);  /* tryInit semantics: the existing config wins */
   return st;
 }
@@ -100,14 +100,14 @@ typedef struct counter {
 
 static int build_count(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   const bg_filter *f = ((counter *)ctx)->f;
-  if (bgi_buf_reserve(&c->out, 64 + bgi_hmget_config_bound(f) + bgi_resp_bound(2, f->name_len + 8)) != BG_OK)
+  if (bgi_buf_reserve(&c->out, 64 + bgi_hmget_config_bound(f) + bgi_resp_bound(2, f->name.len + 8)) != BG_OK)
     return NOMEM(err);
   bgi_resp_array(&c->out, 1);
   bgi_resp_bulk(&c->out, "MULTI", 5);
   bgi_append_hmget_config(&c->out, f);
   bgi_resp_array(&c->out, 2);
   bgi_resp_bulk(&c->out, "BITCOUNT", 8);
-  bgi_resp_bulk(&c->out, f->name, f->name_len);
+  bgi_resp_key(&c->out, &f->name);
   bgi_resp_array(&c->out, 1);
   bgi_resp_bulk(&c->out, "EXEC", 4);
   *nreplies = 4;
@@ -159,10 +159,10 @@ typedef struct infoer {
 
 static int build_info(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   const bg_filter *f = ((infoer *)ctx)->f;
-  if (bgi_buf_reserve(&c->out, bgi_resp_bound(2, f->config_key_len + 8)) != BG_OK) return NOMEM(err);
+  if (bgi_buf_reserve(&c->out, bgi_resp_bound(2, f->config_key.len + 8)) != BG_OK) return NOMEM(err);
   bgi_resp_array(&c->out, 2);
   bgi_resp_bulk(&c->out, "HGETALL", 7);
-  bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
+  bgi_resp_key(&c->out, &f->config_key);
   *nreplies = 1;
   return BG_OK;
 }
@@ -188,19 +188,19 @@ static int parse_info(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   (void)c, (void)n;
   if (h->type == REDIS_REPLY_ERROR) return bgi_reply_error(h, "info", err);
   if (!bgi_reply_is_pairs(h)) return bgi_err_set(err, BG_EPROTO, "info: unexpected reply to HGETALL");
-  const bgi_reply *size = field(h, "size"), *k = field(h, "hashIterations");
+  const bgi_reply *size = field(h, BGI_CONFIG_SIZE), *k = field(h, BGI_CONFIG_K);
   int st = bgi_cfg_from_pair(in->f, size ? size : nil, k ? k : nil, &in->cfg, err);
   if (st != BG_OK) return st;
   atomic_store(&in->f->cfg, in->cfg);
-  const bgi_reply *ei = field(h, "expectedInsertions"), *fp = field(h, "falseProbability");
+  const bgi_reply *ei = field(h, BGI_CONFIG_N), *fp = field(h, BGI_CONFIG_FPP);
   in->n = 0;
   in->fpp = 0;
   if (ei && parse_i64(ei->str, ei->len, &in->n) != 0)
     return bgi_err_set(err, BG_ECORRUPT, "config hash %s: expectedInsertions \"%.40s\" is not a decimal integer",
-                       in->f->config_key, ei->str);
+                       in->f->config_key.s, ei->str);
   if (fp && bgi_parse_double(fp->str, fp->len, &in->fpp) != 0)
     return bgi_err_set(err, BG_ECORRUPT, "config hash %s: falseProbability \"%.40s\" is not a number",
-                       in->f->config_key, fp->str);
+                       in->f->config_key.s, fp->str);
   return BG_OK;
 }
 
@@ -234,36 +234,36 @@ typedef struct keyop {
   int result;
 } keyop;
 
-static void append_keyop(bgi_buf *b, const keyop *op, const char *key, size_t len) {
+static void append_keyop(bgi_buf *b, const keyop *op, const bgi_key *key) {
   bgi_resp_array(b, op->ttl_ms > 0 ? 3 : 2);
   bgi_resp_cstr(b, op->cmd);
-  bgi_resp_bulk(b, key, len);
+  bgi_resp_key(b, key);
   if (op->ttl_ms > 0) bgi_resp_u64(b, (uint64_t)op->ttl_ms);
 }
 
 static int build_keyop(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   const keyop *op = ctx;
   const bg_filter *f = op->f;
-  if (bgi_buf_reserve(&c->out, 64 + bgi_resp_bound(8, f->name_len + f->config_key_len + f->spare_key_len + 64)) != BG_OK)
+  if (bgi_buf_reserve(&c->out, 64 + bgi_resp_bound(8, f->name.len + f->config_key.len + f->spare_key.len + 64)) != BG_OK)
     return NOMEM(err);
   if (!strcmp(op->cmd, "DEL")) {
     bgi_resp_array(&c->out, 3);
     bgi_resp_cstr(&c->out, "DEL");
-    bgi_resp_bulk(&c->out, f->name, f->name_len);
-    bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
+    bgi_resp_key(&c->out, &f->name);
+    bgi_resp_key(&c->out, &f->config_key);
     /* the old bitmap a swap kept as its next upload buffer belongs to the filter too; a
      * rotation's own keys stay (its commit would re-create the filter: rotation.h) */
     bgi_resp_array(&c->out, 2);
     bgi_resp_cstr(&c->out, "DEL");
-    bgi_resp_bulk(&c->out, f->spare_key, f->spare_key_len);
+    bgi_resp_key(&c->out, &f->spare_key);
     *nreplies = 2;
     return BG_OK;
   }
   /* one MULTI so the two keys never disagree about their time to live */
   bgi_resp_array(&c->out, 1);
   bgi_resp_bulk(&c->out, "MULTI", 5);
-  append_keyop(&c->out, op, f->name, f->name_len);
-  append_keyop(&c->out, op, f->config_key, f->config_key_len);
+  append_keyop(&c->out, op, &f->name);
+  append_keyop(&c->out, op, &f->config_key);
   bgi_resp_array(&c->out, 1);
   bgi_resp_bulk(&c->out, "EXEC", 4);
   *nreplies = 4;

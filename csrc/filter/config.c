@@ -5,23 +5,6 @@
 
 #include "bloomguard/hash.h"
 
-char *bgi_suffix_name(const char *name, size_t name_len, const char *suffix, size_t *out_len) {
-  size_t slen = strlen(suffix);
-  int tagged = memchr(name, '{', name_len) != NULL;
-  size_t n = name_len + slen + 1 + (tagged ? 0 : 2);
-  char *out = malloc(n + 1), *p = out;
-  if (!out) return NULL;
-  if (!tagged) *p++ = '{';
-  memcpy(p, name, name_len);
-  p += name_len;
-  if (!tagged) *p++ = '}';
-  *p++ = ':';
-  memcpy(p, suffix, slen);
-  p[slen] = 0;
-  *out_len = n;
-  return out;
-}
-
 int bgi_parse_u64(const char *s, size_t len, uint64_t *out) {
   uint64_t v = 0;
   if (len == 0 || len > 19 || (len > 1 && s[0] == '0')) return -1;
@@ -42,25 +25,25 @@ int bgi_cfg_from_pair(const bg_filter *f, const bgi_reply *size, const bgi_reply
   uint64_t s, it;
   if (size->type == REDIS_REPLY_NIL || k->type == REDIS_REPLY_NIL)
     return bgi_err_set(err, BG_ENOTINIT, "Bloom filter \"%s\" is not initialized: its config hash %s has no "
-                       "size/hashIterations (call init first)", f->name, f->config_key);
+                       "size/hashIterations (call init first)", f->name.s, f->config_key.s);
   if (!field_str(size) || bgi_parse_u64(size->str, size->len, &s) != 0 || s == 0 || s > BG_MAX_SIZE)
     return bgi_err_set(err, BG_ECORRUPT, "config hash %s: size \"%.40s\" is not a decimal from 1 to %llu",
-                       f->config_key, size->str ? size->str : "", (unsigned long long)BG_MAX_SIZE);
+                       f->config_key.s, size->str ? size->str : "", (unsigned long long)BG_MAX_SIZE);
   if (!field_str(k) || bgi_parse_u64(k->str, k->len, &it) != 0 || it == 0 || it > BG_MAX_HASH_ITERATIONS)
     return bgi_err_set(err, BG_ECORRUPT, "config hash %s: hashIterations \"%.40s\" is not a decimal from 1 to %d",
-                       f->config_key, k->str ? k->str : "", BG_MAX_HASH_ITERATIONS);
+                       f->config_key.s, k->str ? k->str : "", BG_MAX_HASH_ITERATIONS);
   *cfg = bgi_cfg_pack(s, (uint32_t)it);
   return BG_OK;
 }
 
-size_t bgi_hmget_config_bound(const bg_filter *f) { return bgi_resp_bound(4, f->config_key_len + 32); }
+size_t bgi_hmget_config_bound(const bg_filter *f) { return bgi_resp_bound(4, f->config_key.len + 32); }
 
 void bgi_append_hmget_config(bgi_buf *b, const bg_filter *f) {
   bgi_resp_array(b, 4);
   bgi_resp_bulk(b, "HMGET", 5);
-  bgi_resp_bulk(b, f->config_key, f->config_key_len);
-  bgi_resp_bulk(b, "size", 4);
-  bgi_resp_bulk(b, "hashIterations", 14);
+  bgi_resp_key(b, &f->config_key);
+  bgi_resp_lit(b, BGI_CONFIG_SIZE);
+  bgi_resp_lit(b, BGI_CONFIG_K);
 }
 
 static int build_load(bgi_conn *c, void *ctx, size_t *n, bgi_err *err) {

@@ -51,29 +51,29 @@ static int build_watch(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   const bg_filter *f = d->f;
   d->taken_ns = bgi_now_ns();
   if (bgi_buf_reserve(&c->out, 256 + bgi_hmget_config_bound(f) +
-                                   bgi_resp_bound(13, 2 * f->config_key_len + 2 * f->rotation_key_len + f->name_len +
-                                                          2 * f->lock_key_len + 64)) != BG_OK)
+                                   bgi_resp_bound(13, 2 * f->config_key.len + 2 * f->rotation_key.len + f->name.len +
+                                                          2 * f->lock_key.len + 64)) != BG_OK)
     return nomem(err);
   bgi_resp_array(&c->out, 4);
   bgi_resp_bulk(&c->out, "WATCH", 5);
-  bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
-  bgi_resp_bulk(&c->out, f->rotation_key, f->rotation_key_len);
-  bgi_resp_bulk(&c->out, f->lock_key, f->lock_key_len);
+  bgi_resp_key(&c->out, &f->config_key);
+  bgi_resp_key(&c->out, &f->rotation_key);
+  bgi_resp_key(&c->out, &f->lock_key);
   bgi_append_hmget_config(&c->out, f);
   bgi_resp_array(&c->out, 2);
   bgi_resp_bulk(&c->out, "EXISTS", 6);
-  bgi_resp_bulk(&c->out, f->rotation_key, f->rotation_key_len);
+  bgi_resp_key(&c->out, &f->rotation_key);
   bgi_resp_array(&c->out, 2);
   bgi_resp_bulk(&c->out, "STRLEN", 6);
-  bgi_resp_bulk(&c->out, f->name, f->name_len);
+  bgi_resp_key(&c->out, &f->name);
   bgi_resp_array(&c->out, 3);
   bgi_resp_bulk(&c->out, "HGET", 4);
-  bgi_resp_bulk(&c->out, f->lock_key, f->lock_key_len);
-  bgi_resp_bulk(&c->out, "mode", 4);
+  bgi_resp_key(&c->out, &f->lock_key);
+  bgi_resp_lit(&c->out, BGI_LOCK_MODE);
   bgi_resp_array(&c->out, 3);
   bgi_resp_bulk(&c->out, "HEXISTS", 7);
-  bgi_resp_bulk(&c->out, f->config_key, f->config_key_len);
-  bgi_resp_bulk(&c->out, BGI_REBUILD_FIELD, sizeof BGI_REBUILD_FIELD - 1);
+  bgi_resp_key(&c->out, &f->config_key);
+  bgi_resp_lit(&c->out, BGI_REBUILD_FIELD);
   *nreplies = 6;
   return BG_OK;
 }
@@ -86,7 +86,7 @@ static int wait_ms(const download *d, int64_t *ms, bgi_err *err) {
   }
   uint64_t now = bgi_now_ns();
   if (now >= d->deadline_ns) return bgi_err_set(err, BG_ETIMEOUT, "snapshot: the call's deadline passed");
-  *ms = (int64_t)((d->deadline_ns - now + 999999u) / 1000000u);
+  *ms = bgi_ms_until(d->deadline_ns, now);
   return BG_OK;
 }
 
@@ -120,17 +120,17 @@ static int parse_download(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi
       rep[3]->type != REDIS_REPLY_INTEGER || rep[5]->type != REDIS_REPLY_INTEGER)
     return unwatch(c, d, bgi_err_set(err, BG_EPROTO, "snapshot: unexpected reply"));
   /* an in-place rebuild is rewriting the bitmap (or died doing it): no generation to copy */
-  if ((rep[4]->type == REDIS_REPLY_STRING && rep[4]->len == 5 && memcmp(rep[4]->str, "write", 5) == 0) ||
+  if (bgi_reply_is_lit(rep[4], BGI_LOCK_MODE_WRITE) ||
       rep[5]->integer)
     return unwatch(c, d, bgi_err_set(err, BG_ELOCKED, "snapshot: \"%s\" is being rebuilt in place (%s); the "
-                                     "snapshot is taken after it", f->name,
+                                     "snapshot is taken after it", f->name.s,
                                      rep[5]->integer ? "an interrupted rebuild's mark is in its config"
                                                      : "its write lock is held"));
   if ((st = bgi_cfg_from_pair(f, rep[1]->element[0], rep[1]->element[1], &cfg, err)) != BG_OK)
     return unwatch(c, d, st);
   if (rep[2]->integer)
     return unwatch(c, d, bgi_err_set(err, BG_EROTATING, "snapshot: a rotation of \"%s\" is in progress; the snapshot "
-                                     "is taken after it", f->name));
+                                     "is taken after it", f->name.s));
   uint64_t strlen_ = rep[3]->integer > 0 ? (uint64_t)rep[3]->integer : 0;
   /* rep[] is gone after the next round trip: everything needed is copied above */
   bgi_snapshot *s = bgi_snapshot_new(cfg, d->taken_ns);
@@ -142,12 +142,12 @@ static int parse_download(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi
     if (d->stop && atomic_load(d->stop)) st = bgi_err_set(err, BG_EABORTED, "snapshot: stopped");
     else if ((st = wait_ms(d, &ms, err)) == BG_OK) {
       bgi_buf_reset(&c->out);
-      if (bgi_buf_reserve(&c->out, bgi_resp_bound(4, f->name_len + 48)) != BG_OK) st = nomem(err);
+      if (bgi_buf_reserve(&c->out, bgi_resp_bound(4, f->name.len + 48)) != BG_OK) st = nomem(err);
     }
     if (st == BG_OK) {
       bgi_resp_array(&c->out, 4);
       bgi_resp_bulk(&c->out, "GETRANGE", 8);
-      bgi_resp_bulk(&c->out, f->name, f->name_len);
+      bgi_resp_key(&c->out, &f->name);
       bgi_resp_u64(&c->out, off);
       bgi_resp_u64(&c->out, off + m - 1);
       st = bgi_conn_roundtrip(c, r, 1, ms, err);
@@ -216,7 +216,7 @@ int bgi_filter_download(void *fp, uint64_t deadline_ns, int64_t chunk_bytes, ato
       return BG_OK;
     }
   }
-  return bgi_err_set(err, BG_ECONFIG, "snapshot: \"%s\" was rebuilt or rotated during each of %d downloads", f->name,
+  return bgi_err_set(err, BG_ECONFIG, "snapshot: \"%s\" was rebuilt or rotated during each of %d downloads", f->name.s,
                      DOWNLOAD_ATTEMPTS);
 }
 

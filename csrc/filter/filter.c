@@ -11,12 +11,24 @@
 static atomic_uint_fast64_t next_filter_id = 1;
 
 static void free_names(bg_filter *f) {
-  free(f->lock_key);
-  free(f->spare_key);
-  free(f->delta_key);
-  free(f->rotation_key);
-  free(f->config_key);
-  free(f->name);
+  bgi_key_free(&f->lock_key);
+  bgi_key_free(&f->spare_key);
+  bgi_key_free(&f->delta_key);
+  bgi_key_free(&f->rotation_key);
+  bgi_key_free(&f->config_key);
+  bgi_key_free(&f->name);
+}
+
+/* The filter's keys, named by Redisson's rule (redis/names.h). */
+static int name_keys(bg_filter *f, const char *name) {
+  size_t len = strlen(name);
+  if (bgi_key_copy(&f->name, name, len) != BG_OK || bgi_key_suffix(&f->config_key, name, len, BGI_KEY_CONFIG) != BG_OK ||
+      bgi_key_suffix(&f->rotation_key, name, len, BGI_KEY_ROTATION) != BG_OK ||
+      bgi_key_suffix(&f->delta_key, name, len, BGI_KEY_DELTA) != BG_OK ||
+      bgi_key_suffix(&f->lock_key, name, len, BGI_KEY_LOCK) != BG_OK ||
+      bgi_key_suffix(&f->spare_key, name, len, BGI_KEY_SPARE) != BG_OK)
+    return BG_ENOMEM;
+  return BG_OK;
 }
 
 BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const char *name) {
@@ -35,30 +47,22 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const
     bgi_err_set(&err, BG_ENOMEM, "out of memory");
     return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
   }
-  f->name_len = strlen(name);
-  f->name = strdup(name);
-  f->config_key = f->name ? bgi_suffix_name(name, f->name_len, "config", &f->config_key_len) : NULL;
-  f->rotation_key = f->name ? bgi_suffix_name(name, f->name_len, "rotation", &f->rotation_key_len) : NULL;
-  f->delta_key = f->name ? bgi_suffix_name(name, f->name_len, "delta", &f->delta_key_len) : NULL;
-  f->lock_key = f->name ? bgi_suffix_name(name, f->name_len, "lock", &f->lock_key_len) : NULL;
-  f->spare_key = f->name ? bgi_suffix_name(name, f->name_len, "spare", &f->spare_key_len) : NULL;
-  if (!f->name || !f->config_key || !f->rotation_key || !f->delta_key || !f->lock_key ||
-      !f->spare_key) {
+  if (name_keys(f, name) != BG_OK) {
     free_names(f);
     free(f);
     bgi_err_set(&err, BG_ENOMEM, "out of memory");
     return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
   }
-  if (bgi_keyslot(f->name, f->name_len) != bgi_keyslot(f->config_key, f->config_key_len)) {
+  if (bgi_keyslot(f->name.s, f->name.len) != bgi_keyslot(f->config_key.s, f->config_key.len)) {
     bgi_err_set(&err, BG_EBADNAME,
                 "filter name \"%.200s\": its bitmap key and config key \"%.200s\" would hash to different "
                 "cluster slots (an empty {} hash tag, or a '{' never closed); use a name without \"{}\" or "
-                "with a non-empty tag such as \"users{tag}\"", name, f->config_key);
+                "with a non-empty tag such as \"users{tag}\"", name, f->config_key.s);
     free_names(f);
     free(f);
     return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
   }
-  f->slot = (int)bgi_keyslot(f->name, f->name_len);
+  f->slot = (int)bgi_keyslot(f->name.s, f->name.len);
   atomic_init(&f->cfg, 0);
   f->id = atomic_fetch_add_explicit(&next_filter_id, 1, memory_order_relaxed);
   atomic_init(&f->next_cfg, 0);
@@ -87,7 +91,7 @@ BG_API void bg_filter_close(bg_filter *f) {
   free(f);
 }
 
-BG_API const char *bg_filter_name(const bg_filter *f) { return f ? f->name : NULL; }
+BG_API const char *bg_filter_name(const bg_filter *f) { return f ? f->name.s : NULL; }
 
 BG_API int bg_filter_node_ex(bg_filter *f, bg_call *call, char *buf, size_t cap, int32_t *slot) {
   bgi_err err = {0};

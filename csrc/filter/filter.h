@@ -6,29 +6,27 @@
 #include <stdint.h>
 
 #include "bloomguard/filter.h"
-#include "call.h"
+#include "common/call.h"
 #include "client.h"
 #include "common/wait.h"
 #include "filter/stats.h"
 #include "hash/hash.h"
 #include "policy/guard.h"
+#include "redis/layout.h"
+#include "redis/names.h"
 
+/* The keys of a filter (docs/layout.md): all suffix(name, ...) but the bitmap, at the name itself. */
 struct bg_filter {
   bg_client *client;
-  char *name;
-  size_t name_len;
-  char *config_key;
-  size_t config_key_len;
+  bgi_key name;          /* the filter's name, and its bitmap's key */
+  bgi_key config_key;
   /* keys of a rotation in progress (see rotation.h): lease hash, delta list (the staging bitmap is
    * the rotation's own, named after its token) */
-  char *rotation_key, *delta_key;
-  size_t rotation_key_len, delta_key_len;
+  bgi_key rotation_key, delta_key;
   /* the filter's write lock (bg_lock_open_filter): queries wait while it is held in WRITE mode */
-  char *lock_key;
-  size_t lock_key_len;
+  bgi_key lock_key;
   /* the previous bitmap a SWAP commit keeps for the next upload (rotation/steps.c); delete drops it */
-  char *spare_key;
-  size_t spare_key_len;
+  bgi_key spare_key;
   int slot;              /* the cluster hash slot every key of the filter lives in */
   /* the config this handle last saw (bgi_cfg_pack, hash/hash.h): readers need no lock */
   atomic_uint_fast64_t cfg;
@@ -48,9 +46,6 @@ struct bg_filter {
 #define BGI_WINDOW_ITEMS 16384
 #define BGI_CHUNK_ITEMS 1024
 
-/* Redisson's suffixName: NAME + ":" + suffix if NAME has '{', else "{" + NAME + "}:" + suffix. */
-char *bgi_suffix_name(const char *name, size_t name_len, const char *suffix, size_t *out_len);
-
 /* Strict parses of config fields (plain decimal, no sign, no leading zeros): 0 ok, -1 bad. */
 int bgi_parse_u64(const char *s, size_t len, uint64_t *out);
 /*
@@ -64,14 +59,6 @@ int bgi_cfg_from_pair(const bg_filter *f, const bgi_reply *size, const bgi_reply
 int bgi_filter_load_config(bg_filter *f, uint64_t deadline_ns, bgi_err *err);
 /* The cached config, loading it first if needed. */
 int bgi_filter_config(bg_filter *f, uint64_t deadline_ns, uint64_t *cfg, bgi_err *err);
-
-/*
- * The config field an in-place rebuild (BG_ROTATE_LOCKED) sets while it rewrites the bitmap under
- * the write lock, and removes in its final step. Found without the lock held, it means that rebuild
- * died half-way: the bitmap is incomplete until the next rotation (queries fail with BG_ELOCKED).
- * Redisson reads only its own four fields.
- */
-#define BGI_REBUILD_FIELD "bgRebuilding"
 
 /* Appends "HMGET config size hashIterations". */
 void bgi_append_hmget_config(bgi_buf *b, const bg_filter *f);

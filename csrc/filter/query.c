@@ -43,7 +43,7 @@ typedef struct query {
 static void append_bits(bgi_buf *out, const bg_filter *f, const uint64_t *idx, size_t n) {
   bgi_resp_array(out, 2 + n * 3);
   bgi_resp_bulk(out, "BITFIELD_RO", 11);
-  bgi_resp_bulk(out, f->name, f->name_len);
+  bgi_resp_key(out, &f->name);
   for (size_t j = 0; j < n; j++) {
     /* per index: "$3\r\nGET\r\n" + "$2\r\nu1\r\n" + the offset */
     memcpy(out->data + out->len, "$3\r\nGET\r\n$2\r\nu1\r\n", 17);
@@ -55,14 +55,14 @@ static void append_bits(bgi_buf *out, const bg_filter *f, const uint64_t *idx, s
 static void append_config_and_lock(bgi_buf *out, const bg_filter *f) {
   bgi_resp_array(out, 5);
   bgi_resp_bulk(out, "HMGET", 5);
-  bgi_resp_bulk(out, f->config_key, f->config_key_len);
-  bgi_resp_bulk(out, "size", 4);
-  bgi_resp_bulk(out, "hashIterations", 14);
-  bgi_resp_bulk(out, BGI_REBUILD_FIELD, sizeof BGI_REBUILD_FIELD - 1);
+  bgi_resp_key(out, &f->config_key);
+  bgi_resp_lit(out, BGI_CONFIG_SIZE);
+  bgi_resp_lit(out, BGI_CONFIG_K);
+  bgi_resp_lit(out, BGI_REBUILD_FIELD);
   bgi_resp_array(out, 3);
   bgi_resp_bulk(out, "HGET", 4);
-  bgi_resp_bulk(out, f->lock_key, f->lock_key_len);
-  bgi_resp_bulk(out, "mode", 4);
+  bgi_resp_key(out, &f->lock_key);
+  bgi_resp_lit(out, BGI_LOCK_MODE);
 }
 
 /* EXEC answers [fields, mode, bits], or tracked [bits, OK, fields, mode, pttl] */
@@ -79,7 +79,7 @@ static void append_block(bgi_buf *out, const bg_filter *f, const uint64_t *idx, 
     append_config_and_lock(out, f);
     bgi_resp_array(out, 2);
     bgi_resp_bulk(out, "PTTL", 4);
-    bgi_resp_bulk(out, f->config_key, f->config_key_len);
+    bgi_resp_key(out, &f->config_key);
   } else {
     append_config_and_lock(out, f);
     append_bits(out, f, idx, n);
@@ -101,8 +101,8 @@ static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   q->epoch = bgi_tracking_epoch(c->track);
   q->bits_only = c->fault_bits_only || (!c->no_verdict && bgi_tracking_fresh(c->track, f->id, q->cfg));
   q->tracked = !q->bits_only && bgi_tracking_on(c->track);
-  size_t need = chunks * (96 + bgi_resp_bound(5, f->config_key_len + 32) + bgi_resp_bound(3, f->lock_key_len + 8) +
-                          bgi_resp_bound(2, f->name_len + 16) + bgi_resp_bound(2, f->config_key_len + 8)) +
+  size_t need = chunks * (96 + bgi_resp_bound(5, f->config_key.len + 32) + bgi_resp_bound(3, f->lock_key.len + 8) +
+                          bgi_resp_bound(2, f->name.len + 16) + bgi_resp_bound(2, f->config_key.len + 8)) +
                 n * k * (17 + BGI_RESP_U64_MAX);
   if (bgi_buf_reserve(&c->out, need) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
@@ -171,7 +171,7 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
     if (fields->type != REDIS_REPLY_ARRAY || fields->elements != 3)
       return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to HMGET");
     if (mode->type == REDIS_REPLY_ERROR) return bgi_reply_error(mode, "contains (write lock)", err);
-    if (mode->type == REDIS_REPLY_STRING && mode->len == 5 && memcmp(mode->str, "write", 5) == 0) {
+    if (bgi_reply_is_lit(mode, BGI_LOCK_MODE_WRITE)) {
       q->locked = 1;
       return BG_OK;
     }
@@ -211,13 +211,13 @@ typedef struct lock_wait {
 static int locked_too_long(const bg_filter *f, const lock_wait *w, bgi_err *err) {
   return bgi_err_set(err, BG_ELOCKED, "contains: \"%s\" is write-locked (an in-place rebuild holds %s) and "
                      "stayed so for as long as this call may wait (BG_OPT_WRITE_LOCK_WAIT_MS = %lld, or the call's "
-                     "deadline)", f->name, f->lock_key, (long long)w->wait_ms);
+                     "deadline)", f->name.s, f->lock_key.s, (long long)w->wait_ms);
 }
 
 static int wait_for_lock(const bg_filter *f, lock_wait *w, bgi_err *err) {
   uint64_t now = bgi_now_ns();
   if (!w->until_ns) {
-    w->until_ns = now + (uint64_t)w->wait_ms * 1000000u;
+    w->until_ns = bgi_after_ms(now, w->wait_ms);
     if (w->deadline_ns && w->deadline_ns < w->until_ns) w->until_ns = w->deadline_ns;
     w->nap_ns = LOCK_POLL_FIRST_NS;
   }
@@ -258,7 +258,7 @@ int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *cons
       if (q.interrupted)
         return bgi_err_set(err, BG_ELOCKED, "contains: an in-place rebuild of \"%s\" stopped half-way (its "
                            "rotator died or gave up: the config hash still has %s, the write lock is gone); "
-                           "the bitmap is incomplete until the next rotation", f->name, BGI_REBUILD_FIELD);
+                           "the bitmap is incomplete until the next rotation", f->name.s, BGI_REBUILD_FIELD);
       if (q.locked) {
         if ((st = wait_for_lock(f, &w, err)) != BG_OK) return st;
         attempt--;   /* waiting is not a config change: it has its own budget */
@@ -269,7 +269,7 @@ int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *cons
       atomic_store(&f->cfg, q.seen_cfg);
       if (attempt >= retries)
         return bgi_err_set(err, BG_ECONFIG, "contains: the config of \"%s\" changed on each of %lld attempts",
-                           f->name, (long long)attempt + 1);
+                           f->name.s, (long long)attempt + 1);
     }
   }
   *done = n;

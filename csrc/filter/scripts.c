@@ -16,9 +16,9 @@
 bgi_script bgi_script_add = {
   .name = "add",
   .body =
-    "local cfg = redis.call('HMGET', KEYS[1], 'size', 'hashIterations', '" BGI_REBUILD_FIELD "')\n"
+    "local cfg = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "', '" BGI_REBUILD_FIELD "')\n"
     "if not cfg[1] or not cfg[2] then return {0} end\n"
-    "local rot = redis.call('HMGET', KEYS[3], 'next_size', 'next_k', 'ttl')\n"
+    "local rot = redis.call('HMGET', KEYS[3], '" BGI_LEASE_NEXT_SIZE "', '" BGI_LEASE_NEXT_K "', '" BGI_LEASE_TTL "')\n"
     /* a changed config comes with the rotation's state, so one round trip learns both */
     "if cfg[1] ~= ARGV[1] or cfg[2] ~= ARGV[2] then return {2, cfg[1], cfg[2], rot[1], rot[2]} end\n"
     "local active = rot[1] and 1 or 0\n"
@@ -71,16 +71,16 @@ bgi_script bgi_script_init = {
   .name = "init",
   .body =
     "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
-    "  local cfg = redis.call('HMGET', KEYS[1], 'size', 'hashIterations')\n"
+    "  local cfg = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "')\n"
     "  return {0, cfg[1], cfg[2]}\n"
     "end\n"
     "local t = redis.call('TYPE', KEYS[2])['ok']\n"
     "if t ~= 'none' and t ~= 'string' then\n"
     "  return redis.error_reply('WRONGTYPE the bitmap key ' .. KEYS[2] .. ' holds a ' .. t)\n"
     "end\n"
-    "redis.call('HSET', KEYS[1], 'size', ARGV[1])\n"
-    "redis.call('HSET', KEYS[1], 'hashIterations', ARGV[2])\n"
-    "redis.call('HSET', KEYS[1], 'expectedInsertions', ARGV[3])\n"
-    "redis.call('HSET', KEYS[1], 'falseProbability', ARGV[4])\n"
+    "redis.call('HSET', KEYS[1], '" BGI_CONFIG_SIZE "', ARGV[1])\n"
+    "redis.call('HSET', KEYS[1], '" BGI_CONFIG_K "', ARGV[2])\n"
+    "redis.call('HSET', KEYS[1], '" BGI_CONFIG_N "', ARGV[3])\n"
+    "redis.call('HSET', KEYS[1], '" BGI_CONFIG_FPP "', ARGV[4])\n"
     "return {1}\n",
 };

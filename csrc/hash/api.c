@@ -2,7 +2,7 @@
 #include "bloomguard/hash.h"
 
 #include "bloomguard/errors.h"
-#include "call.h"
+#include "common/call.h"
 #include "hash/hash.h"
 
 int bg_hash128(const void *data, size_t len, uint64_t *h1, uint64_t *h2) {

@@ -4,11 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "filter/filter.h"
+#include "common/cond.h"
+#include "common/random.h"
 #include "redis/keyslot.h"
 
 #define MAX_WAIT_MS 3600000
@@ -23,34 +23,27 @@ size_t bgi_lock_holder(const bg_lock *l, uint64_t seq, char *buf, size_t cap) {
   return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
 }
 
-/* A random (version 4) UUID in Java's UUID.toString() form, like Redisson's connection manager id. */
-static void make_uuid(char out[37]) {
-  unsigned char b[16];
-  static const char hex[] = "0123456789abcdef";
-  if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) {
-    /* no entropy source: time, pid and address still keep live handles apart */
-    uint64_t x = bgi_now_ns(), y = (uint64_t)(uintptr_t)out ^ ((uint64_t)getpid() << 32);
-    memcpy(b, &x, 8);
-    memcpy(b + 8, &y, 8);
-  }
-  b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-  b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-  char *p = out;
-  for (int i = 0; i < 16; i++) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) *p++ = '-';
-    *p++ = hex[b[i] >> 4];
-    *p++ = hex[b[i] & 15];
-  }
-  *p = 0;
-}
-
 static void free_names(bg_lock *l) {
   free(l->name);
-  free(l->key);
-  free(l->fence_key);
-  free(l->readers_key);
-  free(l->writers_key);
-  free(l->channel);
+  bgi_key_free(&l->key);
+  bgi_key_free(&l->fence_key);
+  bgi_key_free(&l->readers_key);
+  bgi_key_free(&l->writers_key);
+  bgi_key_free(&l->channel);
+}
+
+/* The lock's keys and channel, named by Redisson's rules (redis/names.h). */
+static int name_keys(bg_lock *l, const char *name) {
+  size_t nlen = strlen(name);
+  if (!(l->name = strdup(name))) return BG_ENOMEM;
+  /* not suffix(NAME, "lock"): Redisson users name an RLock NAME + ":lock" themselves */
+  if (bgi_key_cat(&l->key, name, nlen, ":" BGI_KEY_LOCK) != BG_OK ||
+      bgi_key_suffix(&l->fence_key, l->key.s, l->key.len, BGI_KEY_FENCE) != BG_OK ||
+      bgi_key_suffix(&l->readers_key, l->key.s, l->key.len, BGI_KEY_READERS) != BG_OK ||
+      bgi_key_suffix(&l->writers_key, l->key.s, l->key.len, BGI_KEY_WRITERS) != BG_OK ||
+      bgi_key_prefix(&l->channel, BGI_LOCK_CHANNEL, l->key.s, l->key.len) != BG_OK)
+    return BG_ENOMEM;
+  return BG_OK;
 }
 
 static int open_lock(bg_lock **out, bg_client *c, const char *name, const bg_options *opts, bgi_err *err) {
@@ -69,40 +62,22 @@ static int open_lock(bg_lock **out, bg_client *c, const char *name, const bg_opt
   l->poll_max_ms = o.lock_poll_max_ms;
   bgi_options_clear(&o);
 
-  size_t nlen = strlen(name);
-  l->name = strdup(name);
-  l->key_len = nlen + 5;
-  if ((l->key = malloc(l->key_len + 1))) {
-    memcpy(l->key, name, nlen);
-    memcpy(l->key + nlen, ":lock", 6);
-  }
-  if (l->key) {
-    l->fence_key = bgi_suffix_name(l->key, l->key_len, "fence", &l->fence_key_len);
-    l->readers_key = bgi_suffix_name(l->key, l->key_len, "readers", &l->readers_key_len);
-    l->writers_key = bgi_suffix_name(l->key, l->key_len, "writers", &l->writers_key_len);
-    /* Redisson's prefixName("redisson_lock__channel", key) */
-    int tagged = strchr(l->key, '{') != NULL;
-    l->channel_len = strlen("redisson_lock__channel:") + l->key_len + (tagged ? 0 : 2);
-    if ((l->channel = malloc(l->channel_len + 1)))
-      snprintf(l->channel, l->channel_len + 1, tagged ? "redisson_lock__channel:%s" : "redisson_lock__channel:{%s}",
-               l->key);
-  }
-  if (!l->name || !l->key || !l->fence_key || !l->readers_key || !l->writers_key || !l->channel) {
+  if (name_keys(l, name) != BG_OK) {
     free_names(l);
     free(l);
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
   }
-  if (bgi_keyslot(l->key, l->key_len) != bgi_keyslot(l->fence_key, l->fence_key_len)) {
+  if (bgi_keyslot(l->key.s, l->key.len) != bgi_keyslot(l->fence_key.s, l->fence_key.len)) {
     bgi_err_set(err, BG_EBADNAME,
                 "lock name \"%.200s\": its key \"%.200s\" and its other keys (e.g. \"%.200s\") would hash to "
                 "different cluster slots (an empty {} hash tag, or a '{' never closed); use a name without "
-                "\"{}\" or with a non-empty tag such as \"users{tag}\"", name, l->key, l->fence_key);
+                "\"{}\" or with a non-empty tag such as \"users{tag}\"", name, l->key.s, l->fence_key.s);
     free_names(l);
     free(l);
     return BG_EBADNAME;
   }
-  l->slot = (int)bgi_keyslot(l->key, l->key_len);
-  make_uuid(l->uuid);
+  l->slot = (int)bgi_keyslot(l->key.s, l->key.len);
+  bgi_random_uuid(l->uuid);   /* like Redisson's connection manager id */
   pthread_mutex_init(&l->mu, NULL);
   bgi_errslot_init(&l->err);
   bgi_client_ref(c);
@@ -170,12 +145,12 @@ static const char *who(const bg_lock_owner *o) {
 static int overlap(bg_lock *l, const bg_lock_owner *o, const char *what, bgi_err *err) {
   return bgi_err_set(err, BG_EINVAL, "lock \"%.200s\": %s refused: another call of %s on this handle is still "
                      "running (an owner's calls on one handle must not overlap; give each concurrent user an "
-                     "owner of its own)", l->key, what, who(o));
+                     "owner of its own)", l->key.s, what, who(o));
 }
 
 static const char *kind_text(const bgi_acq *a) {
-  if (!strcmp(a->mode, "read")) return a->holders > 1 ? "readers" : "reading";
-  if (!strcmp(a->mode, "write")) return "a Redisson RReadWriteLock writer";
+  if (!strcmp(a->mode, BGI_LOCK_MODE_READ)) return a->holders > 1 ? "readers" : "reading";
+  if (!strcmp(a->mode, BGI_LOCK_MODE_WRITE)) return "a Redisson RReadWriteLock writer";
   return "exclusive";
 }
 
@@ -185,14 +160,14 @@ static int busy(bg_lock *l, const bgi_acq *a, int64_t waited_ms, bgi_err *err) {
   else snprintf(lease, sizeof lease, "no expiry");
   if (a->status == 2)
     return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": %lld writer(s) waiting, first %s (its intent expires in %s "
-                       "unless renewed); new readers queue behind them; gave up after %lld ms", l->key,
+                       "unless renewed); new readers queue behind them; gave up after %lld ms", l->key.s,
                        (long long)a->holders, a->who, lease, (long long)waited_ms);
   if (a->status == 0 && a->holders > 1)
     return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\" is held by %lld %s, e.g. %s (lease left: %s, unless "
-                       "renewed); gave up after %lld ms", l->key, (long long)a->holders, kind_text(a), a->who,
+                       "renewed); gave up after %lld ms", l->key.s, (long long)a->holders, kind_text(a), a->who,
                        lease, (long long)waited_ms);
   return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\" is held by %s (%s; lease left: %s, unless renewed); gave up "
-                     "after %lld ms", l->key, a->who[0] ? a->who : "?", kind_text(a), lease, (long long)waited_ms);
+                     "after %lld ms", l->key.s, a->who[0] ? a->who : "?", kind_text(a), lease, (long long)waited_ms);
 }
 
 static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_t wait_ms, uint64_t *token,
@@ -223,11 +198,11 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
     if (h->kind == BGI_KIND_R && kind == BGI_KIND_X) {
       pthread_mutex_unlock(&l->mu);
       return bgi_err_set(err, BG_EINVAL, "lock \"%.200s\": %s holds it for reading; release it before "
-                         "acquiring it exclusively (upgrades would deadlock)", l->key, who(o));
+                         "acquiring it exclusively (upgrades would deadlock)", l->key.s, who(o));
     }
     if (h->count == UINT32_MAX) {
       pthread_mutex_unlock(&l->mu);
-      return bgi_err_set(err, BG_EINVAL, "lock \"%.200s\": reentrancy count overflow", l->key);
+      return bgi_err_set(err, BG_EINVAL, "lock \"%.200s\": reentrancy count overflow", l->key.s);
     }
     kind = h->kind; /* a READ inside an exclusive hold counts as one more exclusive hold */
     fresh = 0;
@@ -239,7 +214,7 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
   gen = h->gen;
   pthread_mutex_unlock(&l->mu);
 
-  uint64_t start = bgi_now_ns(), wait_end = start + (uint64_t)wait_ms * 1000000u;
+  uint64_t start = bgi_now_ns(), wait_end = bgi_after_ms(start, wait_ms);
   uint64_t call_deadline = bgi_call_deadline(call);
   int64_t intent_ms = kind == BGI_KIND_X && wait_ms > 0 ? (l->lease_ms < BGI_LOCK_INTENT_MS ? l->lease_ms
                                                                                            : BGI_LOCK_INTENT_MS) : 0;
@@ -268,7 +243,7 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
         h->token = a.token;
         if (token) *token = a.token;
         if ((st = bgi_lock_renewer_register(l)) != BG_OK) {
-          bgi_err_set(err, st, "lock \"%.200s\": cannot start the renewal thread", l->key);
+          bgi_err_set(err, st, "lock \"%.200s\": cannot start the renewal thread", l->key.s);
           h->count = 0; /* dropped below */
         }
       }
@@ -283,17 +258,17 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
     if (a.status == 3) {
       lost = 1;
       st = bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": the hold of %s was lost (its lease of %lld ms ran out, "
-                       "or the key was deleted); it holds nothing now", l->key, who(o), (long long)l->lease_ms);
+                       "or the key was deleted); it holds nothing now", l->key.s, who(o), (long long)l->lease_ms);
       break;
     }
     if (intent_ms > 0 && a.status == 0) intent_recorded = 1;
     uint64_t now = bgi_now_ns();
     if (call_deadline && now >= call_deadline) {
-      st = bgi_err_set(err, BG_ETIMEOUT, "lock \"%.200s\": the call's deadline passed while waiting", l->key);
+      st = bgi_err_set(err, BG_ETIMEOUT, "lock \"%.200s\": the call's deadline passed while waiting", l->key.s);
       break;
     }
     if (now >= wait_end) {
-      st = busy(l, &a, (int64_t)((now - start) / 1000000u), err);
+      st = busy(l, &a, (int64_t)((now - start) / BGI_NS_PER_MS), err);
       break;
     }
     if (!tried_sub) {
@@ -306,7 +281,7 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
     }
     uint64_t end = wait_end;
     if (call_deadline && call_deadline < end) end = call_deadline;
-    int64_t slice = (int64_t)((end - now + 999999u) / 1000000u);
+    int64_t slice = bgi_ms_until(end, now);
     if (a.pttl >= 0 && a.pttl < slice) slice = a.pttl + 1; /* an expiry publishes nothing */
     if (intent_ms > 0 && intent_ms / 3 < slice) slice = intent_ms / 3 > 0 ? intent_ms / 3 : 1;
     if (sub.active) {
@@ -325,7 +300,7 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
       }
     }
     if (backoff < slice) slice = backoff;
-    if (bgi_sleep_ns((uint64_t)(slice > 0 ? slice : 0) * 1000000u) == BG_ECANCELED) {
+    if (bgi_sleep_ns(bgi_ms_ns(slice)) == BG_ECANCELED) {
       st = bgi_cancel_err(err, "lock acquire");
       break;
     }
@@ -383,7 +358,7 @@ static int release(bg_lock *l, bg_call *call, bg_lock_owner *o, bgi_err *err) {
   if (!h) {
     pthread_mutex_unlock(&l->mu);
     return bgi_err_set(err, BG_EINVAL, "lock \"%.200s\": release refused: %s does not hold it through this handle "
-                       "(only the owner that acquired it can release it)", l->key, who(o));
+                       "(only the owner that acquired it can release it)", l->key.s, who(o));
   }
   if (h->lost) {
     bgi_err_set(err, BG_ELOCKED, "%s; nothing was released", h->lost_why);
@@ -410,7 +385,7 @@ static int release(bg_lock *l, bg_call *call, bg_lock_owner *o, bgi_err *err) {
   if (st != BG_OK) return st;
   if (!held)
     return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": the hold of %s was lost before the release (its lease "
-                       "of %lld ms ran out, or the key was deleted); the lock was left alone", l->key, who(o),
+                       "of %lld ms ran out, or the key was deleted); the lock was left alone", l->key.s, who(o),
                        (long long)l->lease_ms);
   return BG_OK;
 }
@@ -443,10 +418,10 @@ static int retire(bg_lock *l, bg_call *call, int *deleted, bgi_err *err) {
   else snprintf(lease, sizeof lease, "no expiry");
   if (a.status == 2)
     return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": not retired: %lld writer(s) wait for it, first %s (its "
-                       "intent expires in %s unless renewed); nothing was deleted", l->key, (long long)a.holders,
+                       "intent expires in %s unless renewed); nothing was deleted", l->key.s, (long long)a.holders,
                        a.who, lease);
   return bgi_err_set(err, BG_ELOCKED, "lock \"%.200s\": not retired: held by %s%s (%s; lease left: %s); nothing was "
-                     "deleted - retire a name only when nothing uses it any more", l->key, a.who[0] ? a.who : "?",
+                     "deleted - retire a name only when nothing uses it any more", l->key.s, a.who[0] ? a.who : "?",
                      a.holders > 1 ? " and others" : "", kind_text(&a), lease);
 }
 
@@ -501,7 +476,7 @@ BG_API int bg_lock_held(bg_lock *l, int *mode, uint32_t *count, uint64_t *fencin
   return bg_lock_held_ex(l, NULL, mode, count, fencing_token);
 }
 
-BG_API const char *bg_lock_key(const bg_lock *l) { return l ? l->key : NULL; }
+BG_API const char *bg_lock_key(const bg_lock *l) { return l ? l->key.s : NULL; }
 
 BG_API size_t bg_lock_holder_id_owner(const bg_lock *l, const bg_lock_owner *owner, char *buf, size_t cap) {
   char tmp[96];

@@ -7,11 +7,13 @@
 #include <sys/types.h>
 
 #include "bloomguard/lock.h"
-#include "call.h"
+#include "common/call.h"
 #include "client.h"
 #include "common/err.h"
 #include "common/wait.h"
 #include "redis/conn.h"
+#include "redis/layout.h"
+#include "redis/names.h"
 
 /* Kinds of hold on the server: exclusive (RLock layout) or shared (reader). */
 enum { BGI_KIND_X = 'x', BGI_KIND_R = 'r' };
@@ -56,8 +58,8 @@ typedef struct bgi_hold {
 struct bg_lock {
   bg_client *client;
   char *name;
-  char *key, *fence_key, *readers_key, *writers_key, *channel;
-  size_t key_len, fence_key_len, readers_key_len, writers_key_len, channel_len;
+  /* NAME:lock, its suffix(.., "fence" / "readers" / "writers") keys, the unlock channel */
+  bgi_key key, fence_key, readers_key, writers_key, channel;
   int slot;             /* the cluster hash slot of every key and of the channel */
   char uuid[37];
   int64_t lease_ms, poll_max_ms;

@@ -13,11 +13,9 @@
  * was deleted) marks the hold lost; a failed round trip is retried at the next period (the lease
  * outlives two of them).
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/cond.h"
 #include "lock/lock.h"
@@ -50,10 +48,7 @@ static void init_cv(void) {
   pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
-static uint64_t period_ns(const bg_lock *l) {
-  int64_t ms = l->lease_ms / 3 > 0 ? l->lease_ms / 3 : 1;
-  return (uint64_t)ms * 1000000u;
-}
+static uint64_t period_ns(const bg_lock *l) { return bgi_ms_ns(l->lease_ms / 3 > 0 ? l->lease_ms / 3 : 1); }
 
 /* Renews every hold of l (the thread has marked it busy: close waits for it). */
 static void renew_handle(bg_lock *l, snap **s, size_t *scap) {
@@ -89,17 +84,12 @@ static void renew_handle(bg_lock *l, snap **s, size_t *scap) {
           h->lost = 1;
           snprintf(h->lost_why, sizeof h->lost_why, "the %s hold of lock \"%.100s\" was lost: renewal found it "
                    "gone (its lease of %lld ms ran out, or the key was deleted)",
-                   h->kind == BGI_KIND_X ? "exclusive" : "read", l->key, (long long)l->lease_ms);
+                   h->kind == BGI_KIND_X ? "exclusive" : "read", l->key.s, (long long)l->lease_ms);
         }
       }
       pthread_mutex_unlock(&l->mu);
     }
   }
-}
-
-static void deadline_at(struct timespec *ts, uint64_t ns) {
-  ts->tv_sec = (time_t)(ns / 1000000000u);
-  ts->tv_nsec = (long)(ns % 1000000000u);
 }
 
 static void *renewer(void *arg) {
@@ -127,10 +117,8 @@ static void *renewer(void *arg) {
       if (l->rn_due_ns < next) next = l->rn_due_ns;
     }
     if (n == 0) {
-      struct timespec until;
-      if (next == UINT64_MAX) next = now + 1000000000u; /* out of memory above: look again in a second */
-      deadline_at(&until, next);
-      pthread_cond_timedwait(&reg_cv, &reg_mu, &until);
+      if (next == UINT64_MAX) next = bgi_after_ms(now, 1000); /* out of memory above: look again in a second */
+      bgi_cond_wait_until(&reg_cv, &reg_mu, next);
       continue;
     }
     pthread_mutex_unlock(&reg_mu);

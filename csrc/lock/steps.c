@@ -19,15 +19,15 @@
 
 #include "lock/lock.h"
 #include "redis/script.h"
-#include "script_step.h"
+#include "redis/step.h"
 
 #define LUA_PRELUDE \
   "if redis.replicate_commands then redis.replicate_commands() end\n" \
   /* wakes waiters of both kinds: SUBSCRIBE (standalone Redisson, bloomguard) and, on Redis >= 7, \
    * SSUBSCRIBE (Redisson and bloomguard in a cluster); pcall: a server without SPUBLISH is fine */ \
   "local function wake(channel)\n" \
-  "  redis.call('PUBLISH', channel, 0)\n" \
-  "  redis.pcall('SPUBLISH', channel, 0)\n" \
+  "  redis.call('PUBLISH', channel, " BGI_LOCK_UNLOCK_MESSAGE ")\n" \
+  "  redis.pcall('SPUBLISH', channel, " BGI_LOCK_UNLOCK_MESSAGE ")\n" \
   "end\n" \
   "local function now_ms()\n" \
   "  local t = redis.call('TIME')\n" \
@@ -35,8 +35,8 @@
   "end\n" \
   /* readers whose lease ran out leave; the key goes when no reader is left. Returns the mode. */ \
   "local function prune(K, R, now)\n" \
-  "  local mode = redis.call('HGET', K, 'mode')\n" \
-  "  if mode ~= 'read' then return mode end\n" \
+  "  local mode = redis.call('HGET', K, '" BGI_LOCK_MODE "')\n" \
+  "  if mode ~= '" BGI_LOCK_MODE_READ "' then return mode end\n" \
   "  local dead = redis.call('ZRANGEBYSCORE', R, '-inf', now)\n" \
   "  for i = 1, #dead, 1000 do redis.call('HDEL', K, unpack(dead, i, math.min(i + 999, #dead))) end\n" \
   "  if #dead > 0 then redis.call('ZREMRANGEBYSCORE', R, '-inf', now) end\n" \
@@ -74,7 +74,7 @@ static bgi_script acquire_script = {
     "local exists = redis.call('EXISTS', K) == 1\n"
     "local mine = exists and redis.call('HEXISTS', K, holder) == 1\n"
     "if kind == 'x' then\n"
-    "  if mine and mode ~= 'read' then\n"
+    "  if mine and mode ~= '" BGI_LOCK_MODE_READ "' then\n"
     "    local token = 0\n"
     "    if fresh == '1' then\n"
     "      redis.call('HSET', K, holder, 1)\n"
@@ -88,7 +88,7 @@ static bgi_script acquire_script = {
     "  if fresh == '0' then return {3} end\n"
     "  if not exists then\n"
     "    redis.call('HSET', K, holder, 1)\n"
-    "    if write then redis.call('HSET', K, 'mode', 'write') end\n"
+    "    if write then redis.call('HSET', K, '" BGI_LOCK_MODE "', '" BGI_LOCK_MODE_WRITE "') end\n"
     "    redis.call('PEXPIRE', K, lease)\n"
     "    redis.call('ZREM', W, holder)\n"
     "    return {1, redis.call('INCR', F)}\n"
@@ -98,7 +98,7 @@ static bgi_script acquire_script = {
     "    if redis.call('PTTL', W) < intent then redis.call('PEXPIRE', W, intent) end\n"
     "  end\n"
     "else\n"
-    "  if mine and mode == 'read' then\n"
+    "  if mine and mode == '" BGI_LOCK_MODE_READ "' then\n"
     "    local token = 0\n"
     "    if fresh == '1' then\n"
     "      redis.call('HSET', K, holder, 1)\n"
@@ -111,11 +111,11 @@ static bgi_script acquire_script = {
     "    return {1, token}\n"
     "  end\n"
     "  if fresh == '0' then return {3} end\n"
-    "  if not exists or mode == 'read' then\n"
+    "  if not exists or mode == '" BGI_LOCK_MODE_READ "' then\n"
     "    redis.call('ZREMRANGEBYSCORE', W, '-inf', now)\n"
     "    local w = redis.call('ZRANGE', W, 0, 0, 'WITHSCORES')\n"
     "    if #w == 2 then return {2, math.floor(tonumber(w[2]) - now), w[1], redis.call('ZCARD', W)} end\n"
-    "    if not exists then redis.call('HSET', K, 'mode', 'read') end\n"
+    "    if not exists then redis.call('HSET', K, '" BGI_LOCK_MODE "', '" BGI_LOCK_MODE_READ "') end\n"
     "    redis.call('HSET', K, holder, 1)\n"
     "    redis.call('ZADD', R, now + lease, holder)\n"
     "    reader_ttl(K, R, now)\n"
@@ -126,7 +126,7 @@ static bgi_script acquire_script = {
     "if mode then n = n - 1 end\n"
     "local who = ''\n"
     "local scan = redis.call('HSCAN', K, 0, 'COUNT', 8)[2]\n"
-    "for i = 1, #scan, 2 do if scan[i] ~= 'mode' then who = scan[i]; break end end\n"
+    "for i = 1, #scan, 2 do if scan[i] ~= '" BGI_LOCK_MODE "' then who = scan[i]; break end end\n"
     "return {0, redis.call('PTTL', K), who, n, mode or ''}\n",
 };
 
@@ -139,9 +139,9 @@ static bgi_script release_script = {
   .body = LUA_PRELUDE
     "local K, R = KEYS[1], KEYS[2]\n"
     "local holder, lease, kind, final, channel = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5]\n"
-    "local mode = redis.call('HGET', K, 'mode')\n"
+    "local mode = redis.call('HGET', K, '" BGI_LOCK_MODE "')\n"
     "local c = redis.call('HGET', K, holder)\n"
-    "if not c or ((kind == 'x') == (mode == 'read')) then return {0} end\n"
+    "if not c or ((kind == 'x') == (mode == '" BGI_LOCK_MODE_READ "')) then return {0} end\n"
     "local now = now_ms()\n"
     "if final == '0' then\n"
     "  if tonumber(c) > 1 then redis.call('HINCRBY', K, holder, -1) end\n"
@@ -178,12 +178,12 @@ static bgi_script renew_script = {
   .body = LUA_PRELUDE
     "local K, R = KEYS[1], KEYS[2]\n"
     "local lease = tonumber(ARGV[1])\n"
-    "local mode = redis.call('HGET', K, 'mode')\n"
+    "local mode = redis.call('HGET', K, '" BGI_LOCK_MODE "')\n"
     "local now = false\n"
     "local out = {}\n"
     "for i = 2, #ARGV - 1, 2 do\n"
     "  local holder, kind = ARGV[i], ARGV[i + 1]\n"
-    "  if redis.call('HEXISTS', K, holder) == 0 or ((kind == 'x') == (mode == 'read')) then\n"
+    "  if redis.call('HEXISTS', K, holder) == 0 or ((kind == 'x') == (mode == '" BGI_LOCK_MODE_READ "')) then\n"
     "    out[#out + 1] = '0'\n"
     "  else\n"
     "    if kind == 'x' then\n"
@@ -228,7 +228,7 @@ static bgi_script retire_script = {
     "  if mode then n = n - 1 end\n"
     "  local who = ''\n"
     "  local scan = redis.call('HSCAN', K, 0, 'COUNT', 8)[2]\n"
-    "  for i = 1, #scan, 2 do if scan[i] ~= 'mode' then who = scan[i]; break end end\n"
+    "  for i = 1, #scan, 2 do if scan[i] ~= '" BGI_LOCK_MODE "' then who = scan[i]; break end end\n"
     "  return {0, redis.call('PTTL', K), who, n, mode or ''}\n"
     "end\n"
     "redis.call('ZREMRANGEBYSCORE', W, '-inf', now)\n"
@@ -252,9 +252,9 @@ int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int ki
   size_t hlen = bgi_lock_holder(l, seq, holder, sizeof holder);
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
   snprintf(intent, sizeof intent, "%lld", (long long)intent_ms);
-  const char *argv[] = {l->key, l->fence_key, l->readers_key, l->writers_key, lease, holder, k, f, intent,
+  const char *argv[] = {l->key.s, l->fence_key.s, l->readers_key.s, l->writers_key.s, lease, holder, k, f, intent,
                         write ? "1" : "0"};
-  size_t lens[] = {l->key_len, l->fence_key_len, l->readers_key_len, l->writers_key_len, strlen(lease), hlen,
+  size_t lens[] = {l->key.len, l->fence_key.len, l->readers_key.len, l->writers_key.len, strlen(lease), hlen,
                    1, 1, strlen(intent), 1};
   bgi_step s = {.script = &acquire_script, .nkeys = 4, .nargs = 6, .argv = argv, .lens = lens, .durable = 1};
   int st = run_step(l, deadline_ns, &s, err);
@@ -286,8 +286,8 @@ int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int ki
   const char *k = kind == BGI_KIND_X ? "x" : "r", *f = final ? "1" : "0";
   size_t hlen = bgi_lock_holder(l, seq, holder, sizeof holder);
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
-  const char *argv[] = {l->key, l->readers_key, holder, lease, k, f, l->channel};
-  size_t lens[] = {l->key_len, l->readers_key_len, hlen, strlen(lease), 1, 1, l->channel_len};
+  const char *argv[] = {l->key.s, l->readers_key.s, holder, lease, k, f, l->channel.s};
+  size_t lens[] = {l->key.len, l->readers_key.len, hlen, strlen(lease), 1, 1, l->channel.len};
   bgi_step s = {.script = &release_script, .nkeys = 2, .nargs = 5, .argv = argv, .lens = lens, .durable = 1};
   int st = run_step(l, deadline_ns, &s, err);
   if (st != BG_OK) return st;
@@ -310,8 +310,8 @@ int bgi_lock_step_renew(bg_lock *l, const uint64_t *seqs, const int *kinds, size
     goto cleanup;
   }
   snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
-  argv[0] = l->key, lens[0] = l->key_len;
-  argv[1] = l->readers_key, lens[1] = l->readers_key_len;
+  argv[0] = l->key.s, lens[0] = l->key.len;
+  argv[1] = l->readers_key.s, lens[1] = l->readers_key.len;
   argv[2] = lease, lens[2] = strlen(lease);
   for (size_t i = 0; i < n; i++) {
     char *h = holders + i * HOLDER_MAX;
@@ -338,15 +338,15 @@ cleanup:
 int bgi_lock_step_cancel_intent(bg_lock *l, uint64_t seq, bgi_err *err) {
   char holder[96];
   size_t hlen = bgi_lock_holder(l, seq, holder, sizeof holder);
-  const char *argv[] = {l->writers_key, holder, l->channel};
-  size_t lens[] = {l->writers_key_len, hlen, l->channel_len};
+  const char *argv[] = {l->writers_key.s, holder, l->channel.s};
+  size_t lens[] = {l->writers_key.len, hlen, l->channel.len};
   bgi_step s = {.script = &cancel_script, .nkeys = 1, .nargs = 2, .argv = argv, .lens = lens};
   return run_step(l, 0, &s, err);
 }
 
 int bgi_lock_step_retire(bg_lock *l, uint64_t deadline_ns, bgi_acq *out, bgi_err *err) {
-  const char *argv[] = {l->key, l->fence_key, l->readers_key, l->writers_key};
-  size_t lens[] = {l->key_len, l->fence_key_len, l->readers_key_len, l->writers_key_len};
+  const char *argv[] = {l->key.s, l->fence_key.s, l->readers_key.s, l->writers_key.s};
+  size_t lens[] = {l->key.len, l->fence_key.len, l->readers_key.len, l->writers_key.len};
   bgi_step s = {.script = &retire_script, .nkeys = 4, .nargs = 0, .argv = argv, .lens = lens};
   int st = run_step(l, deadline_ns, &s, err);
   if (st != BG_OK) return st;

@@ -28,11 +28,11 @@ static int subscribe_once(bg_lock *l, bgi_lock_sub *s, bgi_redirect *moved, bgi_
   /* a subscriber stays in RESP2: there, messages are replies, not pushes */
   if ((st = bgi_conn_open(&s->conn, ep, 0, BGI_CONN_NO_TRACKING, err)) != BG_OK) return st;
   bgi_buf_reset(&s->conn.out);
-  if (bgi_buf_reserve(&s->conn.out, bgi_resp_bound(2, l->channel_len + 16)) != BG_OK)
+  if (bgi_buf_reserve(&s->conn.out, bgi_resp_bound(2, l->channel.len + 16)) != BG_OK)
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
   bgi_resp_array(&s->conn.out, 2);
   bgi_resp_cstr(&s->conn.out, cmd);
-  bgi_resp_bulk(&s->conn.out, l->channel, l->channel_len);
+  bgi_resp_key(&s->conn.out, &l->channel);
   st = bgi_conn_roundtrip(&s->conn, rep, 1, l->client->ep.command_timeout_ms, err);
   if (st != BG_OK) return st;
   if (rep[0]->type == REDIS_REPLY_ERROR && bgi_redirect_parse(rep[0], moved) == BGI_REDIR_MOVED) {

@@ -61,7 +61,7 @@ int bgi_breaker_admit(bgi_breaker *b, uint64_t now, bgi_err *err) {
               "circuit breaker %s after %lld consecutive connection/timeout failures (no call sent; next probe "
               "in %llu ms); it opened on: %s",
               s == BG_BREAKER_OPEN ? "open" : "open, probe under way", (long long)atomic_load(&b->threshold),
-              (unsigned long long)((cooldown - waited + 999999) / 1000000), b->trip_msg);
+              (unsigned long long)bgi_ns_ms_ceil(cooldown - waited), b->trip_msg);
   pthread_mutex_unlock(&b->mu);
   atomic_fetch_add_explicit(&b->rejected, 1, memory_order_relaxed);
   return 0;

@@ -6,7 +6,6 @@
  */
 #include "policy/guard.h"
 
-#include "common/cond.h"
 #include "common/wait.h"
 
 #include <stdio.h>
@@ -26,12 +25,9 @@ void bgi_guard_init(bgi_guard *g) {
   atomic_init(&g->policy, NULL);
   for (int i = 0; i < BGI_ST_COUNT; i++) atomic_init(&g->stats[i], 0);
   atomic_init(&g->rng, (uint64_t)bgi_now_ns() ^ (uint64_t)(uintptr_t)g);
-  atomic_init(&g->rf_stop, 0);
   pthread_mutex_init(&g->mu, NULL);
   pthread_mutex_init(&g->admin_mu, NULL);
   pthread_mutex_init(&g->dl_mu, NULL);
-  pthread_mutex_init(&g->rf_mu, NULL);
-  bgi_cond_init_monotonic(&g->rf_cv);
   bgi_breaker_init(&g->breaker);
   bgi_bucket_init(&g->bucket);
 }
@@ -42,8 +38,6 @@ void bgi_guard_destroy(bgi_guard *g) {
   bgi_snapshot_unref(g->snap);
   bgi_breaker_destroy(&g->breaker);
   bgi_bucket_destroy(&g->bucket);
-  pthread_cond_destroy(&g->rf_cv);
-  pthread_mutex_destroy(&g->rf_mu);
   pthread_mutex_destroy(&g->dl_mu);
   pthread_mutex_destroy(&g->admin_mu);
   pthread_mutex_destroy(&g->mu);
@@ -166,7 +160,7 @@ static int run_chain(bgi_guard *g, const bgi_policy *p, const bgi_op *op, int cl
       case BG_ACT_SNAPSHOT: {
         if (op->is_add) break;
         bgi_snapshot *s = bgi_guard_snapshot(g);
-        if (s && (!c->snapshot_max_age_ms || bgi_now_ns() - s->taken_ns <= (uint64_t)c->snapshot_max_age_ms * 1000000u)) {
+        if (s && (!c->snapshot_max_age_ms || bgi_now_ns() - s->taken_ns <= bgi_ms_ns(c->snapshot_max_age_ms))) {
           bgi_snapshot_query(s, OFF(op->items, from), OFF(op->lens, from), left, OFF(op->present, from));
           answered = BG_SOURCE_SNAPSHOT;
         }

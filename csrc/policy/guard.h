@@ -26,7 +26,9 @@
 #include <stdint.h>
 
 #include "bloomguard/policy.h"
+#include "common/clock.h"
 #include "common/err.h"
+#include "common/worker.h"
 
 #define BGI_FAIL_CLASSES 9   /* 1..BG_FAIL_OTHER; 0: not a failure (success, or BG_EINVAL) */
 
@@ -160,12 +162,8 @@ typedef struct bgi_guard {
   pthread_mutex_t dl_mu;                       /* one snapshot download at a time */
   bgi_download_fn download;                    /* NULL: no snapshot source (unit tests) */
   void *download_ctx;
-  /* background refresher (under rf_mu) */
-  pthread_mutex_t rf_mu;
-  pthread_cond_t rf_cv;
-  pthread_t rf_thread;
-  int rf_running;
-  atomic_int rf_stop;
+  /* background refresher (snapshot.c; started and stopped under admin_mu) */
+  bgi_worker rf;
   int64_t rf_interval_ms;
 } bgi_guard;
 

@@ -56,7 +56,7 @@ int bgi_fail_class(int status) {
 }
 
 uint64_t bgi_backoff_ns(const bgi_policy_cfg *c, int64_t attempt, uint64_t r) {
-  uint64_t max = (uint64_t)c->backoff_max_ms * 1000000u, wait = (uint64_t)c->backoff_base_ms * 1000000u;
+  uint64_t max = bgi_ms_ns(c->backoff_max_ms), wait = bgi_ms_ns(c->backoff_base_ms);
   for (int64_t i = 0; i < attempt && wait < max; i++) wait *= 2;
   if (wait > max) wait = max;
   /* shorten by a uniform random part of jitter_pct percent: spreads the retries of many callers */

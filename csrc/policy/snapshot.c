@@ -106,53 +106,20 @@ int bgi_guard_refresh(bgi_guard *g, uint64_t deadline_ns, atomic_int *stop, bgi_
 
 /* ---- background refresher ------------------------------------------------------------------------ */
 
-static void *refresher_main(void *arg) {
+/* One round of the periodic worker (common/worker.h); the next comes an interval after it ends. */
+static int64_t refresh_round(void *arg) {
   bgi_guard *g = arg;
-  pthread_mutex_lock(&g->rf_mu);
-  while (!atomic_load(&g->rf_stop)) {
-    pthread_mutex_unlock(&g->rf_mu);
-    /* with the breaker open Redis is known to be unreachable: keep the snapshot we have */
-    if (bgi_breaker_state(&g->breaker) == BG_BREAKER_CLOSED) {
-      bgi_err err = {0};
-      bgi_guard_refresh(g, 0, &g->rf_stop, &err);
-    }
-    pthread_mutex_lock(&g->rf_mu);
-    uint64_t until = bgi_now_ns() + (uint64_t)g->rf_interval_ms * 1000000u;
-    while (!atomic_load(&g->rf_stop)) {
-      uint64_t now = bgi_now_ns();
-      if (now >= until) break;
-      struct timespec ts;
-      clock_gettime(CLOCK_MONOTONIC, &ts);
-      uint64_t at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + (until - now);
-      ts.tv_sec = (time_t)(at / 1000000000u);
-      ts.tv_nsec = (long)(at % 1000000000u);
-      pthread_cond_timedwait(&g->rf_cv, &g->rf_mu, &ts);
-    }
+  /* with the breaker open Redis is known to be unreachable: keep the snapshot we have */
+  if (bgi_breaker_state(&g->breaker) == BG_BREAKER_CLOSED) {
+    bgi_err err = {0};
+    bgi_guard_refresh(g, 0, bgi_worker_stop_flag(&g->rf), &err);
   }
-  pthread_mutex_unlock(&g->rf_mu);
-  return NULL;
+  return g->rf_interval_ms;
 }
 
 int bgi_refresher_start(bgi_guard *g, int64_t interval_ms) {
-  int rc;
-  pthread_mutex_lock(&g->rf_mu);
-  atomic_store(&g->rf_stop, 0);
   g->rf_interval_ms = interval_ms;
-  rc = pthread_create(&g->rf_thread, NULL, refresher_main, g);
-  g->rf_running = rc == 0;
-  pthread_mutex_unlock(&g->rf_mu);
-  return rc == 0 ? BG_OK : BG_ENOMEM;
+  return bgi_worker_start(&g->rf, 0, refresh_round, g);
 }
 
-void bgi_refresher_stop(bgi_guard *g) {
-  pthread_mutex_lock(&g->rf_mu);
-  if (!g->rf_running) {
-    pthread_mutex_unlock(&g->rf_mu);
-    return;
-  }
-  atomic_store(&g->rf_stop, 1);
-  pthread_cond_broadcast(&g->rf_cv);
-  g->rf_running = 0;
-  pthread_mutex_unlock(&g->rf_mu);
-  pthread_join(g->rf_thread, NULL);
-}
+void bgi_refresher_stop(bgi_guard *g) { bgi_worker_stop(&g->rf); }

@@ -8,12 +8,6 @@
 
 #include "common/cond.h"
 
-static uint64_t mono_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 int bgi_cluster_init(bgi_cluster *cl, const bgi_endpoint *base, size_t pool_size, const bgi_hostport *seeds,
                      size_t nseeds) {
   memset(cl, 0, sizeof *cl);
@@ -178,7 +172,7 @@ int bgi_cluster_load(bgi_cluster *cl, const bgi_reply *slots, const char *from, 
     /* keep serving the old routes for slots a reload found uncovered (a master failing over) */
     for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++)
       if (owner[s]) cl->owner[s] = owner[s];
-    cl->last_reload_ns = mono_ns();
+    cl->last_reload_ns = bgi_now_ns();
   }
   pthread_mutex_unlock(&cl->mu);
   free(owner);
@@ -294,7 +288,7 @@ static int reload_from_sentinels(bgi_cluster *cl, int64_t timeout_ms, bgi_err *e
   bgi_pool_release(&n->pool, c);
   pthread_mutex_lock(&cl->mu);
   for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++) cl->owner[s] = (uint16_t)(m + 1);
-  cl->last_reload_ns = mono_ns();
+  cl->last_reload_ns = bgi_now_ns();
   pthread_mutex_unlock(&cl->mu);
   return BG_OK;
 }
@@ -344,13 +338,10 @@ static void *refresh_main(void *arg) {
   bgi_cluster *cl = arg;
   pthread_mutex_lock(&cl->mu);
   while (!cl->stop) {
-    uint64_t now = mono_ns(), since = now - cl->last_reload_ns;
-    uint64_t due = cl->wanted ? (uint64_t)BGI_CLUSTER_RELOAD_MIN_MS * 1000000u
-                              : (uint64_t)BGI_CLUSTER_RELOAD_EVERY_MS * 1000000u;
+    uint64_t now = bgi_now_ns(), since = now - cl->last_reload_ns;
+    uint64_t due = bgi_ms_ns(cl->wanted ? BGI_CLUSTER_RELOAD_MIN_MS : BGI_CLUSTER_RELOAD_EVERY_MS);
     if (since < due) {
-      uint64_t at = cl->last_reload_ns + due;
-      struct timespec ts = {.tv_sec = (time_t)(at / 1000000000u), .tv_nsec = (long)(at % 1000000000u)};
-      pthread_cond_timedwait(&cl->cv, &cl->mu, &ts);
+      bgi_cond_wait_until(&cl->cv, &cl->mu, cl->last_reload_ns + due);
       continue;
     }
     cl->wanted = 0;

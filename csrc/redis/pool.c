@@ -45,20 +45,13 @@ static long pick_free(bgi_pool *p) {
 }
 
 int bgi_pool_acquire(bgi_pool *p, int64_t timeout_ms, bgi_conn **out, bgi_err *err) {
-  struct timespec deadline;
   long i;
   int64_t wait_ms = timeout_ms > 0 ? timeout_ms : p->ep->command_timeout_ms;
-  clock_gettime(CLOCK_MONOTONIC, &deadline);
-  deadline.tv_sec += (time_t)(wait_ms / 1000);
-  deadline.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-  if (deadline.tv_nsec >= 1000000000L) {
-    deadline.tv_sec++;
-    deadline.tv_nsec -= 1000000000L;
-  }
+  uint64_t deadline = bgi_deadline_in_ms(wait_ms);
 
   pthread_mutex_lock(&p->mu);
   while ((i = pick_free(p)) < 0) {
-    if (pthread_cond_timedwait(&p->cv, &p->mu, &deadline) == ETIMEDOUT && (i = pick_free(p)) < 0) {
+    if (bgi_cond_wait_until(&p->cv, &p->mu, deadline) == ETIMEDOUT && (i = pick_free(p)) < 0) {
       pthread_mutex_unlock(&p->mu);
       return bgi_err_set(err, BG_ETIMEOUT, "all %zu pooled connections stayed busy for %lld ms "
                          "(raise BG_OPT_POOL_SIZE)", p->size, (long long)wait_ms);

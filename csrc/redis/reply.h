@@ -10,6 +10,7 @@
 
 #include <hiredis/hiredis.h>
 #include <stddef.h>
+#include <string.h>
 
 typedef struct bgi_reply {
   int type;                      /* REDIS_REPLY_*; first, like redisReply, which hiredis may peek at */
@@ -35,6 +36,11 @@ static inline int bgi_reply_is_pairs(const bgi_reply *r) {
 #endif
   return r->type == REDIS_REPLY_ARRAY;
 }
+
+/* 1 when r is a bulk string equal to the literal lit (redis/layout.h's values). */
+#define bgi_reply_is_lit(r, lit) \
+  ((r)->type == REDIS_REPLY_STRING && (r)->len == sizeof(lit) - 1 && \
+   memcmp((r)->str, "" lit, sizeof(lit) - 1) == 0)
 
 /* Installs the arena's object functions on a connected context's reader. */
 void bgi_reply_attach(redisContext *ctx, bgi_arena *a);

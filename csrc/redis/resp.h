@@ -35,6 +35,8 @@ void bgi_resp_array(bgi_buf *b, size_t n);              /* "*n\r\n" */
 void bgi_resp_bulk(bgi_buf *b, const void *s, size_t n);
 void bgi_resp_u64(bgi_buf *b, uint64_t v);
 static inline void bgi_resp_cstr(bgi_buf *b, const char *s) { bgi_resp_bulk(b, s, strlen(s)); }
+/* A string literal (or a macro of one, redis/layout.h), its length known at compile time. */
+#define bgi_resp_lit(b, lit) bgi_resp_bulk((b), "" lit, sizeof(lit) - 1)
 
 /* Room needed for an array header plus bulks of these total payload bytes. */
 static inline size_t bgi_resp_bound(size_t nargs, size_t payload) {

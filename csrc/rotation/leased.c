@@ -7,7 +7,7 @@
 #include "rotation/rotation.h"
 
 int bgi_leased_begin(bg_rotation *r, bgi_err *err) {
-  uint64_t deadline = bgi_now_ns() + (uint64_t)r->opts.rotate_wait_ms * 1000000u;
+  uint64_t deadline = bgi_deadline_in_ms(r->opts.rotate_wait_ms);
   for (;;) {
     int64_t pttl = 0;
     char owner[128];
@@ -19,13 +19,13 @@ int bgi_leased_begin(bg_rotation *r, bgi_err *err) {
     uint64_t now = bgi_now_ns();
     if (now >= deadline) return st;
     /* poll until the holder commits, aborts or dies; never past our own deadline */
-    uint64_t nap = 50000000u;
-    if (pttl > 0 && (uint64_t)pttl * 1000000u < nap) nap = (uint64_t)pttl * 1000000u + 1000000u;
+    uint64_t nap = bgi_ms_ns(50);
+    if (pttl > 0 && bgi_ms_ns(pttl) < nap) nap = bgi_ms_ns(pttl + 1);
     if (now + nap > deadline) nap = deadline - now;
     /* cancelled: no lease was taken (the begin step answered BG_EROTATING), nothing to undo */
     if (bgi_sleep_ns(nap) == BG_ECANCELED)
       return bgi_err_set(err, BG_ECANCELED, "rotation of \"%s\": cancelled while waiting for the rotation of %s; "
-                         "nothing was changed", r->f->name, owner);
+                         "nothing was changed", r->f->name.s, owner);
   }
   if (bgi_bitmap_init(&r->next, r->size, r->k) != BG_OK) {
     bgi_rot_step_abort(r, &(bgi_err){0});

@@ -30,15 +30,16 @@
 
 #include "rotation/delta.h"
 #include "rotation/rotation.h"
-#include "script_step.h"
+#include "redis/step.h"
 
 /* KEYS config, bitmap, lease, lock; ARGV token, holder, next size, owner. The bitmap exists after.
  * {1, bitmap length}; {0}: the lease is gone; {2}: the write lock is not ours. */
 static bgi_script start_script = {
   .name = "locked rotation start",
   .body =
-    "if redis.call('HGET', KEYS[3], 'token') ~= ARGV[1] then return {0} end\n"
-    "if not redis.call('HGET', KEYS[4], ARGV[2]) or redis.call('HGET', KEYS[4], 'mode') ~= 'write' then\n"
+    "if redis.call('HGET', KEYS[3], '" BGI_LEASE_TOKEN "') ~= ARGV[1] then return {0} end\n"
+    "if not redis.call('HGET', KEYS[4], ARGV[2]) or "
+    "redis.call('HGET', KEYS[4], '" BGI_LOCK_MODE "') ~= '" BGI_LOCK_MODE_WRITE "' then\n"
     "  return {2}\n"
     "end\n"
     "local t = redis.call('TYPE', KEYS[2])['ok']\n"
@@ -47,7 +48,7 @@ static bgi_script start_script = {
     "end\n"
     "redis.call('HSET', KEYS[1], '" BGI_REBUILD_FIELD "', ARGV[4])\n"
     /* another size: the old bytes mean nothing in the new geometry */
-    "if redis.call('HGET', KEYS[1], 'size') ~= ARGV[3] then redis.call('DEL', KEYS[2]) end\n"
+    "if redis.call('HGET', KEYS[1], '" BGI_CONFIG_SIZE "') ~= ARGV[3] then redis.call('DEL', KEYS[2]) end\n"
     "local len = redis.call('STRLEN', KEYS[2])\n"
     "if redis.call('EXISTS', KEYS[2]) == 0 then redis.call('SET', KEYS[2], '') end\n"
     "return {1, len}\n",
@@ -57,7 +58,7 @@ static bgi_script start_script = {
 static bgi_script write_script = {
   .name = "locked rotation write",
   .body =
-    "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return {0} end\n"
+    "if redis.call('HGET', KEYS[1], '" BGI_LEASE_TOKEN "') ~= ARGV[1] then return {0} end\n"
     "if redis.call('EXISTS', KEYS[2]) == 0 then return {3} end\n"
     "redis.call('SETRANGE', KEYS[2], ARGV[2], ARGV[3])\n"
     "return {1}\n",
@@ -69,15 +70,16 @@ static bgi_script finish_script = {
   .name = "locked rotation commit",
   .body =
     BGI_LUA_MERGE_DELTA
-    "local r = redis.call('HMGET', KEYS[3], 'token', 'next_size', 'next_k', 'next_n', 'next_fpp')\n"
+    "local r = redis.call('HMGET', KEYS[3], '" BGI_LEASE_TOKEN "', '" BGI_LEASE_NEXT_SIZE "', '" BGI_LEASE_NEXT_K "', "
+    "'" BGI_LEASE_NEXT_N "', '" BGI_LEASE_NEXT_FPP "')\n"
     "if r[1] ~= ARGV[1] then return {0} end\n"
     "if not redis.call('HGET', KEYS[5], ARGV[2]) then return {2} end\n"
     "if redis.call('EXISTS', KEYS[2]) == 0 or redis.call('STRLEN', KEYS[2]) < tonumber(ARGV[3]) then return {3} end\n"
     "bgi_merge_delta(KEYS[2], KEYS[4])\n"
     /* an empty generation: no bitmap, as a fresh filter */
     "if redis.call('STRLEN', KEYS[2]) == 0 then redis.call('DEL', KEYS[2]) end\n"
-    "redis.call('HSET', KEYS[1], 'size', r[2], 'hashIterations', r[3], 'expectedInsertions', r[4],\n"
-    "           'falseProbability', r[5])\n"
+    "redis.call('HSET', KEYS[1], '" BGI_CONFIG_SIZE "', r[2], '" BGI_CONFIG_K "', r[3], '" BGI_CONFIG_N "', r[4],\n"
+    "           '" BGI_CONFIG_FPP "', r[5])\n"
     "redis.call('HDEL', KEYS[1], '" BGI_REBUILD_FIELD "')\n"
     /* a dropped bitmap lost its time to live: the config kept it */
     "local ttl = redis.call('PTTL', KEYS[1])\n"
@@ -89,12 +91,12 @@ static bgi_script finish_script = {
 
 
 static int step_failed(bg_rotation *r, const bgi_step *s, const char *what, bgi_err *err) {
-  if (s->ints[0] == 3) return bgi_rot_vanished(r, what, r->f->name, err);
+  if (s->ints[0] == 3) return bgi_rot_vanished(r, what, r->f->name.s, err);
   if (s->ints[0] == 0)
     return bgi_err_set(err, BG_EROTATING, "%s: this rotation of \"%s\" lost its lease (it expired, or another "
-                       "rotator took over)", what, r->f->name);
+                       "rotator took over)", what, r->f->name.s);
   return bgi_err_set(err, BG_ELOCKED, "%s: this rotation of \"%s\" no longer holds the write lock %s (its lease "
-                     "ran out)", what, r->f->name, bg_lock_key(r->lock));
+                     "ran out)", what, r->f->name.s, bg_lock_key(r->lock));
 }
 
 static int run(bg_rotation *r, bgi_step *s, const char *what, bgi_err *err) {
@@ -110,7 +112,7 @@ static int begin(bg_rotation *r, bgi_err *err) {
   if (st == BG_OK) st = bg_options_set_int(o, BG_OPT_LOCK_LEASE_MS, r->opts.rotate_lease_ms);
   if (st == BG_OK) st = bg_lock_open_filter(&r->lock, r->f, o);
   bg_options_free(o);
-  if (st != BG_OK) return bgi_err_set(err, st, "rotation: the write lock of \"%s\": %s", r->f->name,
+  if (st != BG_OK) return bgi_err_set(err, st, "rotation: the write lock of \"%s\": %s", r->f->name.s,
                                       bg_filter_errmsg(r->f));
   return bgi_leased_begin(r, err);
 }
@@ -151,8 +153,8 @@ static int write_bitmap(bg_rotation *r, size_t old_len, bgi_err *err) {
         size_t n = done < have ? have - done : (len - done < sizeof zeros ? len - done : sizeof zeros);
         char offs[24];
         snprintf(offs, sizeof offs, "%zu", off + done);
-        const char *argv[] = {f->rotation_key, f->name, r->token, offs, (const char *)src};
-        size_t lens[] = {f->rotation_key_len, f->name_len, 32, strlen(offs), n};
+        const char *argv[] = {f->rotation_key.s, f->name.s, r->token, offs, (const char *)src};
+        size_t lens[] = {f->rotation_key.len, f->name.len, 32, strlen(offs), n};
         bgi_step s = {.script = &write_script, .nkeys = 2, .nargs = 3, .argv = argv, .lens = lens};
         if ((st = run(r, &s, "upload", err)) == BG_OK) r->bytes_uploaded += n, done += n;
       }
@@ -171,27 +173,27 @@ static int commit(bg_rotation *r, bgi_err *err) {
   if (st != BG_OK) return st;
   st = bg_lock_acquire(r->lock, BG_LOCK_WRITE, r->opts.rotate_lease_ms, NULL);
   if (st != BG_OK)
-    return bgi_err_set(err, st, "commit: cannot take the write lock of \"%s\": %s", f->name, bg_lock_errmsg(r->lock));
+    return bgi_err_set(err, st, "commit: cannot take the write lock of \"%s\": %s", f->name.s, bg_lock_errmsg(r->lock));
   r->lock_held = 1;
   char holder[96], size[24];
   size_t hlen = bg_lock_holder_id(r->lock, holder, sizeof holder);
   snprintf(size, sizeof size, "%llu", (unsigned long long)r->size);
-  const char *start_argv[] = {f->config_key, f->name, f->rotation_key, bg_lock_key(r->lock), r->token, holder,
+  const char *start_argv[] = {f->config_key.s, f->name.s, f->rotation_key.s, bg_lock_key(r->lock), r->token, holder,
                               size, r->owner};
-  size_t start_lens[] = {f->config_key_len, f->name_len, f->rotation_key_len, strlen(bg_lock_key(r->lock)), 32,
+  size_t start_lens[] = {f->config_key.len, f->name.len, f->rotation_key.len, strlen(bg_lock_key(r->lock)), 32,
                          hlen, strlen(size), strlen(r->owner)};
   bgi_step s = {.script = &start_script, .nkeys = 4, .nargs = 4, .argv = start_argv, .lens = start_lens};
   st = run(r, &s, "commit", err);
   if (st == BG_OK) st = write_bitmap(r, s.nints > 1 && s.ints[1] > 0 ? (size_t)s.ints[1] : 0, err);
-  if (st == BG_OK) st = bgi_rot_drain_delta(r, f->name, f->name_len, err);
+  if (st == BG_OK) st = bgi_rot_drain_delta(r, &f->name, err);
   if (st == BG_OK) progress(r, BG_PHASE_COMMITTING);
   if (st == BG_OK) {
     char written[24];
     snprintf(written, sizeof written, "%llu", (unsigned long long)r->upload_total);
-    const char *argv[] = {f->config_key, f->name, f->rotation_key, f->delta_key, bg_lock_key(r->lock),
-                          r->staging_key, f->spare_key, r->token, holder, written};
-    size_t lens[] = {f->config_key_len, f->name_len, f->rotation_key_len, f->delta_key_len,
-                     strlen(bg_lock_key(r->lock)), r->staging_key_len, f->spare_key_len, 32, hlen, strlen(written)};
+    const char *argv[] = {f->config_key.s, f->name.s, f->rotation_key.s, f->delta_key.s, bg_lock_key(r->lock),
+                          r->staging_key.s, f->spare_key.s, r->token, holder, written};
+    size_t lens[] = {f->config_key.len, f->name.len, f->rotation_key.len, f->delta_key.len,
+                     strlen(bg_lock_key(r->lock)), r->staging_key.len, f->spare_key.len, 32, hlen, strlen(written)};
     bgi_step fin = {.script = &finish_script, .nkeys = 7, .nargs = 3, .argv = argv, .lens = lens, .durable = 1};
     st = run(r, &fin, "commit", err);
   }

@@ -6,10 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "common/jdouble.h"
+#include "common/random.h"
 #include "hash/hash.h"
 #include "rotation/rotation.h"
 
@@ -23,19 +23,6 @@ static const bgi_rot_ops *strategy_ops(int strategy) {
     [BG_ROTATE_LOCKED] = &bgi_rot_locked,
   };
   return strategy >= 0 && (size_t)strategy < sizeof ops / sizeof ops[0] ? ops[strategy] : NULL;
-}
-
-static void make_token(char token[33]) {
-  unsigned char raw[16];
-  static const char hex[] = "0123456789abcdef";
-  if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
-    /* no entropy source: time and address still make collisions between live rotators unlikely */
-    uint64_t a = bgi_now_ns(), b = (uint64_t)(uintptr_t)token ^ ((uint64_t)getpid() << 32);
-    memcpy(raw, &a, 8);
-    memcpy(raw + 8, &b, 8);
-  }
-  for (int i = 0; i < 16; i++) token[2 * i] = hex[raw[i] >> 4], token[2 * i + 1] = hex[raw[i] & 15];
-  token[32] = 0;
 }
 
 /* begins; its waits observe the thread's current call (bg_rotation_begin_ex enters it) */
@@ -101,21 +88,21 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   r->n = expected_insertions;
   r->fpp_value = fpp;
   bgi_format_java_double(fpp, r->fpp, sizeof r->fpp);
-  make_token(r->token);
+  bgi_random_hex(r->token, 16);
   char staging[40];
-  snprintf(staging, sizeof staging, "next:%s", r->token);
-  r->staging_key = bgi_suffix_name(f->name, f->name_len, staging, &r->staging_key_len);
+  snprintf(staging, sizeof staging, BGI_KEY_NEXT "%s", r->token);
+  int named = bgi_key_suffix(&r->staging_key, f->name.s, f->name.len, staging);
   char host[64] = "?";
   gethostname(host, sizeof host - 1);
   snprintf(r->owner, sizeof r->owner, "%s:%d", host, (int)getpid());
   r->started_ns = bgi_now_ns();
 
-  int st = !r->staging_key ? bgi_err_set(&err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
+  int st = named != BG_OK ? bgi_err_set(&err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
   if (st == BG_OK) st = ops->begin(r, &err);
   if (st != BG_OK) {
     bg_lock_close(r->lock);
     bgi_errslot_store(&f->err, &err);
-    free(r->staging_key);
+    bgi_key_free(&r->staging_key);
     bgi_bitmap_free(&r->next);
     bgi_errslot_destroy(&r->err);
     bgi_options_clear(&r->opts);
@@ -231,7 +218,7 @@ BG_API void bg_rotation_free(bg_rotation *r) {
   bgi_lease_stop(r);
   bg_lock_close(r->lock);
   bgi_bitmap_free(&r->next);
-  free(r->staging_key);
+  bgi_key_free(&r->staging_key);
   bgi_options_clear(&r->opts);
   bgi_errslot_destroy(&r->err);
   free(r);

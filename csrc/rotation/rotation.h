@@ -8,6 +8,7 @@
 #include "bloomguard/lock.h"
 #include "bloomguard/rotation.h"
 #include "common/options.h"
+#include "common/worker.h"
 #include "filter/filter.h"
 
 /* The next generation, built in memory: bits in SETBIT order (bit o: byte o/8, mask 0x80 >> o%8). */
@@ -29,15 +30,12 @@ void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens,
 /* Length Redis would give the string after SETBITs of the same bits: last non-zero byte + 1. */
 size_t bgi_bitmap_used_len(const bgi_bitmap *b);
 
-/* The lease keeper: renews the lease (and the staging TTLs) every third of the lease. */
+/* The lease keeper (lease.c): renews the lease (and the staging TTLs) every third of the lease. */
 typedef struct bgi_lease {
-  pthread_t thread;
-  int running;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  int stop;
+  bgi_worker worker;
+  uint64_t until_ns;    /* the keeper's: when the lease runs out unless renewed */
   atomic_int lost;      /* the server no longer holds our token */
-  char lost_why[256];
+  char lost_why[256];   /* written before lost is set */
 } bgi_lease;
 
 enum { BGI_ROT_ACTIVE = 0, BGI_ROT_COMMITTED, BGI_ROT_ABORTED, BGI_ROT_FAILED };
@@ -69,8 +67,7 @@ struct bg_rotation {
   char token[33];       /* random: proves this rotator holds the lease */
   /* SWAP: NAME's "next:TOKEN", the upload's target (this rotation's own); the previous bitmap,
    * handed over as its buffer, is the filter's spare_key */
-  char *staging_key;
-  size_t staging_key_len;
+  bgi_key staging_key;
   uint64_t spare_len;   /* bytes of the spare begin moved into the staging key (0: none) */
   /* TTL given to every key the lease guards (staging bitmap, delta) at each write and renewal:
    * max(staging TTL, lease), so none can expire while the lease that guards it is still held
@@ -106,7 +103,7 @@ int bgi_rot_step_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err);
 int bgi_rot_step_commit(bg_rotation *r, bgi_err *err);
 /* Applies the delta to target (the uploaded or rewritten bitmap) in short lease-checked steps,
  * until what is left is short enough for the final step (rotation/delta.h). */
-int bgi_rot_drain_delta(bg_rotation *r, const char *target, size_t target_len, bgi_err *err);
+int bgi_rot_drain_delta(bg_rotation *r, const bgi_key *target, bgi_err *err);
 int bgi_rot_step_abort(bg_rotation *r, bgi_err *err);
 /* BG_ESERVER: the bitmap key (staging for SWAP, live for LOCKED) was lost under the rotation. */
 int bgi_rot_vanished(bg_rotation *r, const char *what, const char *key, bgi_err *err);

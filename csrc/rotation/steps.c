@@ -32,7 +32,7 @@
 #include "redis/script.h"
 #include "rotation/delta.h"
 #include "rotation/rotation.h"
-#include "script_step.h"
+#include "redis/step.h"
 
 /* KEYS: rotation, staging, delta, spare. ARGV: token, owner, lease ms, size, k, n, fpp, guarded
  * TTL (also what adds give the delta), bitmap bytes. Reply {1, spare bytes now in staging} or
@@ -41,12 +41,13 @@ static bgi_script begin_script = {
   .name = "rotation begin",
   .body =
     "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
-    "  return {0, redis.call('HGET', KEYS[1], 'owner') or '', redis.call('PTTL', KEYS[1])}\n"
+    "  return {0, redis.call('HGET', KEYS[1], '" BGI_LEASE_OWNER "') or '', redis.call('PTTL', KEYS[1])}\n"
     "end\n"
     /* leftovers of a rotator that died: never build on them (its staging key is its own) */
     "redis.call('DEL', KEYS[3])\n"
-    "redis.call('HSET', KEYS[1], 'token', ARGV[1], 'owner', ARGV[2], 'next_size', ARGV[4], 'next_k', ARGV[5],\n"
-    "           'next_n', ARGV[6], 'next_fpp', ARGV[7], 'ttl', ARGV[8])\n"
+    "redis.call('HSET', KEYS[1], '" BGI_LEASE_TOKEN "', ARGV[1], '" BGI_LEASE_OWNER "', ARGV[2], "
+    "'" BGI_LEASE_NEXT_SIZE "', ARGV[4], '" BGI_LEASE_NEXT_K "', ARGV[5],\n"
+    "           '" BGI_LEASE_NEXT_N "', ARGV[6], '" BGI_LEASE_NEXT_FPP "', ARGV[7], '" BGI_LEASE_TTL "', ARGV[8])\n"
     "redis.call('PEXPIRE', KEYS[1], ARGV[3])\n"
     "local spare = 0\n"
     "if redis.call('TYPE', KEYS[4])['ok'] == 'string' then\n"
@@ -69,7 +70,7 @@ static bgi_script begin_script = {
 static bgi_script renew_script = {
   .name = "rotation renew",
   .body =
-    "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return {0} end\n"
+    "if redis.call('HGET', KEYS[1], '" BGI_LEASE_TOKEN "') ~= ARGV[1] then return {0} end\n"
     "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
     "redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
     "redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
@@ -88,7 +89,8 @@ static bgi_script commit_script = {
   .name = "rotation commit",
   .body =
     BGI_LUA_MERGE_DELTA
-    "local r = redis.call('HMGET', KEYS[3], 'token', 'next_size', 'next_k', 'next_n', 'next_fpp')\n"
+    "local r = redis.call('HMGET', KEYS[3], '" BGI_LEASE_TOKEN "', '" BGI_LEASE_NEXT_SIZE "', '" BGI_LEASE_NEXT_K "', "
+    "'" BGI_LEASE_NEXT_N "', '" BGI_LEASE_NEXT_FPP "')\n"
     "if r[1] ~= ARGV[1] then return {0} end\n"
     "local have = redis.call('STRLEN', KEYS[4])\n"
     "if redis.call('EXISTS', KEYS[4]) == 0 or have < tonumber(ARGV[3]) then return {2, have} end\n"
@@ -107,10 +109,10 @@ static bgi_script commit_script = {
     "  redis.call('DEL', KEYS[2], KEYS[4])\n"
     "end\n"
     "redis.call('DEL', KEYS[1])\n"
-    "redis.call('HSET', KEYS[1], 'size', r[2])\n"
-    "redis.call('HSET', KEYS[1], 'hashIterations', r[3])\n"
-    "redis.call('HSET', KEYS[1], 'expectedInsertions', r[4])\n"
-    "redis.call('HSET', KEYS[1], 'falseProbability', r[5])\n"
+    "redis.call('HSET', KEYS[1], '" BGI_CONFIG_SIZE "', r[2])\n"
+    "redis.call('HSET', KEYS[1], '" BGI_CONFIG_K "', r[3])\n"
+    "redis.call('HSET', KEYS[1], '" BGI_CONFIG_N "', r[4])\n"
+    "redis.call('HSET', KEYS[1], '" BGI_CONFIG_FPP "', r[5])\n"
     "if ttl > 0 then\n"
     "  redis.call('PEXPIRE', KEYS[1], ttl)\n"
     "  redis.call('PEXPIRE', KEYS[2], ttl)\n"
@@ -133,7 +135,7 @@ static bgi_script drain_script = {
   .name = "rotation drain",
   .body =
     BGI_LUA_MERGE_DELTA
-    "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then return {0} end\n"
+    "if redis.call('HGET', KEYS[1], '" BGI_LEASE_TOKEN "') ~= ARGV[1] then return {0} end\n"
     "if redis.call('EXISTS', KEYS[2]) == 0 then return {2} end\n"
     "bgi_merge_delta(KEYS[2], KEYS[3], tonumber(ARGV[2]))\n"
     "return {1, redis.call('LLEN', KEYS[3])}\n",
@@ -142,7 +144,7 @@ static bgi_script drain_script = {
 static bgi_script abort_script = {
   .name = "rotation abort",
   .body =
-    "if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then\n"
+    "if redis.call('HGET', KEYS[1], '" BGI_LEASE_TOKEN "') ~= ARGV[1] then\n"
     "  redis.call('DEL', KEYS[2])\n"
     "  return {0}\n"
     "end\n"
@@ -161,19 +163,19 @@ static int run_step(bg_rotation *r, bgi_step *s, bgi_err *err) { return bgi_step
 
 static int lease_lost(bg_rotation *r, const char *what, bgi_err *err) {
   return bgi_err_set(err, BG_EROTATING, "%s: this rotation of \"%s\" lost its lease (it expired, or another "
-                     "rotator took over); nothing more was written", what, r->f->name);
+                     "rotator took over); nothing more was written", what, r->f->name.s);
 }
 
 /* The staging bitmap (SWAP) or the live one being rewritten in place (LOCKED, whose callers pass
- * the filter's own name, r->f->name itself) is not all there. */
+ * the filter's own name, r->f->name.s itself) is not all there. */
 int bgi_rot_vanished(bg_rotation *r, const char *what, const char *key, bgi_err *err) {
-  if (key == r->f->name)
+  if (key == r->f->name.s)
     return bgi_err_set(err, BG_ESERVER, "%s refused: the bitmap %s of \"%s\" vanished during the in-place rewrite (it "
                        "expired, was evicted or deleted); the filter stays marked as being rebuilt (queries fail with "
-                       "BG_ELOCKED) until the next rotation: rotate again", what, key, r->f->name);
+                       "BG_ELOCKED) until the next rotation: rotate again", what, key, r->f->name.s);
   return bgi_err_set(err, BG_ESERVER, "%s refused: the staging bitmap %s of \"%s\" is not all there (it expired, was "
                      "evicted or deleted during the rotation); the live filter is unchanged: rotate again", what, key,
-                     r->f->name);
+                     r->f->name.s);
 }
 
 int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, size_t owner_cap, bgi_err *err) {
@@ -185,9 +187,9 @@ int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, siz
   snprintf(ttl, sizeof ttl, "%lld", (long long)r->guarded_ttl_ms);
   snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)((r->size + 7) / 8));
   const bg_filter *f = r->f;
-  const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, f->spare_key, r->token, r->owner, lease,
+  const char *argv[] = {f->rotation_key.s, r->staging_key.s, f->delta_key.s, f->spare_key.s, r->token, r->owner, lease,
                         size, k, n, r->fpp, ttl, bytes};
-  size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, f->spare_key_len, 32, strlen(r->owner),
+  size_t lens[] = {f->rotation_key.len, r->staging_key.len, f->delta_key.len, f->spare_key.len, 32, strlen(r->owner),
                    strlen(lease), strlen(size), strlen(k), strlen(n), strlen(r->fpp), strlen(ttl), strlen(bytes)};
   bgi_step s = {.script = &begin_script, .nkeys = 4, .nargs = 9, .argv = argv, .lens = lens};
   int st = run_step(r, &s, err);
@@ -199,7 +201,7 @@ int bgi_rot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, siz
   *busy_pttl = s.ints[1];
   snprintf(busy_owner, owner_cap, "%s", s.str[0]);
   return bgi_err_set(err, BG_EROTATING, "a rotation of \"%s\" is in progress (by %s; its lease expires in %lld ms "
-                     "unless renewed)", f->name, s.str[0][0] ? s.str[0] : "?", (long long)s.ints[1]);
+                     "unless renewed)", f->name.s, s.str[0][0] ? s.str[0] : "?", (long long)s.ints[1]);
 }
 
 /* One upload chunk: MULTI, EXISTS staging, SETRANGE staging, PEXPIRE staging, EXEC - no script. The
@@ -214,21 +216,21 @@ typedef struct chunk {
 static int build_chunk(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   chunk *ch = ctx;
   const bg_rotation *r = ch->r;
-  if (bgi_buf_reserve(&c->out, bgi_resp_bound(16, 128 + 3 * r->staging_key_len + ch->len)) != BG_OK)
+  if (bgi_buf_reserve(&c->out, bgi_resp_bound(16, 128 + 3 * r->staging_key.len + ch->len)) != BG_OK)
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
   bgi_resp_array(&c->out, 1);
   bgi_resp_cstr(&c->out, "MULTI");
   bgi_resp_array(&c->out, 2);
   bgi_resp_cstr(&c->out, "EXISTS");
-  bgi_resp_bulk(&c->out, r->staging_key, r->staging_key_len);
+  bgi_resp_key(&c->out, &r->staging_key);
   bgi_resp_array(&c->out, 4);
   bgi_resp_cstr(&c->out, "SETRANGE");
-  bgi_resp_bulk(&c->out, r->staging_key, r->staging_key_len);
+  bgi_resp_key(&c->out, &r->staging_key);
   bgi_resp_u64(&c->out, ch->offset);
   bgi_resp_bulk(&c->out, ch->data, ch->len);
   bgi_resp_array(&c->out, 3);
   bgi_resp_cstr(&c->out, "PEXPIRE");
-  bgi_resp_bulk(&c->out, r->staging_key, r->staging_key_len);
+  bgi_resp_key(&c->out, &r->staging_key);
   bgi_resp_u64(&c->out, (uint64_t)r->guarded_ttl_ms);
   bgi_resp_array(&c->out, 1);
   bgi_resp_cstr(&c->out, "EXEC");
@@ -250,7 +252,7 @@ static int parse_chunk(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
     return bgi_err_set(err, BG_EPROTO, "rotation upload: unexpected EXISTS reply");
   if (x->element[0]->integer != 1) {
     bg_rotation *r = (bg_rotation *)ch->r;
-    return bgi_rot_vanished(r, "upload", r->staging_key, err);
+    return bgi_rot_vanished(r, "upload", r->staging_key.s, err);
   }
   return BG_OK;
 }
@@ -265,8 +267,8 @@ int bgi_rot_step_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err) {
   snprintf(lease, sizeof lease, "%lld", (long long)r->opts.rotate_lease_ms);
   snprintf(ttl, sizeof ttl, "%lld", (long long)r->guarded_ttl_ms);
   const bg_filter *f = r->f;
-  const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, r->token, lease, ttl};
-  size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, 32, strlen(lease), strlen(ttl)};
+  const char *argv[] = {f->rotation_key.s, r->staging_key.s, f->delta_key.s, r->token, lease, ttl};
+  size_t lens[] = {f->rotation_key.len, r->staging_key.len, f->delta_key.len, 32, strlen(lease), strlen(ttl)};
   bgi_step s = {.script = &renew_script, .nkeys = 3, .nargs = 3, .argv = argv, .lens = lens};
   int st = bgi_step_run(r->f->client, r->f->slot, deadline_ns, &s, err);
   if (st == BG_OK && s.ints[0] != 1) return lease_lost(r, "lease renewal", err);
@@ -278,13 +280,13 @@ int bgi_rot_step_commit(bg_rotation *r, bgi_err *err) {
   snprintf(ttl, sizeof ttl, "%lld", (long long)r->opts.rotate_staging_ttl_ms);
   snprintf(bytes, sizeof bytes, "%llu", (unsigned long long)r->upload_total);
   const bg_filter *f = r->f;
-  const char *argv[] = {f->config_key, f->name, f->rotation_key, r->staging_key, f->delta_key, f->spare_key, r->token, ttl,
-                        bytes};
-  size_t lens[] = {f->config_key_len, f->name_len, f->rotation_key_len, r->staging_key_len, f->delta_key_len,
-                   f->spare_key_len, 32, strlen(ttl), strlen(bytes)};
+  const char *argv[] = {f->config_key.s, f->name.s, f->rotation_key.s, r->staging_key.s, f->delta_key.s,
+                        f->spare_key.s, r->token, ttl, bytes};
+  size_t lens[] = {f->config_key.len, f->name.len, f->rotation_key.len, r->staging_key.len, f->delta_key.len,
+                   f->spare_key.len, 32, strlen(ttl), strlen(bytes)};
   bgi_step s = {.script = &commit_script, .nkeys = 6, .nargs = 3, .argv = argv, .lens = lens, .durable = 1};
   int st = run_step(r, &s, err);
-  if (st == BG_OK && s.ints[0] == 2) return bgi_rot_vanished(r, "commit", r->staging_key, err);
+  if (st == BG_OK && s.ints[0] == 2) return bgi_rot_vanished(r, "commit", r->staging_key.s, err);
   if (st == BG_OK && s.ints[0] != 1) return lease_lost(r, "commit", err);
   return st;
 }
@@ -293,24 +295,24 @@ int bgi_rot_step_abort(bg_rotation *r, bgi_err *err) {
   char ttl[24];
   snprintf(ttl, sizeof ttl, "%lld", (long long)r->opts.rotate_staging_ttl_ms);
   const bg_filter *f = r->f;
-  const char *argv[] = {f->rotation_key, r->staging_key, f->delta_key, f->spare_key, r->token, ttl};
-  size_t lens[] = {f->rotation_key_len, r->staging_key_len, f->delta_key_len, f->spare_key_len, 32, strlen(ttl)};
+  const char *argv[] = {f->rotation_key.s, r->staging_key.s, f->delta_key.s, f->spare_key.s, r->token, ttl};
+  size_t lens[] = {f->rotation_key.len, r->staging_key.len, f->delta_key.len, f->spare_key.len, 32, strlen(ttl)};
   bgi_step s = {.script = &abort_script, .nkeys = 4, .nargs = 2, .argv = argv, .lens = lens};
   return run_step(r, &s, err);
 }
 
-int bgi_rot_drain_delta(bg_rotation *r, const char *target, size_t target_len, bgi_err *err) {
+int bgi_rot_drain_delta(bg_rotation *r, const bgi_key *target, bgi_err *err) {
   const bg_filter *f = r->f;
   char limit[24];
   snprintf(limit, sizeof limit, "%d", BGI_DRAIN_SLICE);
-  const char *argv[] = {f->rotation_key, target, f->delta_key, r->token, limit};
-  size_t lens[] = {f->rotation_key_len, target_len, f->delta_key_len, 32, strlen(limit)};
+  const char *argv[] = {f->rotation_key.s, target->s, f->delta_key.s, r->token, limit};
+  size_t lens[] = {f->rotation_key.len, target->len, f->delta_key.len, 32, strlen(limit)};
   /* bounded: adds arriving faster than the drain are left to the final step */
   for (int i = 0; i < 64; i++) {
     bgi_step s = {.script = &drain_script, .nkeys = 3, .nargs = 2, .argv = argv, .lens = lens};
     int st = run_step(r, &s, err);
     if (st != BG_OK) return st;
-    if (s.ints[0] == 2) return bgi_rot_vanished(r, "commit", target, err);
+    if (s.ints[0] == 2) return bgi_rot_vanished(r, "commit", target->s, err);
     if (s.ints[0] != 1) return lease_lost(r, "commit", err);
     if (s.nints < 2 || s.ints[1] <= BGI_DRAIN_SLICE) return BG_OK;
   }

@@ -31,7 +31,7 @@ static int upload(bg_rotation *r, bgi_err *err) {
 
 static int commit(bg_rotation *r, bgi_err *err) {
   int st = upload(r, err);
-  if (st == BG_OK) st = bgi_rot_drain_delta(r, r->staging_key, r->staging_key_len, err);
+  if (st == BG_OK) st = bgi_rot_drain_delta(r, &r->staging_key, err);
   if (st == BG_OK) st = bgi_rot_report(r, BG_PHASE_COMMITTING, 1, err);
   if (st == BG_OK) st = bgi_rot_step_commit(r, err);
   if (st == BG_OK) bgi_leased_settle(r);

@@ -56,15 +56,10 @@
  * server-side step, so tokens are strictly increasing across every hold of this lock by any
  * bloomguard process; a reentrant acquire returns the token of the hold it re-enters. Holds
  * taken by Redisson draw no token.
- * The fence key lives forever, on purpose: it is what keeps tokens from going backwards. Were it
- * to expire or be deleted while a stale holder (paused, partitioned, its lease run out) still
- * carries token 41, the next holder would draw token 1 and the storage checking tokens would
- * reject the live writer and accept the stale one. So nothing bloomguard does deletes it - not
- * the last release, not bg_filter_delete (a filter's lock, "{NAME}:lock:fence", outlives the
- * filter: a writer that took its token before the delete must still lose to every later one) -
- * except bg_lock_retire below, which you call for a name that will not be used again. Each name
- * ever locked costs one small string key (about 60 bytes) until then. docs/layout.md lists
- * every key.
+ * The fence key lives forever, on purpose (docs/layout.md says why): nothing bloomguard does
+ * deletes it - not the last release, not bg_filter_delete (a filter's lock, "{NAME}:lock:fence",
+ * outlives the filter) - except bg_lock_retire below, for a name that will not be used again.
+ * docs/layout.md lists every key.
  *
  * The lease. One renewal thread for the whole process (started with the first hold, ending when
  * no handle that held is open) renews every hold of every handle every third of that handle's

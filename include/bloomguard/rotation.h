@@ -61,12 +61,9 @@
  * BG_ROTATE_NAIVE is the rebuild that fails in production, kept on purpose to reproduce the
  * failure in tests and demos: delete, tryInit, then add in batches straight into the live keys.
  *
- * Staging keys (same cluster slot as the filter), named like the config key: NAME's "rotation"
- * (lease hash), "next:TOKEN" (the bitmap being uploaded, one per rotation: a rotator that lost
- * its lease writes only into its own), "delta" (a list: the next-generation bit offsets of items
- * added during the rotation) and "spare" (the previous generation's bitmap, kept after a commit
- * with the staging TTL so that the next rotation overwrites it in place instead of growing a new
- * value; its old bits never survive). All carry a TTL; abort removes "next:TOKEN" and "delta" at
+ * Staging keys, in the filter's cluster slot and named like its config key: NAME's "rotation"
+ * (the lease), "next:TOKEN" (this rotation's upload), "delta" and "spare"; docs/layout.md says
+ * what each holds and who reads it. All carry a TTL; abort removes "next:TOKEN" and "delta" at
  * once (the former becomes the spare), the others expire.
  *
  * Thread safety: a bg_rotation is driven by one thread at a time (add_many hashes on several

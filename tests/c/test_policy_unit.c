@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "call.h"
+#include "common/call.h"
 #include "harness.h"
 #include "filter/filter.h"
 

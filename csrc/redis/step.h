@@ -4,16 +4,16 @@
  * NOSCRIPT (bgi_client_call_script).
  *
  * Every step declares one key more than its own, last (so KEYS[1..nkeys] are unchanged): a key
- * of the step's slot that never exists, "bloomguard:migration-guard:{N}". While a Redis Cluster
- * migrates that slot, Redis checks each command a running script sends and fails the one that
+ * of the step's slot that never exists, BGI_KEY_MIGRATION_GUARD "{N}" (redis/layout.h). While a
+ * Redis Cluster migrates that slot, Redis checks each command a running script sends and fails the one that
  * touches a key missing there (as it would answer ASK) - after the commands before it took
  * effect: a step that deletes a key and touches it again (a delta consumed, a hash recreated, a
  * RENAME onto a key renamed away) would stop half-done. With a declared key missing, Redis
  * refuses to start the step at all during a migration (TRYAGAIN, before anything runs), and
  * bgi_client_call waits the migration out.
  */
-#ifndef BG_INTERNAL_SCRIPT_STEP_H
-#define BG_INTERNAL_SCRIPT_STEP_H
+#ifndef BG_INTERNAL_REDIS_STEP_H
+#define BG_INTERNAL_REDIS_STEP_H
 
 #include "client.h"
 #include "redis/script.h"

@@ -1,17 +1,17 @@
-#include "script_step.h"
+/* One Lua step of a rotation or a lock (step.h). */
+#include "redis/step.h"
 
 #include <stdio.h>
 #include <string.h>
 
 #include "redis/keyslot.h"
-
-#define GUARD_PREFIX "bloomguard:migration-guard:"
+#include "redis/layout.h"
 
 static int build_step(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   bgi_step *s = ctx;
   size_t payload = 0;
   char guard[64];
-  int glen = snprintf(guard, sizeof guard, GUARD_PREFIX "{%u}", bgi_slot_tag((unsigned)s->slot));
+  int glen = snprintf(guard, sizeof guard, BGI_KEY_MIGRATION_GUARD "{%u}", bgi_slot_tag((unsigned)s->slot));
   for (size_t i = 0; i < s->nkeys + s->nargs; i++) payload += s->lens[i];
   if (bgi_script_begin(&c->out, s->script, s->run.use_body, s->nkeys + 1, s->nargs) != BG_OK ||
       bgi_buf_reserve(&c->out, bgi_resp_bound(s->nkeys + 1 + s->nargs, payload + (size_t)glen)) != BG_OK)

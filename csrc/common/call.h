@@ -5,6 +5,7 @@
 #include <stdatomic.h>
 
 #include "bloomguard/call.h"
+#include "common/clock.h"
 #include "common/err.h"
 
 /* bg_call_cancel must be a plain lock-free store to be async-signal-safe */
@@ -21,12 +22,9 @@ struct bg_call {
   char msg[BGI_ERRMSG_MAX];
 };
 
-/* Nanoseconds since the monotonic epoch (CLOCK_MONOTONIC). */
-uint64_t bgi_now_ns(void);
-
 /* The absolute deadline of an operation started now with this call's timeout; 0 when it has none. */
 static inline uint64_t bgi_call_deadline(const bg_call *call) {
-  return call && call->timeout_ms ? bgi_now_ns() + (uint64_t)call->timeout_ms * 1000000u : 0;
+  return call && call->timeout_ms ? bgi_deadline_in_ms(call->timeout_ms) : 0;
 }
 
 /* Records BG_EINVAL for a NULL handle on the call (so its status is never the previous call's). */

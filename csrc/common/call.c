@@ -1,15 +1,9 @@
-#include "call.h"
+/* bg_call: one call's timeout, cancel flag and outcome (include/bloomguard/call.h). */
+#include "common/call.h"
 
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
-
-uint64_t bgi_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 int bgi_call_null_handle(bg_call *call, const char *what) {
   if (call) {

@@ -1,0 +1,63 @@
+/*
+ * Internal: every name bloomguard gives a key, a hash field, a value it compares or a channel in
+ * Redis - filters, rotations, locks. C code and Lua bodies both use these (Lua by string
+ * concatenation: "redis.call('HGET', KEYS[1], '" BGI_LOCK_MODE "')"), so a name is spelled once.
+ * docs/layout.md is the map: each key's type, who writes and reads it, which Redisson class
+ * shares it. Names Redisson shares must never change; ours could only change with a migration.
+ * Key suffixes are applied with Redisson's suffixName rule (redis/names.h).
+ */
+#ifndef BG_INTERNAL_LAYOUT_H
+#define BG_INTERNAL_LAYOUT_H
+
+/* ---- a filter: the bitmap is at NAME itself ------------------------------------------------- */
+
+/* suffix(NAME, ...): the config hash (Redisson RBloomFilter's) */
+#define BGI_KEY_CONFIG "config"
+/* Redisson's four config fields: size and hashIterations as plain decimals, expectedInsertions
+ * decimal, falseProbability in Java's Double.toString form */
+#define BGI_CONFIG_SIZE "size"
+#define BGI_CONFIG_K "hashIterations"
+#define BGI_CONFIG_N "expectedInsertions"
+#define BGI_CONFIG_FPP "falseProbability"
+/* ours, in the same hash (Redisson ignores it): an in-place rebuild is rewriting the bitmap */
+#define BGI_REBUILD_FIELD "bgRebuilding"
+
+/* ---- a rotation's keys (suffix(NAME, ...)) --------------------------------------------------- */
+
+#define BGI_KEY_ROTATION "rotation"   /* the lease hash */
+#define BGI_KEY_NEXT "next:"          /* + the rotation's token: its staging bitmap */
+#define BGI_KEY_DELTA "delta"         /* list of next-generation bit offsets added meanwhile */
+#define BGI_KEY_SPARE "spare"         /* the previous bitmap, the next upload's buffer */
+/* the lease hash's fields */
+#define BGI_LEASE_TOKEN "token"
+#define BGI_LEASE_OWNER "owner"
+#define BGI_LEASE_NEXT_SIZE "next_size"
+#define BGI_LEASE_NEXT_K "next_k"
+#define BGI_LEASE_NEXT_N "next_n"
+#define BGI_LEASE_NEXT_FPP "next_fpp"
+#define BGI_LEASE_TTL "ttl"           /* what adds give the delta list */
+
+/* ---- a lock (Redisson RLock's layout, plus ours) --------------------------------------------- */
+
+/* bg_lock_open(NAME): the lock key is NAME + ":" BGI_KEY_LOCK; a filter's own lock is
+ * suffix(NAME, BGI_KEY_LOCK), the same string for the tagged name (bgi_key_tagged) */
+#define BGI_KEY_LOCK "lock"
+/* suffix(L, ...) of a lock key L: fence counter, readers zset, waiting writers zset */
+#define BGI_KEY_FENCE "fence"
+#define BGI_KEY_READERS "readers"
+#define BGI_KEY_WRITERS "writers"
+/* ours, in the lock hash beside the holders: absent for an RLock layout hold */
+#define BGI_LOCK_MODE "mode"
+#define BGI_LOCK_MODE_WRITE "write"
+#define BGI_LOCK_MODE_READ "read"
+/* prefix(BGI_LOCK_CHANNEL, L): Redisson's LockPubSub channel, and its UNLOCK_MESSAGE */
+#define BGI_LOCK_CHANNEL "redisson_lock__channel"
+#define BGI_LOCK_UNLOCK_MESSAGE "0"
+
+/* ---- every Lua step ---------------------------------------------------------------------------- */
+
+/* + "{N}" (N picked for the step's slot): a key that never exists, declared by each step so a
+ * slot migration refuses the whole step (redis/step.h) */
+#define BGI_KEY_MIGRATION_GUARD "bloomguard:migration-guard:"
+
+#endif
