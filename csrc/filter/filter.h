@@ -7,7 +7,7 @@
 
 #include "bloomguard/filter.h"
 #include "common/call.h"
-#include "client.h"
+#include "client/client.h"
 #include "common/wait.h"
 #include "filter/stats.h"
 #include "hash/hash.h"

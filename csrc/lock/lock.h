@@ -8,7 +8,7 @@
 
 #include "bloomguard/lock.h"
 #include "common/call.h"
-#include "client.h"
+#include "client/client.h"
 #include "common/err.h"
 #include "common/wait.h"
 #include "redis/conn.h"

@@ -19,7 +19,7 @@
 
 #include "lock/lock.h"
 #include "redis/script.h"
-#include "redis/step.h"
+#include "client/step.h"
 
 #define LUA_PRELUDE \
   "if redis.replicate_commands then redis.replicate_commands() end\n" \

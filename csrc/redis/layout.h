@@ -57,7 +57,7 @@
 /* ---- every Lua step ---------------------------------------------------------------------------- */
 
 /* + "{N}" (N picked for the step's slot): a key that never exists, declared by each step so a
- * slot migration refuses the whole step (redis/step.h) */
+ * slot migration refuses the whole step (client/step.h) */
 #define BGI_KEY_MIGRATION_GUARD "bloomguard:migration-guard:"
 
 #endif

@@ -30,7 +30,7 @@
 
 #include "rotation/delta.h"
 #include "rotation/rotation.h"
-#include "redis/step.h"
+#include "client/step.h"
 
 /* KEYS config, bitmap, lease, lock; ARGV token, holder, next size, owner. The bitmap exists after.
  * {1, bitmap length}; {0}: the lease is gone; {2}: the write lock is not ours. */

@@ -32,7 +32,7 @@
 #include "redis/script.h"
 #include "rotation/delta.h"
 #include "rotation/rotation.h"
-#include "redis/step.h"
+#include "client/step.h"
 
 /* KEYS: rotation, staging, delta, spare. ARGV: token, owner, lease ms, size, k, n, fpp, guarded
  * TTL (also what adds give the delta), bitmap bytes. Reply {1, spare bytes now in staging} or

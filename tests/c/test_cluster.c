@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client/client.h"
 #include "cluster_fixture.h"
 #include "filters.h"
 #include "harness.h"

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "client.h"
+#include "client/client.h"
 #include "filters.h"
 #include "harness.h"
 #include "items.h"

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #ifdef BG_RACE_FAULT
-#include "client.h"
+#include "client/client.h"
 #include "redis/cluster.h"
 #endif
 

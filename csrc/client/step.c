@@ -1,5 +1,5 @@
 /* One Lua step of a rotation or a lock (step.h). */
-#include "redis/step.h"
+#include "client/step.h"
 
 #include <stdio.h>
 #include <string.h>

@@ -15,7 +15,7 @@
 #ifndef BG_INTERNAL_REDIS_STEP_H
 #define BG_INTERNAL_REDIS_STEP_H
 
-#include "client.h"
+#include "client/client.h"
 #include "redis/script.h"
 
 typedef struct bgi_step {
