@@ -250,10 +250,7 @@ int main(int argc, char **argv) {
     usage(argv[0]);
 
   bgb_server srv = {0};
-  if (!url) {
-    bgb_server_start(&srv);
-    url = srv.url;
-  }
+  url = bgb_server_or(url, &srv);
 
   /* the items: "p:%08u" are added, "a:%08u" never are; the query sequence alternates them */
   char *pool = malloc((size_t)N_QUERY * 12);

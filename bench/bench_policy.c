@@ -212,10 +212,7 @@ int main(int argc, char **argv) {
     usage(argv[0]);
 
   bgb_server srv = {0};
-  if (!url) {
-    bgb_server_start(&srv);
-    url = srv.url;
-  }
+  url = bgb_server_or(url, &srv);
   char *pool = malloc((size_t)N_QUERY * 12);
   g_items = malloc(N_QUERY * sizeof *g_items);
   g_lens = malloc(N_QUERY * sizeof *g_lens);

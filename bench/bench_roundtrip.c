@@ -218,10 +218,7 @@ int main(int argc, char **argv) {
     usage(argv[0]);
 
   bgb_server srv = {0};
-  if (!url) {
-    bgb_server_start(&srv);
-    url = srv.url;
-  }
+  url = bgb_server_or(url, &srv);
   static rt t;
   bg_options *o;
   bg_client *cl, *cl_full;

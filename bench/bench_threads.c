@@ -184,10 +184,7 @@ int main(int argc, char **argv) {
     } else bgb_die("usage: bench_threads [--url U] [--threads 8,64] [--rounds N] [--seconds S] [--conns N] [--nopipe]%s%s", "", "");
   }
   if (rounds < 1 || rounds > MAX_ROUNDS) bgb_die("--rounds: 1..21%s%s", "", "");
-  if (!url) {
-    bgb_server_start(&srv);
-    url = srv.url;
-  }
+  url = bgb_server_or(url, &srv);
   for (int i = 0; i < N_ITEMS; i++) lens[i] = (size_t)snprintf(items[i], sizeof items[i], "item-%d", i);
   redisContext *admin = bgb_raw_connect(url);
 

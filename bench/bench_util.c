@@ -89,3 +89,9 @@ double bgb_server_cpu_s(redisContext *c) {
   return u + s;
 }
 
+
+const char *bgb_server_or(const char *url, bgb_server *s) {
+  if (url) return url;
+  bgb_server_start(s);
+  return s->url;
+}

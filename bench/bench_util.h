@@ -40,6 +40,8 @@ static inline int bgb_client_open(bg_client **out, const char *url, const bg_opt
 
 /* Starts $BG_REDIS_SERVER or redis-server (no persistence, 127.0.0.1 only); exits on failure. */
 void bgb_server_start(bgb_server *s);
+/* url itself, or the URL of a server of our own started into s when url is NULL (--url not given). */
+const char *bgb_server_or(const char *url, bgb_server *s);
 /* Stops the server we started (by pid) and removes its directory; no-op otherwise. */
 void bgb_server_stop(bgb_server *s);
 /* A raw hiredis connection for redis://host[:port] or unix:///path (no auth, db 0); exits on failure. */

@@ -134,11 +134,7 @@ type filterSettings struct {
 // The Filter may be shared by any number of goroutines.
 func (c *Client) Filter(name string, opts ...FilterOption) (*Filter, error) {
 	var s filterSettings
-	for _, o := range opts {
-		if o != nil {
-			o(&s)
-		}
-	}
+	apply(&s, opts)
 	if strings.IndexByte(name, 0) >= 0 {
 		return nil, errorf(CodeInvalid, "the filter name contains a NUL byte")
 	}

@@ -270,11 +270,7 @@ func (h *lockHandle) close() {
 // See Lock for who holds it: open one Lock per goroutine that needs exclusion.
 func (c *Client) Lock(name string, opts ...LockOption) (*Lock, error) {
 	var s lockSettings
-	for _, o := range opts {
-		if o != nil {
-			o(&s)
-		}
-	}
+	apply(&s, opts)
 	if strings.IndexByte(name, 0) >= 0 {
 		return nil, errorf(CodeInvalid, "the lock name contains a NUL byte")
 	}
@@ -304,11 +300,7 @@ func (c *Client) Lock(name string, opts ...LockOption) (*Lock, error) {
 // in-place writes of its own. Exclusive and read holds do not stop queries.
 func (f *Filter) Lock(opts ...LockOption) (*Lock, error) {
 	var s lockSettings
-	for _, o := range opts {
-		if o != nil {
-			o(&s)
-		}
-	}
+	apply(&s, opts)
 	o, err := newOptions(s.sets)
 	if err != nil {
 		return nil, err

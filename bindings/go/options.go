@@ -219,11 +219,7 @@ func WithClientName(name string) Option {
 // and returns the pool size asked for (0: the library's default).
 func buildOptions(opts []Option) (*C.bg_options, int64, error) {
 	var s openSettings
-	for _, o := range opts {
-		if o != nil {
-			o(&s)
-		}
-	}
+	apply(&s, opts)
 	if len(s.sets) == 0 {
 		return nil, 0, nil
 	}
@@ -287,3 +283,13 @@ func optionRange(id C.int, ms bool) string {
 
 // freeOptions frees what buildOptions returned (nil is fine).
 func freeOptions(o *C.bg_options) { C.bg_options_free(o) }
+
+// apply runs each option (nil ones are skipped) on the settings they fill: every constructor's
+// functional options (Option, FilterOption, LockOption, RotateOption, PolicyOption).
+func apply[S any, O ~func(*S)](s *S, opts []O) {
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+}

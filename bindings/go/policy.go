@@ -112,11 +112,7 @@ type Policy struct {
 // option.
 func NewPolicy(opts ...PolicyOption) (*Policy, error) {
 	p := &Policy{}
-	for _, o := range opts {
-		if o != nil {
-			o(p)
-		}
-	}
+	apply(p, opts)
 	cp, err := p.build(0)
 	if err != nil {
 		return nil, err

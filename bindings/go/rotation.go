@@ -252,11 +252,7 @@ func (f *Filter) Rotate(ctx context.Context, expectedInsertions int64, fpp float
 		return errorf(CodeInvalid, "Rotate: fn is nil")
 	}
 	var s rotateSettings
-	for _, o := range opts {
-		if o != nil {
-			o(&s)
-		}
-	}
+	apply(&s, opts)
 	o, err := newOptions(s.sets)
 	if err != nil {
 		return err

@@ -239,6 +239,14 @@ static bgi_script retire_script = {
     "return {1, existed}\n",
 };
 
+/* Who holds the lock, from an acquire's or a retire's refusal: {status, pttl, holders} and {who, mode}. */
+static void held_by(const bgi_step *s, bgi_acq *out) {
+  out->pttl = s->nints > 1 ? s->ints[1] : -2;
+  out->holders = s->nints > 2 ? s->ints[2] : 0;
+  snprintf(out->who, sizeof out->who, "%s", s->str[0]);
+  snprintf(out->mode, sizeof out->mode, "%.15s", s->str[1]);
+}
+
 static int run_step(bg_lock *l, uint64_t deadline_ns, bgi_step *s, bgi_err *err) {
   int st = bgi_step_run(l->client, l->slot, deadline_ns, s, err);
   if (st == BG_OK && s->nints == 0) st = bgi_err_set(err, BG_EPROTO, "%s: unexpected reply", s->script->name);
@@ -268,10 +276,7 @@ int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int ki
       break;
     case 0:
     case 2:
-      out->pttl = s.nints > 1 ? s.ints[1] : -2;
-      out->holders = s.nints > 2 ? s.ints[2] : 0;
-      snprintf(out->who, sizeof out->who, "%s", s.str[0]);
-      snprintf(out->mode, sizeof out->mode, "%.15s", s.str[1]);
+      held_by(&s, out);
       break;
     case 3:
       break;
@@ -358,10 +363,7 @@ int bgi_lock_step_retire(bg_lock *l, uint64_t deadline_ns, bgi_acq *out, bgi_err
       break;
     case 0:
     case 2:
-      out->pttl = s.nints > 1 ? s.ints[1] : -2;
-      out->holders = s.nints > 2 ? s.ints[2] : 0;
-      snprintf(out->who, sizeof out->who, "%s", s.str[0]);
-      snprintf(out->mode, sizeof out->mode, "%.15s", s.str[1]);
+      held_by(&s, out);
       break;
     default:
       return bgi_err_set(err, BG_EPROTO, "lock retire: unexpected status %lld", s.ints[0]);

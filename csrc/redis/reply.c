@@ -38,13 +38,7 @@ void bgi_arena_reset(bgi_arena *a) {
   if (b->next) {
     /* the last call needed several blocks: replace them by one that holds it all */
     size_t want = a->total;
-    while (b) {
-      bgi_arena_block *next = b->next;
-      free(b);
-      b = next;
-    }
-    a->head = NULL;
-    a->total = 0;
+    bgi_arena_free(a);
     if (arena_alloc(a, want)) a->head->used = 0;
     a->total = 0;
     return;
