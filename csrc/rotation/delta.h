@@ -52,4 +52,14 @@
 /* Offsets per drain step: 8 BITFIELD commands, about a millisecond of server time. */
 #define BGI_DRAIN_SLICE 8192
 
+/*
+ * The commit scripts' first step: read the lease hash KEYS[3] into r (r[1] the token; r[2..5] the
+ * next generation's size, k, n and fpp) and return {0} - the lease is gone or another's - unless
+ * its token is ARGV[1]. Needs the lease field names (redis/layout.h) where it is pasted.
+ */
+#define BGI_LUA_READ_LEASE                                                                            \
+  "local r = redis.call('HMGET', KEYS[3], '" BGI_LEASE_TOKEN "', '" BGI_LEASE_NEXT_SIZE "', '"         \
+  BGI_LEASE_NEXT_K "', '" BGI_LEASE_NEXT_N "', '" BGI_LEASE_NEXT_FPP "')\n"                            \
+  "if r[1] ~= ARGV[1] then return {0} end\n"
+
 #endif

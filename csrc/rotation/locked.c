@@ -70,9 +70,7 @@ static bgi_script finish_script = {
   .name = "locked rotation commit",
   .body =
     BGI_LUA_MERGE_DELTA
-    "local r = redis.call('HMGET', KEYS[3], '" BGI_LEASE_TOKEN "', '" BGI_LEASE_NEXT_SIZE "', '" BGI_LEASE_NEXT_K "', "
-    "'" BGI_LEASE_NEXT_N "', '" BGI_LEASE_NEXT_FPP "')\n"
-    "if r[1] ~= ARGV[1] then return {0} end\n"
+    BGI_LUA_READ_LEASE
     "if not redis.call('HGET', KEYS[5], ARGV[2]) then return {2} end\n"
     "if redis.call('EXISTS', KEYS[2]) == 0 or redis.call('STRLEN', KEYS[2]) < tonumber(ARGV[3]) then return {3} end\n"
     "bgi_merge_delta(KEYS[2], KEYS[4])\n"

@@ -89,9 +89,7 @@ static bgi_script commit_script = {
   .name = "rotation commit",
   .body =
     BGI_LUA_MERGE_DELTA
-    "local r = redis.call('HMGET', KEYS[3], '" BGI_LEASE_TOKEN "', '" BGI_LEASE_NEXT_SIZE "', '" BGI_LEASE_NEXT_K "', "
-    "'" BGI_LEASE_NEXT_N "', '" BGI_LEASE_NEXT_FPP "')\n"
-    "if r[1] ~= ARGV[1] then return {0} end\n"
+    BGI_LUA_READ_LEASE
     "local have = redis.call('STRLEN', KEYS[4])\n"
     "if redis.call('EXISTS', KEYS[4]) == 0 or have < tonumber(ARGV[3]) then return {2, have} end\n"
     "local ttl = redis.call('PTTL', KEYS[2])\n"
