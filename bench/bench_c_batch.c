@@ -68,7 +68,7 @@ int main(int argc, char **argv) {
   char err[512];
   if (bg_options_new(&o) != BG_OK) fail("options", "out of memory");
   bg_options_set_int(o, BG_OPT_POOL_SIZE, 1);
-  if (bgb_client_open(&cl, url, o, err, sizeof err) != BG_OK) fail("bg_client_open", err);
+  if (bgt_client_open(&cl, url, o, err, sizeof err) != BG_OK) fail("bg_client_open", err);
   bg_options_free(o);
   if (bg_filter_open(&f, cl, name) != BG_OK) fail("bg_filter_open", bg_client_errmsg(cl));
 

@@ -119,7 +119,7 @@ int main(int argc, char **argv) {
   char err[512];
   bg_options_new(&o);
   bg_options_set_int(o, BG_OPT_POOL_SIZE, threads);
-  if (bgb_client_open(&c, url, o, err, sizeof err) != BG_OK) bgb_die("open %s: %s", url, err);
+  if (bgt_client_open(&c, url, o, err, sizeof err) != BG_OK) bgb_die("open %s: %s", url, err);
   bg_options_free(o);
 
   bg_filter *one[MAX_THREADS], *spread[MAX_THREADS];

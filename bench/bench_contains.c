@@ -270,7 +270,7 @@ int main(int argc, char **argv) {
   bg_options_new(&o);
   bg_options_set_int(o, BG_OPT_POOL_SIZE, 1);
   bg_options_set_int(o, BG_OPT_TRACKING, tracking);
-  if (bgb_client_open(&cl, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
+  if (bgt_client_open(&cl, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
   bg_options_free(o);
   snprintf(name, sizeof name, "bloomguard-bench:contains:%ld", (long)getpid());
   bench b = {.items = items, .lens = lens, .name = name, .name_len = strlen(name)};

@@ -243,7 +243,7 @@ int main(int argc, char **argv) {
     bg_client *cl;
     bg_options_new(&o);
     bg_options_set_int(o, BG_OPT_POOL_SIZE, threads);
-    if (bgb_client_open(&cl, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
+    if (bgt_client_open(&cl, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
     bg_options_free(o);
     side sides[2] = {{"none", NULL}, {"policy", NULL}};
     for (int i = 0; i < 2; i++)

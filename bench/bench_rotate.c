@@ -283,7 +283,7 @@ static bg_client *open_client(const char *url, int pool) {
   bg_options_new(&o);
   if (pool > 0) bg_options_set_int(o, BG_OPT_POOL_SIZE, pool);
   bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 30000);
-  if (bgb_client_open(&c, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
+  if (bgt_client_open(&c, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
   bg_options_free(o);
   return c;
 }

@@ -225,9 +225,9 @@ int main(int argc, char **argv) {
   char err[512];
   bg_options_new(&o);
   bg_options_set_int(o, BG_OPT_POOL_SIZE, 1);
-  if (bgb_client_open(&cl, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
+  if (bgt_client_open(&cl, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
   bg_options_set_int(o, BG_OPT_TRACKING, 0);
-  if (bgb_client_open(&cl_full, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
+  if (bgt_client_open(&cl_full, url, o, err, sizeof err) != BG_OK) bgb_die("bg_client_open %s: %s", url, err);
   bg_options_free(o);
   snprintf(t.name, sizeof t.name, "bloomguard-bench:roundtrip:%ld", (long)getpid());
   snprintf(t.config_key, sizeof t.config_key, "{%s}:config", t.name);

@@ -56,7 +56,7 @@ static bg_client *open_client(const char *url, const char *ca, int wait) {
   bg_options_set_int(o, BG_OPT_POOL_SIZE, 1);
   if (ca) bg_options_set_str(o, BG_OPT_TLS_CA_FILE, ca);
   if (wait) bg_options_set_int(o, BG_OPT_WAIT_REPLICAS, wait);
-  if (bgb_client_open(&c, url, o, err, sizeof err) != BG_OK) bgb_die("open %s: %s", url, err);
+  if (bgt_client_open(&c, url, o, err, sizeof err) != BG_OK) bgb_die("open %s: %s", url, err);
   bg_options_free(o);
   return c;
 }

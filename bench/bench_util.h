@@ -11,6 +11,7 @@
 #include <sys/types.h>
 
 #include "bloomguard.h"
+#include "client_open.h"   /* bgt_client_open */
 #include "server_proc.h"
 
 #define BGB_MAX_SAMPLES 64
@@ -26,17 +27,6 @@ char *bgb_put_u64(char *p, uint64_t v);
 
 /* pid 0 when not started by us; url redis://127.0.0.1:PORT */
 typedef bgt_server bgb_server;
-
-/* bg_client_open_ex with a call of its own, the failure's message copied to msg ("" on success). */
-static inline int bgb_client_open(bg_client **out, const char *url, const bg_options *opts, char *msg, size_t cap) {
-  bg_call *call = NULL;
-  int st = bg_call_new(&call);
-  if (st != BG_OK) return st;
-  st = bg_client_open_ex(out, call, url, opts);
-  if (msg && cap) snprintf(msg, cap, "%s", st == BG_OK ? "" : bg_call_errmsg(call));
-  bg_call_free(call);
-  return st;
-}
 
 /* Starts $BG_REDIS_SERVER or redis-server (no persistence, 127.0.0.1 only); exits on failure. */
 void bgb_server_start(bgb_server *s);

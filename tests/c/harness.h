@@ -12,6 +12,8 @@
 #include <bloomguard/client.h>
 #include <bloomguard/errors.h>
 
+#include "client_open.h"   /* bgt_client_open */
+
 extern int bgt_failures;
 extern const char *bgt_current;
 
@@ -55,17 +57,5 @@ int bgt_main(int argc, char **argv, const bgt_case *cases, size_t n);
 
 /* Wall clock in nanoseconds (CLOCK_MONOTONIC). */
 uint64_t bgt_now_ns(void);
-
-/* bg_client_open_ex with a call of its own, the failure's message copied to msg ("" on success):
- * the tests' shorthand for the open whose message has no handle to live on. */
-static inline int bgt_client_open(bg_client **out, const char *url, const bg_options *opts, char *msg, size_t cap) {
-  bg_call *call = NULL;
-  int st = bg_call_new(&call);
-  if (st != BG_OK) return st;
-  st = bg_client_open_ex(out, call, url, opts);
-  if (msg && cap) snprintf(msg, cap, "%s", st == BG_OK ? "" : bg_call_errmsg(call));
-  bg_call_free(call);
-  return st;
-}
 
 #endif
