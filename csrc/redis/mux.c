@@ -10,18 +10,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/cond.h"
 
 /* Replies one call may wait for (as bgi_client_call's). */
 #define MUX_MAX_REPLIES 4096
 /* The reader looks at the oldest call's stall limit at least this often. */
 #define MUX_POLL_MS 50
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /*
  * redisBufferWrite without SIGPIPE: several callers may write to a socket the server has just
@@ -129,7 +124,7 @@ static int deliver(bgi_mux *m, bgi_reply *r, wake_list *w) {
   bgi_mux_call *mc = m->head;
   if (!mc) return -1;   /* a reply nobody asked for: the stream is out of step */
   mc->rep[mc->got++] = r;
-  m->progress_ns = now_ns();
+  m->progress_ns = bgi_now_ns();
   if (mc->got < mc->nrep) return 0;
   m->head = mc->next;
   if (!m->head) m->tail = NULL;
@@ -193,11 +188,11 @@ static void read_some(bgi_mux *m, const bgi_mux_call *mine, uint64_t until_ns) {
   uint64_t cmd_ns = (uint64_t)m->set->ep->command_timeout_ms * 1000000u;
   if (m->idle) {
     /* nobody read since the last reader left: the silence is not the server's */
-    m->progress_ns = now_ns();
+    m->progress_ns = bgi_now_ns();
     m->idle = 0;
   }
   while (!mine->done && !m->failed && m->state == BGI_MUX_UP) {
-    uint64_t now = now_ns();
+    uint64_t now = bgi_now_ns();
     if (now >= until_ns) break;
     /* no reply for this long while someone was reading: the server or the network is gone */
     uint64_t since = m->head && m->head->linked_ns > m->progress_ns ? m->head->linked_ns : m->progress_ns;
@@ -364,7 +359,7 @@ static bgi_mux_call *take_call(bgi_muxset *s) {
 
 int bgi_muxset_begin(bgi_muxset *s, int64_t timeout_ms, bgi_mux_call **out, bgi_err *err) {
   int64_t wait_ms = timeout_ms > 0 ? timeout_ms : s->ep->command_timeout_ms;
-  uint64_t until = now_ns() + (uint64_t)wait_ms * 1000000u;
+  uint64_t until = bgi_now_ns() + (uint64_t)wait_ms * 1000000u;
   /* the one with the fewest calls in flight, the first among equals: one caller at a time keeps
    * to one connection (and its tracking verdicts); many spread out */
   bgi_mux *m = &s->mux[0];
@@ -388,7 +383,7 @@ int bgi_muxset_begin(bgi_muxset *s, int64_t timeout_ms, bgi_mux_call **out, bgi_
       }
       continue;
     }
-    struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u), .tv_nsec = (long)(until % 1000000000u)};
+    struct timespec ts = bgi_timespec(until);
     if (pthread_cond_timedwait(&m->cv, &m->mu, &ts) == ETIMEDOUT && (m->state != BGI_MUX_UP || m->failed)) {
       pthread_mutex_unlock(&m->mu);
       return bgi_err_set(err, BG_ETIMEOUT, "connecting took longer than %lld ms", (long long)wait_ms);
@@ -443,7 +438,7 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
   bgi_muxset *s = m->set;
   if (n > MUX_MAX_REPLIES) return bgi_err_set(err, BG_EINVAL, "internal: too many replies");
   if (n == 0) return BG_OK;
-  uint64_t now = now_ns(), cmd_ns = (uint64_t)s->ep->command_timeout_ms * 1000000u;
+  uint64_t now = bgi_now_ns(), cmd_ns = (uint64_t)s->ep->command_timeout_ms * 1000000u;
   bgi_arena_reset(&mc->ws.arena);
   mc->nrep = n;
   mc->got = 0;
@@ -475,7 +470,7 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
     write_queued(m);
     m->writing = 0;
   }
-  struct timespec ts = {.tv_sec = (time_t)(deadline_ns / 1000000000u), .tv_nsec = (long)(deadline_ns % 1000000000u)};
+  struct timespec ts = bgi_timespec(deadline_ns);
   while (!mc->done) {
     int timed_out = 0;
     if (m->failed && !m->reading && m->gen == mc->gen) {
@@ -491,7 +486,7 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
         teardown(m);
         continue;
       }
-      timed_out = !mc->done && now_ns() >= deadline_ns;
+      timed_out = !mc->done && bgi_now_ns() >= deadline_ns;
       if (timed_out) mc->abandoned = 1;   /* before the hand-off, which then skips it */
       hand_off(m);
       if (!timed_out) continue;
