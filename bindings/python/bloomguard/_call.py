@@ -27,14 +27,14 @@ Calls made on other threads carry no callback (no signal handler can run there).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from ._errors import BloomGuardError, InvalidArgument, error_for, strerror
 from ._ffi import cstr, ffi, lib
 from ._handle import Handle
 from ._options import seconds_to_ms
 
-__all__ = ["TimeoutArg", "invoke", "invoke_answer", "run_with_call", "timeout_ms", "park_callback_error", "SOURCES"]
+__all__ = ["TimeoutArg", "invoke", "invoke_answer", "run_with_call", "run_or_raise", "timeout_ms", "park_callback_error", "SOURCES"]
 
 TimeoutArg = Optional[float]
 
@@ -155,6 +155,29 @@ def failure(call: Any, st: int) -> BloomGuardError:
     """The exception for a failed call: this call's own message when the library recorded one."""
     msg = cstr(lib.bg_call_errmsg(call)) if lib.bg_call_status(call) == st else ""
     return error_for(st, msg)
+
+
+def run_or_raise(fn: Callable[[Any], int]) -> None:
+    """run_with_call for an open or a begin: a failure raises with that call's own message, read
+    while the call is still this one's (there is no handle yet to carry it, or the handle is
+    shared by other threads)."""
+    raised: List[BloomGuardError] = []
+
+    def on_call(call: Any) -> int:
+        st = int(fn(call))
+        if st != lib.BG_OK:
+            raised.append(failure(call, st))
+        return st
+
+    run_with_call(on_call)
+    if raised:
+        err = raised.pop()
+        try:
+            raise err
+        finally:
+            # no cycle through this frame (the traceback holds it): it would keep the caller's
+            # frames, and the handles in them, alive until the next garbage collection
+            del err
 
 
 def _run(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, answer: bool,

@@ -4,7 +4,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, Optional, Type
 
-from ._call import run_with_call
+from ._call import run_or_raise
 from ._errors import InvalidArgument, error_for
 from ._ffi import cstr, ffi, lib
 from ._filter import Filter
@@ -65,22 +65,12 @@ class Client:
         out = ffi.new("bg_client **")
         curl = url.encode("utf-8")
         copts = opts if opts is not None else ffi.NULL
-        msg = [""]
-
-        def open_ex(call: Any) -> int:
-            # no client yet to carry a failure's message: it is only on the call
-            st = int(lib.bg_client_open_ex(out, call, curl, copts))
-            if st != lib.BG_OK:
-                msg[0] = cstr(lib.bg_call_errmsg(call))
-            return st
-
         try:
-            st = run_with_call(open_ex)
+            # no client yet to carry a failure's message: it is only on the call
+            run_or_raise(lambda call: lib.bg_client_open_ex(out, call, curl, copts))
         finally:
             if opts is not None:
                 ffi.release(opts)  # the client copied what it needs
-        if st != lib.BG_OK:
-            raise error_for(st, msg[0])
         self._handle = Handle(out[0], lib.bg_client_close, "client")
 
     def filter(self, name: str, policy: Optional[Policy] = None) -> Filter:

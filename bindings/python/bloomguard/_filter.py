@@ -9,7 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Type, Union
 
 from ._answer import Answer, Answers
-from ._call import SOURCES, TimeoutArg, invoke, invoke_answer, run_with_call
+from ._call import SOURCES, TimeoutArg, invoke, invoke_answer, run_or_raise
 from ._errors import InvalidArgument, error_for
 from ._ffi import cstr, ffi, lib
 from ._handle import Handle
@@ -84,18 +84,8 @@ class Filter:
         cptr = chandle.enter()
         try:
             out = ffi.new("bg_filter **")
-            msg = [""]
-
-            def open_ex(call: Any) -> int:
-                # the message on this call, not on the client other threads share
-                st = int(lib.bg_filter_open_ex(out, call, cptr, raw))
-                if st != lib.BG_OK:
-                    msg[0] = cstr(lib.bg_call_errmsg(call))
-                return st
-
-            st = run_with_call(open_ex)
-            if st != lib.BG_OK:
-                raise error_for(st, msg[0])
+            # the message on this call, not on the client other threads share
+            run_or_raise(lambda call: lib.bg_filter_open_ex(out, call, cptr, raw))
             self._handle = Handle(out[0], lib.bg_filter_close, "filter")
         finally:
             chandle.leave()
