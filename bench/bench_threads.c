@@ -13,6 +13,7 @@
  *
  *   bench_threads [--url redis://host:port] [--threads 8,64] [--rounds N (5)] [--seconds S (1.0)]
  *                 [--conns N (2)] [--nopipe]
+ *                 [--only bg|raw|nopipe (one side alone, to profile it)]
  */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
@@ -169,7 +170,7 @@ static double pct(side_result *r, double p) {
 }
 
 int main(int argc, char **argv) {
-  int rounds = 5, conns = 2, nopipe = 0, tlist[8] = {8, 64}, nt = 2;
+  int rounds = 5, conns = 2, nopipe = 0, only = -1, tlist[8] = {8, 64}, nt = 2;
   double seconds = 1.0;
   bgb_server srv = {0};
   for (int i = 1; i < argc; i++) {
@@ -178,6 +179,13 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
     else if (!strcmp(argv[i], "--conns") && i + 1 < argc) conns = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--nopipe")) nopipe = 1;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+      /* one side alone, for profiling it (perf stat / perf record): no ratio is printed */
+      const char *v = argv[++i];
+      only = !strcmp(v, "bg") ? SIDE_BG : !strcmp(v, "raw") ? SIDE_RAW : !strcmp(v, "nopipe") ? SIDE_NOPIPE : -2;
+      if (only == -2) bgb_die("--only: bg, raw or nopipe%s%s", "", "");
+      if (only == SIDE_NOPIPE) nopipe = 1;
+    }
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
       nt = 0;
       for (char *s = strtok(argv[++i], ","); s && nt < 8; s = strtok(NULL, ",")) tlist[nt++] = atoi(s);
@@ -221,6 +229,7 @@ int main(int argc, char **argv) {
       int order[NSIDES] = {SIDE_BG, SIDE_RAW, SIDE_NOPIPE}, ns = nopipe ? 3 : 2;
       if (r % 2) order[0] = SIDE_RAW, order[1] = SIDE_BG;
       for (int s = 0; s < ns; s++)
+        if (only < 0 || order[s] == only)
         run_side(order[s], T, seconds, order[s] == SIDE_NOPIPE ? fpool : f, order[s] == SIDE_RAW ? raw : NULL, admin,
                  &res[order[s]], r);
       ratio[r] = res[SIDE_BG].rate[r] / res[SIDE_RAW].rate[r];
@@ -230,12 +239,13 @@ int main(int argc, char **argv) {
     printf("  %-26s %12s %10s %10s %14s %14s\n", "side", "items/s", "p50 us", "p99 us", "srv CPU us/q", "srv cmd us/q");
     for (int s = 0; s < (nopipe ? 3 : 2); s++) {
       side_result *x = &res[s];
+      if (!x->queries) continue;
       printf("  %-26s %12.0f %10.1f %10.1f %14.2f %14.2f\n", side_name[s], bgb_median(x->rate, rounds), pct(x, 0.50),
              pct(x, 0.99), x->cpu_us_per_q / (double)x->queries, x->cmd_us_per_q / (double)x->queries);
     }
-    printf("  ratio bg / raw (median of rounds): %.2fx; p99 bg / raw: %.2fx\n", bgb_median(ratio, rounds),
+    if (only < 0) printf("  ratio bg / raw (median of rounds): %.2fx; p99 bg / raw: %.2fx\n", bgb_median(ratio, rounds),
            pct(&res[SIDE_BG], 0.99) / pct(&res[SIDE_RAW], 0.99));
-    if (nopipe) printf("  ratio bg / bg without pipelining: %.2fx\n", bgb_median(ratio_np, rounds));
+    if (nopipe && only < 0) printf("  ratio bg / bg without pipelining: %.2fx\n", bgb_median(ratio_np, rounds));
     for (int s = 0; s < NSIDES; s++) free(res[s].lat);
     for (int i = 0; i < T; i++) redisFree(raw[i]);
     if (nopipe) {
