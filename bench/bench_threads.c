@@ -12,7 +12,7 @@
  * sum of usec over all commands) divided by the queries answered.
  *
  *   bench_threads [--url redis://host:port] [--threads 8,64] [--rounds N (5)] [--seconds S (1.0)]
- *                 [--conns N (2)] [--nopipe]
+ *                 [--conns N (2)] [--spin US (0)] [--nopipe]
  *                 [--only bg|raw|nopipe (one side alone, to profile it)]
  */
 #include <hiredis/hiredis.h>
@@ -170,7 +170,7 @@ static double pct(side_result *r, double p) {
 }
 
 int main(int argc, char **argv) {
-  int rounds = 5, conns = 2, nopipe = 0, only = -1, tlist[8] = {8, 64}, nt = 2;
+  int rounds = 5, conns = 2, spin_us = 0, nopipe = 0, only = -1, tlist[8] = {8, 64}, nt = 2;
   double seconds = 1.0;
   bgb_server srv = {0};
   for (int i = 1; i < argc; i++) {
@@ -178,6 +178,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) seconds = atof(argv[++i]);
     else if (!strcmp(argv[i], "--conns") && i + 1 < argc) conns = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--spin") && i + 1 < argc) spin_us = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--nopipe")) nopipe = 1;
     else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
       /* one side alone, for profiling it (perf stat / perf record): no ratio is printed */
@@ -189,7 +190,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
       nt = 0;
       for (char *s = strtok(argv[++i], ","); s && nt < 8; s = strtok(NULL, ",")) tlist[nt++] = atoi(s);
-    } else bgb_die("usage: bench_threads [--url U] [--threads 8,64] [--rounds N] [--seconds S] [--conns N] [--nopipe]%s%s", "", "");
+    } else bgb_die("usage: bench_threads [--url U] [--threads 8,64] [--rounds N] [--seconds S] [--conns N] [--spin US] [--nopipe] [--only SIDE]%s%s", "", "");
   }
   if (rounds < 1 || rounds > MAX_ROUNDS) bgb_die("--rounds: 1..21%s%s", "", "");
   url = bgb_server_or(url, &srv);
@@ -201,6 +202,7 @@ int main(int argc, char **argv) {
   bg_filter *f = NULL, *fpool = NULL;
   bg_options_new(&o);
   bg_options_set_int(o, BG_OPT_PIPELINE_CONNS, conns);
+  if (bg_options_set_int(o, BG_OPT_PIPELINE_SPIN_US, spin_us) != BG_OK) bgb_die("--spin: 0..1000 (microseconds)%s%s", "", "");
   if (bg_client_open(&c, url, o) != BG_OK) bgb_die("open: %s%s", url, "");
   if (bg_filter_open(&f, c, NAME) != BG_OK) bgb_die("filter open%s%s", "", "");
   bg_filter_delete(f, NULL);
@@ -209,7 +211,8 @@ int main(int argc, char **argv) {
     if (bg_filter_add(f, items[i], lens[i], NULL) != BG_OK) bgb_die("add%s%s", "", "");
   if (bg_filter_info(f, &fsize, &fk, NULL, NULL) != BG_OK) bgb_die("info%s%s", "", "");
 
-  printf("bench_threads: %d round(s) of %.2f s per side, BG_OPT_PIPELINE_CONNS %d, k = %u\n", rounds, seconds, conns, fk);
+  printf("bench_threads: %d round(s) of %.2f s per side, BG_OPT_PIPELINE_CONNS %d, BG_OPT_PIPELINE_SPIN_US %d, k = %u\n",
+         rounds, seconds, conns, spin_us, fk);
   for (int ti = 0; ti < nt; ti++) {
     int T = tlist[ti];
     if (T < 1 || T > MAX_THREADS) bgb_die("--threads: 1..128%s%s", "", "");

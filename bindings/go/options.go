@@ -125,6 +125,13 @@ func WithPipelineConns(n int) Option {
 	return intOption("WithPipelineConns", C.BG_OPT_PIPELINE_CONNS, int64(n))
 }
 
+// WithPipelineSpin lets a call waiting for its reply on a multiplexed connection spin (yielding
+// the CPU) up to d before it sleeps (BG_OPT_PIPELINE_SPIN_US; default 0: it sleeps at once;
+// 0..1 ms): a reply due within d then costs no sleep and no wake-up, for CPU spent spinning.
+func WithPipelineSpin(d time.Duration) Option {
+	return intOption("WithPipelineSpin", C.BG_OPT_PIPELINE_SPIN_US, d.Microseconds())
+}
+
 // WithWaitReplicas makes every add, lock acquire / release and rotation commit wait for n replicas
 // to acknowledge it (WAIT n, in the same round trip; BG_OPT_WAIT_REPLICAS, default 0: off); fewer
 // within WithWaitTimeout is ErrTimeout (the master applied it, a failover may lose it; a lock

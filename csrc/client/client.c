@@ -38,6 +38,13 @@ static int cluster_slots(bgi_conn *conn, bgi_reply **out, int64_t timeout_ms, bg
 }
 
 /* redis-sentinel://: the sentinels name the master, which then confirms it (ROLE). */
+/* The cluster's nodes get the multiplexed connections a standalone client would (set before the
+ * first load makes them). */
+static void use_mux_options(bg_client *c) {
+  c->cluster->mux_conns = c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0;
+  c->cluster->mux_spin_ns = (uint64_t)c->opts.pipeline_spin_us * 1000u;
+}
+
 static int discover_sentinel(bg_client *c, bgi_err *err) {
   const bgi_url *u = &c->ep.url;
   if (c->opts.cluster == BG_CLUSTER_ON)
@@ -46,7 +53,7 @@ static int discover_sentinel(bg_client *c, bgi_err *err) {
   if (!(c->cluster = malloc(sizeof *c->cluster))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   c->ep.require_master = 1;
   bgi_cluster_init(c->cluster, &c->ep, (size_t)c->opts.pool_size, u->hosts, u->nhosts);
-  c->cluster->mux_conns = c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0;
+  use_mux_options(c);
   bgi_cluster_use_sentinel(c->cluster, u->master_name, c->opts.sentinel_username, c->opts.sentinel_password);
   int st = bgi_cluster_reload(c->cluster, 0, err);
   if (st == BG_OK && bgi_cluster_start(c->cluster) != BG_OK)
@@ -120,7 +127,7 @@ static int discover(bg_client *c, bgi_err *err) {
       seeds = &seed0, nseeds = 0;
     }
     bgi_cluster_init(c->cluster, &c->ep, (size_t)c->opts.pool_size, seeds, nseeds);
-    c->cluster->mux_conns = c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0;
+    use_mux_options(c);
     size_t gaps = 0;
     unsigned first_gap = 0;
     st = bgi_cluster_load(c->cluster, r, u->is_unix ? "127.0.0.1" : ep.url.host, &gaps, &first_gap, err);
@@ -171,7 +178,8 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
     st = bgi_err_set(err, BG_ENOMEM, "out of memory");
     goto fail;
   }
-  if (bgi_muxset_init(&c->mux, c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0, &c->ep) != BG_OK) {
+  if (bgi_muxset_init(&c->mux, c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0,
+                      (uint64_t)c->opts.pipeline_spin_us * 1000u, &c->ep) != BG_OK) {
     st = bgi_err_set(err, BG_ENOMEM, "out of memory");
     goto fail;
   }

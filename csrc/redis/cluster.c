@@ -72,7 +72,7 @@ static long add_node(bgi_cluster *cl, const char *host, int port) {
     free(n);
     return -1;
   }
-  if (bgi_muxset_init(&n->mux, cl->mux_conns, &n->ep) != BG_OK) {
+  if (bgi_muxset_init(&n->mux, cl->mux_conns, cl->mux_spin_ns, &n->ep) != BG_OK) {
     bgi_muxset_destroy(&n->mux);
     bgi_pool_destroy(&n->pool);
     free(n);

@@ -51,6 +51,7 @@ typedef struct bgi_cluster {
   const bgi_endpoint *base;
   size_t pool_size;
   size_t mux_conns;        /* multiplexed connections per node; 0: none (set before the first load) */
+  uint64_t mux_spin_ns;    /* their calls' spin before sleeping (BG_OPT_PIPELINE_SPIN_US) */
   bgi_hostport seeds[BGI_URL_MAX_HOSTS];   /* cluster: seed nodes; Sentinel: the sentinels */
   size_t nseeds;
   int sentinel;                /* 1: a Sentinel-managed master (see the top) */

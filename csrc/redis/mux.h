@@ -38,6 +38,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "common/park.h"
 #include "redis/conn.h"
 
 /* Calls whose commands are bigger than this go to a pooled connection of their own (bulk). */
@@ -56,9 +57,11 @@ typedef struct bgi_mux_call {
   uint64_t linked_ns;          /* when it was linked */
   uint64_t limit_ns;           /* max(command timeout, its wait): the connection is given up when a
                                   reader waited this long for it (or since the last reply) */
-  int done, abandoned, status;
+  atomic_int done;             /* set last, after status and the replies: a woken caller that
+                                  sees it returns without the lock */
+  int abandoned, status;
   char msg[128];               /* why it failed (the connection's loss) */
-  pthread_cond_t cv;
+  bgi_parker park;             /* woken when it is done or handed the reader's turn */
   bgi_mux *mux;                /* the connection it was submitted to */
   struct bgi_mux_call *next;   /* FIFO / free list */
 } bgi_mux_call;
@@ -75,6 +78,7 @@ struct bgi_mux {
   uint64_t gen;                /* connections made (under mu and io) */
   int writing, want_out, failed;
   int reading;                 /* a caller has the reader's turn */
+  int reader_awake;            /* ... and is not asleep in poll: it writes the queue before it is */
   int idle;                    /* no one has read since the last turn ended */
   uint64_t progress_ns;        /* the last reply read */
   uint64_t calls;              /* calls completed on the current connection */
@@ -88,6 +92,7 @@ struct bgi_muxset {
   bgi_mux *mux;
   size_t n;
   const bgi_endpoint *ep;
+  uint64_t spin_ns;
   pthread_mutex_t free_mu;
   bgi_mux_call *free;
   bgi_mux_call *graveyard;     /* fault_no_discard's forgotten calls, freed with the set */
@@ -100,8 +105,9 @@ struct bgi_muxset {
 #define BGI_MUX_CONNECTING 1
 #define BGI_MUX_UP 2
 
-/* n connections (lazily connected) to ep; n == 0 leaves it off (bgi_muxset_on is 0). */
-int bgi_muxset_init(bgi_muxset *s, size_t n, const bgi_endpoint *ep);
+/* n connections (lazily connected) to ep; n == 0 leaves it off (bgi_muxset_on is 0). A waiting
+ * call spins (yielding) up to spin_ns before it sleeps (BG_OPT_PIPELINE_SPIN_US). */
+int bgi_muxset_init(bgi_muxset *s, size_t n, uint64_t spin_ns, const bgi_endpoint *ep);
 static inline int bgi_muxset_on(const bgi_muxset *s) { return s->n > 0; }
 /* Stops the readers, fails what is in flight, frees everything. */
 void bgi_muxset_destroy(bgi_muxset *s);

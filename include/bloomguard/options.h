@@ -52,6 +52,10 @@ typedef struct bg_options bg_options;
                                           of their own; 0: every call takes a pooled connection (client.h) */
 #define BG_OPT_PIPELINE_CONNS      13  /* multiplexed connections per server (per cluster node); default 2;
                                           1..64 */
+#define BG_OPT_PIPELINE_SPIN_US    14  /* a call waiting for its reply on a multiplexed connection first spins
+                                          (yielding the CPU) up to this long before it sleeps: a reply due
+                                          within it then costs no sleep and no wake-up (bench/README.md,
+                                          bench_threads); default 0: sleeps at once; 0..1000 */
 #define BG_CLUSTER_OFF  0
 #define BG_CLUSTER_ON   1
 #define BG_CLUSTER_AUTO 2

@@ -117,10 +117,13 @@ static int rotate(bg_filter *f, int64_t n, double p, int strategy) {
   return st;
 }
 
+static int spin_us;   /* BG_OPT_PIPELINE_SPIN_US of the clients opened next */
+
 static bg_client *open_client_tr(int pipeline, int conns, int64_t timeout_ms, int tracking) {
   bg_options *o = NULL;
   bg_client *c = NULL;
   CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE_SPIN_US, spin_us));
   CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE, pipeline));
   CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE_CONNS, conns));
   CHECK_OK(bg_options_set_int(o, BG_OPT_WRITE_LOCK_WAIT_MS, 2000));
@@ -142,6 +145,9 @@ static void test_options(void) {
   CHECK_STATUS(bg_options_set_int(o, BG_OPT_PIPELINE_CONNS, 0), BG_EINVAL);
   CHECK_STATUS(bg_options_set_int(o, BG_OPT_PIPELINE_CONNS, 65), BG_EINVAL);
   CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE_CONNS, 64));
+  CHECK_STATUS(bg_options_set_int(o, BG_OPT_PIPELINE_SPIN_US, -1), BG_EINVAL);
+  CHECK_STATUS(bg_options_set_int(o, BG_OPT_PIPELINE_SPIN_US, 1001), BG_EINVAL);
+  CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE_SPIN_US, 1000));
   CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE, 0));
   bg_options_free(o);
 }
@@ -212,6 +218,13 @@ static void hammer_run(int pipeline, int conns, int rapid) {
 static void test_hammer_pipelined(void) { hammer_run(1, 2, 0); }
 static void test_hammer_one_connection(void) { hammer_run(1, 1, 0); }
 static void test_hammer_pooled(void) { hammer_run(0, 1, 0); }
+/* waiting calls spin before they sleep: their replies are taken by the spinner or the sleeper */
+static void test_hammer_spinning(void) {
+  spin_us = 200;
+  hammer_run(1, 2, 0);
+  hammer_run(1, 2, 1);
+  spin_us = 0;
+}
 /* a crossed answer seen first in the Python test: a writer holding a torn-down connection's
  * batch wrote it onto the new connection (the generation moved only after the new one was in) */
 static void test_hammer_rapid_kills(void) { hammer_run(1, 2, 1); }
@@ -307,5 +320,5 @@ static void teardown(void) {
 }
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_options), BGT_CASE(test_hammer_pipelined), BGT_CASE(test_hammer_one_connection),
-        BGT_CASE(test_hammer_pooled), BGT_CASE(test_hammer_rapid_kills), BGT_CASE(test_deadline_drops_late_reply),
+        BGT_CASE(test_hammer_pooled), BGT_CASE(test_hammer_spinning), BGT_CASE(test_hammer_rapid_kills), BGT_CASE(test_deadline_drops_late_reply),
         BGT_CASE(test_negative_control_no_discard), BGT_CASE(test_kill_mid_flight), BGT_CASE(teardown))

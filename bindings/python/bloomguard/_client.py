@@ -35,7 +35,8 @@ class Client:
     sends only BITFIELD_RO until the server pushes an invalidation of either key; False: every
     query sends the full check), ``pipeline`` (bool, default True: threads sharing this client share
     a few multiplexed connections per server, their commands written together; False: a pooled
-    connection per call), ``pipeline_conns`` (int, default 2), ``cluster``, ``wait_replicas`` (int, default 0: off; N: every add,
+    connection per call), ``pipeline_conns`` (int, default 2), ``pipeline_spin_us`` (int, default 0:
+    a waiting call sleeps at once; N: it spins, yielding, up to N microseconds first), ``cluster``, ``wait_replicas`` (int, default 0: off; N: every add,
     lock acquire / release and rotation commit is followed by ``WAIT N`` and raises
     :class:`~bloomguard.Timeout` when fewer replicas acknowledged it within ``wait_timeout``
     seconds, default 1), ``username``, ``password``, ``client_name``, ``sentinel_username``,
