@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // Goroutines on one Client (multiplexed connections, the default; and off): each asks about
@@ -103,6 +104,7 @@ func BenchmarkPipeline(b *testing.B) {
 		opts []Option
 	}{
 		{"on", []Option{WithPipeline(true)}},
+		{"on-spin50us", []Option{WithPipeline(true), WithPipelineSpin(50 * time.Microsecond)}},
 		{"off", []Option{WithPipeline(false), WithPoolSize(64)}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
