@@ -13,7 +13,8 @@ import (
 // Goroutines on one Client (multiplexed connections, the default; and off): each asks about
 // items whose answers it knows, in batches of a length of its own (an answer meant for another
 // goroutine shows), and adds items it must then find, while another client writes the config
-// hash (the tracked key) and connections are killed. Run with -race.
+// hash (the tracked key), connections are killed and the filter is rebuilt (Swap, and Locked
+// under its write lock) from everything added so far. Run with -race.
 func TestPipelineGoroutinesGetTheirOwnAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -25,8 +26,13 @@ func TestPipelineGoroutinesGetTheirOwnAnswers(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
-			c := openClient(t, tc.opts...)
+			c := openClient(t, append(tc.opts, WithWriteLockWait(5*time.Second))...)
 			f := initFilter(t, c, 20000, 1e-9)
+			// what a rotation must keep: each item is recorded before its Add, so an Add acknowledged
+			// before a rotation began is in what the rotation reads (after it began), and a later one
+			// is kept by the rotation itself
+			var addedMu sync.Mutex
+			var added [][]byte
 			var present, absent [][]byte
 			for i := 0; i < 300; i++ {
 				present = append(present, []byte(fmt.Sprintf("p-%d", i)))
@@ -66,6 +72,9 @@ func TestPipelineGoroutinesGetTheirOwnAnswers(t *testing.T) {
 							}
 						}
 						mine := []byte(fmt.Sprintf("added-%d-%d", w, i))
+						addedMu.Lock()
+						added = append(added, mine)
+						addedMu.Unlock()
 						if _, err := f.Add(ctx, mine); err != nil {
 							failed.Add(1)
 							continue
@@ -78,12 +87,30 @@ func TestPipelineGoroutinesGetTheirOwnAnswers(t *testing.T) {
 					}
 				}(w)
 			}
-			for step := 0; step < 6; step++ {
-				if step%2 == 1 {
-					r.must(t, "CLIENT", "KILL", "TYPE", "normal")
-				} else {
-					r.must(t, "HSET", "{"+f.Name()+"}:config", "other-field", fmt.Sprint(step))
+			g := openFilter(t, openClient(t), f.Name())
+			rotate := func(strategy Strategy) {
+				err := g.Rotate(ctx, 20000, 1e-9, strategy, func(rot *Rotation) error {
+					addedMu.Lock()
+					keep := append(append([][]byte{}, present...), added...)
+					addedMu.Unlock()
+					return rot.AddMany(keep)
+				})
+				if err != nil {
+					t.Errorf("rotate (strategy %d): %v", strategy, err)
 				}
+			}
+			for step := 0; step < 8; step++ {
+				switch step % 4 {
+				case 0:
+					r.must(t, "HSET", "{"+f.Name()+"}:config", "other-field", fmt.Sprint(step))
+				case 1:
+					r.must(t, "CLIENT", "KILL", "TYPE", "normal")
+				case 2:
+					rotate(Swap)
+				case 3:
+					rotate(Locked)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 			wg.Wait()
 			if wrong.Load() != 0 {

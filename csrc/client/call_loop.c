@@ -191,7 +191,12 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
      * each pooled one at most once, then a fresh one; a failure on a fresh connection is final.
      * Multiplexed: each once, plus one for a retry that met a dead connection its reader had
      * not yet noticed */
-    if (stale && stale_tries++ < (mc ? mset->n + 1 : pool->size)) continue;
+    if (stale && stale_tries++ < (mc ? mset->n + 1 : pool->size)) {
+      /* the callers read err->status at the API's edge: a retry that succeeds must not leave the
+       * dead connection's failure there */
+      bgi_err_clear(err);
+      continue;
+    }
     return st;
 
   busy:

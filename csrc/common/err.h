@@ -23,6 +23,11 @@ typedef struct bgi_err {
 
 /* Records status and a printf-style message; returns status so callers can `return bgi_err_set(...)`. */
 int bgi_err_set(bgi_err *e, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Forgets a failure that was recovered from (a retry succeeded): the status and the message. */
+static inline void bgi_err_clear(bgi_err *e) {
+  e->status = BG_OK;
+  e->msg[0] = 0;
+}
 /* Prefixes the existing message with context ("contains: ..."). */
 void bgi_err_prefix(bgi_err *e, const char *prefix);
 
