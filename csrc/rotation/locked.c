@@ -153,7 +153,9 @@ static int write_bitmap(bg_rotation *r, size_t old_len, bgi_err *err) {
         snprintf(offs, sizeof offs, "%zu", off + done);
         const char *argv[] = {f->rotation_key.s, f->name.s, r->token, offs, (const char *)src};
         size_t lens[] = {f->rotation_key.len, f->name.len, 32, strlen(offs), n};
-        bgi_step s = {.script = &write_script, .nkeys = 2, .nargs = 3, .argv = argv, .lens = lens};
+        /* a chunk of the bitmap: declared bulk before it is built (client.h, BGI_CALL_BULK) */
+        bgi_step s = {.script = &write_script, .nkeys = 2, .nargs = 3, .argv = argv, .lens = lens,
+                      .flags = bgi_call_flags_for_payload(n)};
         if ((st = run(r, &s, "upload", err)) == BG_OK) r->bytes_uploaded += n, done += n;
       }
     }
