@@ -390,6 +390,43 @@ def test_rotation_in_progress(client, f, raw):
     assert rot.state == "committed" and "x" in f and staging(raw, f.name) == []
 
 
+def test_concurrent_begins_each_raise_their_own_message(f):
+    """Threads beginning rotations of one filter at once, each failing for a reason of its own
+    (another rotation holds the lease, through Redis; fpp > 1; no expected insertions): each
+    exception carries its own begin's message (the call's), never another thread's that landed
+    on the filter's shared message slot meanwhile."""
+    kinds = [
+        ((OLD[0], OLD[1]), bloomguard.RotationInProgress, "in progress"),
+        ((OLD[0], 2.0), bloomguard.BadParams, "can't be greater than 1"),
+        ((0, OLD[1]), bloomguard.BadParams, "expected insertions must be positive"),
+    ]
+    crossed = []
+    wrong = []
+    end = time.monotonic() + 4.0
+
+    def begin_failing(args, exc_type, want):
+        for _ in range(400):
+            if time.monotonic() > end:
+                return
+            try:
+                f.rotate(*args).abort()
+                wrong.append("%r began" % (args,))
+            except exc_type as e:
+                if want not in e.message:
+                    crossed.append("%s raised %r" % (want, e.message))
+            except bloomguard.BloomGuardError as e:
+                wrong.append("%r raised %r" % (args, e))
+
+    with f.rotate(*NEW):
+        threads = [threading.Thread(target=begin_failing, args=k) for k in kinds for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not wrong, wrong[:3]
+    assert not crossed, "%d begins raised another begin's message, e.g. %s" % (len(crossed), crossed[:3])
+
+
 @pytest.mark.parametrize("wait", [10, 10.0, timedelta(seconds=10)])
 def test_wait_for_the_other_rotation(url, f, wait):
     first = f.rotate(*NEW)
