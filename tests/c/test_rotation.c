@@ -302,7 +302,7 @@ static void test_second_rotation_is_refused_or_waits(void) {
  * negative control reads the filter's shared slot instead (what the begin used to copy into the
  * call) and must see another thread's message there.
  */
-enum { MSG_THREADS = 4, MSG_ROUNDS = 3000 };
+enum { MSG_THREADS = 4, MSG_ROUNDS = 3000, MSG_CONTROL_ROUNDS = 2000000 };
 #define MSG_SECONDS 4
 
 typedef struct begin_worker {
@@ -327,7 +327,10 @@ static void *begin_failing(void *p) {
     return NULL;
   }
   uint64_t end = bgt_now_ns() + (uint64_t)MSG_SECONDS * 1000000000u;
-  for (int i = 0; i < MSG_ROUNDS && bgt_now_ns() < end; i++) {
+  /* the control goes on until it sees a crossing (or the time is up): the fast kinds must still
+   * be failing while the slow one (a round trip) reads the slot back */
+  int rounds = w->read_slot ? MSG_CONTROL_ROUNDS : MSG_ROUNDS;
+  for (int i = 0; i < rounds && bgt_now_ns() < end; i++) {
     bg_rotation *r = NULL;
     int st, want = w->kind == 0 ? BG_EROTATING : w->kind == 2 ? BG_EINVAL : BG_EBADPARAMS;
     if (w->kind == 3) {
