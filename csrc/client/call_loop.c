@@ -58,6 +58,11 @@ static void release(bgi_pool *pool, bgi_muxset *mset, bgi_conn *c, bgi_mux_call 
 
 int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn build, bgi_parse_fn parse,
                     void *ctx, bgi_err *err) {
+  return bgi_client_call_ex(cl, slot, deadline_ns, 0, build, parse, ctx, err);
+}
+
+int bgi_client_call_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned flags, bgi_build_fn build,
+                       bgi_parse_fn parse, void *ctx, bgi_err *err) {
   bgi_reply *rep[BGI_MAX_REPLIES];
   unsigned char is_asking[BGI_MAX_REPLIES];
   bgi_cluster *cluster = cl->cluster;
@@ -66,7 +71,8 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
   int redirects = 0, redirected = 0, busy_tries = 0;
   int64_t backoff_ms = 1;
   uint64_t busy_end = 0;           /* until when TRYAGAIN / CLUSTERDOWN / LOADING are waited out */
-  int own = 0;                     /* a pooled connection of its own, not a multiplexed one */
+  /* a pooled connection of its own, not a multiplexed one: from the start for a declared bulk call */
+  int own = (flags & BGI_CALL_BULK) && !atomic_load_explicit(&cl->fault_ignore_bulk, memory_order_relaxed);
   err->not_durable = 0;
   for (size_t stale_tries = 0;;) {
     bgi_conn *c;
@@ -115,6 +121,7 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
     if (mc && st == BG_OK && needs_own_conn(c, waits)) {
       /* built again there: what build read of this connection (tracking) is not the other's */
       bgi_muxset_end(mset, mc);
+      atomic_fetch_add_explicit(&cl->rebuilt_for_pool, 1, memory_order_relaxed);
       own = 1;
       continue;
     }
@@ -227,10 +234,15 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
 
 int bgi_client_call_script(bg_client *cl, int slot, uint64_t deadline_ns, bgi_script_run *run, const char *what,
                            bgi_build_fn build, bgi_parse_fn parse, void *ctx, bgi_err *err) {
+  return bgi_client_call_script_ex(cl, slot, deadline_ns, 0, run, what, build, parse, ctx, err);
+}
+
+int bgi_client_call_script_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned flags, bgi_script_run *run,
+                              const char *what, bgi_build_fn build, bgi_parse_fn parse, void *ctx, bgi_err *err) {
   run->use_body = 0;
   for (;;) {
     run->noscript = 0;
-    int st = bgi_client_call(cl, slot, deadline_ns, build, parse, ctx, err);
+    int st = bgi_client_call_ex(cl, slot, deadline_ns, flags, build, parse, ctx, err);
     if (st != BG_OK || !run->noscript) return st;
     if (run->use_body) return bgi_err_set(err, BG_EPROTO, "%s: the server keeps answering NOSCRIPT to EVAL", what);
     run->use_body = 1;

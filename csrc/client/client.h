@@ -22,6 +22,13 @@ struct bg_client {
   bgi_cluster *cluster;        /* Redis Cluster: slot map and a pool per node; NULL standalone */
   bgi_tls *tls;                /* TLS settings of every connection (ep.tls), or NULL */
   bgi_errslot err;
+  /* Calls built on a multiplexed workspace, then found to need a pooled connection (too big,
+   * WATCH, WAIT) and built again there: the wasted build and copy BGI_CALL_BULK avoids. Read by
+   * the tests (tests/c/test_bulk.c), nothing else. */
+  atomic_ulong rebuilt_for_pool;
+  /* The bulk tests' negative control, never set otherwise: BGI_CALL_BULK is ignored (every call
+   * starts on a multiplexed workspace, as before callers declared it). */
+  atomic_int fault_ignore_bulk;
 };
 
 /* The slot argument of a call that touches no key (PING): any master will do. */
@@ -51,13 +58,34 @@ void bgi_client_unref(bg_client *c);
  * c->out, c->idx, c->track, the replies and the flags are the call's, but c->ctx is NULL, so
  * parse must not make round trips of its own. A call that does (one that begins with WATCH),
  * one followed by WAIT (c->durable with BG_OPT_WAIT_REPLICAS), and one whose commands exceed
- * BGI_MUX_MAX_CALL_BYTES (rotation upload chunks, big batches) is built again on a pooled
- * connection of its own: build() must not assume it runs once (it never could: retries).
+ * BGI_MUX_MAX_CALL_BYTES (big batches) is built again on a pooled connection of its own: build()
+ * must not assume it runs once (it never could: retries). A caller that knows it is such a call
+ * says so before the build (BGI_CALL_BULK, bgi_client_call_ex: rotation upload chunks, the
+ * snapshot download) and is built on a pooled connection at once.
  */
 typedef int (*bgi_build_fn)(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err);
 typedef int (*bgi_parse_fn)(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err);
 int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn build, bgi_parse_fn parse, void *ctx,
                     bgi_err *err);
+
+/*
+ * Flags of bgi_client_call_ex. BGI_CALL_BULK: the caller knows, before building, that the call
+ * needs a pooled connection of its own (its commands are big - a rotation upload chunk - or it
+ * makes round trips in parse - the snapshot download): it is built there at once, not first on a
+ * multiplexed workspace only to be found too big and built again. Calls that do not say so are
+ * still caught by the size / WATCH / WAIT check after the build (the safety net), at the cost of
+ * that second build (counted in bg_client.rebuilt_for_pool).
+ */
+#define BGI_CALL_BULK 1u
+/* A payload (the bytes of the arguments) this big makes a call bulk: over half the multiplexed
+ * limit, multiplexing saves little, and the framing of the commands around it stays below the
+ * other half (so a call not declared bulk under this rule is rarely rebuilt). */
+#define BGI_BULK_PAYLOAD_BYTES (BGI_MUX_MAX_CALL_BYTES / 2)
+static inline unsigned bgi_call_flags_for_payload(size_t payload) {
+  return payload >= BGI_BULK_PAYLOAD_BYTES ? BGI_CALL_BULK : 0u;
+}
+int bgi_client_call_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned flags, bgi_build_fn build,
+                       bgi_parse_fn parse, void *ctx, bgi_err *err);
 
 /*
  * bgi_client_call for a Lua step: build writes EVALSHA or EVAL per run->use_body (see
@@ -66,6 +94,9 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
  */
 int bgi_client_call_script(bg_client *cl, int slot, uint64_t deadline_ns, bgi_script_run *run, const char *what,
                            bgi_build_fn build, bgi_parse_fn parse, void *ctx, bgi_err *err);
+/* ... with the flags of bgi_client_call_ex */
+int bgi_client_call_script_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned flags, bgi_script_run *run,
+                              const char *what, bgi_build_fn build, bgi_parse_fn parse, void *ctx, bgi_err *err);
 
 /* The endpoint of the node serving slot (the server's own standalone), for connections of a
  * caller's own (lock waiters' subscriptions). BG_ESERVER if no node serves it now. */

@@ -52,5 +52,6 @@ static int parse_step(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
 
 int bgi_step_run(bg_client *c, int slot, uint64_t deadline_ns, bgi_step *s, bgi_err *err) {
   s->slot = slot;
-  return bgi_client_call_script(c, slot, deadline_ns, &s->run, s->script->name, build_step, parse_step, s, err);
+  return bgi_client_call_script_ex(c, slot, deadline_ns, s->flags, &s->run, s->script->name, build_step, parse_step,
+                                   s, err);
 }

@@ -28,6 +28,7 @@ typedef struct bgi_step {
   size_t nints, nstrs;
   int slot;                  /* set by bgi_step_run: the slot of the migration guard key */
   int durable;               /* what it writes is acknowledged to a caller: BG_OPT_WAIT_REPLICAS applies */
+  unsigned flags;            /* of bgi_client_call_ex (BGI_CALL_BULK: a step carrying a bitmap chunk) */
   long long ints[4];
   char str[2][128];
 } bgi_step;

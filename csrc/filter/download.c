@@ -209,7 +209,9 @@ int bgi_filter_download(void *fp, uint64_t deadline_ns, int64_t chunk_bytes, ato
   for (int attempt = 0; attempt < DOWNLOAD_ATTEMPTS; attempt++) {
     d.changed = 0;
     d.snap = NULL;
-    int st = bgi_client_call(f->client, f->slot, deadline_ns, build_watch, parse_download, &d, err);
+    /* bulk: it WATCHes and reads chunks in parse, so it needs a pooled connection; said before
+     * the build, which would otherwise be made on a multiplexed workspace first (client.h) */
+    int st = bgi_client_call_ex(f->client, f->slot, deadline_ns, BGI_CALL_BULK, build_watch, parse_download, &d, err);
     if (st != BG_OK) return st;
     if (!d.changed) {
       *out = d.snap;

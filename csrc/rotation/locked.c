@@ -106,12 +106,14 @@ static int run(bg_rotation *r, bgi_step *s, const char *what, bgi_err *err) {
 /* Opens the write lock before it takes the lease: a failure then leaves nothing to undo. */
 static int begin(bg_rotation *r, bgi_err *err) {
   bg_options *o = NULL;
+  /* a call of our own: the open's message must not be read back from the filter's shared slot */
+  bg_call inner = {0};
   int st = bg_options_new(&o);
   if (st == BG_OK) st = bg_options_set_int(o, BG_OPT_LOCK_LEASE_MS, r->opts.rotate_lease_ms);
-  if (st == BG_OK) st = bg_lock_open_filter(&r->lock, r->f, o);
+  if (st != BG_OK) snprintf(inner.msg, sizeof inner.msg, "%s", bg_strerror(st));
+  else st = bg_lock_open_filter_ex(&r->lock, &inner, r->f, o);
   bg_options_free(o);
-  if (st != BG_OK) return bgi_err_set(err, st, "rotation: the write lock of \"%s\": %s", r->f->name.s,
-                                      bg_filter_errmsg(r->f));
+  if (st != BG_OK) return bgi_err_set(err, st, "rotation: the write lock of \"%s\": %s", r->f->name.s, inner.msg);
   return bgi_leased_begin(r, err);
 }
 
@@ -153,7 +155,9 @@ static int write_bitmap(bg_rotation *r, size_t old_len, bgi_err *err) {
         snprintf(offs, sizeof offs, "%zu", off + done);
         const char *argv[] = {f->rotation_key.s, f->name.s, r->token, offs, (const char *)src};
         size_t lens[] = {f->rotation_key.len, f->name.len, 32, strlen(offs), n};
-        bgi_step s = {.script = &write_script, .nkeys = 2, .nargs = 3, .argv = argv, .lens = lens};
+        /* a chunk of the bitmap: declared bulk before it is built (client.h, BGI_CALL_BULK) */
+        bgi_step s = {.script = &write_script, .nkeys = 2, .nargs = 3, .argv = argv, .lens = lens,
+                      .flags = bgi_call_flags_for_payload(n)};
         if ((st = run(r, &s, "upload", err)) == BG_OK) r->bytes_uploaded += n, done += n;
       }
     }

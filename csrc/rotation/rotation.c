@@ -25,21 +25,22 @@ static const bgi_rot_ops *strategy_ops(int strategy) {
   return strategy >= 0 && (size_t)strategy < sizeof ops / sizeof ops[0] ? ops[strategy] : NULL;
 }
 
-/* begins; its waits observe the thread's current call (bg_rotation_begin_ex enters it) */
+/* Begins; its waits observe the thread's current call (bg_rotation_begin_ex enters it). A failure's
+ * message goes to err, this begin's own: the filter's slot is shared by every thread using the
+ * filter, so a message read back from it may be another call's. */
 static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
-                 const bg_options *opts);
+                 const bg_options *opts, bgi_err *err);
 
 BG_API int bg_rotation_begin_ex(bg_rotation **out, bg_call *call, bg_filter *f, int64_t expected_insertions,
                                 double fpp, int strategy, const bg_options *opts) {
-  int st;
-  BGI_WITH_CALL(call, st = begin(out, f, expected_insertions, fpp, strategy, opts));
-  if (call) {
-    /* the failure's message is the filter's (as for the plain form) and the call's */
-    bgi_err err = {.status = st};
-    if (st != BG_OK && f) bgi_errslot_copy(&f->err, err.msg, sizeof err.msg);
-    bgi_call_finish(call, NULL, &err, BG_SOURCE_REDIS);
-  }
-  return st;
+  bgi_err err = {0};
+  if (!out) return bgi_call_null_handle(call, "out");
+  *out = NULL;
+  if (!f) return bgi_call_null_handle(call, "filter");
+  BGI_WITH_CALL(call, err.status = begin(out, f, expected_insertions, fpp, strategy, opts, &err));
+  /* the failure's message is on the filter (as for the plain form) and, this call's own, on the call */
+  bgi_errslot_store(&f->err, &err);
+  return call ? bgi_call_finish(call, NULL, &err, BG_SOURCE_REDIS) : err.status;
 }
 
 BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
@@ -48,27 +49,23 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
 }
 
 static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
-                 const bg_options *opts) {
-  bgi_err err = {0};
+                 const bg_options *opts, bgi_err *err) {
   char why[256];
   bg_rotation *r;
-  if (!out) return BG_EINVAL;
-  *out = NULL;
-  if (!f) return BG_EINVAL;
-  bgi_errslot_set(&f->err, BG_OK, "%s", "");  /* no stale message from an earlier failure */
   const bgi_rot_ops *ops = strategy_ops(strategy);
   if (!ops)
-    return bgi_errslot_set(&f->err, BG_EINVAL, "rotation: unknown strategy %d (BG_ROTATE_SWAP, BG_ROTATE_NAIVE or "
-                           "BG_ROTATE_LOCKED)", strategy);
-  if (bgi_options_check(opts, BGI_OPT_ROTATION, &err) != BG_OK) return bgi_errslot_store(&f->err, &err);
-  if (!(r = calloc(1, sizeof *r))) return bgi_errslot_set(&f->err, BG_ENOMEM, "rotation: out of memory");
+    return bgi_err_set(err, BG_EINVAL, "rotation: unknown strategy %d (BG_ROTATE_SWAP, BG_ROTATE_NAIVE or "
+                       "BG_ROTATE_LOCKED)", strategy);
+  int st = bgi_options_check(opts, BGI_OPT_ROTATION, err);
+  if (st != BG_OK) return st;
+  if (!(r = calloc(1, sizeof *r))) return bgi_err_set(err, BG_ENOMEM, "rotation: out of memory");
   if (bgi_params(expected_insertions, fpp, &r->size, &r->k, why, sizeof why) != BG_OK) {
     free(r);
-    return bgi_errslot_set(&f->err, BG_EBADPARAMS, "rotation: %s", why);
+    return bgi_err_set(err, BG_EBADPARAMS, "rotation: %s", why);
   }
   if (bgi_options_copy(&r->opts, opts) != BG_OK) {
     free(r);
-    return bgi_errslot_set(&f->err, BG_ENOMEM, "rotation: out of memory");
+    return bgi_err_set(err, BG_ENOMEM, "rotation: out of memory");
   }
   if (!r->opts.rotate_threads) {
     /* one CPU left to the rest of the process (its queries) and, often, to redis-server: with all
@@ -97,11 +94,10 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   snprintf(r->owner, sizeof r->owner, "%s:%d", host, (int)getpid());
   r->started_ns = bgi_now_ns();
 
-  int st = named != BG_OK ? bgi_err_set(&err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
-  if (st == BG_OK) st = ops->begin(r, &err);
+  st = named != BG_OK ? bgi_err_set(err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
+  if (st == BG_OK) st = ops->begin(r, err);
   if (st != BG_OK) {
     bg_lock_close(r->lock);
-    bgi_errslot_store(&f->err, &err);
     bgi_key_free(&r->staging_key);
     bgi_bitmap_free(&r->next);
     bgi_errslot_destroy(&r->err);

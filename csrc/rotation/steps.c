@@ -257,7 +257,10 @@ static int parse_chunk(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
 
 int bgi_rot_step_upload(bg_rotation *r, size_t offset, const uint8_t *data, size_t len, bgi_err *err) {
   chunk ch = {r, offset, len, data};
-  return bgi_client_call(r->f->client, r->f->slot, 0, build_chunk, parse_chunk, &ch, err);
+  /* a chunk (1 MiB by default) is known to be big before it is built: straight to a pooled
+   * connection, not encoded on a multiplexed workspace first only to be found too big there */
+  return bgi_client_call_ex(r->f->client, r->f->slot, 0, bgi_call_flags_for_payload(len), build_chunk, parse_chunk,
+                            &ch, err);
 }
 
 int bgi_rot_step_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err) {

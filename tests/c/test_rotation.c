@@ -2,6 +2,7 @@
 #include <bloomguard.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,6 +295,104 @@ static void test_second_rotation_is_refused_or_waits(void) {
   bg_filter_close(f);
 }
 
+/*
+ * Begins failing at once on one filter, each for a reason of its own (a rotation holding the
+ * lease: "in progress", through Redis; bad parameters; an unknown strategy), beside a plain
+ * filter call failing on the same handle: each begin's call must carry its own message. The
+ * negative control reads the filter's shared slot instead (what the begin used to copy into the
+ * call) and must see another thread's message there.
+ */
+enum { MSG_THREADS = 4, MSG_ROUNDS = 3000, MSG_CONTROL_ROUNDS = 2000000 };
+#define MSG_SECONDS 4
+
+typedef struct begin_worker {
+  bg_filter *f;
+  int kind;             /* 0: busy, 1: fpp > 1, 2: unknown strategy, 3: plain filter init, bad fpp */
+  int read_slot;        /* the control: the message read back from the filter's slot */
+  atomic_int *foreign;  /* messages that were not this thread's, all threads */
+  int wrong_status;
+  char seen[256];
+} begin_worker;
+
+static const char *const begin_wants[] = {"in progress", "can't be greater than 1", "unknown strategy",
+                                          "can't be negative"};
+
+static void *begin_failing(void *p) {
+  begin_worker *w = p;
+  bg_call *call = NULL;
+  char msg[512];
+  /* no CHECK on this thread: the harness's failure count is the main thread's */
+  if (bg_call_new(&call) != BG_OK) {
+    w->wrong_status++;
+    return NULL;
+  }
+  uint64_t end = bgt_now_ns() + (uint64_t)MSG_SECONDS * 1000000000u;
+  /* the control goes on until it sees a crossing (or the time is up): the fast kinds must still
+   * be failing while the slow one (a round trip) reads the slot back */
+  int rounds = w->read_slot ? MSG_CONTROL_ROUNDS : MSG_ROUNDS;
+  for (int i = 0; i < rounds && bgt_now_ns() < end; i++) {
+    bg_rotation *r = NULL;
+    int st, want = w->kind == 0 ? BG_EROTATING : w->kind == 2 ? BG_EINVAL : BG_EBADPARAMS;
+    if (w->kind == 3) {
+      st = bg_filter_init(w->f, 100, -0.5, NULL);
+      bg_filter_errmsg_copy(w->f, msg, sizeof msg);   /* plain form: its own slot is all it has */
+    } else {
+      double fpp = w->kind == 1 ? 2.0 : 0.01;
+      int strategy = w->kind == 2 ? 77 : BG_ROTATE_SWAP;
+      st = bg_rotation_begin_ex(&r, call, w->f, 1000, fpp, strategy, NULL);
+      if (w->read_slot) bg_filter_errmsg_copy(w->f, msg, sizeof msg);
+      else snprintf(msg, sizeof msg, "%s", bg_call_errmsg(call));
+    }
+    if (st != want || r) {
+      w->wrong_status++;
+      bg_rotation_free(r);
+      continue;
+    }
+    if (w->kind != 3 && !strstr(msg, begin_wants[w->kind])) {
+      if (!w->seen[0]) snprintf(w->seen, sizeof w->seen, "%.200s", msg);
+      /* the control stops at the first: the point is made */
+      if (atomic_fetch_add(w->foreign, 1) == 0 && w->read_slot) break;
+    }
+    if (w->read_slot && atomic_load(w->foreign)) break;
+  }
+  bg_call_free(call);
+  return NULL;
+}
+
+static int begins_with_messages_of_others(int read_slot, char *example, size_t cap) {
+  bg_filter *f = fresh(read_slot ? "msgs-control" : "msgs", 1000, 0.01, NULL);
+  bg_rotation *holder = NULL;
+  CHECK_OK(bg_rotation_begin(&holder, f, 1000, 0.01, BG_ROTATE_SWAP, NULL));
+  atomic_int foreign = 0;
+  begin_worker w[MSG_THREADS];
+  pthread_t th[MSG_THREADS];
+  for (int i = 0; i < MSG_THREADS; i++) {
+    w[i] = (begin_worker){.f = f, .kind = i, .read_slot = read_slot, .foreign = &foreign};
+    pthread_create(&th[i], NULL, begin_failing, &w[i]);
+  }
+  example[0] = 0;
+  for (int i = 0; i < MSG_THREADS; i++) {
+    pthread_join(th[i], NULL);
+    CHECK_MSG(w[i].wrong_status == 0, "kind %d: %d begins failed with another status", i, w[i].wrong_status);
+    if (!example[0] && w[i].seen[0]) snprintf(example, cap, "kind %d got \"%s\"", i, w[i].seen);
+  }
+  CHECK_OK(bg_rotation_abort(holder));
+  bg_rotation_free(holder);
+  bg_filter_close(f);
+  return atomic_load(&foreign);
+}
+
+static void test_concurrent_begins_each_get_their_own_message(void) {
+  char example[320];
+  int foreign = begins_with_messages_of_others(0, example, sizeof example);
+  CHECK_MSG(foreign == 0, "%d failed begins carried another call's message on their bg_call (e.g. %s)", foreign,
+            example);
+  /* the negative control: the filter's shared slot, read back after each begin, is others' too */
+  foreign = begins_with_messages_of_others(1, example, sizeof example);
+  CHECK_MSG(foreign > 0, "control: the filter's slot never held another thread's message within %d s: the "
+            "harness cannot see a crossed message", MSG_SECONDS);
+}
+
 static void test_abort_removes_staging_at_once(void) {
   items base = make_items("ab", 500);
   bg_filter *f = fresh("abort", 1000, 0.01, &base);
@@ -500,6 +599,7 @@ BGT_RUN(BGT_CASE(setup), BGT_CASE(test_swap_to_new_params_matches_a_fresh_build)
         BGT_CASE(test_threaded_build_matches_a_fresh_build), BGT_CASE(test_spare_is_reused_without_stale_bits),
         BGT_CASE(test_adds_during_rotation_are_kept), BGT_CASE(test_many_adds_during_a_swap_are_drained),
         BGT_CASE(test_many_adds_during_a_locked_rotation_are_drained), BGT_CASE(test_second_rotation_is_refused_or_waits),
+        BGT_CASE(test_concurrent_begins_each_get_their_own_message),
         BGT_CASE(test_abort_removes_staging_at_once), BGT_CASE(test_progress_and_callback_abort),
         BGT_CASE(test_ttl_carries_over), BGT_CASE(test_naive_strategy_is_the_redisson_rebuild),
         BGT_CASE(test_bad_input), BGT_CASE(test_kill9_while_hashing), BGT_CASE(test_kill9_mid_upload),

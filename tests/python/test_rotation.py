@@ -390,6 +390,74 @@ def test_rotation_in_progress(client, f, raw):
     assert rot.state == "committed" and "x" in f and staging(raw, f.name) == []
 
 
+#: begins of one filter failing for reasons of their own: (expected, fpp), the exception, its text
+BEGIN_FAILURES = [
+    ((OLD[0], OLD[1]), bloomguard.RotationInProgress, "in progress"),  # another rotation holds it
+    ((OLD[0], 2.0), bloomguard.BadParams, "can't be greater than 1"),
+    ((0, OLD[1]), bloomguard.BadParams, "expected insertions must be positive"),
+]
+
+
+def begin_message(f, args, exc_type):
+    """The message Filter.rotate raises with."""
+    try:
+        f.rotate(*args).abort()
+    except exc_type as e:
+        return e.message
+    raise AssertionError("%r did not raise %s" % (args, exc_type.__name__))
+
+
+def slot_message(f, args, exc_type):
+    """The negative control: what the binding used to raise with - the filter's shared slot read
+    after bg_rotation_begin_ex returned."""
+    from bloomguard._call import run_with_call
+    from bloomguard._ffi import ffi, lib
+    ptr = f._handle.enter()
+    try:
+        out = ffi.new("bg_rotation **")
+        st = run_with_call(lambda call: lib.bg_rotation_begin_ex(out, call, ptr, args[0], args[1],
+                                                                 lib.BG_ROTATE_SWAP, ffi.NULL))
+        assert st == exc_type.status, "%r: status %d" % (args, st)
+        buf = ffi.new("char[]", 1024)
+        lib.bg_filter_errmsg_copy(ptr, buf, 1024)
+        return ffi.string(buf).decode("utf-8", "replace")
+    finally:
+        f._handle.leave()
+
+
+def crossed_begin_messages(f, message, until_first):
+    """Two threads per kind of BEGIN_FAILURES begin at once (for 4 s at most, 400 begins each unless
+    ``until_first``) while another rotation holds the filter; the messages that were not their own."""
+    crossed = []
+    end = time.monotonic() + 4.0
+
+    def begin_failing(args, exc_type, want):
+        for _ in range(10 ** 6 if until_first else 400):
+            if time.monotonic() > end or (until_first and crossed):
+                return
+            got = message(f, args, exc_type)
+            if want not in got:
+                crossed.append("%s raised %r" % (want, got))
+
+    with f.rotate(*NEW):
+        threads = [threading.Thread(target=begin_failing, args=k) for k in BEGIN_FAILURES for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    return crossed
+
+
+def test_concurrent_begins_each_raise_their_own_message(f):
+    """Each failed begin raises with its own message (its call's), never another thread's that
+    landed on the filter's shared message slot meanwhile."""
+    crossed = crossed_begin_messages(f, begin_message, until_first=False)
+    assert not crossed, "%d begins raised another begin's message, e.g. %s" % (len(crossed), crossed[:3])
+    # the negative control: the filter's slot, read back after each begin, holds others' messages
+    assert crossed_begin_messages(f, slot_message, until_first=True), \
+        "control: the filter's slot never held another thread's message in 4 s"
+
+
 @pytest.mark.parametrize("wait", [10, 10.0, timedelta(seconds=10)])
 def test_wait_for_the_other_rotation(url, f, wait):
     first = f.rotate(*NEW)

@@ -19,7 +19,7 @@ import threading
 from types import TracebackType
 from typing import Any, Callable, Dict, Iterable, NamedTuple, Optional, Type
 
-from ._call import run_with_call
+from ._call import run_or_raise, run_with_call
 from ._errors import Closed, InvalidArgument, error_for, strerror
 from ._ffi import cstr, ffi, lib
 from ._handle import Handle
@@ -50,8 +50,6 @@ PHASES: Dict[int, str] = {
 #: one thread per 8,192 items (BG_OPT_ROTATE_THREADS at most), so a call must be large for every
 #: core to work; 1,048,576 items keep up to 128 threads busy while bounding the joined copy.
 ROTATE_CHUNK = 1 << 20
-
-_ERRBUF_SIZE = 1024
 
 
 class RotationStats(NamedTuple):
@@ -164,12 +162,9 @@ class Rotation:
             copts = options if options is not None else ffi.NULL
             # the whole wait (BG_OPT_ROTATE_WAIT_MS) in one call, the GIL released: a signal
             # handler that raises (Ctrl-C) cancels it through the call's interrupt callback
-            st = run_with_call(lambda call: lib.bg_rotation_begin_ex(out, call, fptr, expected, fpp, code, copts))
-            if st != lib.BG_OK:
-                # the library puts a failed begin's message on the filter handle too
-                buf = ffi.new("char[]", _ERRBUF_SIZE)
-                lib.bg_filter_errmsg_copy(fptr, buf, _ERRBUF_SIZE)
-                raise error_for(st, cstr(buf))
+            # a failure raises with this begin's own message, from its call: the filter's slot is
+            # shared with every thread using the filter (another begin may fail meanwhile)
+            run_or_raise(lambda call: lib.bg_rotation_begin_ex(out, call, fptr, expected, fpp, code, copts))
             handle = Handle(out[0], lib.bg_rotation_free, "rotation",  # aborts first if still active
                             keep=(fptr, self._userdata), pinned=(filter_handle,))
             if self._userdata is not None:
