@@ -4,10 +4,10 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,7 +91,7 @@ static void fail_all(bgi_mux *m, const char *why) {
   m->head = m->tail = NULL;
   while (mc) {
     bgi_mux_call *next = mc->next;
-      atomic_fetch_sub(&m->inflight, 1);
+    atomic_fetch_sub(&m->inflight, 1);
     if (mc->abandoned) {
       put_free(m->set, mc);
     } else {
@@ -296,11 +296,7 @@ static int mux_init(bgi_mux *m, bgi_muxset *s) {
   fcntl(m->wake[1], F_SETFL, O_NONBLOCK);
   fcntl(m->wake[0], F_SETFD, FD_CLOEXEC);
   fcntl(m->wake[1], F_SETFD, FD_CLOEXEC);
-  pthread_mutexattr_t a;
-  pthread_mutexattr_init(&a);
-  pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ADAPTIVE_NP);
-  pthread_mutex_init(&m->mu, &a);
-  pthread_mutexattr_destroy(&a);
+  pthread_mutex_init(&m->mu, NULL);
   pthread_mutex_init(&m->io, NULL);
   bgi_cond_init_monotonic(&m->cv);
   return BG_OK;
@@ -570,7 +566,7 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
           *pp = mc->next;
           if (m->tail == mc) m->tail = prev;
           atomic_fetch_sub(&m->inflight, 1);
-                }
+        }
         pthread_mutex_unlock(&m->mu);
         /* not reused: the reader may still be parsing into its arena */
         pthread_mutex_lock(&s->free_mu);
