@@ -37,6 +37,7 @@
 enum { THREADS = 8, NPRESENT = 400, NABSENT = 400, MAX_ROUNDS = 20000, BATCH_MAX = 16 };
 
 #define TIMEOUT_MS 500   /* the client's command timeout */
+#define CLUSTER_TIMEOUT_MS 2000   /* the cluster client's */
 #define HANG_MS 5000     /* a call slower than this hangs (timeout, retries, a loaded sanitizer build) */
 
 /* with fsync always, the AOF has every write before its reply is sent: a kill -9 loses none */
@@ -207,14 +208,14 @@ static totals run_stop(run *r) {
   return t;
 }
 
-static bg_client *open_pipelined(const char *url, int conns) {
+static bg_client *open_pipelined(const char *url, int conns, int64_t timeout_ms) {
   bg_options *o = NULL;
   bg_client *c = NULL;
   char msg[512];
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE, 1));
   CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE_CONNS, conns));
-  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, TIMEOUT_MS));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, timeout_ms));
   int st = bgt_client_open(&c, url, o, msg, sizeof msg);
   CHECK_MSG(st == BG_OK, "open %s: %s (%s)", url, bg_strerror(st), msg);
   bg_options_free(o);
@@ -246,7 +247,7 @@ enum { RESTARTS = 3 };
 static totals restart_case(int stale) {
   bgt_redis srv;
   bgt_redis_start(&srv, AOF_ARGS);
-  bg_client *c = open_pipelined(srv.url, 2);
+  bg_client *c = open_pipelined(srv.url, 2, TIMEOUT_MS);
   prefix = stale ? "stale" : "kept";
   bg_filter *f = prepared_filter(c, stale ? "pf-stale" : "pf-restart");
   if (stale) {
@@ -322,7 +323,9 @@ static totals migration_case(int fault) {
     bgt_cluster_start(&cl);
     cluster_up = 1;
   }
-  bg_client *c = open_pipelined(cl.url, 2);
+  /* TRYAGAIN is waited out for the command timeout: longer than the half-migrated window below
+   * (250 ms, more on a loaded machine; 500 ms measured too short here) */
+  bg_client *c = open_pipelined(cl.url, 2, CLUSTER_TIMEOUT_MS);
   CHECK_MSG(c->cluster != NULL, "the client did not open in cluster mode");
   char name[64], config[80];
   int from = first_master(), to = bgt_cluster_other_master(&cl, from);
