@@ -52,6 +52,7 @@ typedef struct worker {
   int *acked;                 /* rounds whose add was acknowledged: "<prefix>-<id>-<round>" */
   int nacked;
   long wrong, wrong_acked, eproto, transient, unexpected, answers, calls;
+  long econn, etimeout, eserver;   /* the transient ones */
   double worst_ms;
   atomic_ullong last_ok_ns;   /* the last call Redis answered */
   char errmsg[256];
@@ -72,7 +73,10 @@ static int took(worker *w, int st, uint64_t t0) {
     atomic_store(&w->last_ok_ns, bgt_now_ns());
     return 1;
   }
-  if (st == BG_ECONN || st == BG_ETIMEOUT || st == BG_ESERVER) w->transient++;
+  if (st == BG_ECONN || st == BG_ETIMEOUT || st == BG_ESERVER) {
+    w->transient++;
+    w->econn += st == BG_ECONN, w->etimeout += st == BG_ETIMEOUT, w->eserver += st == BG_ESERVER;
+  }
   else if (st == BG_EPROTO) w->eproto++;
   else w->unexpected++;
   if (!w->errmsg[0] || (st != BG_ECONN && st != BG_ETIMEOUT && st != BG_ESERVER))
@@ -164,6 +168,7 @@ static int wait_all_served(run *r, uint64_t since_ns, int timeout_ms) {
 
 typedef struct totals {
   long wrong, wrong_acked, eproto, transient, unexpected, answers, calls, acked, lost;
+  long econn, etimeout, eserver;
   double worst_ms;
 } totals;
 
@@ -178,6 +183,7 @@ static totals run_stop(run *r) {
     pthread_join(r->th[i], NULL);
     t.wrong += w->wrong, t.wrong_acked += w->wrong_acked, t.eproto += w->eproto, t.transient += w->transient;
     t.unexpected += w->unexpected, t.answers += w->answers, t.calls += w->calls, t.acked += w->nacked;
+    t.econn += w->econn, t.etimeout += w->etimeout, t.eserver += w->eserver;
     if (w->worst_ms > t.worst_ms) t.worst_ms = w->worst_ms;
     if (w->errmsg[0]) printf("    thread %d: %ld answered, %ld wrong (%ld of its acknowledged adds), %ld transient, "
                              "%ld other errors; last error %s\n", i, w->answers, w->wrong, w->wrong_acked,
@@ -203,8 +209,10 @@ static totals run_stop(run *r) {
     free(w->acked);
   }
   printf("    %ld calls, %ld answers: %ld wrong (%ld of acknowledged adds), %ld BG_EPROTO, %ld transient errors, "
-         "%ld other errors; %ld adds acknowledged, %ld of them lost; slowest call %.0f ms\n",
-         t.calls, t.answers, t.wrong, t.wrong_acked, t.eproto, t.transient, t.unexpected, t.acked, t.lost, t.worst_ms);
+         "%ld other errors; %ld adds acknowledged, %ld of them lost; slowest call %.0f ms\n"
+         "    transient: %ld BG_ECONN, %ld BG_ETIMEOUT, %ld BG_ESERVER\n",
+         t.calls, t.answers, t.wrong, t.wrong_acked, t.eproto, t.transient, t.unexpected, t.acked, t.lost, t.worst_ms,
+         t.econn, t.etimeout, t.eserver);
   return t;
 }
 
@@ -240,9 +248,29 @@ static bg_filter *prepared_filter(bg_client *c, const char *name) {
 
 enum { RESTARTS = 3 };
 
+/* the last restart loads slowly (50 us a key, 10,000 filler keys in the AOF): calls meet LOADING */
+static const char *const AOF_SLOW_LOAD_ARGS[] = {"--appendonly", "yes", "--appendfsync", "always", "--key-load-delay", "50",
+                                                 "--loading-process-events-interval-bytes", "1024", NULL};
+
+/* Waits until the server has no AOF rewrite running or scheduled. */
+static void wait_rewrite(const bgt_redis *srv) {
+  int rewriting = 1;
+  for (int i = 0; i < 500 && rewriting; i++) {
+    char *info = bgt_redis_cmd(srv, "INFO persistence");
+    rewriting = !strstr(info, "aof_rewrite_in_progress:0") || !strstr(info, "aof_rewrite_scheduled:0");
+    free(info);
+    if (rewriting) bgt_sleep_ms(10);
+  }
+  CHECK_MSG(!rewriting, "the AOF rewrite did not end within 5 s");
+}
+
 /*
- * stale: the negative control. The server restarts from a snapshot (SAVE) taken before the threads
- * began, without its AOF: every add acknowledged before the kill is gone.
+ * Three restarts, each a kill -9 with calls in flight: the first while the server runs; the second
+ * after it was frozen (SIGSTOP) for longer than the command timeout, so calls time out, their
+ * connections are given up with calls abandoned on them, and the reconnects hang too; the third
+ * then restarts it loading slowly (LOADING for a while).
+ * stale: the negative control. The server restarts once, from a snapshot (SAVE) taken before the
+ * threads began, without its AOF: every add acknowledged since is gone.
  */
 static totals restart_case(int stale) {
   bgt_redis srv;
@@ -254,16 +282,24 @@ static totals restart_case(int stale) {
     char *ok = bgt_redis_cmd(&srv, "SAVE");
     CHECK_EQ_STR(ok, "OK");
     free(ok);
+  } else {
+    free(bgt_redis_cmd(&srv, "DEBUG POPULATE 10000 filler"));
+    free(bgt_redis_cmd(&srv, "BGREWRITEAOF"));   /* the filler in the AOF's base: loaded at every restart */
+    wait_rewrite(&srv);
   }
   run r;
   run_start(&r, f);
   int restarts = 0;
   for (int k = 0; k < (stale ? 1 : RESTARTS); k++) {
     bgt_sleep_ms(300);
+    if (k == 1) {
+      kill(srv.pid, SIGSTOP);
+      bgt_sleep_ms(3 * TIMEOUT_MS / 2);
+    }
     bgt_redis_kill(&srv);
     bgt_sleep_ms(150);   /* down: calls meet a refused connection */
     uint64_t up_ns = bgt_now_ns();
-    CHECK_EQ_INT(bgt_redis_restart(&srv, stale ? NULL : AOF_ARGS), 0);
+    CHECK_EQ_INT(bgt_redis_restart(&srv, stale ? NULL : k == 2 ? AOF_SLOW_LOAD_ARGS : AOF_ARGS), 0);
     restarts++;
     int waiting = wait_all_served(&r, up_ns, 15000);
     printf("    restart %d: every thread served again after %.0f ms (%d still waiting)\n", k + 1,
@@ -285,7 +321,9 @@ static void test_server_restart(void) {
   CHECK_EQ_INT(t.eproto, 0);
   CHECK_EQ_INT(t.unexpected, 0);
   CHECK_EQ_INT(t.lost, 0);
-  CHECK(t.transient > 0);   /* the restarts were seen */
+  CHECK(t.econn > 0);      /* the kills were seen */
+  CHECK(t.etimeout > 0);   /* the freeze was */
+  CHECK(t.eserver > 0);    /* the slow load (LOADING) was */
   CHECK(t.acked > THREADS);
   CHECK_MSG(t.worst_ms < HANG_MS, "a call took %.0f ms", t.worst_ms);
 }
