@@ -38,7 +38,9 @@ enum { THREADS = 8, NPRESENT = 400, NABSENT = 400, MAX_ROUNDS = 20000, BATCH_MAX
 
 #define TIMEOUT_MS 500   /* the client's command timeout */
 #define CLUSTER_TIMEOUT_MS 2000   /* the cluster client's */
-#define HANG_MS 5000     /* a call slower than this hangs (timeout, retries, a loaded sanitizer build) */
+#define HANG_MS 5000
+#define DEADLINE_MS 300         /* the batch queries' own deadline (bg_call_set_timeout_ms) */
+#define DEADLINE_MARGIN_MS 400  /* "at once": scheduling on a loaded machine, sanitizers */     /* a call slower than this hangs (timeout, retries, a loaded sanitizer build) */
 
 /* with fsync always, the AOF has every write before its reply is sent: a kill -9 loses none */
 static const char *const AOF_ARGS[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
@@ -54,11 +56,15 @@ typedef struct worker {
   long wrong, wrong_acked, eproto, transient, unexpected, answers, calls;
   long econn, etimeout, eserver;   /* the transient ones */
   double worst_ms;
+  double worst_deadline_ms;   /* the batches, each with a deadline of DEADLINE_MS (bg_call) */
   atomic_ullong last_ok_ns;   /* the last call Redis answered */
   char errmsg[256];
 } worker;
 
 static const char *prefix;   /* the adds' names, per case */
+/* the batches' deadline, per case: DEADLINE_MS; during a migration longer than the half-migrated
+ * window, whose TRYAGAIN is waited out until the deadline */
+static int64_t batch_deadline_ms = DEADLINE_MS;
 
 static int rnd(unsigned *seed, int n) { return (int)(rand_r(seed) % (unsigned)n); }
 
@@ -94,6 +100,9 @@ static void *hammer(void *p) {
   int expect[BATCH_MAX];
   char names[BATCH_MAX][64], mine[64];
   uint8_t got[BATCH_MAX];
+  bg_call *call = NULL;
+  CHECK_OK(bg_call_new(&call));
+  CHECK_OK(bg_call_set_timeout_ms(call, batch_deadline_ms));
   for (int round = 0; round < MAX_ROUNDS && !atomic_load(w->stop); round++) {
     int present = -1, st, i = rnd(&seed, NPRESENT), j = rnd(&seed, NABSENT);
     uint64_t t0 = bgt_now_ns();
@@ -117,7 +126,9 @@ static void *hammer(void *p) {
     }
     memset(got, 9, sizeof got);
     t0 = bgt_now_ns();
-    st = bg_filter_contains_many(w->f, bi, bl, batch, got);
+    st = bg_filter_contains_many_ex(w->f, call, bi, bl, batch, got);
+    double ms = (double)(bgt_now_ns() - t0) / 1e6;
+    if (ms > w->worst_deadline_ms) w->worst_deadline_ms = ms;
     if (took(w, st, t0))
       for (size_t k = 0; k < batch; k++) {
         w->answers++, w->wrong += got[k] != expect[k];
@@ -133,6 +144,7 @@ static void *hammer(void *p) {
     st = bg_filter_contains(w->f, mine, (size_t)len, &present);
     if (took(w, st, t0)) w->answers++, w->wrong += present != 1, w->wrong_acked += present != 1;
   }
+  bg_call_free(call);
   return NULL;
 }
 
@@ -169,7 +181,7 @@ static int wait_all_served(run *r, uint64_t since_ns, int timeout_ms) {
 typedef struct totals {
   long wrong, wrong_acked, eproto, transient, unexpected, answers, calls, acked, lost;
   long econn, etimeout, eserver;
-  double worst_ms;
+  double worst_ms, worst_deadline_ms;
 } totals;
 
 /* Stops and joins the threads, then asks (one batch per thread, through f) for every acknowledged
@@ -185,6 +197,7 @@ static totals run_stop(run *r) {
     t.unexpected += w->unexpected, t.answers += w->answers, t.calls += w->calls, t.acked += w->nacked;
     t.econn += w->econn, t.etimeout += w->etimeout, t.eserver += w->eserver;
     if (w->worst_ms > t.worst_ms) t.worst_ms = w->worst_ms;
+    if (w->worst_deadline_ms > t.worst_deadline_ms) t.worst_deadline_ms = w->worst_deadline_ms;
     if (w->errmsg[0]) printf("    thread %d: %ld answered, %ld wrong (%ld of its acknowledged adds), %ld transient, "
                              "%ld other errors; last error %s\n", i, w->answers, w->wrong, w->wrong_acked,
                              w->transient, w->unexpected + w->eproto, w->errmsg);
@@ -210,9 +223,9 @@ static totals run_stop(run *r) {
   }
   printf("    %ld calls, %ld answers: %ld wrong (%ld of acknowledged adds), %ld BG_EPROTO, %ld transient errors, "
          "%ld other errors; %ld adds acknowledged, %ld of them lost; slowest call %.0f ms\n"
-         "    transient: %ld BG_ECONN, %ld BG_ETIMEOUT, %ld BG_ESERVER\n",
+         "    transient: %ld BG_ECONN, %ld BG_ETIMEOUT, %ld BG_ESERVER; slowest batch with a %lld ms deadline %.0f ms\n",
          t.calls, t.answers, t.wrong, t.wrong_acked, t.eproto, t.transient, t.unexpected, t.acked, t.lost, t.worst_ms,
-         t.econn, t.etimeout, t.eserver);
+         t.econn, t.etimeout, t.eserver, (long long)batch_deadline_ms, t.worst_deadline_ms);
   return t;
 }
 
@@ -277,6 +290,7 @@ static totals restart_case(int stale) {
   bgt_redis_start(&srv, AOF_ARGS);
   bg_client *c = open_pipelined(srv.url, 2, TIMEOUT_MS);
   prefix = stale ? "stale" : "kept";
+  batch_deadline_ms = DEADLINE_MS;
   bg_filter *f = prepared_filter(c, stale ? "pf-stale" : "pf-restart");
   if (stale) {
     char *ok = bgt_redis_cmd(&srv, "SAVE");
@@ -326,6 +340,8 @@ static void test_server_restart(void) {
   CHECK(t.eserver > 0);    /* the slow load (LOADING) was */
   CHECK(t.acked > THREADS);
   CHECK_MSG(t.worst_ms < HANG_MS, "a call took %.0f ms", t.worst_ms);
+  CHECK_MSG(t.worst_deadline_ms < DEADLINE_MS + DEADLINE_MARGIN_MS, "a batch with a %d ms deadline took %.0f ms",
+            DEADLINE_MS, t.worst_deadline_ms);
 }
 
 static void test_negative_control_restart_loses_acknowledged_adds(void) {
@@ -368,6 +384,7 @@ static totals migration_case(int fault) {
   char name[64], config[80];
   int from = first_master(), to = bgt_cluster_other_master(&cl, from);
   prefix = fault ? "mctrl" : "mig";
+  batch_deadline_ms = CLUSTER_TIMEOUT_MS;
   name_on(from, fault ? "pf-mctrl" : "pf-mig", name, sizeof name);
   /* Redisson's layout: the bitmap is the name itself, the config {name}:config: one slot */
   snprintf(config, sizeof config, "{%s}:config", name);
@@ -420,6 +437,8 @@ static void test_slot_migration(void) {
   CHECK_EQ_INT(t.lost, 0);
   CHECK(t.acked > THREADS);
   CHECK_MSG(t.worst_ms < HANG_MS, "a call took %.0f ms", t.worst_ms);
+  CHECK_MSG(t.worst_deadline_ms < CLUSTER_TIMEOUT_MS + DEADLINE_MARGIN_MS, "a batch with a %d ms deadline took %.0f ms",
+            CLUSTER_TIMEOUT_MS, t.worst_deadline_ms);
 }
 
 static void test_negative_control_migration_wrong_ask_handling(void) {
