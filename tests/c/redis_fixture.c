@@ -11,12 +11,12 @@
 
 #include "server_proc.h"
 
-static int try_start(bgt_redis *r, const char *const *extra) {
+/* Starts the server on r->port and r->dir; 1 once it answers PING (LOADING counts: it is up). */
+static int launch(bgt_redis *r, const char *const *extra, int timeout_ms) {
   const char *bin = bgt_server_bin();
   char port[16];
   const char *argv[64];
   int n = 0;
-  r->port = bgt_free_port();
   snprintf(port, sizeof port, "%d", r->port);
   snprintf(r->url, sizeof r->url, "redis://127.0.0.1:%d", r->port);
   snprintf(r->sock, sizeof r->sock, "%s/redis.sock", r->dir);
@@ -34,9 +34,14 @@ static int try_start(bgt_redis *r, const char *const *extra) {
   argv[n] = NULL;
 
   if (bgt_spawn((char *const *)argv, NULL, &r->pid) != 0) exit(2);
-  if (bgt_wait_ping(&r->pid, r->port, 5000) == 0) return 1;
-  bgt_stop_pid(&r->pid, SIGKILL);  /* it exited (reaped already) or did not answer within 5 s */
+  if (bgt_wait_ping(&r->pid, r->port, timeout_ms) == 0) return 1;
+  bgt_stop_pid(&r->pid, SIGKILL);  /* it exited (reaped already) or did not answer in time */
   return 0;
+}
+
+static int try_start(bgt_redis *r, const char *const *extra) {
+  r->port = bgt_free_port();
+  return launch(r, extra, 5000);
 }
 
 void bgt_redis_start(bgt_redis *r, const char *const *extra_args) {
@@ -51,12 +56,29 @@ void bgt_redis_start(bgt_redis *r, const char *const *extra_args) {
 void bgt_redis_stop(bgt_redis *r) {
   bgt_stop_pid(&r->pid, SIGTERM);
   if (r->dir[0]) {
-    char path[512];
-    snprintf(path, sizeof path, "%s/redis.log", r->dir); unlink(path);
-    unlink(r->sock);
-    rmdir(r->dir);
+    bgt_rm_tree(r->dir);   /* the log, the socket, and what persistence left (appendonlydir, dump.rdb) */
     r->dir[0] = 0;
   }
+}
+
+void bgt_redis_kill(bgt_redis *r) {
+  kill(r->pid, SIGCONT);   /* a paused server dies too */
+  bgt_stop_pid(&r->pid, SIGKILL);
+}
+
+int bgt_redis_restart(bgt_redis *r, const char *const *extra_args) {
+  if (r->pid > 0 || !r->dir[0]) {
+    fprintf(stderr, "redis fixture: restart: the server on port %d is running or was stopped\n", r->port);
+    return -1;
+  }
+  /* the port was just released by our own server (redis binds with SO_REUSEADDR, so TIME_WAIT
+   * does not hold it); someone else taking it in between fails the restart: a harness failure */
+  for (int attempt = 0; attempt < 5; attempt++) {
+    if (launch(r, extra_args, 10000)) return 0;   /* 10 s: it may load a big AOF */
+    bgt_sleep_ms(100);
+  }
+  fprintf(stderr, "redis fixture: could not restart redis-server on port %d (see %s/redis.log)\n", r->port, r->dir);
+  return -1;
 }
 
 static void append(char **buf, size_t *len, const char *s, size_t n) {

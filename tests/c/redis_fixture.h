@@ -20,7 +20,17 @@ typedef struct bgt_redis {
  * Exits the test binary with status 2 (and a message) if redis-server cannot be started.
  */
 void bgt_redis_start(bgt_redis *r, const char *const *extra_args);
+/* Stops it (SIGTERM, SIGKILL after 5 s) and removes its directory with everything in it. */
 void bgt_redis_stop(bgt_redis *r);
+/* kill -9 (a crash) and reap; the port and the directory (its AOF / RDB) stay for bgt_redis_restart. */
+void bgt_redis_kill(bgt_redis *r);
+/*
+ * Starts a killed server again on its port and directory, with extra_args (pass the start's own
+ * for the same configuration: with "--appendonly yes --appendfsync always" it comes back with every
+ * write it acknowledged). Returns once it answers PING or LOADING (it may still be loading); 0, or
+ * -1 with a message (the server was not killed, or it did not come back within 10 s, 5 tries).
+ */
+int bgt_redis_restart(bgt_redis *r, const char *const *extra_args);
 
 /* Runs one command on a fresh raw hiredis connection; returns the reply as a malloc'd string
  * ("(nil)", "(error) ...", integers in decimal, arrays space-separated). Caller frees. */

@@ -12,9 +12,9 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Any, List, Optional
+from typing import Any, List, Optional, Sequence
 
-from server_proc import free_port, server_bin, spawn, stop_proc, wait_ping  # noqa: F401 (free_port: re-exported)
+from server_proc import free_port, kill_proc, server_bin, spawn, stop_proc, wait_ping  # noqa: F401 (free_port: re-exported)
 
 
 class RespError(Exception):
@@ -102,7 +102,10 @@ class Resp:
 class RedisServer:
     """A redis-server of our own, on 127.0.0.1 only, stopped by pid."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra_args: Sequence[str] = ()) -> None:
+        """``extra_args``: more ``--option value`` strings, given at every start (e.g. AOF with
+        fsync always, so that a restart after :meth:`kill` has every acknowledged write)."""
+        self.extra_args = list(extra_args)
         self.binary = server_bin()
         if not self.binary:
             raise RuntimeError("redis-server not found: install it (Debian: apt-get install redis-server) "
@@ -130,7 +133,7 @@ class RedisServer:
             args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
                     "--unixsocket", self.unix, "--unixsocketperm", "700",
                     "--save", "", "--appendonly", "no", "--dir", self.dir,
-                    "--logfile", "redis.log", "--enable-debug-command", "local"]
+                    "--logfile", "redis.log", "--enable-debug-command", "local"] + self.extra_args
             # no PR_SET_PDEATHSIG: a test may start a server from a thread that ends before it does
             self.proc = spawn(args, pdeathsig=False)
             if wait_ping(self.proc, self.port, 10):
@@ -143,6 +146,11 @@ class RedisServer:
     def stop(self) -> None:
         proc, self.proc = self.proc, None
         stop_proc(proc, timeout=10)
+
+    def kill(self) -> None:
+        """kill -9 (a crash) and reap; port and directory stay for ``start(same_port=True)``."""
+        proc, self.proc = self.proc, None
+        kill_proc(proc)
 
     def cleanup(self) -> None:
         self.stop()
