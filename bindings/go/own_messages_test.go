@@ -1,6 +1,7 @@
 package bloomguard
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -115,5 +116,43 @@ func TestClientLockOpensKeepTheirOwnMessages(t *testing.T) {
 		{lock("a{}"), CodeBadName, `"a{}"`},
 		{lock("b{"), CodeBadName, `"b{"`},
 		{lock("c", foreignLockOption(WithPoolSize(2))), CodeNotSupported, "BG_OPT_POOL_SIZE"},
+	})
+}
+
+// TestClientCallsKeepTheirOwnMessages: on a client whose server is gone, pings (no connection),
+// filter opens and lock opens with bad names fail at once; each returns its call's own message
+// (bg_client_ping_ex, bg_filter_open_ex, bg_lock_open_ex), not the client's shared slot. It
+// failed against the old Ping and Filter, which read bg_client_errmsg_copy.
+func TestClientCallsKeepTheirOwnMessages(t *testing.T) {
+	srv, err := startRedis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.stop()
+	c, err := Open(srv.url, WithConnectTimeout(2*time.Second), WithCommandTimeout(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv.stopProcess()
+	ctx := context.Background()
+	first := wantCode(t, c.Ping(ctx), CodeConn, ErrConn)
+	if first.Message == "" || strings.Contains(first.Message, `"`) {
+		t.Fatalf("the ping's message %q: empty, or naming a name", first.Message)
+	}
+	filter := func(name string) func() error {
+		return func() error {
+			f, err := c.Filter(name)
+			if err == nil {
+				f.Close()
+			}
+			return err
+		}
+	}
+	checkOwnMessages(t, []ownMessageKind{
+		{func() error { return c.Ping(ctx) }, CodeConn, first.Message},
+		{filter("f{}"), CodeBadName, `"f{}"`},
+		{filter("g{"), CodeBadName, `"g{"`},
+		{func() error { _, err := c.Lock("a{}"); return err }, CodeBadName, `"a{}"`},
 	})
 }
