@@ -86,12 +86,9 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// Ping makes a round trip to the server (PING).
-//
-// ctx is checked before the call, but the wait is bounded by the client's command timeout, not by
-// ctx's deadline: this calls bg_client_ping, not its per-call form bg_client_ping_ex (not used here
-// yet). The message of a failure is the client's most recent one, which another goroutine's
-// failure may have replaced.
+// Ping makes a round trip to the server (PING) on a pooled connection. ctx's deadline bounds it
+// (else the client's command timeout does); the error carries this ping's own message
+// (bg_client_ping_ex), never another goroutine's failure on the same client.
 func (c *Client) Ping(ctx context.Context) error {
 	if err := checkContext(ctx); err != nil {
 		return err
@@ -105,21 +102,15 @@ func (c *Client) Ping(ctx context.Context) error {
 	if c.h.p == nil {
 		return errClientClosed()
 	}
-	st := C.bg_client_ping(c.h.p)
-	if st != C.BG_OK {
-		return newError(st, clientErrmsg(c.h.p))
+	call, err := beginCall(ctx)
+	if err != nil {
+		return err
 	}
-	return nil
+	return call.end(ctx, C.bg_client_ping_ex(c.h.p, call.p))
 }
 
 func errClientClosed() error { return errorf(CodeClosed, "the client is closed") }
 func errFilterClosed() error { return errorf(CodeClosed, "the filter is closed") }
-
-func clientErrmsg(p *C.bg_client) string {
-	var buf [errbufSize]C.char
-	C.bg_client_errmsg_copy(p, &buf[0], C.size_t(len(buf)))
-	return C.GoString(&buf[0])
-}
 
 // FilterOption configures a Filter handle when it is opened (WithPolicy).
 type FilterOption func(*filterSettings)
@@ -146,8 +137,8 @@ func (c *Client) Filter(name string, opts ...FilterOption) (*Filter, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var p *C.bg_filter
-	if st := C.bg_filter_open(&p, c.h.p, cname); st != C.BG_OK {
-		return nil, newError(st, clientErrmsg(c.h.p))
+	if err := openWithCall(func(call *C.bg_call) C.int { return C.bg_filter_open_ex(&p, call, c.h.p, cname) }); err != nil {
+		return nil, err
 	}
 	h := newFilterHandle(p)
 	if s.policySet && s.policy != nil {

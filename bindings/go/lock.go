@@ -5,8 +5,10 @@ package bloomguard
 #include <bloomguard.h>
 
 // None of these calls Go: out-parameters may stay on the Go stack (see filter.go).
-#cgo noescape bg_lock_open
-#cgo nocallback bg_lock_open
+#cgo noescape bg_lock_open_ex
+#cgo nocallback bg_lock_open_ex
+#cgo noescape bg_lock_open_filter_ex
+#cgo nocallback bg_lock_open_filter_ex
 #cgo noescape bg_lock_acquire_owner_ex
 #cgo nocallback bg_lock_acquire_owner_ex
 #cgo noescape bg_lock_held_owner_ex
@@ -287,8 +289,8 @@ func (c *Client) Lock(name string, opts ...LockOption) (*Lock, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var p *C.bg_lock
-	if st := C.bg_lock_open(&p, c.h.p, cname, o); st != C.BG_OK {
-		return nil, newError(st, clientErrmsg(c.h.p))
+	if err := openWithCall(func(call *C.bg_call) C.int { return C.bg_lock_open_ex(&p, call, c.h.p, cname, o) }); err != nil {
+		return nil, err
 	}
 	return newLock(p, name, s)
 }
@@ -312,10 +314,20 @@ func (f *Filter) Lock(opts ...LockOption) (*Lock, error) {
 		return nil, errFilterClosed()
 	}
 	var p *C.bg_lock
-	if st := C.bg_lock_open_filter(&p, f.h.p, o); st != C.BG_OK {
-		return nil, newError(st, filterErrmsg(f.h.p))
+	if err := openWithCall(func(call *C.bg_call) C.int { return C.bg_lock_open_filter_ex(&p, call, f.h.p, o) }); err != nil {
+		return nil, err
 	}
 	return newLock(p, f.name, s)
+}
+
+// openWithCall runs an open (no I/O) with a bg_call of its own: a failure carries that call's
+// message, not the handle's shared slot, where another goroutine's failure may land meanwhile.
+func openWithCall(open func(call *C.bg_call) C.int) error {
+	c, err := beginCall(context.Background())
+	if err != nil {
+		return err
+	}
+	return c.end(context.Background(), open(c.p))
 }
 
 func newLock(p *C.bg_lock, name string, s lockSettings) (*Lock, error) {

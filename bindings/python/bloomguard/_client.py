@@ -4,9 +4,9 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, Optional, Type
 
-from ._call import run_or_raise
-from ._errors import InvalidArgument, error_for
-from ._ffi import cstr, ffi, lib
+from ._call import invoke, run_or_raise
+from ._errors import InvalidArgument
+from ._ffi import ffi, lib
 from ._filter import Filter
 from ._handle import Handle
 from ._lock import Lock, LockOwner
@@ -14,8 +14,6 @@ from ._options import build_options
 from ._policy import Policy
 
 __all__ = ["Client"]
-
-_ERRBUF_SIZE = 1024
 
 
 class Client:
@@ -94,17 +92,9 @@ class Client:
 
     def ping(self) -> None:
         """One round trip (PING) on a pooled connection; raises on failure."""
-        ptr = self._handle.enter()
-        try:
-            st = lib.bg_client_ping(ptr)
-            if st != lib.BG_OK:
-                # bg_client_ping, not its per-call form bg_client_ping_ex (not used here yet): the
-                # client's message (another thread's if it failed too)
-                buf = ffi.new("char[]", _ERRBUF_SIZE)
-                lib.bg_client_errmsg_copy(ptr, buf, _ERRBUF_SIZE)
-                raise error_for(st, cstr(buf))
-        finally:
-            self._handle.leave()
+        # the per-call form: a failure raises with this ping's own message, not the client's
+        # shared slot (where another thread's failure may have landed meanwhile)
+        invoke(self._handle, lib.bg_client_ping_ex, None)
 
     def close(self) -> None:
         """Releases this reference to the pool (idempotent). Open filters keep working."""

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optiona
 
 from ._answer import Answer, Answers
 from ._call import SOURCES, TimeoutArg, invoke, invoke_answer, run_or_raise
-from ._errors import InvalidArgument, error_for
-from ._ffi import cstr, ffi, lib
+from ._errors import InvalidArgument
+from ._ffi import ffi, lib
 from ._handle import Handle
 from ._items import Batch, Item, chunks
 from ._options import ROTATE_OPTIONS, build_options, seconds_to_ms
@@ -208,9 +208,9 @@ class Filter:
             raise TypeError("policy must be a bloomguard.Policy (or None), not %s" % type(policy).__name__)
         ptr = self._handle.enter()
         try:
-            st = lib.bg_filter_set_policy(ptr, policy._c if policy is not None else ffi.NULL)
-            if st != lib.BG_OK:
-                raise error_for(st, cstr(lib.bg_filter_errmsg(ptr)))
+            cpolicy = policy._c if policy is not None else ffi.NULL
+            # its call's own message: the filter's shared slot may hold another thread's failure
+            run_or_raise(lambda call: lib.bg_filter_set_policy_ex(ptr, call, cpolicy))
             # Queries that started with the previous policy keep using it in C: keep its fallback
             # registered until the next replacement (one that outlives even that declines, see _fallback).
             self._retired_policy, self._policy = self._policy, policy
@@ -277,9 +277,8 @@ class Filter:
         slot = ffi.new("int32_t *")
         ptr = self._handle.enter()
         try:
-            st = lib.bg_filter_node(ptr, buf, 320, slot)
-            if st != lib.BG_OK:
-                raise error_for(st, ffi.string(lib.bg_filter_errmsg(ptr)).decode("utf-8", "replace"))
+            # its call's own message, not the filter's shared slot (another thread's meanwhile)
+            run_or_raise(lambda call: lib.bg_filter_node_ex(ptr, call, buf, 320, slot))
         finally:
             self._handle.leave()
         return ffi.string(buf).decode("utf-8", "replace"), int(slot[0])

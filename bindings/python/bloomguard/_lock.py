@@ -23,7 +23,7 @@ from datetime import timedelta
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Type, Union
 
-from ._call import invoke
+from ._call import invoke, run_or_raise
 from ._errors import InvalidArgument, Locked, error_for
 from ._ffi import cstr, ffi, lib
 from ._handle import Handle
@@ -191,14 +191,13 @@ class Lock:
         try:
             out = ffi.new("bg_lock **")
             copts = opts if opts is not None else ffi.NULL
+            # a failure raises with its open's own message: the client's (or the filter's) shared
+            # slot may hold another thread's failure on that handle meanwhile
             if _filter is not None:
-                st = lib.bg_lock_open_filter(out, cptr, copts)
+                run_or_raise(lambda call: lib.bg_lock_open_filter_ex(out, call, cptr, copts))
             else:
-                st = lib.bg_lock_open(out, cptr, name.encode("utf-8"), copts)
-            if st != lib.BG_OK:  # the message is on the client (or the filter)
-                buf = ffi.new("char[]", _BUF_SIZE)
-                (lib.bg_filter_errmsg_copy if _filter is not None else lib.bg_client_errmsg_copy)(cptr, buf, _BUF_SIZE)
-                raise error_for(st, cstr(buf))
+                cname = name.encode("utf-8")
+                run_or_raise(lambda call: lib.bg_lock_open_ex(out, call, cptr, cname, copts))
             self._handle = Handle(out[0], lib.bg_lock_close, "lock")
         finally:
             parent.leave()
