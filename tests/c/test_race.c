@@ -141,6 +141,11 @@ static int run_race(race *r, int rotations) {
   /* a loaded machine under TSan can stall a reply past the default 1 s: timeouts are not what
    * this race is about (the policy fault tests are) */
   CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 20000));
+  /* the rotator commits a rotation with other parameters every few ms: on a loaded machine an
+   * add stalled for that long meets a new config on each of the default 5 retries (a CI rehearsal
+   * saw it once, under a load of 10, with hiredis 0.14). Each retry uses the config the refusal
+   * returned, so the budget bounds a livelock, not a slow path: the option's maximum here */
+  CHECK_OK(bg_options_set_int(o, BG_OPT_CONFIG_RETRIES, 100));
   CHECK_OK(bg_client_open(&readers, srv.url, o));
   CHECK_OK(bg_client_open(&rotator, srv.url, o));
   bg_options_free(o);
