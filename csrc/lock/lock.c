@@ -224,6 +224,7 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
   int tried_sub = !l->subscribe, resubscribes = 0;
   bgi_acq a;
   for (;;) {
+    uint64_t sent = bgi_now_ns();
     st = bgi_lock_step_acquire(l, call_deadline, seq, kind, mode == BG_LOCK_WRITE, fresh, intent_ms, &a, err);
     if (st == BG_ETIMEOUT && err->not_durable) {
       /* taken on the master but not on enough replicas (BG_OPT_WAIT_REPLICAS): a failover could
@@ -241,6 +242,7 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
       } else if (h) {
         h->count = 1;
         h->token = a.token;
+        h->lease_from_ns = sent;
         if (token) *token = a.token;
         if ((st = bgi_lock_renewer_register(l)) != BG_OK) {
           bgi_err_set(err, st, "lock \"%.200s\": cannot start the renewal thread", l->key.s);

@@ -53,6 +53,9 @@ typedef struct bgi_hold {
   uint64_t gen;         /* distinguishes successive holds of one owner */
   int lost;             /* the renewal found it gone */
   char lost_why[256];
+  /* when the round trip that last set its lease was sent (the acquire's, then each renewal's): the
+   * server ran it later, so the lease runs at least until lease_from_ns + lease (the renewal trace) */
+  uint64_t lease_from_ns;
 } bgi_hold;
 
 struct bg_lock {
@@ -132,5 +135,26 @@ void bgi_lock_sub_close(bgi_lock_sub *s);
 int bgi_lock_renewer_register(bg_lock *l);
 /* Takes it off, waiting out a renewal round of it in flight (call without l->mu). */
 void bgi_lock_renewer_unregister(bg_lock *l);
+
+/* ---- renewal trace and fault (tests only: tests/c/test_lock_renew.c) -------------------------- */
+
+/* One renewal of one hold, as the renewal thread saw it (times on bgi_now_ns). */
+typedef struct bgi_renew_rec {
+  const bg_lock *lock;
+  uint64_t seq, gen;    /* the hold */
+  int64_t lease_ms;
+  uint64_t due_ns;      /* when the handle was due (the pass renews what is due within half a period) */
+  uint64_t base_ns;     /* the hold's lease_from_ns before this renewal: its lease ran to >= base + lease */
+  uint64_t sent_ns;     /* this renewal's round trip began */
+  uint64_t done_ns;     /* ... and its reply was in */
+  int status;           /* the round trip's status (BG_OK, or an error: retried next period) */
+  int held;             /* 1 renewed, 0 found gone */
+} bgi_renew_rec;
+
+/* Starts recording every renewal into buf (up to cap, the rest are counted but dropped); NULL
+ * stops. Returns the number recorded since the last start (may exceed cap). */
+size_t bgi_lock_renew_trace(bgi_renew_rec *buf, size_t cap);
+/* The fault of the negative control: every pass of the renewal thread first sleeps this long. */
+void bgi_lock_renew_fault_delay(uint64_t ns);
 
 #endif
