@@ -131,8 +131,11 @@ void bgi_lock_sub_close(bgi_lock_sub *s);
 /* ---- renewal (renew.c) ----------------------------------------------------------------------- */
 
 /* Puts the handle on the renewal thread's list (starting the thread if none runs) if renewal is
- * on and it is not there yet; call with l->mu held (lock order: l->mu, then the registry's). */
-int bgi_lock_renewer_register(bg_lock *l);
+ * on and it is not there yet, for a new hold whose acquire round trip was sent at lease_from_ns:
+ * the handle is due a period after that at the latest (the server may have started the lease
+ * as soon as it was sent; the reply may come much later). Call with l->mu held (lock order:
+ * l->mu, then the registry's). */
+int bgi_lock_renewer_register(bg_lock *l, uint64_t lease_from_ns);
 /* Takes it off, waiting out a renewal round of it in flight (call without l->mu). */
 void bgi_lock_renewer_unregister(bg_lock *l);
 
@@ -156,5 +159,8 @@ typedef struct bgi_renew_rec {
 size_t bgi_lock_renew_trace(bgi_renew_rec *buf, size_t cap);
 /* The fault of the negative control: every pass of the renewal thread first sleeps this long. */
 void bgi_lock_renew_fault_delay(uint64_t ns);
+/* A fault: a first acquire sleeps this long between its reply and recording the hold (a thread
+ * preempted there, as under a sanitizer on a loaded machine). */
+void bgi_lock_acquire_fault_delay(uint64_t ns);
 
 #endif

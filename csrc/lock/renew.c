@@ -182,12 +182,23 @@ static void *renewer(void *arg) {
   return NULL;
 }
 
-int bgi_lock_renewer_register(bg_lock *l) {
+int bgi_lock_renewer_register(bg_lock *l, uint64_t lease_from_ns) {
   int st = BG_OK;
   if (!l->renew) return BG_OK;
+  /* due a period after the acquire was sent, not after its reply: the lease may have started on
+   * the server at once, and the reply (or this thread) may come late; a handle already on the
+   * list keeps its schedule unless that is later (a pass during the acquire skipped the hold, in
+   * flight then, and would only come back a whole period after itself) */
+  uint64_t due = lease_from_ns + period_ns(l);
   pthread_once(&reg_once, init_cv);
   pthread_mutex_lock(&reg_mu);
-  if (l->rn_registered) goto out;
+  if (l->rn_registered) {
+    if (due < l->rn_due_ns) {
+      l->rn_due_ns = due;
+      pthread_cond_broadcast(&reg_cv); /* the thread may sleep towards a later due time */
+    }
+    goto out;
+  }
   if (!reg_running) {
     pthread_t t;
     pthread_attr_t attr;
@@ -203,7 +214,7 @@ int bgi_lock_renewer_register(bg_lock *l) {
     reg_running = 1;
   }
   l->rn_registered = 1;
-  l->rn_due_ns = bgi_now_ns() + period_ns(l);
+  l->rn_due_ns = due;
   l->rn_prev = NULL;
   l->rn_next = reg_head;
   if (reg_head) reg_head->rn_prev = l;

@@ -81,8 +81,20 @@ static void judge(const bgi_renew_rec *r, size_t n, verdict *v) {
     double head = (double)r[i].base_ns + (double)r[i].lease_ms * 1e6 - (double)r[i].done_ns;
     if (r[i].status != BG_OK) v->failed++;
     else if (!r[i].held) v->gone++;
-    if (late >= p) v->late++;
-    if (head < p / 2) v->short_headroom++;
+    if ((head < p / 2 || late >= p) && v->late + v->short_headroom < 3) { /* the story of the first few */
+      /* the story of that hold: each renewal of it, relative to the first record's base */
+      fprintf(stderr, "lease %lld ms, hold %llu/%llu: late %.1f ms, headroom %.1f ms; its renewals (ms since its "
+              "lease base; due, sent, done):\n", (long long)r[i].lease_ms, (unsigned long long)r[i].seq,
+              (unsigned long long)r[i].gen, late / 1e6, head / 1e6);
+      for (size_t j = 0; j <= i; j++)
+        if (r[j].lock == r[i].lock && r[j].seq == r[i].seq && r[j].gen == r[i].gen)
+          fprintf(stderr, "  base %+.1f due %+.1f sent %+.1f done %+.1f held %d st %d\n",
+                  ((double)r[j].base_ns - (double)r[i].base_ns) / 1e6, ((double)r[j].due_ns - (double)r[i].base_ns) / 1e6,
+                  ((double)r[j].sent_ns - (double)r[i].base_ns) / 1e6, ((double)r[j].done_ns - (double)r[i].base_ns) / 1e6,
+                  r[j].held, r[j].status);
+    }
+    v->late += late >= p;
+    v->short_headroom += head < p / 2;
     if (late / p * 100 > v->worst_late_pct) v->worst_late_pct = late / p * 100, v->worst_late_us = (int64_t)(late / 1e3);
     if (head / p * 100 < v->worst_headroom_pct)
       v->worst_headroom_pct = head / p * 100, v->worst_headroom_us = (int64_t)(head / 1e3);
@@ -170,5 +182,52 @@ static void test_a_renewer_a_period_late_is_caught(void) {
   CHECK_MSG(v.late > 0, "a renewer delayed by a period was not flagged late (%zu renewals)", v.n);
 }
 
+/* A first acquire whose reply (or thread) comes 200 ms after the server took the lock, with a
+ * 300 ms lease: on a fresh handle, and on a handle already on the list (a pass while the acquire
+ * was in flight skipped the hold). The first renewal must be due a period after the acquire was
+ * sent. Failed before: it was due a period after the reply (the registration), 300 ms after the
+ * lease began: the taker got the lock, the renewal found the hold gone. */
+static void test_a_slow_acquire_reply_keeps_its_lease(void) {
+  const int64_t lease = 300;
+  clean("renew-fresh");
+  clean("renew-known");
+  bg_lock *fresh = open_lock(cl, "renew-fresh", lease, 1), *known = open_lock(cl2, "renew-known", lease, 1);
+  bg_lock *take_f = open_lock(cl2, "renew-fresh", lease, 0), *take_k = open_lock(cl, "renew-known", lease, 0);
+  CHECK_OK(bg_lock_acquire(known, BG_LOCK_EXCLUSIVE, 0, NULL)); /* on the list from now on */
+  CHECK_OK(bg_lock_release(known));
+  sleep_ms(70);
+  bgi_lock_renew_trace(recs, NREC);
+  bgi_lock_acquire_fault_delay(200 * 1000000ull);
+  CHECK_OK(bg_lock_acquire(fresh, BG_LOCK_EXCLUSIVE, 0, NULL));
+  CHECK_OK(bg_lock_acquire(known, BG_LOCK_EXCLUSIVE, 0, NULL));
+  bgi_lock_acquire_fault_delay(0);
+  size_t takeovers = 0;
+  for (int i = 0; i < 30; i++) { /* 1.5 s = five leases */
+    if (bg_lock_acquire(take_f, BG_LOCK_EXCLUSIVE, 0, NULL) == BG_OK) takeovers++, bg_lock_release(take_f);
+    if (bg_lock_acquire(take_k, BG_LOCK_EXCLUSIVE, 0, NULL) == BG_OK) takeovers++, bg_lock_release(take_k);
+    sleep_ms(50);
+  }
+  size_t n = bgi_lock_renew_trace(NULL, 0);
+  verdict v = {0};
+  judge(recs, n < NREC ? n : NREC, &v);
+  printf("slow replies: renewals %zu, worst late %lld us, least headroom %lld us (%.0f%% of a period)\n", v.n,
+         (long long)v.worst_late_us, (long long)v.worst_headroom_us, v.worst_headroom_pct);
+  CHECK_EQ_INT(takeovers, 0);
+  CHECK_OK(bg_lock_held(fresh, NULL, NULL, NULL));
+  CHECK_OK(bg_lock_held(known, NULL, NULL, NULL));
+  /* not v.late: a hold is renewed only once its acquire's reply is in (renewing it before could
+   * find it not yet there and call it lost), here 2 periods after it was sent, so its first
+   * renewal is a period past due by construction; what counts is that it lands in time */
+  CHECK_EQ_INT(v.short_headroom, 0);
+  CHECK_EQ_INT(v.gone, 0);
+  bg_lock_release(fresh);
+  bg_lock_release(known);
+  bg_lock_close(fresh);
+  bg_lock_close(known);
+  bg_lock_close(take_f);
+  bg_lock_close(take_k);
+}
+
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_renewals_land_in_time), BGT_CASE(test_a_renewer_a_period_late_is_caught),
+        BGT_CASE(test_a_slow_acquire_reply_keeps_its_lease),
         BGT_CASE(teardown))
