@@ -147,6 +147,7 @@ typedef struct bgi_renew_rec {
   uint64_t seq, gen;    /* the hold */
   int64_t lease_ms;
   uint64_t due_ns;      /* when the handle was due (the pass renews what is due within half a period) */
+  uint64_t pass_ns;     /* when the pass that renewed it began (the thread woke, or the last pass ended) */
   uint64_t base_ns;     /* the hold's lease_from_ns before this renewal: its lease ran to >= base + lease */
   uint64_t sent_ns;     /* this renewal's round trip began */
   uint64_t done_ns;     /* ... and its reply was in */

@@ -77,8 +77,8 @@ static void init_cv(void) {
 
 static uint64_t period_ns(const bg_lock *l) { return bgi_ms_ns(l->lease_ms / 3 > 0 ? l->lease_ms / 3 : 1); }
 
-/* Renews every hold of l, due at due_ns (the thread has marked it busy: close waits for it). */
-static void renew_handle(bg_lock *l, uint64_t due_ns, snap **s, size_t *scap) {
+/* Renews every hold of l, due at due_ns, in the pass that began at pass_ns (the thread has marked it busy: close waits for it). */
+static void renew_handle(bg_lock *l, uint64_t due_ns, uint64_t pass_ns, snap **s, size_t *scap) {
   pthread_mutex_lock(&l->mu);
   size_t n = 0;
   if (l->nholds > *scap) {
@@ -106,7 +106,7 @@ static void renew_handle(bg_lock *l, uint64_t due_ns, snap **s, size_t *scap) {
     if (atomic_load(&trace_on)) {
       uint64_t done = bgi_now_ns();
       for (size_t i = 0; i < m; i++)
-        trace(&(bgi_renew_rec){l, (*s)[b + i].seq, (*s)[b + i].gen, l->lease_ms, due_ns, (*s)[b + i].lease_from_ns,
+        trace(&(bgi_renew_rec){l, (*s)[b + i].seq, (*s)[b + i].gen, l->lease_ms, due_ns, pass_ns, (*s)[b + i].lease_from_ns,
                                sent, done, st, st == BG_OK && held[i]});
     }
     if (st != BG_OK) continue; /* next period */
@@ -169,7 +169,7 @@ static void *renewer(void *arg) {
     pthread_mutex_unlock(&reg_mu);
     uint64_t delay = atomic_load(&fault_delay_ns);
     if (delay) bgi_sleep_ns(delay);
-    for (size_t i = 0; i < n; i++) renew_handle(due[i], due_at[i], &s, &scap);
+    for (size_t i = 0; i < n; i++) renew_handle(due[i], due_at[i], now, &s, &scap);
     pthread_mutex_lock(&reg_mu);
     for (size_t i = 0; i < n; i++) due[i]->rn_busy = 0;
     pthread_cond_broadcast(&reg_cv);

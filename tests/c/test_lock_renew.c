@@ -88,8 +88,9 @@ static void judge(const bgi_renew_rec *r, size_t n, verdict *v) {
               (unsigned long long)r[i].gen, late / 1e6, head / 1e6);
       for (size_t j = 0; j <= i; j++)
         if (r[j].lock == r[i].lock && r[j].seq == r[i].seq && r[j].gen == r[i].gen)
-          fprintf(stderr, "  base %+.1f due %+.1f sent %+.1f done %+.1f held %d st %d\n",
+          fprintf(stderr, "  base %+.1f due %+.1f pass %+.1f sent %+.1f done %+.1f held %d st %d\n",
                   ((double)r[j].base_ns - (double)r[i].base_ns) / 1e6, ((double)r[j].due_ns - (double)r[i].base_ns) / 1e6,
+                  ((double)r[j].pass_ns - (double)r[i].base_ns) / 1e6,
                   ((double)r[j].sent_ns - (double)r[i].base_ns) / 1e6, ((double)r[j].done_ns - (double)r[i].base_ns) / 1e6,
                   r[j].held, r[j].status);
     }
