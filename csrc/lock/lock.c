@@ -250,6 +250,7 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
         h->count = 1;
         h->token = a.token;
         h->lease_from_ns = sent;
+        h->held_from_ns = bgi_now_ns();
         if (token) *token = a.token;
         if ((st = bgi_lock_renewer_register(l, sent)) != BG_OK) {
           bgi_err_set(err, st, "lock \"%.200s\": cannot start the renewal thread", l->key.s);

@@ -56,6 +56,7 @@ typedef struct bgi_hold {
   /* when the round trip that last set its lease was sent (the acquire's, then each renewal's): the
    * server ran it later, so the lease runs at least until lease_from_ns + lease (the renewal trace) */
   uint64_t lease_from_ns;
+  uint64_t held_from_ns; /* when its acquire's reply was recorded (from then on it is renewed) */
 } bgi_hold;
 
 struct bg_lock {
@@ -149,6 +150,7 @@ typedef struct bgi_renew_rec {
   uint64_t due_ns;      /* when the handle was due (the pass renews what is due within half a period) */
   uint64_t pass_ns;     /* when the pass that renewed it began (the thread woke, or the last pass ended) */
   uint64_t base_ns;     /* the hold's lease_from_ns before this renewal: its lease ran to >= base + lease */
+  uint64_t held_ns;     /* the hold's held_from_ns: no renewal of it could come before */
   uint64_t sent_ns;     /* this renewal's round trip began */
   uint64_t done_ns;     /* ... and its reply was in */
   int status;           /* the round trip's status (BG_OK, or an error: retried next period) */

@@ -25,7 +25,7 @@ typedef struct snap {
   uint64_t seq;
   int kind;
   uint64_t gen;
-  uint64_t lease_from_ns;
+  uint64_t lease_from_ns, held_from_ns;
 } snap;
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -91,7 +91,8 @@ static void renew_handle(bg_lock *l, uint64_t due_ns, uint64_t pass_ns, snap **s
   }
   for (size_t i = 0; i < l->nholds; i++)
     if (l->holds[i].count > 0)
-      (*s)[n++] = (snap){l->holds[i].seq, l->holds[i].kind, l->holds[i].gen, l->holds[i].lease_from_ns};
+      (*s)[n++] = (snap){l->holds[i].seq, l->holds[i].kind, l->holds[i].gen, l->holds[i].lease_from_ns,
+                          l->holds[i].held_from_ns};
   pthread_mutex_unlock(&l->mu);
   /* one round trip per BGI_RENEW_BATCH holds (a pass over many holds must stay short next to a lease) */
   for (size_t b = 0; b < n; b += BGI_RENEW_BATCH) {
@@ -107,7 +108,7 @@ static void renew_handle(bg_lock *l, uint64_t due_ns, uint64_t pass_ns, snap **s
       uint64_t done = bgi_now_ns();
       for (size_t i = 0; i < m; i++)
         trace(&(bgi_renew_rec){l, (*s)[b + i].seq, (*s)[b + i].gen, l->lease_ms, due_ns, pass_ns, (*s)[b + i].lease_from_ns,
-                               sent, done, st, st == BG_OK && held[i]});
+                               (*s)[b + i].held_from_ns, sent, done, st, st == BG_OK && held[i]});
     }
     if (st != BG_OK) continue; /* next period */
     /* only the trace reads lease_from_ns: without it a renewed hold costs no search of the list */
