@@ -1,6 +1,7 @@
 /* bg_lock: open / acquire / release / held / close (design in include/bloomguard/lock.h). */
 #include "lock/lock.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -170,6 +171,10 @@ static int busy(bg_lock *l, const bgi_acq *a, int64_t waited_ms, bgi_err *err) {
                      "after %lld ms", l->key.s, a->who[0] ? a->who : "?", kind_text(a), lease, (long long)waited_ms);
 }
 
+static _Atomic uint64_t acquire_fault_delay_ns; /* tests only (lock.h) */
+
+void bgi_lock_acquire_fault_delay(uint64_t ns) { atomic_store(&acquire_fault_delay_ns, ns); }
+
 static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_t wait_ms, uint64_t *token,
                    bgi_err *err) {
   if (mode != BG_LOCK_EXCLUSIVE && mode != BG_LOCK_READ && mode != BG_LOCK_WRITE)
@@ -224,6 +229,7 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
   int tried_sub = !l->subscribe, resubscribes = 0;
   bgi_acq a;
   for (;;) {
+    uint64_t sent = bgi_now_ns();
     st = bgi_lock_step_acquire(l, call_deadline, seq, kind, mode == BG_LOCK_WRITE, fresh, intent_ms, &a, err);
     if (st == BG_ETIMEOUT && err->not_durable) {
       /* taken on the master but not on enough replicas (BG_OPT_WAIT_REPLICAS): a failover could
@@ -233,6 +239,8 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
     }
     if (st != BG_OK) break;
     if (a.status == 1) {
+      uint64_t delay = atomic_load(&acquire_fault_delay_ns);
+      if (delay && fresh) bgi_sleep_ns(delay);
       pthread_mutex_lock(&l->mu);
       h = find_gen(l, seq, gen); /* there: only this call removes a busy record */
       if (h && !fresh) {
@@ -241,8 +249,10 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
       } else if (h) {
         h->count = 1;
         h->token = a.token;
+        h->lease_from_ns = sent;
+        h->held_from_ns = bgi_now_ns();
         if (token) *token = a.token;
-        if ((st = bgi_lock_renewer_register(l)) != BG_OK) {
+        if ((st = bgi_lock_renewer_register(l, sent)) != BG_OK) {
           bgi_err_set(err, st, "lock \"%.200s\": cannot start the renewal thread", l->key.s);
           h->count = 0; /* dropped below */
         }

@@ -53,6 +53,10 @@ typedef struct bgi_hold {
   uint64_t gen;         /* distinguishes successive holds of one owner */
   int lost;             /* the renewal found it gone */
   char lost_why[256];
+  /* when the round trip that last set its lease was sent (the acquire's, then each renewal's): the
+   * server ran it later, so the lease runs at least until lease_from_ns + lease (the renewal trace) */
+  uint64_t lease_from_ns;
+  uint64_t held_from_ns; /* when its acquire's reply was recorded (from then on it is renewed) */
 } bgi_hold;
 
 struct bg_lock {
@@ -128,9 +132,38 @@ void bgi_lock_sub_close(bgi_lock_sub *s);
 /* ---- renewal (renew.c) ----------------------------------------------------------------------- */
 
 /* Puts the handle on the renewal thread's list (starting the thread if none runs) if renewal is
- * on and it is not there yet; call with l->mu held (lock order: l->mu, then the registry's). */
-int bgi_lock_renewer_register(bg_lock *l);
+ * on and it is not there yet, for a new hold whose acquire round trip was sent at lease_from_ns:
+ * the handle is due a period after that at the latest (the server may have started the lease
+ * as soon as it was sent; the reply may come much later). Call with l->mu held (lock order:
+ * l->mu, then the registry's). */
+int bgi_lock_renewer_register(bg_lock *l, uint64_t lease_from_ns);
 /* Takes it off, waiting out a renewal round of it in flight (call without l->mu). */
 void bgi_lock_renewer_unregister(bg_lock *l);
+
+/* ---- renewal trace and fault (tests only: tests/c/test_lock_renew.c) -------------------------- */
+
+/* One renewal of one hold, as the renewal thread saw it (times on bgi_now_ns). */
+typedef struct bgi_renew_rec {
+  const bg_lock *lock;
+  uint64_t seq, gen;    /* the hold */
+  int64_t lease_ms;
+  uint64_t due_ns;      /* when the handle was due (the pass renews what is due within half a period) */
+  uint64_t pass_ns;     /* when the pass that renewed it began (the thread woke, or the last pass ended) */
+  uint64_t base_ns;     /* the hold's lease_from_ns before this renewal: its lease ran to >= base + lease */
+  uint64_t held_ns;     /* the hold's held_from_ns: no renewal of it could come before */
+  uint64_t sent_ns;     /* this renewal's round trip began */
+  uint64_t done_ns;     /* ... and its reply was in */
+  int status;           /* the round trip's status (BG_OK, or an error: retried next period) */
+  int held;             /* 1 renewed, 0 found gone */
+} bgi_renew_rec;
+
+/* Starts recording every renewal into buf (up to cap, the rest are counted but dropped); NULL
+ * stops. Returns the number recorded since the last start (may exceed cap). */
+size_t bgi_lock_renew_trace(bgi_renew_rec *buf, size_t cap);
+/* The fault of the negative control: every pass of the renewal thread first sleeps this long. */
+void bgi_lock_renew_fault_delay(uint64_t ns);
+/* A fault: a first acquire sleeps this long between its reply and recording the hold (a thread
+ * preempted there, as under a sanitizer on a loaded machine). */
+void bgi_lock_acquire_fault_delay(uint64_t ns);
 
 #endif

@@ -13,6 +13,7 @@
  * was deleted) marks the hold lost; a failed round trip is retried at the next period (the lease
  * outlives two of them).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ typedef struct snap {
   uint64_t seq;
   int kind;
   uint64_t gen;
+  uint64_t lease_from_ns, held_from_ns;
 } snap;
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -31,6 +33,31 @@ static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
 static pthread_cond_t reg_cv;      /* the thread's sleep; and unregister waiting out a round */
 static bg_lock *reg_head;
 static int reg_running;
+
+/* the renewal trace and the fault of the tests (lock.h): off unless a test turns them on */
+static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
+static _Atomic int trace_on;
+static bgi_renew_rec *trace_buf;
+static size_t trace_cap, trace_n;
+static _Atomic uint64_t fault_delay_ns;
+
+size_t bgi_lock_renew_trace(bgi_renew_rec *buf, size_t cap) {
+  pthread_mutex_lock(&trace_mu);
+  size_t n = trace_n;
+  trace_buf = buf, trace_cap = buf ? cap : 0, trace_n = 0;
+  atomic_store(&trace_on, buf != NULL);
+  pthread_mutex_unlock(&trace_mu);
+  return n;
+}
+
+void bgi_lock_renew_fault_delay(uint64_t ns) { atomic_store(&fault_delay_ns, ns); }
+
+static void trace(const bgi_renew_rec *r) {
+  pthread_mutex_lock(&trace_mu);
+  if (trace_buf && trace_n < trace_cap) trace_buf[trace_n] = *r;
+  if (trace_buf) trace_n++;
+  pthread_mutex_unlock(&trace_mu);
+}
 
 /* fork: the child has no renewal thread, whatever the parent had, and its handles are not to be
  * used (lock.h); a handle the child opens itself must find an empty list and start a thread */
@@ -50,8 +77,8 @@ static void init_cv(void) {
 
 static uint64_t period_ns(const bg_lock *l) { return bgi_ms_ns(l->lease_ms / 3 > 0 ? l->lease_ms / 3 : 1); }
 
-/* Renews every hold of l (the thread has marked it busy: close waits for it). */
-static void renew_handle(bg_lock *l, snap **s, size_t *scap) {
+/* Renews every hold of l, due at due_ns, in the pass that began at pass_ns (the thread has marked it busy: close waits for it). */
+static void renew_handle(bg_lock *l, uint64_t due_ns, uint64_t pass_ns, snap **s, size_t *scap) {
   pthread_mutex_lock(&l->mu);
   size_t n = 0;
   if (l->nholds > *scap) {
@@ -63,7 +90,9 @@ static void renew_handle(bg_lock *l, snap **s, size_t *scap) {
     *s = p, *scap = l->nholds;
   }
   for (size_t i = 0; i < l->nholds; i++)
-    if (l->holds[i].count > 0) (*s)[n++] = (snap){l->holds[i].seq, l->holds[i].kind, l->holds[i].gen};
+    if (l->holds[i].count > 0)
+      (*s)[n++] = (snap){l->holds[i].seq, l->holds[i].kind, l->holds[i].gen, l->holds[i].lease_from_ns,
+                          l->holds[i].held_from_ns};
   pthread_mutex_unlock(&l->mu);
   /* one round trip per BGI_RENEW_BATCH holds (a pass over many holds must stay short next to a lease) */
   for (size_t b = 0; b < n; b += BGI_RENEW_BATCH) {
@@ -73,14 +102,27 @@ static void renew_handle(bg_lock *l, snap **s, size_t *scap) {
     char held[BGI_RENEW_BATCH];
     bgi_err err = {0};
     for (size_t i = 0; i < m; i++) seqs[i] = (*s)[b + i].seq, kinds[i] = (*s)[b + i].kind;
-    if (bgi_lock_step_renew(l, seqs, kinds, m, held, &err) != BG_OK) continue; /* next period */
+    uint64_t sent = bgi_now_ns();
+    int st = bgi_lock_step_renew(l, seqs, kinds, m, held, &err);
+    if (atomic_load(&trace_on)) {
+      uint64_t done = bgi_now_ns();
+      for (size_t i = 0; i < m; i++)
+        trace(&(bgi_renew_rec){l, (*s)[b + i].seq, (*s)[b + i].gen, l->lease_ms, due_ns, pass_ns, (*s)[b + i].lease_from_ns,
+                               (*s)[b + i].held_from_ns, sent, done, st, st == BG_OK && held[i]});
+    }
+    if (st != BG_OK) continue; /* next period */
+    /* only the trace reads lease_from_ns: without it a renewed hold costs no search of the list */
+    int note = atomic_load(&trace_on);
     for (size_t i = 0; i < m; i++) {
-      if (held[i]) continue;
+      if (held[i] && !note) continue;
       snap *x = &(*s)[b + i];
       pthread_mutex_lock(&l->mu);
       for (size_t j = 0; j < l->nholds; j++) {
         bgi_hold *h = &l->holds[j];
-        if (h->seq == x->seq && h->gen == x->gen && !h->lost) {
+        if (h->seq != x->seq || h->gen != x->gen) continue;
+        if (held[i]) {
+          h->lease_from_ns = sent;
+        } else if (!h->lost) {
           h->lost = 1;
           snprintf(h->lost_why, sizeof h->lost_why, "the %s hold of lock \"%.100s\" was lost: renewal found it "
                    "gone (its lease of %lld ms ran out, or the key was deleted)",
@@ -97,6 +139,7 @@ static void *renewer(void *arg) {
   snap *s = NULL;
   size_t scap = 0;
   bg_lock **due = NULL;
+  uint64_t *due_at = NULL; /* when each of due[] was due (the trace) */
   size_t dcap = 0;
   pthread_mutex_lock(&reg_mu);
   while (reg_head) {
@@ -107,10 +150,13 @@ static void *renewer(void *arg) {
         if (n == dcap) {
           size_t cap = dcap ? dcap * 2 : 16;
           bg_lock **p = realloc(due, cap * sizeof *p);
-          if (!p) break; /* the rest wait for the next pass */
-          due = p, dcap = cap;
+          if (p) due = p;
+          uint64_t *q = p ? realloc(due_at, cap * sizeof *q) : NULL;
+          if (!q) break; /* the rest wait for the next pass */
+          due_at = q, dcap = cap;
         }
-        due[n++] = l;
+        due[n] = l;
+        due_at[n++] = l->rn_due_ns;
         l->rn_busy = 1;
         l->rn_due_ns = now + period_ns(l);
       }
@@ -122,7 +168,9 @@ static void *renewer(void *arg) {
       continue;
     }
     pthread_mutex_unlock(&reg_mu);
-    for (size_t i = 0; i < n; i++) renew_handle(due[i], &s, &scap);
+    uint64_t delay = atomic_load(&fault_delay_ns);
+    if (delay) bgi_sleep_ns(delay);
+    for (size_t i = 0; i < n; i++) renew_handle(due[i], due_at[i], now, &s, &scap);
     pthread_mutex_lock(&reg_mu);
     for (size_t i = 0; i < n; i++) due[i]->rn_busy = 0;
     pthread_cond_broadcast(&reg_cv);
@@ -131,15 +179,27 @@ static void *renewer(void *arg) {
   pthread_mutex_unlock(&reg_mu);
   free(s);
   free(due);
+  free(due_at);
   return NULL;
 }
 
-int bgi_lock_renewer_register(bg_lock *l) {
+int bgi_lock_renewer_register(bg_lock *l, uint64_t lease_from_ns) {
   int st = BG_OK;
   if (!l->renew) return BG_OK;
+  /* due a period after the acquire was sent, not after its reply: the lease may have started on
+   * the server at once, and the reply (or this thread) may come late; a handle already on the
+   * list keeps its schedule unless that is later (a pass during the acquire skipped the hold, in
+   * flight then, and would only come back a whole period after itself) */
+  uint64_t due = lease_from_ns + period_ns(l);
   pthread_once(&reg_once, init_cv);
   pthread_mutex_lock(&reg_mu);
-  if (l->rn_registered) goto out;
+  if (l->rn_registered) {
+    if (due < l->rn_due_ns) {
+      l->rn_due_ns = due;
+      pthread_cond_broadcast(&reg_cv); /* the thread may sleep towards a later due time */
+    }
+    goto out;
+  }
   if (!reg_running) {
     pthread_t t;
     pthread_attr_t attr;
@@ -155,7 +215,7 @@ int bgi_lock_renewer_register(bg_lock *l) {
     reg_running = 1;
   }
   l->rn_registered = 1;
-  l->rn_due_ns = bgi_now_ns() + period_ns(l);
+  l->rn_due_ns = due;
   l->rn_prev = NULL;
   l->rn_next = reg_head;
   if (reg_head) reg_head->rn_prev = l;
