@@ -78,7 +78,6 @@ struct bgi_mux {
   uint64_t gen;                /* connections made (under mu and io) */
   int writing, want_out, failed;
   int reading;                 /* a caller has the reader's turn */
-  int reader_awake;            /* ... and is not asleep in poll: it writes the queue before it is */
   int idle;                    /* no one has read since the last turn ended */
   uint64_t progress_ns;        /* the last reply read */
   uint64_t calls;              /* calls completed on the current connection */
