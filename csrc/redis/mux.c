@@ -166,16 +166,6 @@ static int deliver(bgi_mux *m, bgi_reply *r, wake_list *w) {
   return 0;
 }
 
-static void write_queued(bgi_mux *m);
-
-/* m->mu held: writes what is queued unless someone is writing already. */
-static void flush_queued(bgi_mux *m) {
-  if (!m->q.len || m->writing) return;
-  m->writing = 1;
-  write_queued(m);
-  m->writing = 0;
-}
-
 /* Parses every complete reply in the reader's buffer, under m->mu (one lock for the whole batch:
  * replies of a few bits parse in well under a microsecond); the redisReader is only used by the
  * caller whose reader's turn it is. */
@@ -209,8 +199,6 @@ static void parse_all(bgi_mux *m) {
       break;
     }
   }
-  /* anything queued goes out before the wake-ups (the server works on it meanwhile) */
-  if (!m->failed) flush_queued(m);
   pthread_mutex_unlock(&m->mu);
   for (int i = 0; i < w.n; i++) bgi_park_wake(w.p[i]);
 }
@@ -228,9 +216,6 @@ static void read_some(bgi_mux *m, const bgi_mux_call *mine, uint64_t until_ns) {
     m->idle = 0;
   }
   while (!mine->done && !m->failed && m->state == BGI_MUX_UP) {
-    /* anything queued goes out before this reader sleeps */
-    flush_queued(m);
-    if (m->failed || m->state != BGI_MUX_UP) break;
     uint64_t now = bgi_now_ns();
     if (now >= until_ns) break;
     /* no reply for this long while someone was reading: the server or the network is gone */
@@ -518,7 +503,11 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
    * the commands to an awake reader instead, to be written with what else the callers it woke
    * queued, made the writes at 64 threads 2.5x bigger - and a CI rehearsal then saw crossed
    * answers after rapid CLIENT KILLs under ASan (test_pipeline; not understood yet): not done */
-  flush_queued(m);
+  if (!m->writing) {
+    m->writing = 1;
+    write_queued(m);
+    m->writing = 0;
+  }
   while (!mc->done) {
     int timed_out = 0;
     if (m->failed && !m->reading && m->gen == mc->gen) {
@@ -530,7 +519,6 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
       m->reading = 1;
       read_some(m, mc, deadline_ns);
       m->reading = 0;
-      flush_queued(m);
       if (m->failed) {
         teardown(m);
         continue;
