@@ -37,14 +37,18 @@ static int cluster_slots(bgi_conn *conn, bgi_reply **out, int64_t timeout_ms, bg
   return bgi_conn_roundtrip(conn, out, 1, timeout_ms, err);
 }
 
-/* redis-sentinel://: the sentinels name the master, which then confirms it (ROLE). */
+/* The multiplexed connections per server (0: off) and their calls' spin, from the options. */
+static size_t mux_conns(const bg_client *c) { return c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0; }
+static uint64_t mux_spin_ns(const bg_client *c) { return (uint64_t)c->opts.pipeline_spin_us * 1000u; }
+
 /* The cluster's nodes get the multiplexed connections a standalone client would (set before the
  * first load makes them). */
 static void use_mux_options(bg_client *c) {
-  c->cluster->mux_conns = c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0;
-  c->cluster->mux_spin_ns = (uint64_t)c->opts.pipeline_spin_us * 1000u;
+  c->cluster->mux_conns = mux_conns(c);
+  c->cluster->mux_spin_ns = mux_spin_ns(c);
 }
 
+/* redis-sentinel://: the sentinels name the master, which then confirms it (ROLE). */
 static int discover_sentinel(bg_client *c, bgi_err *err) {
   const bgi_url *u = &c->ep.url;
   if (c->opts.cluster == BG_CLUSTER_ON)
@@ -178,8 +182,7 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
     st = bgi_err_set(err, BG_ENOMEM, "out of memory");
     goto fail;
   }
-  if (bgi_muxset_init(&c->mux, c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0,
-                      (uint64_t)c->opts.pipeline_spin_us * 1000u, &c->ep) != BG_OK) {
+  if (bgi_muxset_init(&c->mux, mux_conns(c), mux_spin_ns(c), &c->ep) != BG_OK) {
     st = bgi_err_set(err, BG_ENOMEM, "out of memory");
     goto fail;
   }
