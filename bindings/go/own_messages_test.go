@@ -17,9 +17,9 @@ type ownMessageKind struct {
 	want string
 }
 
-// crossedMessages runs two goroutines per kind (300 calls each, 4 s at most) and counts the
+// crossedMessages runs two goroutines per kind (rounds calls each, 4 s at most) and counts the
 // failures whose message was not their own, and those that failed otherwise.
-func crossedMessages(kinds []ownMessageKind) (crossed, wrong int64, example string) {
+func crossedMessages(kinds []ownMessageKind, rounds int) (crossed, wrong int64, example string) {
 	var nCrossed, nWrong atomic.Int64
 	var first atomic.Value
 	deadline := time.Now().Add(4 * time.Second)
@@ -29,7 +29,7 @@ func crossedMessages(kinds []ownMessageKind) (crossed, wrong int64, example stri
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for i := 0; i < 300 && time.Now().Before(deadline); i++ {
+				for i := 0; i < rounds && time.Now().Before(deadline); i++ {
 					var e *Error
 					if err := k.fail(); !errors.As(err, &e) || e.Code != k.code {
 						nWrong.Add(1)
@@ -65,7 +65,7 @@ func foreignLockOption(o Option) LockOption {
 
 func checkOwnMessages(t *testing.T, kinds []ownMessageKind) {
 	t.Helper()
-	crossed, wrong, example := crossedMessages(kinds)
+	crossed, wrong, example := crossedMessages(kinds, 300)
 	if wrong > 0 {
 		t.Errorf("%d calls failed otherwise, e.g. %s", wrong, example)
 	}

@@ -992,15 +992,13 @@ func TestRotateConcurrentBeginsKeepTheirOwnMessages(t *testing.T) {
 	ctx := context.Background()
 	c := openClient(t)
 	f := initFilter(t, c, 1000, 0.01)
-	kinds := []struct {
-		n    int64
-		fpp  float64
-		code error
-		want string
-	}{
-		{1000, 0.01, ErrRotationInProgress, "in progress"},
-		{1000, 2.0, ErrBadParams, "can't be greater than 1"},
-		{0, 0.01, ErrBadParams, "expected insertions must be positive"},
+	begin := func(n int64, fpp float64) func() error {
+		return func() error { return f.Rotate(ctx, n, fpp, Swap, func(*Rotation) error { return nil }) }
+	}
+	kinds := []ownMessageKind{
+		{begin(1000, 0.01), CodeRotationInProgress, "in progress"},
+		{begin(1000, 2.0), CodeBadParams, "can't be greater than 1"},
+		{begin(0, 0.01), CodeBadParams, "expected insertions must be positive"},
 	}
 	held, release := make(chan struct{}), make(chan struct{})
 	holder := make(chan error, 1)
@@ -1012,39 +1010,15 @@ func TestRotateConcurrentBeginsKeepTheirOwnMessages(t *testing.T) {
 		})
 	}()
 	<-held
-	var crossed, wrong atomic.Int64
-	var example atomic.Value
-	deadline := time.Now().Add(4 * time.Second)
-	var wg sync.WaitGroup
-	for _, k := range kinds {
-		for g := 0; g < 2; g++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < 400 && time.Now().Before(deadline); i++ {
-					err := f.Rotate(ctx, k.n, k.fpp, Swap, func(*Rotation) error { return nil })
-					var e *Error
-					if !errors.Is(err, k.code) || !errors.As(err, &e) {
-						wrong.Add(1)
-						continue
-					}
-					if !strings.Contains(e.Message, k.want) {
-						crossed.Add(1)
-						example.CompareAndSwap(nil, k.want+" got "+e.Message)
-					}
-				}
-			}()
-		}
-	}
-	wg.Wait()
+	crossed, wrong, example := crossedMessages(kinds, 400)
 	close(release)
 	if err := <-holder; err == nil || err.Error() != "held long enough" {
 		t.Errorf("the holding rotation ended with %v", err)
 	}
-	if wrong.Load() > 0 {
-		t.Errorf("%d begins failed with another error", wrong.Load())
+	if wrong > 0 {
+		t.Errorf("%d begins failed with another error, e.g. %s", wrong, example)
 	}
-	if crossed.Load() > 0 {
-		t.Errorf("%d begins carried another begin's message, e.g. %v", crossed.Load(), example.Load())
+	if crossed > 0 {
+		t.Errorf("%d begins carried another begin's message, e.g. %s", crossed, example)
 	}
 }
