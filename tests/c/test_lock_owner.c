@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -55,16 +57,24 @@ static void clean(const char *name) {
 }
 
 /* The process's threads, from /proc/self/task. */
-static int count_threads(void) {
+/* Threads of this process (/proc/self/task); with `only`, just those among the n tids given. */
+static int count_threads_among(const pid_t *only, int n) {
   DIR *d = opendir("/proc/self/task");
-  int n = 0;
+  int count = 0;
   struct dirent *e;
   if (!d) return -1;
-  while ((e = readdir(d)))
-    if (e->d_name[0] != '.') n++;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    pid_t tid = (pid_t)atoi(e->d_name);
+    int wanted = !only;
+    for (int i = 0; i < n && !wanted; i++) wanted = only[i] == tid;
+    count += wanted;
+  }
   closedir(d);
-  return n;
+  return count;
 }
+
+static int count_threads(void) { return count_threads_among(NULL, 0); }
 
 static void setup(void) {
   bgt_redis_start(&srv, NULL);
@@ -350,24 +360,37 @@ static void test_default_owner_is_per_thread(void) {
 
 enum { MANY = 200 };
 
+typedef struct idle_arg {
+  atomic_int stop, started;
+  pid_t tid[5];
+} idle_arg;
+
 static void *idle_thread(void *p) {
-  atomic_int *stop = p;
-  while (!atomic_load(stop)) sleep_ms(5);
+  idle_arg *a = p;
+  pid_t tid = (pid_t)syscall(SYS_gettid);
+  a->tid[atomic_fetch_add(&a->started, 1)] = tid;
+  while (!atomic_load(&a->stop)) sleep_ms(5);
   return NULL;
 }
 
-/* The counter is real: it sees threads come and go (negative control for the count below). */
+/*
+ * The counter is real: it sees threads come and go (negative control for the counts below). It
+ * looks for the threads it started, by tid: the library's renewal thread may end (or start)
+ * meanwhile, which once made a plain before/after difference of the whole process miss one.
+ */
 static void test_thread_counter_sees_threads(void) {
   enum { N = 5 };
-  int before = count_threads();
-  CHECK(before >= 1);
-  atomic_int stop = 0;
+  CHECK(count_threads() >= 1);
+  idle_arg a = {.stop = 0, .started = 0};
   pthread_t th[N];
-  for (int i = 0; i < N; i++) pthread_create(&th[i], NULL, idle_thread, &stop);
-  int during = count_threads();
-  atomic_store(&stop, 1);
+  for (int i = 0; i < N; i++) pthread_create(&th[i], NULL, idle_thread, &a);
+  while (atomic_load(&a.started) < N) sleep_ms(1);
+  int during = count_threads_among(a.tid, N);
+  atomic_store(&a.stop, 1);
   for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
-  CHECK_MSG(during - before == N, "counted %d threads with %d started (before %d)", during - before, N, before);
+  CHECK_MSG(during == N, "counted %d of the %d threads started", during, N);
+  int after = count_threads_among(a.tid, N);
+  CHECK_MSG(after == 0, "counted %d of the %d threads joined", after, N);
 }
 
 /* MANY handles (one hold each, the simple calls) and MANY owners reading through one handle: the
