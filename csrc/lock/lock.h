@@ -74,8 +74,9 @@ struct bg_lock {
   size_t nholds, cap;
   uint64_t next_gen;
 
-  /* the process's renewal thread (renew.c); fields under its registry mutex */
+  /* its client's renewal thread (renew.c); fields under the registry's mutex */
   struct bg_lock *rn_prev, *rn_next;
+  const void *rn_domain;   /* the thread's key (the client) */
   int rn_registered, rn_busy;
   uint64_t rn_due_ns;
 
@@ -162,6 +163,9 @@ typedef struct bgi_renew_rec {
 size_t bgi_lock_renew_trace(bgi_renew_rec *buf, size_t cap);
 /* The fault of the negative control: every pass of the renewal thread first sleeps this long. */
 void bgi_lock_renew_fault_delay(uint64_t ns);
+/* The frozen-server test's negative control: handles registered while on share one renewal thread
+ * whatever their client (the process-wide thread of 0.2). */
+void bgi_lock_renew_fault_one_thread(int on);
 /* A fault: a first acquire sleeps this long between its reply and recording the hold (a thread
  * preempted there, as under a sanitizer on a loaded machine). */
 void bgi_lock_acquire_fault_delay(uint64_t ns);

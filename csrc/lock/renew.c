@@ -1,17 +1,23 @@
 /*
- * The renewal thread: one for the whole process, not one per handle (10,000 handles holding
- * locks cost one thread, not 10,000). A handle goes on its list with its first hold and stays
- * there until bg_lock_close; every third of the handle's lease the thread renews each hold of
- * it (the holds of all its owners), the way Redisson's watchdog renews an RLock every
- * lockWatchdogTimeout / 3. With no handle on the list the thread ends; the next hold starts
- * another.
+ * The renewal threads: one per client with holds, not one per handle (10,000 handles of one
+ * client holding locks cost one thread, not 10,000). A handle goes on the list with its first
+ * hold and stays there until bg_lock_close; every third of the handle's lease its client's thread
+ * renews each hold of it (the holds of all its owners), the way Redisson's watchdog renews an
+ * RLock every lockWatchdogTimeout / 3. A thread whose client has no handle on the list ends; the
+ * next hold starts another.
  *
- * One pass over the list renews every handle that is due within half a period (renewing early
- * only extends a lease), so handles registered at scattered moments share passes instead of
- * each waking the thread on its own: a pass costs O(handles) plus one round trip per hold.
- * A renewal that finds the hold gone (its lease ran out while this process stalled, or the key
- * was deleted) marks the hold lost; a failed round trip is retried at the next period (the lease
- * outlives two of them).
+ * Why per client, not one for the process: a renewal is a blocking round trip, and a server that
+ * hangs (frozen, or gone without a reset) keeps each one waiting out the command timeout; with
+ * one thread, a few handles on that server delayed every other handle of the process past its
+ * lease (test_lock_renew's frozen-server case). Clients are separate failure domains; the handles
+ * of one cluster client share its thread (one frozen node delays that client's other holds).
+ *
+ * One pass over the list renews every handle of the thread's client that is due within half a
+ * period (renewing early only extends a lease), so handles registered at scattered moments share
+ * passes instead of each waking the thread on its own: a pass costs O(handles) plus one round trip
+ * per BGI_RENEW_BATCH holds. A renewal that finds the hold gone (its lease ran out while this
+ * process stalled, or the key was deleted) marks the hold lost; a failed round trip is retried at
+ * the next period (the lease outlives two of them).
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -28,11 +34,17 @@ typedef struct snap {
   uint64_t lease_from_ns, held_from_ns;
 } snap;
 
+/* A running renewal thread: the handles whose rn_domain is its key are its own. */
+typedef struct domain {
+  const void *key;   /* the client (compared, never dereferenced) */
+  struct domain *next;
+} domain;
+
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
-static pthread_cond_t reg_cv;      /* the thread's sleep; and unregister waiting out a round */
-static bg_lock *reg_head;
-static int reg_running;
+static pthread_cond_t reg_cv;      /* the threads' sleep; and unregister waiting out a round */
+static bg_lock *reg_head;          /* every registered handle, of every client */
+static domain *reg_domains;        /* the threads running */
 
 /* the renewal trace and the fault of the tests (lock.h): off unless a test turns them on */
 static pthread_mutex_t trace_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -40,6 +52,7 @@ static _Atomic int trace_on;
 static bgi_renew_rec *trace_buf;
 static size_t trace_cap, trace_n;
 static _Atomic uint64_t fault_delay_ns;
+static _Atomic int fault_one_domain;
 
 size_t bgi_lock_renew_trace(bgi_renew_rec *buf, size_t cap) {
   pthread_mutex_lock(&trace_mu);
@@ -51,6 +64,7 @@ size_t bgi_lock_renew_trace(bgi_renew_rec *buf, size_t cap) {
 }
 
 void bgi_lock_renew_fault_delay(uint64_t ns) { atomic_store(&fault_delay_ns, ns); }
+void bgi_lock_renew_fault_one_thread(int on) { atomic_store(&fault_one_domain, on); }
 
 static void trace(const bgi_renew_rec *r) {
   pthread_mutex_lock(&trace_mu);
@@ -65,7 +79,11 @@ static void fork_prepare(void) { pthread_mutex_lock(&reg_mu); }
 static void fork_parent(void) { pthread_mutex_unlock(&reg_mu); }
 static void fork_child(void) {
   reg_head = NULL;
-  reg_running = 0;
+  while (reg_domains) {
+    domain *d = reg_domains;
+    reg_domains = d->next;
+    free(d);
+  }
   bgi_cond_init_monotonic(&reg_cv); /* the parent's thread may have been waiting on it */
   pthread_mutex_unlock(&reg_mu);
 }
@@ -135,17 +153,20 @@ static void renew_handle(bg_lock *l, uint64_t due_ns, uint64_t pass_ns, snap **s
 }
 
 static void *renewer(void *arg) {
-  (void)arg;
+  domain *me = arg;
   snap *s = NULL;
   size_t scap = 0;
   bg_lock **due = NULL;
   uint64_t *due_at = NULL; /* when each of due[] was due (the trace) */
   size_t dcap = 0;
   pthread_mutex_lock(&reg_mu);
-  while (reg_head) {
+  for (;;) {
     uint64_t now = bgi_now_ns(), next = UINT64_MAX;
     size_t n = 0;
+    int mine = 0;
     for (bg_lock *l = reg_head; l; l = l->rn_next) {
+      if (l->rn_domain != me->key) continue;
+      mine = 1;
       if (l->rn_due_ns <= now + period_ns(l) / 2) {
         if (n == dcap) {
           size_t cap = dcap ? dcap * 2 : 16;
@@ -162,6 +183,7 @@ static void *renewer(void *arg) {
       }
       if (l->rn_due_ns < next) next = l->rn_due_ns;
     }
+    if (!mine) break;
     if (n == 0) {
       if (next == UINT64_MAX) next = bgi_after_ms(now, 1000); /* out of memory above: look again in a second */
       bgi_cond_wait_until(&reg_cv, &reg_mu, next);
@@ -175,12 +197,40 @@ static void *renewer(void *arg) {
     for (size_t i = 0; i < n; i++) due[i]->rn_busy = 0;
     pthread_cond_broadcast(&reg_cv);
   }
-  reg_running = 0;
+  for (domain **pp = &reg_domains; *pp; pp = &(*pp)->next)
+    if (*pp == me) {
+      *pp = me->next;
+      break;
+    }
   pthread_mutex_unlock(&reg_mu);
+  free(me);
   free(s);
   free(due);
   free(due_at);
   return NULL;
+}
+
+/* reg_mu held: the thread of key runs, or is started. */
+static int ensure_thread(const void *key) {
+  for (domain *d = reg_domains; d; d = d->next)
+    if (d->key == key) return BG_OK;
+  domain *d = calloc(1, sizeof *d);
+  if (!d) return BG_ENOMEM;
+  d->key = key;
+  pthread_t t;
+  pthread_attr_t attr;
+  /* detached: it ends by itself when its client has no handle on the list, and nobody joins it */
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  int rc = pthread_create(&t, &attr, renewer, d);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    free(d);
+    return BG_ENOMEM;
+  }
+  d->next = reg_domains;
+  reg_domains = d;
+  return BG_OK;
 }
 
 int bgi_lock_renewer_register(bg_lock *l, uint64_t lease_from_ns) {
@@ -200,20 +250,11 @@ int bgi_lock_renewer_register(bg_lock *l, uint64_t lease_from_ns) {
     }
     goto out;
   }
-  if (!reg_running) {
-    pthread_t t;
-    pthread_attr_t attr;
-    /* detached: it ends by itself when the list empties, and nobody joins it */
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, renewer, NULL);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-      st = BG_ENOMEM;
-      goto out;
-    }
-    reg_running = 1;
-  }
+  /* the negative control of the frozen-server test puts every client on one thread */
+  const void *key = atomic_load(&fault_one_domain) ? NULL : (const void *)l->client;
+  st = ensure_thread(key);
+  if (st != BG_OK) goto out;
+  l->rn_domain = key;
   l->rn_registered = 1;
   l->rn_due_ns = due;
   l->rn_prev = NULL;

@@ -61,9 +61,10 @@
  * outlives the filter) - except bg_lock_retire below, for a name that will not be used again.
  * docs/layout.md lists every key.
  *
- * The lease. One renewal thread for the whole process (started with the first hold, ending when
- * no handle that held is open) renews every hold of every handle every third of that handle's
- * lease (a handle's holds in one round trip per 100), and only holds still held: a
+ * The lease. One renewal thread per client (started with the first hold of one of its handles,
+ * ending when none of them that held is open) renews every hold of every handle of that client
+ * every third of that handle's lease (a handle's holds in one round trip per 100), and only holds
+ * still held - so a server that hangs delays the renewals of its own client only: a
  * process that dies (or a handle with BG_OPT_LOCK_RENEW = 0 held longer than the lease) loses
  * the lock when its lease runs out, and the next acquire succeeds. A renewal that finds the hold
  * gone marks it lost: the owner's next release (or reentrant acquire) of it fails with
@@ -208,7 +209,7 @@ BG_API size_t bg_lock_holder_id(const bg_lock *l, char *buf, size_t buf_size);
  *    calls on one handle must not overlap: a second one while the first runs (e.g. a release
  *    while its acquire waits) fails at once with BG_EINVAL and changes nothing. Its calls on
  *    different handles may run at once.
- *  - Renewal: one thread for the whole process renews every hold of every handle (however many
+ *  - Renewal: one thread per client renews every hold of every handle of that client (however many
  *    handles and owners: 10,000 holds cost one thread), each every third of its handle's lease.
  *    Lost holds, fencing tokens, modes, waiting and bg_call_cancel are as described above, per
  *    owner instead of per thread.

@@ -14,8 +14,13 @@
  * on a loaded machine) is counted apart (slow_acquires, printed): no renewer could save that.
  * The negative control delays every pass of the thread by one period (a test-only fault) and must
  * be flagged late.
+ *
+ * A frozen server (SIGSTOP) holds each renewal of a handle on it for the whole command timeout;
+ * the holds of another client, on a healthy server, must still be renewed in time (each client
+ * has its own renewal thread). Negative control: the same with every client on one thread.
  */
 #include <bloomguard.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -272,6 +277,99 @@ static void test_a_slow_acquire_reply_keeps_its_lease(void) {
   bg_lock_close(take_k);
 }
 
+/*
+ * A client whose server is frozen (SIGSTOP, 2 s; its command timeout 3 s, so each renewal of its
+ * holds hangs until the server thaws) beside a client on a healthy server: the healthy client's
+ * holds (600 ms leases) must be renewed in time all along, with a taker trying every 50 ms.
+ * Returns the verdict on the healthy handles' renewals (takeovers and losses counted in it).
+ */
+static void frozen_neighbour(verdict *v) {
+  enum { NF = 3 };
+  const int64_t lease = 600;
+  bgt_redis frozen;
+  bgt_redis_start(&frozen, NULL);
+  bg_options *o = NULL;
+  bg_client *fc = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 3000));
+  CHECK_OK(bg_client_open_ex(&fc, NULL, frozen.url, o));
+  bg_options_free(o);
+  bg_lock *f[NF], *h[NF], *take[NF];
+  char name[64];
+  for (int i = 0; i < NF; i++) {
+    snprintf(name, sizeof name, "renew-frozen-%d", i);
+    f[i] = open_lock(fc, name, lease, 1);
+    CHECK_OK(bg_lock_acquire(f[i], BG_LOCK_EXCLUSIVE, 0, NULL));
+    snprintf(name, sizeof name, "renew-healthy-%d", i);
+    clean(name);
+    h[i] = open_lock(cl, name, lease, 1);
+    take[i] = open_lock(cl2, name, lease, 0);
+    CHECK_OK(bg_lock_acquire(h[i], BG_LOCK_EXCLUSIVE, 0, NULL));
+  }
+  memset(v, 0, sizeof *v);
+  nreleased = 0;
+  bgi_lock_renew_trace(recs, NREC);
+  kill(frozen.pid, SIGSTOP);
+  uint64_t t0 = bgt_now_ns();
+  while (bgt_now_ns() - t0 < 2000 * 1000000ull) {
+    for (int i = 0; i < NF; i++)
+      if (bg_lock_acquire(take[i], BG_LOCK_EXCLUSIVE, 0, NULL) == BG_OK) {
+        if (v->takeovers++ < NF) /* the first of each; the rest are counted */
+          fprintf(stderr, "lock renew-healthy-%d taken at %lld ms of the freeze\n", i,
+                  (long long)((bgt_now_ns() - t0) / 1000000));
+        bg_lock_release(take[i]);
+      }
+    sleep_ms(50);
+  }
+  kill(frozen.pid, SIGCONT);
+  size_t n = bgi_lock_renew_trace(NULL, 0);
+  CHECK_MSG(n <= NREC, "%zu renewals, the trace holds %d", n, NREC);
+  /* the healthy handles' renewals only (the frozen ones fail or come late, as they must) */
+  size_t k = 0;
+  for (size_t i = 0; i < n && i < NREC; i++)
+    for (int j = 0; j < NF; j++)
+      if (recs[i].lock == h[j]) recs[k++] = recs[i];
+  size_t takeovers = v->takeovers;
+  judge(recs, k, v);
+  v->takeovers = takeovers;
+  for (int i = 0; i < NF; i++) {
+    if (bg_lock_held(h[i], NULL, NULL, NULL) != BG_OK)
+      v->gone++, fprintf(stderr, "renew-healthy-%d after the freeze: %s\n", i, bg_lock_errmsg(h[i]));
+    bg_lock_release(h[i]);
+    bg_lock_close(h[i]);
+    bg_lock_close(take[i]);
+    bg_lock_release(f[i]); /* may fail: its lease ran out while its server was frozen */
+    bg_lock_close(f[i]);
+  }
+  bg_client_close(fc);
+  bgt_redis_stop(&frozen);
+  printf("beside a frozen server: %zu renewals of the healthy holds, worst late %lld us (%.0f%% of a period), "
+         "least headroom %lld us; late %zu, short headroom %zu, failed %zu, gone %zu, takeovers %zu\n",
+         v->n, (long long)v->worst_late_us, v->worst_late_pct, (long long)v->worst_headroom_us, v->late,
+         v->short_headroom, v->failed, v->gone, v->takeovers);
+}
+
+static void test_a_frozen_server_delays_only_its_own_client(void) {
+  verdict v;
+  frozen_neighbour(&v);
+  CHECK_MSG(v.n >= 3 * 5, "only %zu renewals of the healthy holds recorded", v.n);
+  CHECK_EQ_INT(v.late, 0);
+  CHECK_EQ_INT(v.short_headroom, 0);
+  CHECK_EQ_INT(v.failed, 0);
+  CHECK_EQ_INT(v.gone, 0);
+  CHECK_EQ_INT(v.takeovers, 0);
+}
+
+/* Negative control: every client's handles on one thread (0.2's design): the frozen server's
+ * renewals hold up the healthy ones past their leases. */
+static void test_one_thread_for_all_clients_is_caught(void) {
+  verdict v;
+  bgi_lock_renew_fault_one_thread(1);
+  frozen_neighbour(&v);
+  bgi_lock_renew_fault_one_thread(0);
+  CHECK_MSG(v.late + v.gone + v.takeovers > 0, "one thread for every client was not caught (%zu renewals)", v.n);
+}
+
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_renewals_land_in_time), BGT_CASE(test_a_renewer_a_period_late_is_caught),
-        BGT_CASE(test_a_slow_acquire_reply_keeps_its_lease),
-        BGT_CASE(teardown))
+        BGT_CASE(test_a_slow_acquire_reply_keeps_its_lease), BGT_CASE(test_a_frozen_server_delays_only_its_own_client),
+        BGT_CASE(test_one_thread_for_all_clients_is_caught), BGT_CASE(teardown))
