@@ -61,7 +61,7 @@ int bgi_call_finish(bg_call *call, bgi_errslot *slot, const bgi_err *err, int so
     call->source = err->status == BG_OK ? source : BG_SOURCE_NONE;
     call->degraded = BG_OK;
     if (err->status == BG_OK) call->msg[0] = 0;
-    else memcpy(call->msg, err->msg, sizeof call->msg);
+    else snprintf(call->msg, sizeof call->msg, "%s", bgi_err_text(err));
     return err->status;
   }
   return bgi_errslot_store(slot, err);

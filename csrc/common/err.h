@@ -28,6 +28,9 @@ static inline void bgi_err_clear(bgi_err *e) {
   e->status = BG_OK;
   e->msg[0] = 0;
 }
+/* The message to hand out for e: its own, or the status's text when a failure recorded none (no
+ * error reaches a caller with an empty message). */
+const char *bgi_err_text(const bgi_err *e);
 /* Prefixes the existing message with context ("contains: ..."). */
 void bgi_err_prefix(bgi_err *e, const char *prefix);
 

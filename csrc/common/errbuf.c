@@ -13,6 +13,8 @@ int bgi_err_set(bgi_err *e, int status, const char *fmt, ...) {
   return status;
 }
 
+const char *bgi_err_text(const bgi_err *e) { return e->msg[0] || e->status == BG_OK ? e->msg : bg_strerror(e->status); }
+
 void bgi_err_prefix(bgi_err *e, const char *prefix) {
   char tmp[BGI_ERRMSG_MAX];
   snprintf(tmp, sizeof tmp, "%.100s: %.400s", prefix, e->msg);
@@ -29,8 +31,7 @@ void bgi_errslot_destroy(bgi_errslot *s) { pthread_mutex_destroy(&s->mu); }
 int bgi_errslot_store(bgi_errslot *s, const bgi_err *e) {
   if (e->status != BG_OK) {
     pthread_mutex_lock(&s->mu);
-    memcpy(s->msg, e->msg, sizeof s->msg);
-    s->msg[sizeof s->msg - 1] = 0;
+    snprintf(s->msg, sizeof s->msg, "%s", bgi_err_text(e));
     pthread_mutex_unlock(&s->mu);
   }
   return e->status;

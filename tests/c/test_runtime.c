@@ -1,13 +1,16 @@
 /*
  * The common/ runtime kit without a server: the clock's deadline arithmetic, random ids, and the
- * periodic worker (rounds, idle and wake, exit, stop during a long round). Waits are bounded in
- * time and asserted only as "happened" or "did not happen", never as a speed.
+ * periodic worker (rounds, idle and wake, exit, stop during a long round), the error plumbing's
+ * messages. Waits are bounded in time and asserted only as "happened" or "did not happen", never
+ * as a speed.
  */
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 
+#include "common/call.h"
 #include "common/clock.h"
+#include "common/err.h"
 #include "common/random.h"
 #include "common/worker.h"
 #include "harness.h"
@@ -147,6 +150,31 @@ static void test_worker_exit_and_long_round(void) {
   CHECK_EQ_INT(atomic_load(&l.rounds), 1);
 }
 
+/* A failure that recorded no message still reaches the handle's slot and the bg_call with one
+ * (the status's text); a recorded message is passed on as it is, and success clears the call's. */
+static void test_failures_always_carry_a_message(void) {
+  bgi_errslot slot;
+  bgi_errslot_init(&slot);
+  bgi_err bare = {.status = BG_ECONN}, said = {0};
+  bgi_err_set(&said, BG_ETIMEOUT, "the server did not answer within %d ms", 5);
+  char buf[BGI_ERRMSG_MAX];
+  CHECK_EQ_INT(bgi_errslot_store(&slot, &bare), BG_ECONN);
+  bgi_errslot_copy(&slot, buf, sizeof buf);
+  CHECK_EQ_STR(buf, bg_strerror(BG_ECONN));
+  CHECK_EQ_INT(bgi_errslot_store(&slot, &said), BG_ETIMEOUT);
+  bgi_errslot_copy(&slot, buf, sizeof buf);
+  CHECK_EQ_STR(buf, "the server did not answer within 5 ms");
+  bg_call *call = NULL;
+  CHECK_OK(bg_call_new(&call));
+  CHECK_EQ_INT(bgi_call_finish(call, &slot, &bare, 0), BG_ECONN);
+  CHECK_EQ_STR(bg_call_errmsg(call), bg_strerror(BG_ECONN));
+  bgi_err ok = {0};
+  CHECK_EQ_INT(bgi_call_finish(call, &slot, &ok, 0), BG_OK);
+  CHECK_EQ_STR(bg_call_errmsg(call), "");
+  bg_call_free(call);
+  bgi_errslot_destroy(&slot);
+}
+
 BGT_RUN(BGT_CASE(test_clock), BGT_CASE(test_random_ids), BGT_CASE(test_worker_periodic),
         BGT_CASE(test_worker_first_wait_and_wake), BGT_CASE(test_worker_idle),
-        BGT_CASE(test_worker_exit_and_long_round))
+        BGT_CASE(test_worker_exit_and_long_round), BGT_CASE(test_failures_always_carry_a_message))
