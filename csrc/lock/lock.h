@@ -74,9 +74,9 @@ struct bg_lock {
   size_t nholds, cap;
   uint64_t next_gen;
 
-  /* its client's renewal thread (renew.c); fields under the registry's mutex */
+  /* its renewal thread (renew.c: one per client and server); fields under the registry's mutex */
   struct bg_lock *rn_prev, *rn_next;
-  const void *rn_domain;   /* the thread's key (the client) */
+  const void *rn_domain;   /* the thread's key (its client, or its slot's cluster node) */
   int rn_registered, rn_busy;
   uint64_t rn_due_ns;
 
@@ -163,8 +163,8 @@ typedef struct bgi_renew_rec {
 size_t bgi_lock_renew_trace(bgi_renew_rec *buf, size_t cap);
 /* The fault of the negative control: every pass of the renewal thread first sleeps this long. */
 void bgi_lock_renew_fault_delay(uint64_t ns);
-/* The frozen-server test's negative control: handles registered while on share one renewal thread
- * whatever their client (the process-wide thread of 0.2). */
+/* The frozen-server tests' negative control: handles registered while on share one renewal
+ * thread whatever their client and server (the process-wide thread of 0.2). */
 void bgi_lock_renew_fault_one_thread(int on);
 /* A fault: a first acquire sleeps this long between its reply and recording the hold (a thread
  * preempted there, as under a sanitizer on a loaded machine). */

@@ -6,11 +6,13 @@
  * RLock every lockWatchdogTimeout / 3. A thread whose client has no handle on the list ends; the
  * next hold starts another.
  *
- * Why per client, not one for the process: a renewal is a blocking round trip, and a server that
+ * Why per server, not one for the process: a renewal is a blocking round trip, and a server that
  * hangs (frozen, or gone without a reset) keeps each one waiting out the command timeout; with
  * one thread, a few handles on that server delayed every other handle of the process past its
- * lease (test_lock_renew's frozen-server case). Clients are separate failure domains; the handles
- * of one cluster client share its thread (one frozen node delays that client's other holds).
+ * lease (test_lock_renew's frozen-server cases). So a thread renews the handles of one client
+ * that live on one server: a standalone client's, or those of a cluster client whose slot a node
+ * served when the handle was put on the list (nodes live as long as their client; a slot that
+ * moves later is still renewed right, by the client's routing, only on its old node's thread).
  *
  * One pass over the list renews every handle of the thread's client that is due within half a
  * period (renewing early only extends a lease), so handles registered at scattered moments share
@@ -36,7 +38,7 @@ typedef struct snap {
 
 /* A running renewal thread: the handles whose rn_domain is its key are its own. */
 typedef struct domain {
-  const void *key;   /* the client (compared, never dereferenced) */
+  const void *key;   /* a client or a cluster node (domain_of; compared, never dereferenced) */
   struct domain *next;
 } domain;
 
@@ -210,6 +212,14 @@ static void *renewer(void *arg) {
   return NULL;
 }
 
+/* Whose thread renews l: its slot's node in a cluster (or Sentinel) client, else its client. */
+static const void *domain_of(const bg_lock *l) {
+  /* the negative control of the frozen-server tests puts every handle on one thread */
+  if (atomic_load(&fault_one_domain)) return NULL;
+  bgi_node *node = l->client->cluster ? bgi_cluster_route(l->client->cluster, (unsigned)l->slot) : NULL;
+  return node ? (const void *)node : (const void *)l->client;
+}
+
 /* reg_mu held: the thread of key runs, or is started. */
 static int ensure_thread(const void *key) {
   for (domain *d = reg_domains; d; d = d->next)
@@ -241,6 +251,7 @@ int bgi_lock_renewer_register(bg_lock *l, uint64_t lease_from_ns) {
    * list keeps its schedule unless that is later (a pass during the acquire skipped the hold, in
    * flight then, and would only come back a whole period after itself) */
   uint64_t due = lease_from_ns + period_ns(l);
+  const void *key = domain_of(l);   /* before reg_mu: it may take the cluster's lock */
   pthread_once(&reg_once, init_cv);
   pthread_mutex_lock(&reg_mu);
   if (l->rn_registered) {
@@ -250,8 +261,6 @@ int bgi_lock_renewer_register(bg_lock *l, uint64_t lease_from_ns) {
     }
     goto out;
   }
-  /* the negative control of the frozen-server test puts every client on one thread */
-  const void *key = atomic_load(&fault_one_domain) ? NULL : (const void *)l->client;
   st = ensure_thread(key);
   if (st != BG_OK) goto out;
   l->rn_domain = key;

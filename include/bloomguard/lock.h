@@ -61,10 +61,11 @@
  * outlives the filter) - except bg_lock_retire below, for a name that will not be used again.
  * docs/layout.md lists every key.
  *
- * The lease. One renewal thread per client (started with the first hold of one of its handles,
- * ending when none of them that held is open) renews every hold of every handle of that client
- * every third of that handle's lease (a handle's holds in one round trip per 100), and only holds
- * still held - so a server that hangs delays the renewals of its own client only: a
+ * The lease. One renewal thread per client and server (a standalone or Sentinel client's, or a
+ * cluster client's for each master its handles' slots live on; started with the first hold,
+ * ending when no such handle that held is open) renews every hold of those handles every third
+ * of the handle's lease (a handle's holds in one round trip per 100), and only holds still held -
+ * so a server that hangs delays only the renewals of the holds on it: a
  * process that dies (or a handle with BG_OPT_LOCK_RENEW = 0 held longer than the lease) loses
  * the lock when its lease runs out, and the next acquire succeeds. A renewal that finds the hold
  * gone marks it lost: the owner's next release (or reentrant acquire) of it fails with
@@ -209,8 +210,8 @@ BG_API size_t bg_lock_holder_id(const bg_lock *l, char *buf, size_t buf_size);
  *    calls on one handle must not overlap: a second one while the first runs (e.g. a release
  *    while its acquire waits) fails at once with BG_EINVAL and changes nothing. Its calls on
  *    different handles may run at once.
- *  - Renewal: one thread per client renews every hold of every handle of that client (however many
- *    handles and owners: 10,000 holds cost one thread), each every third of its handle's lease.
+ *  - Renewal: one thread per client and server renews every hold of every handle there (however
+ *    many handles and owners: 10,000 holds cost one thread), each every third of its handle's lease.
  *    Lost holds, fencing tokens, modes, waiting and bg_call_cancel are as described above, per
  *    owner instead of per thread.
  *  - Freeing an owner that still holds locks (bg_lock_owner_holds > 0), or the exit of a thread

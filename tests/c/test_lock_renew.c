@@ -15,9 +15,10 @@
  * The negative control delays every pass of the thread by one period (a test-only fault) and must
  * be flagged late.
  *
- * A frozen server (SIGSTOP) holds each renewal of a handle on it for the whole command timeout;
- * the holds of another client, on a healthy server, must still be renewed in time (each client
- * has its own renewal thread). Negative control: the same with every client on one thread.
+ * A frozen server (SIGSTOP) holds each renewal of a handle on it until it thaws; the holds of
+ * another client on a healthy server, and of the same cluster client on the other masters, must
+ * still be renewed in time (a renewal thread per client and server). Negative control: the same
+ * with every handle on one thread.
  */
 #include <bloomguard.h>
 #include <signal.h>
@@ -26,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cluster_fixture.h"
 #include "harness.h"
 #include "redis_fixture.h"
 #include "lock/lock.h"
@@ -277,51 +279,51 @@ static void test_a_slow_acquire_reply_keeps_its_lease(void) {
   bg_lock_close(take_k);
 }
 
+/* ---- a frozen server beside healthy ones ------------------------------------------------------- */
+
+enum { NF = 3 };
+
+/* Holds on a server that freezes, holds on healthy ones, and a taker for each healthy lock. */
+typedef struct scene {
+  bg_client *frozen_cl;        /* its command timeout outlasts the freeze */
+  pid_t frozen_pid;
+  char frozen_names[NF][64];
+  bg_client *healthy_cl, *taker_cl;
+  char healthy_names[NF][64];
+  int64_t freeze_ms;
+} scene;
+
 /*
- * A client whose server is frozen (SIGSTOP, 2 s; its command timeout 3 s, so each renewal of its
- * holds hangs until the server thaws) beside a client on a healthy server: the healthy client's
+ * The frozen server (SIGSTOP) holds each renewal of a hold on it until it thaws; the healthy
  * holds (600 ms leases) must be renewed in time all along, with a taker trying every 50 ms.
- * Returns the verdict on the healthy handles' renewals (takeovers and losses counted in it).
+ * The verdict is on the healthy handles' renewals, takeovers and losses counted in it.
  */
-static void frozen_neighbour(verdict *v) {
-  enum { NF = 3 };
+static void frozen_neighbour(const scene *sc, verdict *v) {
   const int64_t lease = 600;
-  bgt_redis frozen;
-  bgt_redis_start(&frozen, NULL);
-  bg_options *o = NULL;
-  bg_client *fc = NULL;
-  CHECK_OK(bg_options_new(&o));
-  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 3000));
-  CHECK_OK(bg_client_open_ex(&fc, NULL, frozen.url, o));
-  bg_options_free(o);
   bg_lock *f[NF], *h[NF], *take[NF];
-  char name[64];
   for (int i = 0; i < NF; i++) {
-    snprintf(name, sizeof name, "renew-frozen-%d", i);
-    f[i] = open_lock(fc, name, lease, 1);
+    f[i] = open_lock(sc->frozen_cl, sc->frozen_names[i], lease, 1);
     CHECK_OK(bg_lock_acquire(f[i], BG_LOCK_EXCLUSIVE, 0, NULL));
-    snprintf(name, sizeof name, "renew-healthy-%d", i);
-    clean(name);
-    h[i] = open_lock(cl, name, lease, 1);
-    take[i] = open_lock(cl2, name, lease, 0);
+    h[i] = open_lock(sc->healthy_cl, sc->healthy_names[i], lease, 1);
+    take[i] = open_lock(sc->taker_cl, sc->healthy_names[i], lease, 0);
     CHECK_OK(bg_lock_acquire(h[i], BG_LOCK_EXCLUSIVE, 0, NULL));
   }
   memset(v, 0, sizeof *v);
   nreleased = 0;
   bgi_lock_renew_trace(recs, NREC);
-  kill(frozen.pid, SIGSTOP);
+  kill(sc->frozen_pid, SIGSTOP);
   uint64_t t0 = bgt_now_ns();
-  while (bgt_now_ns() - t0 < 2000 * 1000000ull) {
+  while (bgt_now_ns() - t0 < (uint64_t)sc->freeze_ms * 1000000u) {
     for (int i = 0; i < NF; i++)
       if (bg_lock_acquire(take[i], BG_LOCK_EXCLUSIVE, 0, NULL) == BG_OK) {
         if (v->takeovers++ < NF) /* the first of each; the rest are counted */
-          fprintf(stderr, "lock renew-healthy-%d taken at %lld ms of the freeze\n", i,
+          fprintf(stderr, "lock %s taken at %lld ms of the freeze\n", sc->healthy_names[i],
                   (long long)((bgt_now_ns() - t0) / 1000000));
         bg_lock_release(take[i]);
       }
     sleep_ms(50);
   }
-  kill(frozen.pid, SIGCONT);
+  kill(sc->frozen_pid, SIGCONT);
   size_t n = bgi_lock_renew_trace(NULL, 0);
   CHECK_MSG(n <= NREC, "%zu renewals, the trace holds %d", n, NREC);
   /* the healthy handles' renewals only (the frozen ones fail or come late, as they must) */
@@ -334,42 +336,121 @@ static void frozen_neighbour(verdict *v) {
   v->takeovers = takeovers;
   for (int i = 0; i < NF; i++) {
     if (bg_lock_held(h[i], NULL, NULL, NULL) != BG_OK)
-      v->gone++, fprintf(stderr, "renew-healthy-%d after the freeze: %s\n", i, bg_lock_errmsg(h[i]));
+      v->gone++, fprintf(stderr, "%s after the freeze: %s\n", sc->healthy_names[i], bg_lock_errmsg(h[i]));
     bg_lock_release(h[i]);
     bg_lock_close(h[i]);
     bg_lock_close(take[i]);
     bg_lock_release(f[i]); /* may fail: its lease ran out while its server was frozen */
     bg_lock_close(f[i]);
   }
-  bg_client_close(fc);
-  bgt_redis_stop(&frozen);
   printf("beside a frozen server: %zu renewals of the healthy holds, worst late %lld us (%.0f%% of a period), "
          "least headroom %lld us; late %zu, short headroom %zu, failed %zu, gone %zu, takeovers %zu\n",
          v->n, (long long)v->worst_late_us, v->worst_late_pct, (long long)v->worst_headroom_us, v->late,
          v->short_headroom, v->failed, v->gone, v->takeovers);
 }
 
+static void expect_in_time(const verdict *v, int64_t freeze_ms) {
+  /* a renewal every 200 ms per hold */
+  CHECK_MSG(v->n >= (size_t)(NF * freeze_ms / 200 / 2), "only %zu renewals of the healthy holds recorded", v->n);
+  CHECK_EQ_INT(v->late, 0);
+  CHECK_EQ_INT(v->short_headroom, 0);
+  CHECK_EQ_INT(v->failed, 0);
+  CHECK_EQ_INT(v->gone, 0);
+  CHECK_EQ_INT(v->takeovers, 0);
+}
+
+static void expect_caught(const verdict *v) {
+  CHECK_MSG(v->late + v->gone + v->takeovers > 0, "renewals on one thread for every server were not caught "
+            "(%zu renewals of the healthy holds)", v->n);
+}
+
+/* Standalone: a client whose server freezes for 2 s (its command timeout 3 s) beside cl on srv. */
+static void standalone_scene(int one_thread, verdict *v) {
+  bgt_redis frozen;
+  bgt_redis_start(&frozen, NULL);
+  bg_options *o = NULL;
+  scene sc = {.healthy_cl = cl, .taker_cl = cl2, .frozen_pid = frozen.pid, .freeze_ms = 2000};
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 3000));
+  CHECK_OK(bg_client_open_ex(&sc.frozen_cl, NULL, frozen.url, o));
+  bg_options_free(o);
+  for (int i = 0; i < NF; i++) {
+    snprintf(sc.frozen_names[i], sizeof sc.frozen_names[i], "renew-frozen-%d", i);
+    snprintf(sc.healthy_names[i], sizeof sc.healthy_names[i], "renew-healthy-%d", i);
+    clean(sc.healthy_names[i]);
+  }
+  bgi_lock_renew_fault_one_thread(one_thread);
+  frozen_neighbour(&sc, v);
+  bgi_lock_renew_fault_one_thread(0);
+  bg_client_close(sc.frozen_cl);
+  bgt_redis_stop(&frozen);
+}
+
 static void test_a_frozen_server_delays_only_its_own_client(void) {
   verdict v;
-  frozen_neighbour(&v);
-  CHECK_MSG(v.n >= 3 * 5, "only %zu renewals of the healthy holds recorded", v.n);
-  CHECK_EQ_INT(v.late, 0);
-  CHECK_EQ_INT(v.short_headroom, 0);
-  CHECK_EQ_INT(v.failed, 0);
-  CHECK_EQ_INT(v.gone, 0);
-  CHECK_EQ_INT(v.takeovers, 0);
+  standalone_scene(0, &v);
+  expect_in_time(&v, 2000);
 }
 
 /* Negative control: every client's handles on one thread (0.2's design): the frozen server's
  * renewals hold up the healthy ones past their leases. */
 static void test_one_thread_for_all_clients_is_caught(void) {
   verdict v;
-  bgi_lock_renew_fault_one_thread(1);
-  frozen_neighbour(&v);
+  standalone_scene(1, &v);
+  expect_caught(&v);
+}
+
+/*
+ * A 6-node cluster, ONE client: holds whose slots live on one master, which freezes for 1.5 s
+ * (under the cluster's 2 s node timeout: no failover), beside holds on the other masters. The
+ * same client's holds elsewhere must be renewed in time (a thread per node), and with one thread
+ * for all (the negative control) they are not.
+ */
+static void cluster_scene(bgt_cluster *c, int one_thread, verdict *v) {
+  bg_options *o = NULL;
+  bg_client *cc = NULL, *taker = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 3000));
+  CHECK_OK(bg_client_open_ex(&cc, NULL, c->seeds, o));
+  bg_options_free(o);
+  CHECK_OK(bg_client_open(&taker, c->seeds, NULL));
+  scene sc = {.frozen_cl = cc, .healthy_cl = cc, .taker_cl = taker, .freeze_ms = 1500};
+  int frozen = -1, nf = 0, nh = 0;
+  char name[64], key[80];
+  for (int i = 0; i < 10000 && (nf < NF || nh < NF); i++) {
+    snprintf(name, sizeof name, "renew-c%d-%d", one_thread, i);
+    snprintf(key, sizeof key, "%s:lock", name);
+    int owner = bgt_cluster_owner(c, bgt_cluster_slot(key));
+    if (frozen < 0) frozen = owner;
+    if (owner == frozen && nf < NF) snprintf(sc.frozen_names[nf++], sizeof sc.frozen_names[0], "%s", name);
+    else if (owner != frozen && nh < NF) snprintf(sc.healthy_names[nh++], sizeof sc.healthy_names[0], "%s", name);
+  }
+  CHECK_MSG(frozen >= 0 && nf == NF && nh == NF, "no lock names on the masters (node %d: %d, others: %d)", frozen, nf, nh);
+  sc.frozen_pid = c->node[frozen].pid;
+  bgi_lock_renew_fault_one_thread(one_thread);
+  frozen_neighbour(&sc, v);
   bgi_lock_renew_fault_one_thread(0);
-  CHECK_MSG(v.late + v.gone + v.takeovers > 0, "one thread for every client was not caught (%zu renewals)", v.n);
+  bg_client_close(cc);
+  bg_client_close(taker);
+}
+
+static bgt_cluster cluster;
+
+static void test_a_frozen_cluster_node_delays_only_its_own_holds(void) {
+  verdict v;
+  bgt_cluster_start(&cluster);
+  cluster_scene(&cluster, 0, &v);
+  expect_in_time(&v, 1500);
+}
+
+static void test_one_thread_for_all_nodes_is_caught(void) {
+  verdict v;
+  cluster_scene(&cluster, 1, &v);
+  bgt_cluster_stop(&cluster);
+  expect_caught(&v);
 }
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_renewals_land_in_time), BGT_CASE(test_a_renewer_a_period_late_is_caught),
         BGT_CASE(test_a_slow_acquire_reply_keeps_its_lease), BGT_CASE(test_a_frozen_server_delays_only_its_own_client),
-        BGT_CASE(test_one_thread_for_all_clients_is_caught), BGT_CASE(teardown))
+        BGT_CASE(test_one_thread_for_all_clients_is_caught), BGT_CASE(test_a_frozen_cluster_node_delays_only_its_own_holds),
+        BGT_CASE(test_one_thread_for_all_nodes_is_caught), BGT_CASE(teardown))
