@@ -40,14 +40,17 @@ typedef struct query {
   uint64_t epoch;      /* the connection's push count when bits_only was sent */
 } query;
 
+/* per index: "$3\r\nGET\r\n" + "$2\r\nu1\r\n" + the offset */
+#define GET_U1 "$3\r\nGET\r\n$2\r\nu1\r\n"
+#define GET_U1_LEN (sizeof GET_U1 - 1)
+
 static void append_bits(bgi_buf *out, const bg_filter *f, const uint64_t *idx, size_t n) {
   bgi_resp_array(out, 2 + n * 3);
   bgi_resp_bulk(out, "BITFIELD_RO", 11);
   bgi_resp_key(out, &f->name);
   for (size_t j = 0; j < n; j++) {
-    /* per index: "$3\r\nGET\r\n" + "$2\r\nu1\r\n" + the offset */
-    memcpy(out->data + out->len, "$3\r\nGET\r\n$2\r\nu1\r\n", 17);
-    out->len += 17;
+    memcpy(out->data + out->len, GET_U1, GET_U1_LEN);
+    out->len += GET_U1_LEN;
     bgi_resp_u64(out, idx[j]);
   }
 }
@@ -247,7 +250,11 @@ int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *cons
       q.seen_cfg = 0;
       q.locked = q.interrupted = q.stale = q.bits_only = q.tracked = 0;
       uint64_t look_started = bgi_now_ns();
-      st = bgi_client_call(f->client, f->slot, deadline_ns, build_query, parse_query, &q, err);
+      /* a big window says so before it is built (client.h, BGI_CALL_BULK): its bits' reads alone
+       * (k offsets below the size per item) would be found too big for a multiplexed connection */
+      size_t bits_bytes = (q.to - q.from) * bgi_cfg_k(q.cfg) * (GET_U1_LEN + bgi_resp_u64_len(bgi_cfg_size(q.cfg)));
+      st = bgi_client_call_ex(f->client, f->slot, deadline_ns, bgi_call_flags_for_payload(bits_bytes), build_query,
+                              parse_query, &q, err);
       if (st != BG_OK) return st;
       w.look_ns = bgi_now_ns() - look_started;
       if (q.bits_only) bgi_filter_count_tracked(f, q.stale);

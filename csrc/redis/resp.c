@@ -51,6 +51,11 @@ static inline void dec_fill(uint64_t v, char *p, size_t n) {
   }
 }
 
+size_t bgi_resp_u64_len(uint64_t v) {
+  size_t d = dec_len(v);
+  return 1 + dec_len(d) + 2 + d + 2;
+}
+
 size_t bgi_u64_to_dec(uint64_t v, char *p) {
   size_t n = dec_len(v);
   dec_fill(v, p, n);

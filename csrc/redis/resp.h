@@ -31,6 +31,9 @@ static inline void bgi_buf_reset(bgi_buf *b) { b->len = 0; }
 /* Writes v in decimal at p; returns the digit count (at most 20). */
 size_t bgi_u64_to_dec(uint64_t v, char *p);
 
+/* The bytes bgi_resp_u64(b, v) writes. */
+size_t bgi_resp_u64_len(uint64_t v);
+
 void bgi_resp_array(bgi_buf *b, size_t n);              /* "*n\r\n" */
 void bgi_resp_bulk(bgi_buf *b, const void *s, size_t n);
 void bgi_resp_u64(bgi_buf *b, uint64_t v);

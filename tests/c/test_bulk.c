@@ -4,7 +4,8 @@
  * snapshot download go straight to a pooled connection of their own, instead of being encoded on
  * a multiplexed workspace, found too big (or WATCHing) there and encoded again on a pooled one.
  * The client counts those second builds (bg_client.rebuilt_for_pool); a rotation of a filter
- * that needs several chunks must make none. The negative control (bg_client.fault_ignore_bulk:
+ * that needs several chunks must make none, and neither must batches of adds and queries whose
+ * offsets alone outgrow a multiplexed call (a few hundred items). The negative control (bg_client.fault_ignore_bulk:
  * the declaration ignored, as before callers made it) shows the same harness counts them.
  * Against a real redis-server; the rotated filters must answer for their items afterwards.
  */
@@ -80,6 +81,33 @@ static void test_snapshot_download_is_built_once(void) {
   bg_filter_close(f);
 }
 
+/* contains_many and add_many of windows too big to multiplex: each built once, on a pooled connection. */
+static void test_big_batches_are_built_once(void) {
+  bg_filter *f = bgt_fresh_filter(cl, "bulk-batch", N, FPP, NULL);
+  items fresh = make_items("bulk-batch", 5000);
+  uint8_t *present = calloc(base.n, 1);
+  size_t added = 0;
+  unsigned long before = rebuilt();
+  CHECK_OK(bg_filter_add_many(f, PTRS(base), base.len, base.n, &added));
+  CHECK_OK(bg_filter_contains_many(f, PTRS(base), base.len, base.n, present));
+  CHECK_MSG(rebuilt() == before, "%lu batch calls of %zu items were built twice", rebuilt() - before, base.n);
+  size_t missing = 0;
+  for (size_t i = 0; i < base.n; i++) missing += !present[i];
+  CHECK_EQ_U64(missing, 0);
+
+  /* the control: undeclared, every window is found too big after its first build */
+  atomic_store(&cl->fault_ignore_bulk, 1);
+  before = rebuilt();
+  CHECK_OK(bg_filter_add_many(f, PTRS(fresh), fresh.len, fresh.n, &added));
+  CHECK_OK(bg_filter_contains_many(f, PTRS(fresh), fresh.len, fresh.n, present));
+  atomic_store(&cl->fault_ignore_bulk, 0);
+  CHECK_MSG(rebuilt() >= before + 2, "control: %lu of two undeclared big batches counted as built twice",
+            rebuilt() - before);
+  free(present);
+  items_free(&fresh);
+  bg_filter_close(f);
+}
+
 static void setup(void) {
   char msg[256];
   bgt_redis_start(&srv, NULL);
@@ -97,4 +125,4 @@ static void teardown(void) {
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_swap_upload_chunks_are_built_once),
         BGT_CASE(test_locked_upload_chunks_are_built_once), BGT_CASE(test_snapshot_download_is_built_once),
-        BGT_CASE(teardown))
+        BGT_CASE(test_big_batches_are_built_once), BGT_CASE(teardown))
