@@ -361,14 +361,14 @@ static void test_default_owner_is_per_thread(void) {
 enum { MANY = 200 };
 
 typedef struct idle_arg {
-  atomic_int stop, started;
+  atomic_int stop, slots, ready;   /* ready counts the tids written (it publishes them) */
   pid_t tid[5];
 } idle_arg;
 
 static void *idle_thread(void *p) {
   idle_arg *a = p;
-  pid_t tid = (pid_t)syscall(SYS_gettid);
-  a->tid[atomic_fetch_add(&a->started, 1)] = tid;
+  a->tid[atomic_fetch_add(&a->slots, 1)] = (pid_t)syscall(SYS_gettid);
+  atomic_fetch_add(&a->ready, 1);
   while (!atomic_load(&a->stop)) sleep_ms(5);
   return NULL;
 }
@@ -381,10 +381,10 @@ static void *idle_thread(void *p) {
 static void test_thread_counter_sees_threads(void) {
   enum { N = 5 };
   CHECK(count_threads() >= 1);
-  idle_arg a = {.stop = 0, .started = 0};
+  idle_arg a = {.stop = 0, .slots = 0, .ready = 0};
   pthread_t th[N];
   for (int i = 0; i < N; i++) pthread_create(&th[i], NULL, idle_thread, &a);
-  while (atomic_load(&a.started) < N) sleep_ms(1);
+  while (atomic_load(&a.ready) < N) sleep_ms(1);
   int during = count_threads_among(a.tid, N);
   atomic_store(&a.stop, 1);
   for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
