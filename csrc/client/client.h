@@ -84,6 +84,12 @@ int bgi_client_call(bg_client *cl, int slot, uint64_t deadline_ns, bgi_build_fn 
 static inline unsigned bgi_call_flags_for_payload(size_t payload) {
   return payload >= BGI_BULK_PAYLOAD_BYTES ? BGI_CALL_BULK : 0u;
 }
+/* A call whose commands will be at least min_bytes long: bulk when that alone is too big to
+ * multiplex (add and contains windows: below that they keep the multiplexed connection and its
+ * tracking verdicts, as before; a window just under the estimate is still caught by the check). */
+static inline unsigned bgi_call_flags_for_min_size(size_t min_bytes) {
+  return min_bytes > BGI_MUX_MAX_CALL_BYTES ? BGI_CALL_BULK : 0u;
+}
 int bgi_client_call_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned flags, bgi_build_fn build,
                        bgi_parse_fn parse, void *ctx, bgi_err *err);
 

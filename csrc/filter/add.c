@@ -116,12 +116,11 @@ int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *it
       a.next_cfg = atomic_load(&f->next_cfg);
       a.seen_cfg = a.seen_next = 0;
       a.rotation_seen = 0;
-      /* a big window says so before it is built (client.h, BGI_CALL_BULK): its offsets (k per item
-       * for the config, and for a rotation's next one) would be found too big for a multiplexed
-       * connection */
+      /* a window too big to multiplex says so before it is built (client.h, BGI_CALL_BULK): its
+       * offsets (k per item for the config, and for a rotation's next one) are about the least it takes */
       uint64_t size = bgi_cfg_size(a.cfg) > bgi_cfg_size(a.next_cfg) ? bgi_cfg_size(a.cfg) : bgi_cfg_size(a.next_cfg);
-      size_t offsets_bytes = (a.to - a.from) * (bgi_cfg_k(a.cfg) + bgi_cfg_k(a.next_cfg)) * bgi_resp_u64_len(size);
-      st = bgi_client_call_script_ex(f->client, f->slot, deadline_ns, bgi_call_flags_for_payload(offsets_bytes), &a.run,
+      size_t min_bytes = (a.to - a.from) * (bgi_cfg_k(a.cfg) + bgi_cfg_k(a.next_cfg)) * bgi_resp_u64_len(size / 10);
+      st = bgi_client_call_script_ex(f->client, f->slot, deadline_ns, bgi_call_flags_for_min_size(min_bytes), &a.run,
                                      "add", build_add, parse_add, &a, err);
       if (st != BG_OK) return st;
       if (a.seen_next) {

@@ -250,10 +250,11 @@ int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *cons
       q.seen_cfg = 0;
       q.locked = q.interrupted = q.stale = q.bits_only = q.tracked = 0;
       uint64_t look_started = bgi_now_ns();
-      /* a big window says so before it is built (client.h, BGI_CALL_BULK): its bits' reads alone
-       * (k offsets below the size per item) would be found too big for a multiplexed connection */
-      size_t bits_bytes = (q.to - q.from) * bgi_cfg_k(q.cfg) * (GET_U1_LEN + bgi_resp_u64_len(bgi_cfg_size(q.cfg)));
-      st = bgi_client_call_ex(f->client, f->slot, deadline_ns, bgi_call_flags_for_payload(bits_bytes), build_query,
+      /* a window too big to multiplex says so before it is built (client.h, BGI_CALL_BULK): its
+       * bits' reads alone (k offsets per item, nearly all at least as long as size / 10) are about the
+       * least its commands take */
+      size_t min_bytes = (q.to - q.from) * bgi_cfg_k(q.cfg) * (GET_U1_LEN + bgi_resp_u64_len(bgi_cfg_size(q.cfg) / 10));
+      st = bgi_client_call_ex(f->client, f->slot, deadline_ns, bgi_call_flags_for_min_size(min_bytes), build_query,
                               parse_query, &q, err);
       if (st != BG_OK) return st;
       w.look_ns = bgi_now_ns() - look_started;
