@@ -209,7 +209,7 @@ static void parse_all(bgi_mux *m) {
  * fails, or until_ns passes. Returns with m->mu held.
  */
 static void read_some(bgi_mux *m, const bgi_mux_call *mine, uint64_t until_ns) {
-  uint64_t cmd_ns = (uint64_t)m->set->ep->command_timeout_ms * 1000000u;
+  uint64_t cmd_ns = bgi_ms_ns(m->set->ep->command_timeout_ms);
   if (m->idle) {
     /* nobody read since the last reader left: the silence is not the server's */
     m->progress_ns = bgi_now_ns();
@@ -384,7 +384,7 @@ static bgi_mux_call *take_call(bgi_muxset *s) {
 
 int bgi_muxset_begin(bgi_muxset *s, int64_t timeout_ms, bgi_mux_call **out, bgi_err *err) {
   int64_t wait_ms = timeout_ms > 0 ? timeout_ms : s->ep->command_timeout_ms;
-  uint64_t until = bgi_now_ns() + (uint64_t)wait_ms * 1000000u;
+  uint64_t until = bgi_deadline_in_ms(wait_ms);
   /* the one with the fewest calls in flight, the first among equals: one caller at a time keeps
    * to one connection (and its tracking verdicts); many spread out */
   bgi_mux *m = &s->mux[0];
@@ -472,7 +472,7 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
   bgi_muxset *s = m->set;
   if (n > MUX_MAX_REPLIES) return bgi_err_set(err, BG_EINVAL, "internal: too many replies");
   if (n == 0) return BG_OK;
-  uint64_t now = bgi_now_ns(), cmd_ns = (uint64_t)s->ep->command_timeout_ms * 1000000u;
+  uint64_t now = bgi_now_ns(), cmd_ns = bgi_ms_ns(s->ep->command_timeout_ms);
   bgi_arena_reset(&mc->ws.arena);
   mc->nrep = n;
   mc->got = 0;
@@ -564,8 +564,8 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
         if (!m->reading) hand_off(m);
         pthread_mutex_unlock(&m->mu);
       }
-      return bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within %llu ms",
-                         (unsigned long long)((deadline_ns - now + 999999u) / 1000000u));
+      return bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within %lld ms",
+                         (long long)bgi_ns_ms_ceil(deadline_ns - now));
     }
   }
   pthread_mutex_unlock(&m->mu);
