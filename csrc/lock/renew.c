@@ -1,10 +1,10 @@
 /*
- * The renewal threads: one per client with holds, not one per handle (10,000 handles of one
- * client holding locks cost one thread, not 10,000). A handle goes on the list with its first
- * hold and stays there until bg_lock_close; every third of the handle's lease its client's thread
- * renews each hold of it (the holds of all its owners), the way Redisson's watchdog renews an
- * RLock every lockWatchdogTimeout / 3. A thread whose client has no handle on the list ends; the
- * next hold starts another.
+ * The renewal threads: one per client and server with holds, not one per handle (10,000 handles
+ * of one client on one server holding locks cost one thread, not 10,000). A handle goes on the
+ * list with its first hold and stays there until bg_lock_close; every third of the handle's lease
+ * its thread renews each hold of it (the holds of all its owners), the way Redisson's watchdog
+ * renews an RLock every lockWatchdogTimeout / 3. A thread with no handle of its own on the list
+ * ends; the next hold starts another.
  *
  * Why per server, not one for the process: a renewal is a blocking round trip, and a server that
  * hangs (frozen, or gone without a reset) keeps each one waiting out the command timeout; with
@@ -14,7 +14,7 @@
  * served when the handle was put on the list (nodes live as long as their client; a slot that
  * moves later is still renewed right, by the client's routing, only on its old node's thread).
  *
- * One pass over the list renews every handle of the thread's client that is due within half a
+ * One pass over the list renews every handle of the thread's own that is due within half a
  * period (renewing early only extends a lease), so handles registered at scattered moments share
  * passes instead of each waking the thread on its own: a pass costs O(handles) plus one round trip
  * per BGI_RENEW_BATCH holds. A renewal that finds the hold gone (its lease ran out while this
@@ -229,7 +229,7 @@ static int ensure_thread(const void *key) {
   d->key = key;
   pthread_t t;
   pthread_attr_t attr;
-  /* detached: it ends by itself when its client has no handle on the list, and nobody joins it */
+  /* detached: it ends by itself when no handle of its own is on the list, and nobody joins it */
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   int rc = pthread_create(&t, &attr, renewer, d);
