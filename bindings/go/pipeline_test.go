@@ -133,6 +133,7 @@ func BenchmarkPipeline(b *testing.B) {
 		{"on", []Option{WithPipeline(true)}},
 		{"on-spin50us", []Option{WithPipeline(true), WithPipelineSpin(50 * time.Microsecond)}},
 		{"off", []Option{WithPipeline(false), WithPoolSize(64)}},
+		{"on-conns8", []Option{WithPipeline(true), WithPipelineConns(8)}},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
