@@ -124,8 +124,8 @@ func TestPipelineGoroutinesGetTheirOwnAnswers(t *testing.T) {
 }
 
 // BenchmarkPipeline: 64 goroutines, one shared Client, one item per call; pipelining on (2 connections,
-// with a spin, or 8 connections) vs off
-// (a pool as big as the goroutines). Compare the two sub-benchmarks' ns/op.
+// with a spin, or 8 connections) vs off (a pool as big as the goroutines). Compare the sub-benchmarks'
+// ns/op.
 func BenchmarkPipeline(b *testing.B) {
 	for _, tc := range []struct {
 		name string
