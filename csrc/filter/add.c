@@ -119,7 +119,7 @@ int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *it
       /* a window too big to multiplex says so before it is built (client.h, BGI_CALL_BULK): its
        * offsets (k per item for the config, and for a rotation's next one) are about the least it takes */
       uint64_t size = bgi_cfg_size(a.cfg) > bgi_cfg_size(a.next_cfg) ? bgi_cfg_size(a.cfg) : bgi_cfg_size(a.next_cfg);
-      size_t min_bytes = (a.to - a.from) * (bgi_cfg_k(a.cfg) + bgi_cfg_k(a.next_cfg)) * bgi_resp_u64_len(size / 10);
+      size_t min_bytes = (a.to - a.from) * (bgi_cfg_k(a.cfg) + bgi_cfg_k(a.next_cfg)) * bgi_resp_offset_min_len(size);
       st = bgi_client_call_script_ex(f->client, f->slot, deadline_ns, bgi_call_flags_for_min_size(min_bytes), &a.run,
                                      "add", build_add, parse_add, &a, err);
       if (st != BG_OK) return st;

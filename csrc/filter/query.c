@@ -251,9 +251,8 @@ int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *cons
       q.locked = q.interrupted = q.stale = q.bits_only = q.tracked = 0;
       uint64_t look_started = bgi_now_ns();
       /* a window too big to multiplex says so before it is built (client.h, BGI_CALL_BULK): its
-       * bits' reads alone (k offsets per item, nearly all at least as long as size / 10) are about the
-       * least its commands take */
-      size_t min_bytes = (q.to - q.from) * bgi_cfg_k(q.cfg) * (GET_U1_LEN + bgi_resp_u64_len(bgi_cfg_size(q.cfg) / 10));
+       * bits' reads alone (k offsets per item) are about the least its commands take */
+      size_t min_bytes = (q.to - q.from) * bgi_cfg_k(q.cfg) * (GET_U1_LEN + bgi_resp_offset_min_len(bgi_cfg_size(q.cfg)));
       st = bgi_client_call_ex(f->client, f->slot, deadline_ns, bgi_call_flags_for_min_size(min_bytes), build_query,
                               parse_query, &q, err);
       if (st != BG_OK) return st;

@@ -33,6 +33,9 @@ size_t bgi_u64_to_dec(uint64_t v, char *p);
 
 /* The bytes bgi_resp_u64(b, v) writes. */
 size_t bgi_resp_u64_len(uint64_t v);
+/* About the least one bit offset below size takes encoded (nearly all such offsets have at least
+ * the digits of size / 10): to tell, before building, that many of them cannot be multiplexed. */
+static inline size_t bgi_resp_offset_min_len(uint64_t size) { return bgi_resp_u64_len(size / 10); }
 
 void bgi_resp_array(bgi_buf *b, size_t n);              /* "*n\r\n" */
 void bgi_resp_bulk(bgi_buf *b, const void *s, size_t n);
