@@ -104,6 +104,25 @@ int bgi_client_call_script(bg_client *cl, int slot, uint64_t deadline_ns, bgi_sc
 int bgi_client_call_script_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned flags, bgi_script_run *run,
                               const char *what, bgi_build_fn build, bgi_parse_fn parse, void *ctx, bgi_err *err);
 
+/*
+ * One request to Redis as a task's CALL (common/task.h): the arguments of bgi_client_call_ex, and
+ * for a Lua step its script run (sent again with the body after NOSCRIPT: bgi_client_call_script_ex).
+ */
+typedef struct bgi_req {
+  bg_client *client;
+  int slot;
+  unsigned flags;
+  uint64_t deadline_ns;
+  bgi_build_fn build;
+  bgi_parse_fn parse;
+  void *ctx;
+  bgi_script_run *run;   /* NULL: not a Lua step */
+  const char *what;      /* a Lua step's name in messages */
+} bgi_req;
+
+/* Sends a bgi_req on this thread and waits for it: the bgi_exec_fn of bgi_task_run. */
+int bgi_req_exec(const void *req, bgi_err *err);
+
 /* The endpoint of the node serving slot (the server's own standalone), for connections of a
  * caller's own (lock waiters' subscriptions). BG_ESERVER if no node serves it now. */
 int bgi_client_endpoint(bg_client *cl, int slot, const bgi_endpoint **out, bgi_err *err);

@@ -27,6 +27,7 @@
 
 #include "bloomguard/policy.h"
 #include "common/clock.h"
+#include "common/task.h"
 #include "common/err.h"
 #include "common/worker.h"
 
@@ -190,10 +191,11 @@ static inline int64_t bgi_guard_load(const bgi_guard *g, int slot) {
 }
 
 /*
- * One step against Redis for items [from, n) of an operation: returns its status; *done is how
- * many items (counted from 0) are finished - answered, or added - when it returns (n on success).
+ * The attempt against Redis for items [from, n) of an operation: a task (common/task.h) at its
+ * start, which ends with the attempt's status having set *done to how many of the items from
+ * `from` on are finished - answered, or added (n - from on success).
  */
-typedef int (*bgi_attempt_fn)(void *ctx, uint64_t deadline_ns, size_t from, size_t *done, bgi_err *err);
+typedef bgi_task *(*bgi_attempt_fn)(void *ctx, uint64_t deadline_ns, size_t from, size_t *done);
 
 typedef struct bgi_op {
   int is_add;
@@ -206,11 +208,29 @@ typedef struct bgi_op {
 } bgi_op;
 
 /*
- * Runs op under g's policy: breaker, attempt, then the chain of the failure's class. Returns the
- * status; *source is the answer's BG_SOURCE_* (BG_SOURCE_REDIS for a successful add). After a
- * degraded answer err->status is BG_OK and err->msg says what was degraded.
+ * One operation under g's policy, as a task: the breaker, the attempt, then the chain of the
+ * failure's class (retries wait their backoff as SLEEPs). It ends with the status; source is the
+ * answer's BG_SOURCE_* (BG_SOURCE_REDIS for a successful add). After a degraded answer the status
+ * is BG_OK, err->status BG_OK and err->msg says what was degraded.
  */
-int bgi_guard_run(bgi_guard *g, const bgi_op *op, uint64_t deadline_ns, int *source, bgi_err *err);
+typedef struct bgi_guard_task {
+  bgi_task t;
+  int source;
+  /* what it runs */
+  bgi_guard *g;
+  bgi_op op;
+  uint64_t deadline_ns;
+  /* where it is */
+  int state, guarded, rejected, st, cls, chain_i;
+  int64_t retry;
+  size_t from, done;
+  bgi_policy *p;
+} bgi_guard_task;
+
+void bgi_guard_task_init(bgi_guard_task *gt, bgi_guard *g, const bgi_op *op, uint64_t deadline_ns);
+
+/* Runs op under g's policy on this thread (bgi_guard_task through bgi_task_run, CALLs via exec). */
+int bgi_guard_run(bgi_guard *g, const bgi_op *op, uint64_t deadline_ns, bgi_exec_fn exec, int *source, bgi_err *err);
 
 /* ---- snapshot refresh (snapshot.c) ------------------------------------------------------------- */
 
