@@ -11,7 +11,9 @@
 #include "redis/cluster.h"
 #include "redis/mux.h"
 #include "redis/pool.h"
+#include "redis/redirect.h"
 #include "redis/script.h"
+#include "client/transport.h"
 
 struct bg_client {
   atomic_long refs;            /* the caller's reference + one per open filter */
@@ -122,6 +124,45 @@ typedef struct bgi_req {
 
 /* Sends a bgi_req on this thread and waits for it: the bgi_exec_fn of bgi_task_run. */
 int bgi_req_exec(const void *req, bgi_err *err);
+
+/*
+ * The call loop as a task (call_loop.c): one bgi_req to its end - routing, the transport's
+ * connection, MOVED / ASK / busy backoff, WAIT, NOSCRIPT, stale connections - as bgi_client_call_ex
+ * describes, through tr (client/transport.h). bgi_client_call_ex runs it with the blocking
+ * transport; a submission queue with its own.
+ */
+typedef struct bgi_req_task {
+  bgi_task t;
+  const bgi_req *req;
+  bgi_transport *tr;
+  int state;
+  /* the loop */
+  struct bgi_node *ask;      /* the node of an ASK, for the next attempt only */
+  int redirects, redirected, busy_tries, own;
+  int64_t backoff_ms;
+  uint64_t busy_end;         /* until when TRYAGAIN / CLUSTERDOWN / LOADING are waited out */
+  size_t stale_tries;
+  /* the attempt */
+  struct bgi_node *node;
+  bgi_route route;
+  bgi_xfer x;
+  size_t n, added;
+  int waits;
+  int64_t wait_ms;
+  bgi_redirect r;
+  unsigned char is_asking[BGI_MAX_REPLIES];
+} bgi_req_task;
+
+void bgi_req_task_init(bgi_req_task *rt, const bgi_req *req, bgi_transport *tr);
+
+/* The blocking transport (blocking.c): pooled and multiplexed connections, waits on this thread. */
+typedef struct bgi_blocking_transport {
+  bgi_transport tr;
+  bgi_mux_call *mc;
+  bgi_reply *rep[BGI_MAX_REPLIES];   /* a pooled connection's replies */
+} bgi_blocking_transport;
+
+void bgi_blocking_transport_init(bgi_blocking_transport *b);
 
 /* The endpoint of the node serving slot (the server's own standalone), for connections of a
  * caller's own (lock waiters' subscriptions). BG_ESERVER if no node serves it now. */

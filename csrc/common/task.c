@@ -25,6 +25,10 @@ int bgi_task_run(bgi_task *root, bgi_exec_fn exec, bgi_err *err) {
         stack[++depth] = t->sub;
         st = BG_OK;
         break;
+      case BGI_NEXT_WAIT:
+        /* no transport of a blocking runner hands its wait on */
+        st = bgi_err_set(err, BG_EINVAL, "internal: a task waits for a transport the blocking runner has not got");
+        break;
       default:
         st = t->status;
         if (depth == 0) return st;

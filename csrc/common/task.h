@@ -3,16 +3,19 @@
  *
  * A task never waits. Each time it is resumed it does what it can without waiting, then says
  * what it needs next: one request to Redis (CALL), a wait until a time (SLEEP), another task run
- * to its end (SUB), or nothing more (DONE). Whoever runs it - the blocking runner, on the calling
- * thread (client/run.h), or a submission queue driven by the host's event loop (client/queue.c) -
- * does that and resumes it with the outcome. So the blocking calls and the submitted ones share
- * every line of protocol, policy and retry code: only the waiting differs.
+ * to its end (SUB), or nothing more (DONE); a request task that handed its wait to a transport
+ * which will resume it (client/transport.h) says WAIT. Whoever runs it - the blocking runner on
+ * the calling thread (bgi_task_run below, client/run.c), or a submission queue driven by the
+ * host's event loop (client/queue.c) - does that and resumes it with the outcome. So the
+ * blocking calls and the submitted ones share every line of protocol, policy and retry code:
+ * only the waiting differs.
  *
  * The contract of a resume function:
  *   int resume(bgi_task *t, int st, bgi_err *err)
  * st is the outcome of what the task asked for last: BG_OK the first time, then the CALL's status
  * (its message in err), BG_OK after a SLEEP (BG_ECANCELED when the operation was cancelled during
- * it; BG_ETIMEOUT when a queue ended it at its deadline), or the SUB task's status. It returns
+ * it; BG_ETIMEOUT when a queue ended it at its deadline), the SUB task's status, or after a
+ * WAIT what the transport resumes it with. It returns
  * BGI_NEXT_*, with the matching field of t set; for BGI_NEXT_DONE, t->status is the result (the
  * failure's message in err). A task is resumed on one thread at a time, but not always the same one.
  */
@@ -27,6 +30,7 @@
 #define BGI_NEXT_CALL 1
 #define BGI_NEXT_SLEEP 2
 #define BGI_NEXT_SUB 3
+#define BGI_NEXT_WAIT 4   /* a transport holds it (client/transport.h) and will resume it */
 
 /* Deepest nesting of SUB tasks a runner keeps (policy -> filter operation -> step). */
 #define BGI_TASK_MAX_DEPTH 6
