@@ -16,6 +16,7 @@
 typedef struct bgi_timer {
   uint64_t due_ns;   /* monotonic (common/clock.h) */
   size_t slot;       /* its place in the heap + 1; 0 when not armed */
+  int kind;          /* the owner's: which of its timers this is */
 } bgi_timer;
 
 typedef struct bgi_timers {

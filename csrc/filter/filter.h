@@ -186,6 +186,67 @@ int bgi_filter_guarded_add(bg_filter *f, uint64_t deadline_ns, const void *const
  * message (or the handle's, without a call). */
 int bgi_filter_guarded_finish(bg_filter *f, bg_call *call, const bgi_err *err, int source);
 
+/* The whole-filter operations (admin.c): their build and parse contexts. */
+typedef struct bgi_initer {
+  bg_filter *f;
+  uint64_t size;
+  uint32_t k;
+  int64_t n;
+  char fpp[32];
+  bgi_script_run run;
+  int created;
+} bgi_initer;
+
+typedef struct bgi_counter {
+  bg_filter *f;
+  int64_t count;
+} bgi_counter;
+
+typedef struct bgi_infoer {
+  bg_filter *f;
+  uint64_t cfg;
+  int64_t n;
+  double fpp;
+} bgi_infoer;
+
+typedef struct bgi_keyop {
+  bg_filter *f;
+  const char *cmd;     /* DEL, PEXPIRE or PERSIST */
+  int64_t ttl_ms;
+  int result;
+} bgi_keyop;
+
+#define BGI_ADMIN_INIT 1
+#define BGI_ADMIN_COUNT 2
+#define BGI_ADMIN_INFO 3
+#define BGI_ADMIN_DELETE 4
+#define BGI_ADMIN_EXPIRE 5
+#define BGI_ADMIN_PERSIST 6
+
+/* One whole-filter operation as a task: its one request. */
+typedef struct bgi_admin {
+  bgi_task t;
+  bg_filter *f;
+  int kind, sent;
+  bgi_req req;
+  union {
+    bgi_initer init;
+    bgi_counter count;
+    bgi_infoer info;
+    bgi_keyop key;
+  } u;
+} bgi_admin;
+
+/* Checks the arguments (init: expected insertions = arg and fpp; expire: the ttl in ms = arg) and
+ * prepares the task: BG_OK, or BG_EBADPARAMS / BG_EINVAL with the message. */
+int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind, int64_t arg, double fpp,
+                      bgi_err *err);
+/* Runs it on this thread. */
+int bgi_admin_run(bgi_admin *a, bgi_err *err);
+/* After it ended: init 1 if it wrote the config, count the estimate, delete / expire / persist
+ * 1 if it applied; info 0 (its values are in u.info). */
+int64_t bgi_admin_value(const bgi_admin *a);
+
 /* Downloads a consistent snapshot of f (filter/download.c): the engine's bgi_download_fn, ctx = f. */
 int bgi_filter_download(void *f, uint64_t deadline_ns, int64_t chunk_bytes, atomic_int *stop, bgi_snapshot **out,
                         bgi_err *err);

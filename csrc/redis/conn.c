@@ -1,6 +1,8 @@
 #include "redis/conn.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,52 +91,56 @@ int bgi_reply_error(const bgi_reply *r, const char *what, bgi_err *err) {
   return bgi_err_set(err, BG_ESERVER, "%s: server error: %s", what, s);
 }
 
-static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_err *err) {
-  bgi_reply *rep[4 + BGI_TRACKING_HANDSHAKE_REPLIES];
+/* 1 when the handshake asks for RESP3 and tracking. */
+static int wants_tracking(const bgi_endpoint *ep, int flags) {
+  return ep->tracking && !(flags & BGI_CONN_NO_TRACKING) && bgi_tracking_supported();
+}
+
+int bgi_conn_handshake_build(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_buf *out, size_t *nreplies,
+                             bgi_err *err) {
   size_t n = 0;
   size_t ulen = ep->user ? strlen(ep->user) : 0, plen = ep->password ? strlen(ep->password) : 0;
   const char *name = ep->client_name ? ep->client_name : "bloomguard";
   int st;
-
-  bgi_buf_reset(&c->out);
-  if ((st = bgi_buf_reserve(&c->out, bgi_resp_bound(9, ulen + plen + strlen(name) + 64))) != BG_OK)
+  if ((st = bgi_buf_reserve(out, bgi_resp_bound(9, ulen + plen + strlen(name) + 64))) != BG_OK)
     return bgi_err_set(err, st, "out of memory");
   if (ep->password) {
-    bgi_resp_array(&c->out, ep->user ? 3 : 2);
-    bgi_resp_cstr(&c->out, "AUTH");
-    if (ep->user) bgi_resp_bulk(&c->out, ep->user, ulen);
-    bgi_resp_bulk(&c->out, ep->password, plen);
+    bgi_resp_array(out, ep->user ? 3 : 2);
+    bgi_resp_cstr(out, "AUTH");
+    if (ep->user) bgi_resp_bulk(out, ep->user, ulen);
+    bgi_resp_bulk(out, ep->password, plen);
     n++;
   }
   if (ep->db) {
-    bgi_resp_array(&c->out, 2);
-    bgi_resp_cstr(&c->out, "SELECT");
-    bgi_resp_u64(&c->out, (uint64_t)ep->db);
+    bgi_resp_array(out, 2);
+    bgi_resp_cstr(out, "SELECT");
+    bgi_resp_u64(out, (uint64_t)ep->db);
     n++;
   }
-  bgi_resp_array(&c->out, 3);
-  bgi_resp_cstr(&c->out, "CLIENT");
-  bgi_resp_cstr(&c->out, "SETNAME");
-  bgi_resp_cstr(&c->out, name);
+  bgi_resp_array(out, 3);
+  bgi_resp_cstr(out, "CLIENT");
+  bgi_resp_cstr(out, "SETNAME");
+  bgi_resp_cstr(out, name);
   n++;
   if (ep->require_master) {
-    bgi_resp_array(&c->out, 1);
-    bgi_resp_cstr(&c->out, "ROLE");
+    bgi_resp_array(out, 1);
+    bgi_resp_cstr(out, "ROLE");
     n++;
   }
-  int want_tracking = ep->tracking && !(flags & BGI_CONN_NO_TRACKING) && bgi_tracking_supported();
-  uint64_t epoch_before = bgi_tracking_epoch(c->track);
-  if (want_tracking) {
-    if (bgi_tracking_append_handshake(&c->out, __atomic_load_n(&ep->probe_slot, __ATOMIC_RELAXED)) != BG_OK)
+  c->hs_tracking = wants_tracking(ep, flags);
+  c->hs_epoch = bgi_tracking_epoch(c->track);
+  if (c->hs_tracking) {
+    if (bgi_tracking_append_handshake(out, __atomic_load_n(&ep->probe_slot, __ATOMIC_RELAXED)) != BG_OK)
       return bgi_err_set(err, BG_ENOMEM, "out of memory");
     n += BGI_TRACKING_HANDSHAKE_REPLIES;
   }
-  st = bgi_conn_roundtrip(c, rep, n, c->timeout_ms, err);
-  /* the handshake secret must not linger in the reusable buffer */
-  memset(c->out.data, 0, c->out.len);
-  if (st != BG_OK) return st;
+  *nreplies = n;
+  return BG_OK;
+}
 
+int bgi_conn_handshake_take(bgi_conn *c, const bgi_endpoint *ep, bgi_reply **rep, size_t n, bgi_err *err) {
   size_t i = 0;
+  (void)n;
   if (ep->password) {
     bgi_reply *r = rep[i++];
     if (r->type == REDIS_REPLY_ERROR)
@@ -167,8 +173,80 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_err *er
   /* Tracking is an optimisation: a server before 6.0 (no HELLO), a read-only replica (the probe
    * writes), or one whose ACL or renamed commands refuse a step, is used with the full check on
    * every query. A connection whose HELLO worked stays in RESP3, which every parse accepts. */
-  if (want_tracking) bgi_tracking_take_handshake(c->track, rep + i + 1, epoch_before);
+  if (c->hs_tracking) bgi_tracking_take_handshake(c->track, rep + i + 1, c->hs_epoch);
   return BG_OK;
+}
+
+static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_err *err) {
+  bgi_reply *rep[4 + BGI_TRACKING_HANDSHAKE_REPLIES];
+  size_t n = 0;
+  bgi_buf_reset(&c->out);
+  int st = bgi_conn_handshake_build(c, ep, flags, &c->out, &n, err);
+  if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n, c->timeout_ms, err);
+  /* the handshake secret must not linger in the reusable buffer */
+  memset(c->out.data, 0, c->out.len);
+  if (st != BG_OK) return st;
+  return bgi_conn_handshake_take(c, ep, rep, n, err);
+}
+
+/* ---- the non-blocking pieces (a submission queue's connections, client/pipes.c) ---------------- */
+
+int bgi_conn_start(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
+  char at[300];
+  bgi_conn_drop(c);
+  if (!c->track) c->track = &c->own_track;
+  c->broken = 0;
+  c->calls = 0;
+  if (ep->tls) return bgi_err_set(err, BG_ENOTSUP, "TLS on a submission queue's connections is not built yet");
+  if (ep->url.is_unix) c->ctx = redisConnectUnixNonBlock(ep->url.path);
+  else c->ctx = redisConnectNonBlock(ep->url.host, ep->url.port);
+  if (!c->ctx) return bgi_err_set(err, BG_ENOMEM, "out of memory creating a connection");
+  if (c->ctx->err) {
+    int st = bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", where(ep, at, sizeof at), c->ctx->errstr);
+    bgi_conn_drop(c);
+    return st;
+  }
+  bgi_reply_attach(c->ctx, &c->arena);
+  bgi_tracking_attach(c->ctx, c->track);
+  return BG_OK;
+}
+
+int bgi_conn_connect_step(bgi_conn *c, const bgi_endpoint *ep, short *want, bgi_err *err) {
+  char at[300];
+  int soerr = 0;
+  socklen_t len = sizeof soerr;
+  if (getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
+  if (soerr == EINPROGRESS || soerr == EALREADY) {
+    *want = POLLOUT;
+    return 1;
+  }
+  if (soerr) return bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", where(ep, at, sizeof at), strerror(soerr));
+  if (!ep->url.is_unix) redisEnableKeepAlive(c->ctx);
+  return BG_OK;
+}
+
+ssize_t bgi_conn_send_some(bgi_conn *c, const char *p, size_t n, bgi_err *err) {
+  for (;;) {
+    ssize_t k = send(c->ctx->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k >= 0) return k;
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+    c->broken = 1;
+    bgi_err_set(err, BG_ECONN, "writing to the connection failed: %s", strerror(errno));
+    return -1;
+  }
+}
+
+int bgi_conn_recv_some(bgi_conn *c, bgi_err *err) {
+  if (redisBufferRead(c->ctx) == REDIS_OK) return BG_OK;
+  c->broken = 1;
+  if (c->ctx->err == REDIS_ERR_EOF) return bgi_err_set(err, BG_ECONN, "the server closed the connection");
+  return bgi_err_set(err, BG_ECONN, "connection error: %s", c->ctx->errstr);
+}
+
+int bgi_conn_buffered(const bgi_conn *c) {
+  (void)c;
+  return 0;
 }
 
 int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, int flags, bgi_err *err) {

@@ -9,6 +9,7 @@
 #define BG_INTERNAL_CONN_H
 
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "common/err.h"
 #include "redis/reply.h"
@@ -56,6 +57,8 @@ typedef struct bgi_conn {
   int fault_bits_only;     /* tests only (bgi_cluster.fault_ask_bits_only): a query sends BITFIELD_RO alone */
   int fault_no_guard;      /* tests only (bgi_cluster.fault_no_migration_guard): Lua steps lose their guard */
   int broken;
+  int hs_tracking;         /* the handshake being made asked for tracking ... */
+  uint64_t hs_epoch;       /* ... with the tracking epoch this was when it was built */
 } bgi_conn;
 
 /* Connects, authenticates, selects the db, names the connection and, when the endpoint asks and
@@ -71,6 +74,27 @@ void bgi_conn_free(bgi_conn *c);
 /* Sends c->out and reads n replies into rep[0..n), each wait bounded by timeout_ms (> 0).
  * Error replies are returned as replies. */
 int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, int64_t timeout_ms, bgi_err *err);
+
+/*
+ * The same connect and handshake in non-blocking pieces, for callers that poll the socket
+ * themselves (a submission queue's connections, client/pipes.c):
+ *  - bgi_conn_start begins the connect (the name is resolved now);
+ *  - bgi_conn_connect_step moves it (and TLS) on when the socket is ready: BG_OK once connected,
+ *    1 with *want (POLLIN / POLLOUT) to wait for, or the failure;
+ *  - bgi_conn_handshake_build appends the handshake's commands to out (*nreplies replies), and
+ *    bgi_conn_handshake_take checks their replies (authentication, db, ROLE, tracking);
+ *  - bgi_conn_send_some writes what the socket takes now (0: none; -1: failed, err set) without
+ *    SIGPIPE, bgi_conn_recv_some reads what it holds into the reader, and bgi_conn_buffered says
+ *    whether bytes wait where poll cannot see them (TLS).
+ */
+int bgi_conn_start(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err);
+int bgi_conn_connect_step(bgi_conn *c, const bgi_endpoint *ep, short *want, bgi_err *err);
+int bgi_conn_handshake_build(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_buf *out, size_t *nreplies,
+                             bgi_err *err);
+int bgi_conn_handshake_take(bgi_conn *c, const bgi_endpoint *ep, bgi_reply **rep, size_t n, bgi_err *err);
+ssize_t bgi_conn_send_some(bgi_conn *c, const char *p, size_t n, bgi_err *err);
+int bgi_conn_recv_some(bgi_conn *c, bgi_err *err);
+int bgi_conn_buffered(const bgi_conn *c);
 
 /* Makes sure the index scratch holds n values. */
 int bgi_conn_idx_reserve(bgi_conn *c, size_t n);
