@@ -19,5 +19,6 @@
 #include "bloomguard/stats.h"
 #include "bloomguard/policy.h"
 #include "bloomguard/lock.h"
+#include "bloomguard/queue.h"
 
 #endif

@@ -95,6 +95,32 @@ int bgi_queue_op_new(bg_queue *q, const bg_call *call, uint64_t tag, bgi_qop **o
   return BG_OK;
 }
 
+int bgi_queue_op_copy_items(bgi_qop *op, const void *const *items, const size_t *lens, size_t n, bgi_err *err) {
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) total += lens[i];
+  if (n > op->items_cap) {
+    size_t cap = op->items_cap ? op->items_cap : 16;
+    while (cap < n) cap *= 2;
+    const void **ptrs = realloc(op->item_ptrs, cap * sizeof *ptrs);
+    if (ptrs) op->item_ptrs = ptrs;
+    size_t *ls = ptrs ? realloc(op->item_lens, cap * sizeof *ls) : NULL;
+    if (ls) op->item_lens = ls;
+    uint8_t *ans = ls ? realloc(op->answers, cap) : NULL;
+    if (ans) op->answers = ans;
+    if (!ans) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    op->items_cap = op->answers_cap = cap;
+  }
+  bgi_buf_reset(&op->item_bytes);
+  if (bgi_buf_reserve(&op->item_bytes, total ? total : 1) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    op->item_ptrs[i] = lens[i] ? op->item_bytes.data + op->item_bytes.len : NULL;
+    if (lens[i]) memcpy(op->item_bytes.data + op->item_bytes.len, items[i], lens[i]);
+    op->item_bytes.len += lens[i];
+    op->item_lens[i] = lens[i];
+  }
+  return BG_OK;
+}
+
 void bgi_queue_op_discard(bg_queue *q, bgi_qop *op) {
   op->next = q->free;
   q->free = op;
@@ -267,7 +293,16 @@ static void run_once(bg_queue *q, const struct epoll_event *ev, int nev) {
 static void queue_free(bg_queue *q) {
   if (q->pipes) bgi_pipes_free(q->pipes);
   bgi_timers_free(&q->timers);
-  for (size_t c = 0; c < atomic_load(&q->nchunks); c++) free(atomic_load(&q->chunks[c]));
+  for (size_t c = 0; c < atomic_load(&q->nchunks); c++) {
+    bgi_qop *chunk = atomic_load(&q->chunks[c]);
+    for (size_t i = 0; i < BGI_QOP_CHUNK; i++) {
+      bgi_buf_free(&chunk[i].item_bytes);
+      free(chunk[i].item_ptrs);
+      free(chunk[i].item_lens);
+      free(chunk[i].answers);
+    }
+    free(chunk);
+  }
   if (q->epfd >= 0) close(q->epfd);
   if (q->evfd >= 0) close(q->evfd);
   if (q->tfd >= 0) close(q->tfd);

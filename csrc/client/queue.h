@@ -58,6 +58,13 @@ struct bgi_qop {
   uint32_t info_k;
   int64_t info_expected;
   double info_fpp;
+  /* the operation's copy of its items and its answers (kept for the slot's next use) */
+  bgi_buf item_bytes;
+  const void **item_ptrs;
+  size_t *item_lens;
+  size_t items_cap;
+  uint8_t *answers;
+  size_t answers_cap;
   bgi_qop *next;             /* free list / completed list */
   alignas(16) unsigned char body[BGI_QOP_BODY_BYTES];
 };
@@ -101,6 +108,9 @@ struct bg_queue {
 int bgi_queue_op_new(bg_queue *q, const bg_call *call, uint64_t tag, bgi_qop **out, bgi_err *err);
 /* Gives back a slot bgi_queue_op_new made, unsubmitted (a submit that failed after it). */
 void bgi_queue_op_discard(bg_queue *q, bgi_qop *op);
+/* Copies items[0..n) into op (item_ptrs, item_lens) and makes room for n answers (answers).
+ * BG_OK or BG_ENOMEM (err set). */
+int bgi_queue_op_copy_items(bgi_qop *op, const void *const *items, const size_t *lens, size_t n, bgi_err *err);
 /* Starts the operation: runs its task on this thread as far as it goes without waiting. */
 void bgi_queue_op_start(bg_queue *q, bgi_qop *op, bgi_task *task, bgi_qop_finish_fn finish);
 
