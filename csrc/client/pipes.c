@@ -87,6 +87,7 @@ static pentry *entry_take(bgi_pipes *p) {
     p->free = e->next;
   } else if ((e = calloc(1, sizeof *e))) {
     e->timer.kind = BGI_QTIMER_IO;
+    e->ws.arena.first_cap = 2048;   /* one reply of a few bits; a batch's grows it once */
   } else {
     return NULL;
   }
