@@ -77,6 +77,10 @@ struct bgi_pipes {
   size_t per_server;         /* shared connections per server */
   pentry *free;
   pipe_s *dirty;
+  /* The queue tests' negative control, never set otherwise: an abandoned request is unlinked from
+   * its FIFO instead of kept, so its late replies go to the requests behind it. */
+  int fault_no_discard;
+  pentry *graveyard;         /* its forgotten entries, freed with the set */
 };
 
 /* ---- entries ------------------------------------------------------------------------------------ */
@@ -111,6 +115,14 @@ static void entry_free(pentry *e) {
   bgi_conn_free(&e->ws);
   free(e->rep);
   free(e);
+}
+
+static void free_entries(pentry *e) {
+  while (e) {
+    pentry *next = e->next;
+    entry_free(e);
+    e = next;
+  }
 }
 
 /* ---- epoll ---------------------------------------------------------------------------------------- */
@@ -364,6 +376,31 @@ void bgi_pipes_event(bgi_pipes *p, void *ptr, uint32_t events) {
 
 /* ---- waits ------------------------------------------------------------------------------------------- */
 
+/* The negative control's abandon: e leaves its FIFO for the set's graveyard (freed with the set),
+ * so its replies are taken for the next requests'. */
+static void forget(pipe_s *pp, pentry *e) {
+  pentry **pe = &pp->head, *prev = NULL;
+  while (*pe && *pe != e) prev = *pe, pe = &(*pe)->next;
+  if (!*pe) return;
+  *pe = e->next;
+  if (pp->tail == e) pp->tail = prev;
+  pp->inflight--;
+  e->next = pp->set->graveyard;
+  pp->set->graveyard = e;
+}
+
+void bgi_pipes_abandon(bgi_pipes *p, bgi_xfer *x) {
+  pentry *e = x->h;
+  x->kept = 1;
+  if (!e) return;
+  bgi_queue_timer_cancel(p->q, &e->timer);
+  e->waiter = NULL;
+  e->abandoned = 1;
+  if (p->fault_no_discard) forget(e->pipe, e);
+}
+
+void bgi_pipes_fault_no_discard(bgi_pipes *p, int on) { p->fault_no_discard = on; }
+
 void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t) {
   pentry *e = (pentry *)((char *)t - offsetof(pentry, timer));
   pipe_s *pp = e->pipe;
@@ -384,23 +421,12 @@ void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t) {
   }
   bgi_req_task *rt = e->waiter;
   if (!rt) return;
-  e->abandoned = 1;   /* its replies are read and dropped when they come */
-  e->waiter = NULL;
-  rt->x.kept = 1;
+  bgi_pipes_abandon(p, &rt->x);   /* its replies are read and dropped when they come */
   char msg[160];
   snprintf(msg, sizeof msg, "the server did not answer within %lld ms", (long long)bgi_ns_ms_ceil(e->wait_ns));
-  (void)p;
   bgi_queue_io_done(rt, BG_ETIMEOUT, msg);
 }
 
-void bgi_pipes_abandon(bgi_pipes *p, bgi_xfer *x) {
-  pentry *e = x->h;
-  x->kept = 1;
-  if (!e) return;
-  bgi_queue_timer_cancel(p->q, &e->timer);
-  e->waiter = NULL;
-  e->abandoned = 1;
-}
 
 /* ---- the transport ------------------------------------------------------------------------------------ */
 
@@ -542,10 +568,7 @@ void bgi_pipes_free(bgi_pipes *p) {
     free(s->pipes);
   }
   free(p->servers);
-  for (pentry *e = p->free; e;) {
-    pentry *next = e->next;
-    entry_free(e);
-    e = next;
-  }
+  free_entries(p->free);
+  free_entries(p->graveyard);
   free(p);
 }

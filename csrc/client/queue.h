@@ -133,6 +133,8 @@ void bgi_pipes_abandon(bgi_pipes *p, bgi_xfer *x);
 void bgi_pipes_event(bgi_pipes *p, void *ptr, uint32_t events);
 /* A timer of the pipes' (BGI_QTIMER_IO) is due. */
 void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t);
+/* Tests only (the negative control of the late-reply tests): abandoned requests leave their FIFO. */
+void bgi_pipes_fault_no_discard(bgi_pipes *p, int on);
 /* Writes what submits and resumed operations queued since. */
 void bgi_pipes_flush(bgi_pipes *p);
 

@@ -8,6 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <pthread.h>
+#include <unistd.h>
+
+#include "client/queue.h"
 #include "harness.h"
 #include "items.h"
 #include "redis_fixture.h"
@@ -124,8 +128,148 @@ static void test_not_initialized_goes_through_the_policy(void) {
   env_close(&e);
 }
 
+/* Waits for one completion (at most 5 s); its status, or -1000 if none came. */
+static int one(bg_queue *q, uint64_t *tag, int64_t *value, uint64_t *at_ns) {
+  bg_completion *c[1];
+  size_t n = 0;
+  CHECK_OK(bg_queue_poll(q, 5000, c, 1, &n));
+  if (at_ns) *at_ns = bgt_now_ns();
+  if (n != 1) return -1000;
+  if (tag) *tag = bg_completion_tag(c[0]);
+  if (value) *value = bg_completion_value(c[0]);
+  return bg_completion_status(c[0]);
+}
+
+static void pause_server(int ms) {
+  char *r = bgt_redis_cmd(&srv, "CLIENT PAUSE %d ALL", ms);
+  CHECK_EQ_STR(r, "OK");
+  free(r);
+}
+
+/*
+ * A deadline ends the operation at once (BG_ETIMEOUT); its reply, which comes after the pause,
+ * is read and dropped: the next operation on the same connection gets its own answer. With the
+ * negative control (abandoned requests leave the FIFO) the same harness sees the late reply
+ * answer the next operation.
+ */
+static int late_reply_round(int fault) {
+  env e;
+  int wrong = 0;
+  env_open(&e, fault ? "q-late-fault" : "q-late");
+  bgi_pipes_fault_no_discard(e.q->pipes, fault);
+  CHECK_OK(bg_filter_init(e.f, 10000, 1e-9, NULL));
+  CHECK_OK(bg_filter_add(e.f, "present", 7, NULL));
+  /* connect the queue's connection first: the pause must meet a connection that is up */
+  CHECK_OK(bg_filter_contains_submit(e.f, e.q, 1, "absent-0", 8));
+  CHECK_OK(one(e.q, NULL, NULL, NULL));
+  bg_call *call = NULL;
+  CHECK_OK(bg_call_new(&call));
+  CHECK_OK(bg_call_set_timeout_ms(call, 150));
+  pause_server(700);
+  uint64_t t0 = bgt_now_ns(), at = 0;
+  CHECK_OK(bg_filter_contains_submit_ex(e.f, call, e.q, 2, "present", 7));
+  CHECK_STATUS(one(e.q, NULL, NULL, &at), BG_ETIMEOUT);
+  double ms = (double)(at - t0) / 1e6;
+  CHECK_MSG(ms >= 149 && ms <= 200, "the deadline of 150 ms ended the wait after %.1f ms", ms);
+  /* the next operation goes behind the abandoned one on the same connection */
+  for (int i = 0; i < 4; i++) {
+    int64_t v = -1;
+    CHECK_OK(bg_filter_contains_submit(e.f, e.q, 10 + (uint64_t)i, "absent-1", 8));
+    int st = one(e.q, NULL, &v, NULL);
+    if (st != BG_OK || v != 0) wrong++;
+  }
+  bg_call_free(call);
+  env_close(&e);
+  return wrong;
+}
+
+static void test_deadline_drops_late_reply(void) { CHECK_EQ_INT(late_reply_round(0), 0); }
+
+static void test_negative_control_no_discard(void) {
+  /* the harness can fail: the late reply (present) answers the next operation (absent) */
+  CHECK_MSG(late_reply_round(1) > 0, "the negative control saw no crossed answer");
+}
+
+static void test_cancel_by_tag(void) {
+  env e;
+  env_open(&e, "q-cancel");
+  CHECK_OK(bg_filter_init(e.f, 10000, 0.01, NULL));
+  CHECK_OK(bg_filter_contains_submit(e.f, e.q, 1, "warm", 4));
+  CHECK_OK(one(e.q, NULL, NULL, NULL));
+  pause_server(600);
+  CHECK_OK(bg_filter_contains_submit(e.f, e.q, 42, "x", 1));
+  CHECK_OK(bg_filter_contains_submit(e.f, e.q, 43, "y", 1));
+  size_t n = 9;
+  bg_completion *cs[4];
+  CHECK_OK(bg_queue_poll(e.q, 30, cs, 4, &n));
+  CHECK_EQ_INT((int)n, 0);   /* paused: nothing yet */
+  uint64_t t0 = bgt_now_ns(), at = 0, tag = 0;
+  CHECK_OK(bg_queue_cancel(e.q, 42));
+  CHECK_STATUS(one(e.q, &tag, NULL, &at), BG_ECANCELED);
+  CHECK_EQ_U64(tag, 42);
+  CHECK_MSG((at - t0) / 1000000u < 20, "the cancel took %llu ms", (unsigned long long)((at - t0) / 1000000u));
+  /* the other one answers after the pause, and the queue goes on */
+  CHECK_OK(one(e.q, &tag, NULL, NULL));
+  CHECK_EQ_U64(tag, 43);
+  CHECK_OK(bg_queue_cancel(e.q, 42));   /* already ended: nothing happens */
+  CHECK_OK(bg_filter_contains_submit(e.f, e.q, 44, "z", 1));
+  CHECK_OK(one(e.q, &tag, NULL, NULL));
+  CHECK_EQ_U64(tag, 44);
+  env_close(&e);
+}
+
+typedef struct later {
+  bg_call *call;
+  int ms;
+} later;
+
+static void *cancel_later(void *p) {
+  later *l = p;
+  usleep((useconds_t)l->ms * 1000);
+  bg_call_cancel(l->call);
+  return NULL;
+}
+
+static void test_cancel_by_call_from_another_thread(void) {
+  env e;
+  env_open(&e, "q-cancel-call");
+  CHECK_OK(bg_filter_init(e.f, 10000, 0.01, NULL));
+  bg_call *call = NULL;
+  CHECK_OK(bg_call_new(&call));
+  pause_server(800);
+  CHECK_OK(bg_filter_contains_submit_ex(e.f, call, e.q, 5, "x", 1));
+  later l = {call, 100};
+  pthread_t th;
+  uint64_t t0 = bgt_now_ns(), at = 0;
+  pthread_create(&th, NULL, cancel_later, &l);
+  CHECK_STATUS(one(e.q, NULL, NULL, &at), BG_ECANCELED);
+  pthread_join(th, NULL);
+  double ms = (double)(at - t0) / 1e6;
+  /* a bg_call's flag is looked at every 50 ms */
+  CHECK_MSG(ms >= 99 && ms < 100 + 50 + 30, "cancelled after %.1f ms (cancel at 100 ms)", ms);
+  bg_call_free(call);
+  env_close(&e);
+}
+
+/* Closing a queue with operations in flight and asleep frees everything (ASan checks). */
+static void test_close_with_operations_in_flight(void) {
+  env e;
+  env_open(&e, "q-close");
+  CHECK_OK(bg_filter_init(e.f, 10000, 0.01, NULL));
+  pause_server(300);
+  for (uint64_t i = 0; i < 100; i++) CHECK_OK(bg_filter_contains_submit(e.f, e.q, i, "x", 1));
+  size_t n = 0;
+  bg_completion *cs[4];
+  CHECK_OK(bg_queue_poll(e.q, 20, cs, 4, &n));
+  env_close(&e);
+  usleep(350 * 1000);
+}
+
 static void setup(void) { bgt_redis_start(&srv, NULL); }
 static void teardown(void) { bgt_redis_stop(&srv); }
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_one_thread_many_in_flight), BGT_CASE(test_bad_input_is_refused_at_submit),
-        BGT_CASE(test_not_initialized_goes_through_the_policy), BGT_CASE(teardown))
+        BGT_CASE(test_not_initialized_goes_through_the_policy), BGT_CASE(test_deadline_drops_late_reply),
+        BGT_CASE(test_negative_control_no_discard), BGT_CASE(test_cancel_by_tag),
+        BGT_CASE(test_cancel_by_call_from_another_thread), BGT_CASE(test_close_with_operations_in_flight),
+        BGT_CASE(teardown))
