@@ -291,8 +291,9 @@ static void run_once(bg_queue *q, const struct epoll_event *ev, int nev) {
 /* ---- the ABI ---------------------------------------------------------------------------------- */
 
 static void queue_free(bg_queue *q) {
-  if (q->pipes) bgi_pipes_free(q->pipes);
+  /* first: the heap points into the pipes and the slots */
   bgi_timers_free(&q->timers);
+  if (q->pipes) bgi_pipes_free(q->pipes);
   for (size_t c = 0; c < atomic_load(&q->nchunks); c++) {
     bgi_qop *chunk = atomic_load(&q->chunks[c]);
     for (size_t i = 0; i < BGI_QOP_CHUNK; i++) {
