@@ -21,6 +21,8 @@ static int acquire(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, 
   x->shared = !own && bgi_muxset_on(route->mux);
   x->kept = 0;
   x->h = x->shared ? (void *)route->mux : (void *)route->pool;
+  x->stale_tries = x->shared ? route->mux->n + 1 : route->pool->size;
+  x->progressed = 0;
   if (x->shared) {
     st = bgi_muxset_begin(route->mux, ms_left(until_ns), &b->mc, err);
     x->ws = b->mc ? &b->mc->ws : NULL;

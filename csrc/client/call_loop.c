@@ -226,7 +226,10 @@ static int sent(bgi_req_task *rt, int st, bgi_err *err) {
   }
   c->no_verdict = 0;
   int stale = st == BG_ECONN && rt->x.earlier_calls > 0;
-  size_t tries = rt->x.shared ? ((bgi_muxset *)rt->x.h)->n + 1 : rt->route.pool->size;
+  size_t tries = rt->x.stale_tries;
+  /* a connection that answered others after this request was sent died of something that hit it
+   * (a kill, a restart), not of a server that refuses everything: count this loss afresh */
+  if (stale && rt->x.progressed) rt->stale_tries = 0;
   rt->tr->release(rt->tr, &rt->x);
   if (cluster && (st == BG_ECONN || st == BG_ETIMEOUT)) bgi_cluster_want_reload(cluster);
   /* what killed one idle connection (a restart, CLIENT KILL) likely killed the others too: try

@@ -154,6 +154,11 @@ static void pipe_fail(pipe_s *pp, int st, const char *why) {
   char msg[BGI_ERRMSG_MAX];
   pentry *e = pp->head;
   snprintf(msg, sizeof msg, "%s", why);
+  /* A connection the server had accepted was the server's a moment ago: what it leaves unanswered
+   * is sent again on another (a connection killed, idle or fresh; a restart), at most a few times
+   * per request (bgi_xfer.stale_tries). One whose connect failed tells that the server cannot be
+   * reached: final. */
+  uint64_t proven = pp->state == PIPE_UP, pp_calls = pp->calls;
   pp->head = pp->tail = NULL;
   pp->inflight = 0;
   bgi_queue_timer_cancel(p->q, &pp->hs.timer);
@@ -167,7 +172,8 @@ static void pipe_fail(pipe_s *pp, int st, const char *why) {
     if (e != &pp->hs) {
       bgi_req_task *rt = e->abandoned ? NULL : e->waiter;
       if (rt) {
-        rt->x.earlier_calls = e->earlier;
+        rt->x.earlier_calls = e->earlier + proven;
+        rt->x.progressed = pp_calls > e->earlier;
         bgi_queue_timer_cancel(p->q, &e->timer);
         e->waiter = NULL;
         bgi_queue_io_done(rt, st, msg);   /* the task releases the entry */
@@ -477,6 +483,8 @@ static int acquire(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, 
   x->ws = &e->ws;
   x->h = e;
   x->shared = !own;
+  x->stale_tries = own ? 2 : s->n + 1;
+  x->progressed = 0;
   x->kept = 0;
   x->earlier_calls = 0;
   x->rep = NULL;

@@ -46,6 +46,11 @@ typedef struct bgi_xfer {
                                on one that had is a stale connection (retried on another) */
   int kept;                 /* after BG_ETIMEOUT on a shared connection: the connection keeps the
                                workspace until the late replies are read (no release) */
+  size_t stale_tries;       /* how many times a request that met a stale connection is sent again:
+                               each connection of the kind once, plus one for a connection whose
+                               loss had not been noticed yet */
+  int progressed;           /* after BG_ECONN: the connection had answered other requests after
+                               this one was sent (its loss is counted afresh) */
   void *h;                  /* the transport's own */
 } bgi_xfer;
 
