@@ -253,7 +253,8 @@ class Client:
         if self._closed:
             return
         self._closed = True
-        self._loop.remove_reader(self._fd)
+        if not self._loop.is_closed():
+            self._loop.remove_reader(self._fd)
         pending, self._pending = self._pending, {}
         for p in pending.values():
             if not p.future.done():
@@ -335,80 +336,91 @@ class Filter:
         if isinstance(fpp, bool) or not isinstance(fpp, numbers.Real):
             raise TypeError("fpp must be a float, not %s" % type(fpp).__name__)
         f, q = self._ptr(), self._client._q
-        return await self._client._submit(_BOOL, 0, timeout,
-                                          lambda call, tag: lib.bg_filter_init_submit_ex(f, call, q, tag, n, float(fpp)), f)
+        got: bool = await self._client._submit(_BOOL, 0, timeout,
+                                               lambda call, tag: lib.bg_filter_init_submit_ex(f, call, q, tag, n, float(fpp)), f)
+        return got
 
     async def add(self, item: Item, *, timeout: TimeoutArg = None) -> bool:
         """Adds one item; True if at least one of its bits was newly set."""
         data, n = _buffer(item)
         f, q = self._ptr(), self._client._q
-        return await self._client._submit(_ADD1, 1, timeout,
-                                          lambda call, tag: lib.bg_filter_add_submit_ex(f, call, q, tag, data, n), f)
+        got: bool = await self._client._submit(_ADD1, 1, timeout,
+                                               lambda call, tag: lib.bg_filter_add_submit_ex(f, call, q, tag, data, n), f)
+        return got
 
     async def add_many(self, items: Iterable[Item], *, timeout: TimeoutArg = None) -> int:
         """Adds every item; returns how many set a new bit."""
         batch = Batch(items)
         f, q = self._ptr(), self._client._q
-        return await self._client._submit(
+        got: int = await self._client._submit(
             _ADD_MANY, batch.n, timeout,
             lambda call, tag: lib.bg_filter_add_many_submit_ex(f, call, q, tag, batch.ptrs, batch.lens, batch.n), f)
+        return got
 
     async def contains(self, item: Item, *, timeout: TimeoutArg = None) -> bool:
         """True if the item may have been added (no false negatives)."""
         data, n = _buffer(item)
         f, q = self._ptr(), self._client._q
-        return await self._client._submit(
+        got: bool = await self._client._submit(
             _CONTAINS1, 1, timeout, lambda call, tag: lib.bg_filter_contains_submit_ex(f, call, q, tag, data, n), f)
+        return got
 
     async def contains_many(self, items: Iterable[Item], *, timeout: TimeoutArg = None) -> List[bool]:
         """:meth:`contains` for every item, in order."""
         batch = Batch(items)
         f, q = self._ptr(), self._client._q
-        return await self._client._submit(
+        got: List[bool] = await self._client._submit(
             _CONTAINS_MANY, batch.n, timeout,
             lambda call, tag: lib.bg_filter_contains_many_submit_ex(f, call, q, tag, batch.ptrs, batch.lens, batch.n),
             f)
+        return got
 
     async def query(self, item: Item, *, timeout: TimeoutArg = None) -> Answer:
         """:meth:`contains` with provenance (``Answer``, as the blocking ``query``)."""
         data, n = _buffer(item)
         f, q = self._ptr(), self._client._q
-        return await self._client._submit(
+        got: Answer = await self._client._submit(
             _QUERY1, 1, timeout, lambda call, tag: lib.bg_filter_contains_submit_ex(f, call, q, tag, data, n), f)
+        return got
 
     async def query_many(self, items: Iterable[Item], *, timeout: TimeoutArg = None) -> Answers:
         """:meth:`contains_many` with provenance (``Answers``)."""
         batch = Batch(items)
         f, q = self._ptr(), self._client._q
-        return await self._client._submit(
+        got: Answers = await self._client._submit(
             _QUERY_MANY, batch.n, timeout,
             lambda call, tag: lib.bg_filter_contains_many_submit_ex(f, call, q, tag, batch.ptrs, batch.lens, batch.n),
             f)
+        return got
 
     async def count(self, *, timeout: TimeoutArg = None) -> int:
         """Redisson's ``count()`` estimate."""
         f, q = self._ptr(), self._client._q
-        return await self._client._submit(_NUMBER, 0, timeout,
-                                          lambda call, tag: lib.bg_filter_count_submit_ex(f, call, q, tag), f)
+        got: int = await self._client._submit(_NUMBER, 0, timeout,
+                                              lambda call, tag: lib.bg_filter_count_submit_ex(f, call, q, tag), f)
+        return got
 
     async def info(self, *, timeout: TimeoutArg = None) -> FilterInfo:
         """The config hash (``FilterInfo``)."""
         f, q = self._ptr(), self._client._q
-        return await self._client._submit(_INFO, 0, timeout,
-                                          lambda call, tag: lib.bg_filter_info_submit_ex(f, call, q, tag), f)
+        got: FilterInfo = await self._client._submit(_INFO, 0, timeout,
+                                                     lambda call, tag: lib.bg_filter_info_submit_ex(f, call, q, tag), f)
+        return got
 
     async def delete(self, *, timeout: TimeoutArg = None) -> bool:
         """Deletes the bitmap and the config; True if there was something to delete."""
         f, q = self._ptr(), self._client._q
-        return await self._client._submit(_BOOL, 0, timeout,
-                                          lambda call, tag: lib.bg_filter_delete_submit_ex(f, call, q, tag), f)
+        got: bool = await self._client._submit(_BOOL, 0, timeout,
+                                               lambda call, tag: lib.bg_filter_delete_submit_ex(f, call, q, tag), f)
+        return got
 
     async def expire(self, ttl: float, *, timeout: TimeoutArg = None) -> bool:
         """Gives both keys a time to live of ``ttl`` seconds (``datetime.timedelta`` works too)."""
         ms = seconds_to_ms(ttl, "ttl")
         f, q = self._ptr(), self._client._q
-        return await self._client._submit(_BOOL, 0, timeout,
-                                          lambda call, tag: lib.bg_filter_expire_submit_ex(f, call, q, tag, ms), f)
+        got: bool = await self._client._submit(_BOOL, 0, timeout,
+                                               lambda call, tag: lib.bg_filter_expire_submit_ex(f, call, q, tag, ms), f)
+        return got
 
     def rotate(self, expected: int, fpp: float, *, strategy: str = "swap", progress: Optional[ProgressFn] = None,
                **options: Any) -> "Rotation":
