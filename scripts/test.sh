@@ -16,10 +16,6 @@ bash scripts/deps.sh
 PATH="$(bash scripts/go-toolchain.sh):$PATH"
 export PATH
 
-# Every build below (CMake, pip, the Go setup) that builds the vendored hiredis (cmake/hiredis.cmake)
-# takes its source from this one download of the hiredis sdist; each build directory compiles it once.
-export BG_DOWNLOAD_CACHE=${BG_DOWNLOAD_CACHE:-$TOP/build-deps}
-
 START=$SECONDS
 step() { printf '\n=== [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
 
