@@ -111,8 +111,7 @@ set(BG_HIREDIS_VERSION ${BG_HIREDIS_VERSION} CACHE INTERNAL "hiredis version lib
 set(BG_HIREDIS_KIND ${BG_HIREDIS_KIND} CACHE INTERNAL "system or vendored")
 
 # What a program linking libbloomguard.a needs besides it: the installed bloomguard.pc's
-# Requires.private (BG_PC_REQUIRES_PRIVATE), and for this build tree a small JSON file that the
-# Python binding's build reads (bindings/python/build_ffi.py).
+# Requires.private.
 if(BG_HIREDIS_KIND STREQUAL "system")
   set(_bg_pc_requires "hiredis")
   if(BG_HIREDIS_HAVE_SSL)
@@ -124,16 +123,3 @@ else()
   set(_bg_pc_requires "")
 endif()
 set(BG_PC_REQUIRES_PRIVATE "${_bg_pc_requires}")
-string(REPLACE " " "\", \"" _bg_json_requires "${_bg_pc_requires}")
-if(_bg_pc_requires)
-  set(_bg_json_requires "\"${_bg_json_requires}\"")
-endif()
-if(BG_HIREDIS_HAVE_SSL)
-  set(_bg_json_ssl true)
-else()
-  set(_bg_json_ssl false)
-endif()
-file(WRITE ${PROJECT_BINARY_DIR}/bloomguard-static-link.json
-  "{\"hiredis\": \"${BG_HIREDIS_KIND}\", \"hiredis_version\": \"${BG_HIREDIS_VERSION}\", "
-  "\"hiredis_ssl\": ${_bg_json_ssl}, \"pkg_config_requires\": [${_bg_json_requires}], "
-  "\"libs\": [\"-lpthread\", \"-lm\"]}\n")
