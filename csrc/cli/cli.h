@@ -145,6 +145,10 @@ typedef int (*cli_batch_fn)(const void *const *items, const size_t *lens, size_t
  */
 int cli_for_each_batch(const cli_opts *o, cli_batch_fn fn, void *ud);
 
+/* The line source of --from: FILE opened for reading (fd; what: its name as messages show it), or
+ * standard input for none or '-'. CLI_EXIT_OK, or CLI_EXIT_ERROR with the message printed. */
+int cli_open_lines(const cli_opts *o, int *fd, const char **what);
+
 /* Called by cli_for_each_line_fd after every read and whenever no input came for 200 ms.
  * Returns CLI_EXIT_OK to go on, anything else stops the walk and is returned. */
 typedef int (*cli_tick_fn)(void *ud);

@@ -1,8 +1,6 @@
 /* commands.c - the subcommands of the bloomguard command. Each returns an exit status. */
 #include "cli.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -169,15 +167,8 @@ int cli_cmd_add(const cli_opts *o, bg_filter *f) {
   } else {
     cli_load l;
     memset(&l, 0, sizeof l);
-    l.fd = STDIN_FILENO;
-    l.what = "standard input";
-    if (o->from && strcmp(o->from, "-") != 0) {
-      l.fd = open(o->from, O_RDONLY | O_CLOEXEC);
-      if (l.fd < 0)
-        return cli_error(o->cmd, BG_EINVAL, CLI_EXIT_ERROR, "cannot open %s: %s", cli_path_shown(o->from),
-                         strerror(errno));
-      l.what = cli_path_shown(o->from);
-    }
+    rc = cli_open_lines(o, &l.fd, &l.what);
+    if (rc != CLI_EXIT_OK) return rc;
     rc = add_bulk(o, f, &l);
     bulk = rc != CLI_LOAD_NOT_EMPTY;
     if (!bulk) {

@@ -15,6 +15,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -216,6 +217,18 @@ int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t bat
   }
   arena_free(&a);
   return rc;
+}
+
+int cli_open_lines(const cli_opts *o, int *fd, const char **what) {
+  *fd = STDIN_FILENO;
+  *what = "standard input";
+  if (!o->from || strcmp(o->from, "-") == 0) return CLI_EXIT_OK;
+  *fd = open(o->from, O_RDONLY | O_CLOEXEC);
+  if (*fd < 0)
+    return cli_error(o->cmd, BG_EINVAL, CLI_EXIT_ERROR, "cannot open %s: %s", cli_path_shown(o->from),
+                     strerror(errno));
+  *what = cli_path_shown(o->from);
+  return CLI_EXIT_OK;
 }
 
 int cli_for_each_batch(const cli_opts *o, cli_batch_fn fn, void *ud) {

@@ -21,8 +21,6 @@
 
 #include "cli.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,20 +297,13 @@ static void print_summary(const cli_opts *o, bg_filter *f, const cli_load *l) {
 int cli_cmd_rotate(const cli_opts *o, bg_filter *f) {
   cli_load l;
   memset(&l, 0, sizeof l);
-  l.fd = STDIN_FILENO;
-  l.what = "standard input";
   l.expected = o->expected;
   l.fpp = o->fpp;
   l.strategy = o->strategy;
-  if (o->from && strcmp(o->from, "-") != 0) {
-    /* opened before the rotation begins (a bad path fails without taking the lease), read after */
-    l.fd = open(o->from, O_RDONLY | O_CLOEXEC);
-    if (l.fd < 0)
-      return cli_error(o->cmd, BG_EINVAL, CLI_EXIT_ERROR, "cannot open %s: %s", cli_path_shown(o->from),
-                       strerror(errno));
-    l.what = cli_path_shown(o->from);
-  }
-  int rc = cli_rotation_load(o, f, &l);
+  /* opened before the rotation begins (a bad path fails without taking the lease), read after */
+  int rc = cli_open_lines(o, &l.fd, &l.what);
+  if (rc != CLI_EXIT_OK) return rc;
+  rc = cli_rotation_load(o, f, &l);
   if (l.fd != STDIN_FILENO) close(l.fd);
   if (rc != CLI_EXIT_OK) return rc;
   print_summary(o, f, &l);
