@@ -167,7 +167,7 @@ go_check() {  # go_check WHAT [go build flags...]: build (linker warnings go to 
   shift
   (cd "$APP" && "${GOENV[@]}" go build "$@" -o "$WORK/newcomer-$what" .) >"$WORK/go-$what.log" 2>&1 ||
     { cat "$WORK/go-$what.log" >&2; die "go build $* in a module outside the tree"; }
-  say "go build $*: $((SECONDS - t0)) s"
+  say "go build${*:+ $*}: $((SECONDS - t0)) s"
   out=$(cd / && "${CLEAN[@]}" "$WORK/newcomer-$what" "$URL" "newcomer:go-$what") || die "the Go program ($what) failed: $out"
   [ "$out" = "contains=true" ] || die "the Go program ($what) printed '$out'"
 }
