@@ -2,28 +2,17 @@
 #   auto      a system hiredis >= 1.0 (pkg-config) if there is one, else vendored (the default)
 #   system    the hiredis pkg-config finds, whatever its version: Debian 12's 0.14 works, but it
 #             parses no RESP3, so queries never take the tracked path, and it has no TLS
-#   vendored  hiredis 1.x built here from the source the `hiredis` PyPI sdist vendors
-#             (scripts/hiredis-vendor.sh fetches it once into BG_DOWNLOAD_CACHE), TLS part included
+#   vendored  hiredis 1.x built here from third_party/hiredis (in the repository: no download), TLS
+#             part included
 # Either way the rest of the build links the target PkgConfig::HIREDIS (the name pkg-config gives a
 # system hiredis), and PkgConfig::HIREDIS_SSL when hiredis's TLS part (hiredis_ssl) is available;
 # BG_HIREDIS_KIND is system or vendored, BG_HIREDIS_VERSION its version, BG_HIREDIS_HAVE_SSL ON/OFF.
 # A vendored hiredis is compiled with hidden visibility and linked into libbloomguard.so and
 # libbloomguard.a: neither exports any of its symbols, so nothing downstream needs a hiredis package.
 
+option(BG_OPENSSL_STATIC "Link OpenSSL statically (libssl.a, libcrypto.a) into the vendored hiredis's TLS part" OFF)
 set(BG_HIREDIS auto CACHE STRING "hiredis: auto (system >= 1.0, else vendored), system, vendored")
 set_property(CACHE BG_HIREDIS PROPERTY STRINGS auto system vendored)
-set(BG_HIREDIS_SDIST "" CACHE FILEPATH
-    "vendored hiredis: a hiredis-3.5.0.tar.gz sdist to use instead of downloading it from PyPI")
-if(NOT DEFINED BG_DOWNLOAD_CACHE)
-  if(DEFINED ENV{BG_DOWNLOAD_CACHE} AND NOT "$ENV{BG_DOWNLOAD_CACHE}" STREQUAL "")
-    set(_bg_dl_default "$ENV{BG_DOWNLOAD_CACHE}")
-  else()
-    set(_bg_dl_default "${PROJECT_BINARY_DIR}/_deps")
-  endif()
-  set(BG_DOWNLOAD_CACHE "${_bg_dl_default}" CACHE PATH
-      "vendored hiredis: where the downloaded sdist is kept (share it between build directories)")
-endif()
-
 if(NOT BG_HIREDIS MATCHES "^(auto|system|vendored)$")
   message(FATAL_ERROR "BG_HIREDIS is '${BG_HIREDIS}': it must be auto, system or vendored")
 endif()
@@ -38,7 +27,7 @@ if(NOT BG_HIREDIS STREQUAL "vendored")
   elseif(BG_HIREDIS STREQUAL "system")
     message(FATAL_ERROR "BG_HIREDIS=system but pkg-config finds no hiredis (Debian: apt-get install "
                         "libhiredis-dev, or set PKG_CONFIG_PATH); BG_HIREDIS=auto or vendored builds "
-                        "hiredis 1.x from the hiredis PyPI sdist instead")
+                        "the vendored hiredis 1.x (third_party/hiredis) instead")
   else()
     if(_BG_SYS_HIREDIS_FOUND)
       set(_bg_why "the system hiredis is ${_BG_SYS_HIREDIS_VERSION} (< 1.0: no RESP3, no TLS)")
@@ -69,22 +58,9 @@ if(BG_HIREDIS_KIND STREQUAL "system")
     message(STATUS "hiredis: system ${HIREDIS_VERSION}, TLS part (hiredis_ssl): ${BG_HIREDIS_HAVE_SSL}")
   endif()
 else()
-  set(_bg_hiredis_root ${PROJECT_BINARY_DIR}/_deps/hiredis-vendored)
-  set(_bg_fetch_env "")
-  if(BG_HIREDIS_SDIST)
-    set(_bg_fetch_env "BG_HIREDIS_SDIST=${BG_HIREDIS_SDIST}")
-  endif()
-  execute_process(
-    COMMAND ${CMAKE_COMMAND} -E env ${_bg_fetch_env}
-            bash ${PROJECT_SOURCE_DIR}/scripts/hiredis-vendor.sh ${_bg_hiredis_root} ${BG_DOWNLOAD_CACHE}
-    RESULT_VARIABLE _bg_fetch_rc)
-  if(NOT _bg_fetch_rc EQUAL 0)
-    message(FATAL_ERROR "hiredis: no usable hiredis: no system hiredis >= 1.0, and the vendored 1.x "
-      "could not be fetched (messages above). Fix one: give PyPI access or -DBG_HIREDIS_SDIST=FILE "
-      "(hiredis-3.5.0.tar.gz), "
-      "install a hiredis >= 1.0, or build with -DBG_HIREDIS=system against hiredis 0.14 "
-      "(Debian: libhiredis-dev; no tracking, no TLS)")
-  endif()
+  # hiredis's headers are included as <hiredis/hiredis.h> (as with a system hiredis) and as
+  # "hiredis.h" (hiredis's own sources): both directories go on the include path.
+  set(_bg_hiredis_root ${PROJECT_SOURCE_DIR}/third_party)
   set(_bg_hiredis_src ${_bg_hiredis_root}/hiredis)
   file(STRINGS ${_bg_hiredis_src}/hiredis.h _bg_hv REGEX "#define HIREDIS_(MAJOR|MINOR|PATCH) ")
   set(BG_HIREDIS_VERSION "")
@@ -95,7 +71,7 @@ else()
   endforeach()
 
   # hiredis's own sources: no project warnings, the project's sanitizers (global options) apply.
-  # async.c #includes dict.c; test.c is hiredis's test program.
+  # async.c #includes dict.c.
   add_library(bg_hiredis_objects OBJECT)
   foreach(_f alloc async hiredis net read sds sockcompat)
     target_sources(bg_hiredis_objects PRIVATE ${_bg_hiredis_src}/${_f}.c)
@@ -106,7 +82,14 @@ else()
   target_include_directories(bg_hiredis SYSTEM INTERFACE ${_bg_hiredis_root} ${_bg_hiredis_src})
   add_library(PkgConfig::HIREDIS ALIAS bg_hiredis)
 
-  find_package(OpenSSL 1.1 COMPONENTS SSL Crypto)
+  # BG_OPENSSL_STATIC: libssl.a/libcrypto.a instead of the shared libraries (the Python wheel and its
+  # bloomguard command: they must run on systems with another OpenSSL, or none)
+  if(BG_OPENSSL_STATIC)
+    set(OPENSSL_USE_STATIC_LIBS TRUE)
+    find_package(OpenSSL 1.1 REQUIRED COMPONENTS SSL Crypto)
+  else()
+    find_package(OpenSSL 1.1 COMPONENTS SSL Crypto)
+  endif()
   set(BG_HIREDIS_HAVE_SSL OFF)
   if(OPENSSL_FOUND)
     set(BG_HIREDIS_HAVE_SSL ON)
@@ -128,8 +111,7 @@ set(BG_HIREDIS_VERSION ${BG_HIREDIS_VERSION} CACHE INTERNAL "hiredis version lib
 set(BG_HIREDIS_KIND ${BG_HIREDIS_KIND} CACHE INTERNAL "system or vendored")
 
 # What a program linking libbloomguard.a needs besides it: the installed bloomguard.pc's
-# Requires.private (BG_PC_REQUIRES_PRIVATE), and for this build tree a small JSON file that the
-# Python binding's build reads (bindings/python/build_ffi.py).
+# Requires.private.
 if(BG_HIREDIS_KIND STREQUAL "system")
   set(_bg_pc_requires "hiredis")
   if(BG_HIREDIS_HAVE_SSL)
@@ -141,16 +123,3 @@ else()
   set(_bg_pc_requires "")
 endif()
 set(BG_PC_REQUIRES_PRIVATE "${_bg_pc_requires}")
-string(REPLACE " " "\", \"" _bg_json_requires "${_bg_pc_requires}")
-if(_bg_pc_requires)
-  set(_bg_json_requires "\"${_bg_json_requires}\"")
-endif()
-if(BG_HIREDIS_HAVE_SSL)
-  set(_bg_json_ssl true)
-else()
-  set(_bg_json_ssl false)
-endif()
-file(WRITE ${PROJECT_BINARY_DIR}/bloomguard-static-link.json
-  "{\"hiredis\": \"${BG_HIREDIS_KIND}\", \"hiredis_version\": \"${BG_HIREDIS_VERSION}\", "
-  "\"hiredis_ssl\": ${_bg_json_ssl}, \"pkg_config_requires\": [${_bg_json_requires}], "
-  "\"libs\": [\"-lpthread\", \"-lm\"]}\n")

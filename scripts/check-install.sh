@@ -28,4 +28,31 @@ if grep -q '^BG_HIREDIS_KIND:INTERNAL=vendored' "$BUILD/CMakeCache.txt"; then
     if [ -n "$extra" ]; then echo "$(basename "$f") needs more than libc/libm/libpthread/OpenSSL: $extra" >&2; exit 1; fi
   done
 fi
+# The same from the default prefix, /usr/local, as `sudo cmake --install` + `sudo ldconfig` leave it:
+# found by pkg-config's and find_package's default search paths, the shared library by the loader's
+# cache (no LD_LIBRARY_PATH), the command by its rpath. Done for real, but in a private mount
+# namespace whose /usr/local and /etc are overlays on temporary directories: nothing reaches the
+# machine's own, and it all goes when the namespace ends. Needs root (CI runs as root).
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1; then
+  mkdir -p "$PREFIX/ov/usr" "$PREFIX/ov/usr.work" "$PREFIX/ov/etc" "$PREFIX/ov/etc.work"
+  unshare -m --propagation private bash -euo pipefail -s "$BUILD" "$PREFIX" "$PWD" <<'NS'
+BUILD=$1 SCRATCH=$2 TOP=$3
+mount -t overlay overlay -o "lowerdir=/usr/local,upperdir=$SCRATCH/ov/usr,workdir=$SCRATCH/ov/usr.work" /usr/local
+mount -t overlay overlay -o "lowerdir=/etc,upperdir=$SCRATCH/ov/etc,workdir=$SCRATCH/ov/etc.work" /etc
+cmake --install "$BUILD" --prefix /usr/local >/dev/null
+ldconfig
+unset PKG_CONFIG_PATH LD_LIBRARY_PATH CMAKE_PREFIX_PATH
+cmake -S "$TOP/tests/install" -B "$SCRATCH/consumer-usrlocal" -G Ninja >/dev/null
+cmake --build "$SCRATCH/consumer-usrlocal" >/dev/null
+"$SCRATCH/consumer-usrlocal/consumer_shared" >/dev/null
+"$SCRATCH/consumer-usrlocal/consumer_static" >/dev/null
+# shellcheck disable=SC2046
+cc "$TOP/tests/install/consumer.c" -o "$SCRATCH/consumer_pc_usrlocal" $(pkg-config --cflags --libs bloomguard)
+"$SCRATCH/consumer_pc_usrlocal" >/dev/null
+if [ -x /usr/local/bin/bloomguard ]; then /usr/local/bin/bloomguard --version >/dev/null; fi
+echo "installed into /usr/local (private mount namespace): find_package, pkg-config, ldconfig, the command: OK"
+NS
+else
+  echo "check-install.sh: /usr/local check skipped (needs root for a private mount namespace)"
+fi
 echo "install check passed"

@@ -8,10 +8,10 @@
 # a table and writes bloomguard-demo.svg in the current directory.
 #
 # Packages: only what the demo needs (compiler, CMake, Ninja, pkg-config, OpenSSL
-# headers, highwayhash, pip, redis-server), installed with apt-get when missing - as root or with
+# headers, redis-server), installed with apt-get when missing - as root or with
 # sudo, like scripts/deps.sh (which installs the whole test toolchain: JDK, Maven, Python headers ...).
-# hiredis: a system hiredis >= 1.0 if there is one, else hiredis 1.5 is built into the command from
-# the hiredis PyPI sdist (downloaded once with pip: cmake/hiredis.cmake), so queries take the
+# hiredis: a system hiredis >= 1.0 if there is one, else the vendored hiredis 1.5 (third_party/) is
+# built into the command (cmake/hiredis.cmake), so queries take the
 # tracked path (README, "Queries and tracking"); Debian 12's libhiredis-dev (0.14) is not needed.
 # redis-server: the one on PATH, or $BG_REDIS_SERVER.
 # BG_NO_INSTALL=1 only reports what is missing. BG_DEMO_BUILD_DIR: build directory (default
@@ -20,7 +20,7 @@ set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BG_DEMO_BUILD_DIR:-$TOP/build-demo}
 
-pkgs=(cmake ninja-build gcc g++ pkg-config libssl-dev libhighwayhash-dev python3-pip redis-server)
+pkgs=(cmake ninja-build gcc g++ pkg-config libssl-dev redis-server)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -31,7 +31,7 @@ read -r -a missing <<< "${missing[*]:-}"
 if [ ${#missing[@]} -gt 0 ]; then
   if ! command -v dpkg-query >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1; then
     echo "demo.sh: not a Debian/Ubuntu system; install: a C/C++ compiler, CMake >= 3.18, Ninja, pkg-config," \
-         "OpenSSL headers, highwayhash headers, python3 with pip (or hiredis >= 1.0), redis-server -" \
+         "OpenSSL headers, redis-server -" \
          "then run this again" >&2
     exit 1
   fi

@@ -5,9 +5,9 @@
 set -euo pipefail
 
 # libhiredis-dev: Debian's hiredis 0.14, for the build that keeps 0.14 tested (scripts/check-hiredis014.sh);
-# the default build uses hiredis 1.x from the hiredis PyPI sdist (python3-pip fetches it), TLS part
-# included (libssl-dev; openssl makes the TLS tests' certificates).
-pkgs=(cmake ninja-build gcc g++ pkg-config libhiredis-dev libssl-dev openssl libhighwayhash-dev libcjson-dev
+# the default build uses the vendored hiredis 1.x (third_party/), TLS part included (libssl-dev; openssl
+# makes the TLS tests' certificates). HighwayHash is vendored too.
+pkgs=(cmake ninja-build gcc g++ pkg-config libhiredis-dev libssl-dev openssl libcjson-dev
       redis-server python3 python3-dev python3-venv python3-pip maven default-jdk-headless curl ca-certificates)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: C tests (plain, ASan+UBSan, TSan: all with hiredis >= 1.0, the vendored one
 # on Debian 12), the CLI, the C tests against Debian's hiredis 0.14, the Python and Go bindings (and
-# the Python wheel in a fresh virtualenv), and live interop with Redisson.
+# the Python wheel in a fresh virtualenv), a newcomer's installs from scratch (scripts/newcomer-check.sh),
+# and live interop with Redisson.
 # Every part starts its own redis-server on a free loopback port.
 #   bash scripts/test.sh
 # BG_NO_INSTALL=1: don't install missing packages.  BG_SKIP_INTEROP=1: skip the Java step (and the
@@ -16,10 +17,6 @@ bash scripts/deps.sh
 PATH="$(bash scripts/go-toolchain.sh):$PATH"
 export PATH
 
-# Every build below (CMake, pip, the Go setup) that builds the vendored hiredis (cmake/hiredis.cmake)
-# takes its source from this one download of the hiredis sdist; each build directory compiles it once.
-export BG_DOWNLOAD_CACHE=${BG_DOWNLOAD_CACHE:-$TOP/build-deps}
-
 START=$SECONDS
 step() { printf '\n=== [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
 
@@ -28,6 +25,9 @@ build() {  # build DIR [cmake args...]
   cmake -S "$TOP" -B "$dir" -G Ninja "$@" >/dev/null
   cmake --build "$dir" -j "$JOBS"
 }
+
+step "Vendored third-party sources match their checksums"
+bash third_party/update.sh check
 
 step "C tests (RelWithDebInfo)"
 build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
@@ -54,19 +54,17 @@ bash scripts/check-hiredis014.sh build-hiredis014
 step "Python binding (cffi) and its pytest suite"
 bash bindings/python/ci.sh
 
-step "Go binding (cgo): vet, test -race, test (shared library), test (static library)"
+step "Go binding (cgo): its C copy is current, vet, test -race, test (static binary)"
+python3 scripts/go-amalgamate.py --check
 (
-  eval "$(bash bindings/go/setup.sh)"
   cd bindings/go
   go vet ./...
   go test -race -count=1 ./...
-  go test -count=1 ./...
+  go test -tags bloomguard_static -count=1 ./... 2>&1 | grep -v 'statically linked applications requires\|^/usr/bin/ld: .*in function'
 )
-(
-  eval "$(BG_LINK=static bash bindings/go/setup.sh)"
-  cd bindings/go
-  go test -count=1 ./...
-)
+
+step "Newcomer check: pip install, python -m build, a Go module outside the tree - fresh, no caches"
+bash scripts/newcomer-check.sh
 
 if [ "${BG_SKIP_INTEROP:-0}" != 1 ]; then
   step "Live interop with Redisson (Java)"

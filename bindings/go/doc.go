@@ -86,7 +86,8 @@
 //
 // # Layout of the package
 //
-//	link_shared.go, link_static.go  how cgo finds the library (pkg-config; build tag bloomguard_static)
+//	link.go      the library compiled in from internal/clib (generated: scripts/go-amalgamate.py)
+//	nocgo.go     without cgo, the one error that says so
 //	errors.go    Code, *Error and the sentinels (one per BG_E* status)
 //	abi.go       compile-time checks that constants written out in Go equal the header's
 //	options.go   Option values for Open (bg_options)

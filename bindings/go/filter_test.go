@@ -982,9 +982,9 @@ func TestTracking(t *testing.T) {
 	}
 }
 
-// LibraryFeatures: the default build (bindings/go/setup.sh, CMake's BG_HIREDIS=auto) has hiredis
-// >= 1.0 with its TLS part, so it can track and speak TLS. BG_CMAKE_ARGS=-DBG_HIREDIS=system
-// (Debian 12's 0.14) is the one build allowed to lack both.
+// LibraryFeatures: cgo compiles the vendored hiredis 1.x with its TLS part into the binding
+// (internal/clib), so it can track and speak TLS. (BG_CMAKE_ARGS=-DBG_HIREDIS=system, which
+// allowed a library without both, belonged to the retired setup.sh.)
 func TestLibraryFeatures(t *testing.T) {
 	fs := LibraryFeatures()
 	if fs&^(FeatureTracking|FeatureTLS) != 0 {

@@ -2,4 +2,4 @@
 
 package bloomguard
 
-const linkedShared = false
+const staticBuild = true

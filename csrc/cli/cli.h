@@ -4,7 +4,8 @@
  *   main.c      argument parsing, usage texts, dispatch, connecting
  *   commands.c  one function per subcommand
  *   items.c     item sources: arguments or stdin lines, delivered in batches
- *   rotate.c    the rotate subcommand: rotation, signals, progress bar
+ *   rotate.c    the rotate subcommand: rotation and signals (add's bulk load uses it too)
+ *   progress.c  the progress bar on stderr (rotate, add)
  *   output.c    JSON string escaping, number formatting, error reporting
  *   secret.c    what messages may show of an argument; the password from a file or $BLOOMGUARD_*
  *
@@ -44,6 +45,7 @@ typedef struct cli_opts {
   const char *tls[5];        /* --tls-ca-file, --tls-ca-dir, --tls-cert-file, --tls-key-file, --tls-server-name */
   int tls_no_verify;         /* --tls-no-verify */
   int json;                /* --json */
+  int quiet;               /* --quiet: no progress bar */
   int have_batch;          /* --batch given */
   int verbose;             /* -v / --verbose */
   int64_t timeout_ms;      /* --timeout-ms; 0 = library defaults */
@@ -56,7 +58,7 @@ typedef struct cli_opts {
   int64_t ttl_ms;          /* --ttl-ms */
   /* rotate */
   int strategy;            /* --strategy: BG_ROTATE_SWAP (default) or BG_ROTATE_NAIVE */
-  const char *from;        /* --from FILE; NULL or "-": standard input */
+  const char *from;        /* --from FILE (rotate, add); NULL or "-": standard input */
   int64_t lease_ms;        /* --lease-ms; 0 = library default */
   int have_wait;
   int64_t wait_ms;         /* --wait-ms */
@@ -84,6 +86,49 @@ int cli_cmd_rotate(const cli_opts *o, bg_filter *f);   /* rotate.c */
 int cli_is_lock_command(int argc, char **argv);
 int cli_lock_main(int argc, char **argv);
 
+/* ---- progress.c --------------------------------------------------------------------- */
+#define CLI_PHASE_STARTING 0
+#define CLI_PHASE_WAITING (-1)  /* for another rotation (--wait-ms), before begin succeeded */
+
+typedef struct cli_progress {
+  const char *verb;       /* "rotate", "add" */
+  const char *name;       /* the filter */
+  const char *building;   /* what BG_PHASE_BUILDING is called: "building", "adding" */
+  int tty;                /* draw at all: stderr is a terminal and no --quiet */
+  int drawn;              /* the bar is on the terminal line */
+  int phase;              /* BG_PHASE_* or CLI_PHASE_* */
+  uint64_t items, bytes_done, bytes_total;
+  uint64_t t0;            /* the work began (items/s) */
+  uint64_t upload_t0;     /* first report of the upload phase (ETA) */
+  uint64_t last_draw;
+} cli_progress;
+
+uint64_t cli_now_ns(void);  /* CLOCK_MONOTONIC */
+void cli_progress_init(cli_progress *p, const cli_opts *o, const char *verb, const char *building);
+/* Redraws the line, unless drawn less than 100 ms ago (force: now). */
+void cli_progress_draw(cli_progress *p, int force);
+/* The rotation's progress report: a phase change redraws at once. */
+void cli_progress_phase(cli_progress *p, int phase, uint64_t items, uint64_t bytes_done,
+                        uint64_t bytes_total);
+/* Erases the line, so that a message or the result starts at column 0. */
+void cli_progress_clear(cli_progress *p);
+
+/* ---- rotate.c: a filter loaded from a file through a rotation ----------------------- */
+typedef struct cli_load {
+  int fd;                  /* the items, one per line (the caller opens and closes it) */
+  const char *what;        /* fd in messages: "standard input", a file name */
+  int64_t expected;
+  double fpp;
+  int strategy;            /* BG_ROTATE_* */
+  int only_if_empty;       /* add: unless the filter holds no item once the rotation has begun,
+                              abort it and return CLI_LOAD_NOT_EMPTY, fd untouched */
+  uint64_t items, bytes, us;  /* out: bg_rotation_stats after the commit */
+} cli_load;
+#define CLI_LOAD_NOT_EMPTY (-1)
+/* Begins a rotation of f (waiting up to --wait-ms), feeds it fd's lines, commits it; SIGINT and
+ * SIGTERM abort it cleanly (CLI_EXIT_INTERRUPTED); the progress bar is drawn on a terminal. */
+int cli_rotation_load(const cli_opts *o, bg_filter *f, cli_load *l);
+
 /* ---- items.c ------------------------------------------------------------------------ */
 /*
  * Called once per batch; items[i] points at lens[i] bytes (valid only during the call; not
@@ -99,6 +144,10 @@ typedef int (*cli_batch_fn)(const void *const *items, const size_t *lens, size_t
  * (message printed) when stdin cannot be read or memory runs out.
  */
 int cli_for_each_batch(const cli_opts *o, cli_batch_fn fn, void *ud);
+
+/* The line source of --from: FILE opened for reading (fd; what: its name as messages show it), or
+ * standard input for none or '-'. CLI_EXIT_OK, or CLI_EXIT_ERROR with the message printed. */
+int cli_open_lines(const cli_opts *o, int *fd, const char **what);
 
 /* Called by cli_for_each_line_fd after every read and whenever no input came for 200 ms.
  * Returns CLI_EXIT_OK to go on, anything else stops the walk and is returned. */
@@ -153,7 +202,17 @@ void cli_fmt_double(char *buf, size_t size, double d);
 
 /* Symbolic name of a status code, e.g. "BG_ENOTINIT" ("BG_E?" for an unknown code). */
 const char *cli_status_name(int status);
-/* Prints "bloomguard: CMD: BG_ENAME (strerror): detail" on stderr; returns CLI_EXIT_ERROR. */
+/* --json: every error is also printed on stdout, on a line of its own, as
+ * {"error":{"code":STATUS,"name":"BG_E...","message":"..."}} (the exit status is unchanged). */
+void cli_set_json_errors(int on);
+/* Set while stdout ends inside a JSON document being streamed (an error then starts a new line). */
+void cli_json_partial(int open);
+/* Prints "bloomguard: CMD: MESSAGE" on stderr (CMD may be NULL) and, with --json, the error object
+ * named by status (the library's BG_E* code closest to what failed); returns exit_code. */
+int cli_error(const char *cmd, int status, int exit_code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* Prints "bloomguard: CMD: BG_ENAME (strerror): detail" on stderr (and the JSON error object);
+ * returns CLI_EXIT_ERROR. */
 int cli_fail(const char *cmd, int status, const char *detail);
 /* Same, taking the detail from the filter's message. */
 int cli_fail_filter(const char *cmd, int status, const bg_filter *f);

@@ -3,6 +3,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static void json_name(const cli_opts *o) {
   fputs("{\"name\":", stdout);
@@ -100,6 +101,7 @@ typedef struct add_state {
   const cli_opts *o;
   bg_filter *f;
   uint64_t items, added;
+  cli_progress bar;
 } add_state;
 
 static int add_batch(const void *const *items, const size_t *lens, size_t n, void *ud) {
@@ -107,6 +109,7 @@ static int add_batch(const void *const *items, const size_t *lens, size_t n, voi
   size_t added = 0;
   int st = bg_filter_add_many(s->f, items, lens, n, &added);
   if (st != BG_OK) {
+    cli_progress_clear(&s->bar);
     if (s->items > 0)
       fprintf(stderr, "bloomguard: %s: %llu items were added before the failure\n", s->o->cmd,
               (unsigned long long)s->items);
@@ -114,16 +117,84 @@ static int add_batch(const void *const *items, const size_t *lens, size_t n, voi
   }
   s->items += n;
   s->added += added;
+  s->bar.items = s->items;
+  cli_progress_draw(&s->bar, 0);
   return CLI_EXIT_OK;
 }
 
+static int add_tick(void *ud) {
+  add_state *s = ud;
+  cli_progress_draw(&s->bar, 0);
+  return CLI_EXIT_OK;
+}
+
+/*
+ * The bulk path of `add` from a file or stdin: into a filter that holds no item (or does not exist
+ * yet, given --expected and --fpp), the items are loaded as `rotate --from` loads them - hashed
+ * into a bitmap in memory, uploaded in chunks, one atomic swap - with the filter's own (n, p), so
+ * its size and hash iterations stay. CLI_LOAD_NOT_EMPTY, having read nothing, when that does not
+ * apply: the filter holds items, has no config and no (n, p) was given, its config has no
+ * Redisson (n, p) or other geometry than they give, or another rotation holds it.
+ */
+static int add_bulk(const cli_opts *o, bg_filter *f, cli_load *l) {
+  uint64_t size = 0, want_size = 0;
+  uint32_t k = 0, want_k = 0;
+  int64_t n = 0;
+  double p = 0;
+  int st = bg_filter_info(f, &size, &k, &n, &p);
+  if (st == BG_ENOTINIT) {
+    if (!o->have_expected || !o->have_fpp) return CLI_LOAD_NOT_EMPTY;  /* the plain path reports it */
+    n = o->expected;
+    p = o->fpp;
+  } else if (st != BG_OK) {
+    return cli_fail_filter(o->cmd, st, f);
+  } else if (n <= 0 || p <= 0 || bg_optimal_params(n, p, &want_size, &want_k) != BG_OK || want_size != size ||
+             want_k != k) {
+    return CLI_LOAD_NOT_EMPTY;
+  }
+  l->expected = n;
+  l->fpp = p;
+  l->strategy = BG_ROTATE_SWAP;
+  l->only_if_empty = 1;
+  return cli_rotation_load(o, f, l);
+}
+
 int cli_cmd_add(const cli_opts *o, bg_filter *f) {
-  add_state s = {o, f, 0, 0};
-  int rc = cli_for_each_batch(o, add_batch, &s);
+  add_state s = {o, f, 0, 0, {0}};
+  int rc, bulk = 0;
+  if (!o->use_stdin && !o->from) {
+    rc = cli_for_each_batch(o, add_batch, &s);  /* ITEM arguments */
+  } else {
+    cli_load l;
+    memset(&l, 0, sizeof l);
+    rc = cli_open_lines(o, &l.fd, &l.what);
+    if (rc != CLI_EXIT_OK) return rc;
+    rc = add_bulk(o, f, &l);
+    bulk = rc != CLI_LOAD_NOT_EMPTY;
+    if (!bulk) {
+      cli_progress_init(&s.bar, o, o->cmd, "adding");
+      s.bar.t0 = s.bar.last_draw = cli_now_ns();  /* first drawn after 100 ms: short adds stay silent */
+      s.bar.phase = BG_PHASE_BUILDING;
+      rc = cli_for_each_line_fd(o, l.fd, l.what, o->batch, add_batch, add_tick, &s);
+      cli_progress_clear(&s.bar);
+    }
+    if (l.fd != STDIN_FILENO) close(l.fd);
+    if (rc == CLI_EXIT_OK && bulk) {
+      if (o->json) {
+        json_name(o);
+        printf(",\"items\":%llu,\"added\":null,\"bulk\":true,\"bytesUploaded\":%llu,\"seconds\":%.3f}\n",
+               (unsigned long long)l.items, (unsigned long long)l.bytes, (double)l.us / 1e6);
+      } else {
+        printf("%llu items, loaded into the empty filter in one build (%llu bytes uploaded, %.3f s)\n",
+               (unsigned long long)l.items, (unsigned long long)l.bytes, (double)l.us / 1e6);
+      }
+      return CLI_EXIT_OK;
+    }
+  }
   if (rc != CLI_EXIT_OK) return rc;
   if (o->json) {
     json_name(o);
-    printf(",\"items\":%llu,\"added\":%llu}\n", (unsigned long long)s.items,
+    printf(",\"items\":%llu,\"added\":%llu,\"bulk\":false}\n", (unsigned long long)s.items,
            (unsigned long long)s.added);
   } else {
     printf("%llu items, %llu added (set at least one new bit)\n", (unsigned long long)s.items,
@@ -146,6 +217,7 @@ typedef struct contains_state {
 static void json_open(contains_state *s) {
   if (s->started) return;
   s->started = 1;
+  cli_json_partial(1);
   json_name(s->o);
   if (s->list) fputs(",\"results\":[", stdout);
 }
@@ -186,18 +258,13 @@ int cli_cmd_contains(const cli_opts *o, bg_filter *f) {
   s.f = f;
   s.list = !o->use_stdin || o->verbose;
   s.present = malloc(o->batch);
-  if (!s.present) {
-    fprintf(stderr, "bloomguard: %s: out of memory\n", o->cmd);
-    return CLI_EXIT_ERROR;
-  }
+  if (!s.present) return cli_error(o->cmd, BG_ENOMEM, CLI_EXIT_ERROR, "out of memory");
   int rc = cli_for_each_batch(o, contains_batch, &s);
   free(s.present);
-  if (rc != CLI_EXIT_OK) {
-    if (o->json && s.started) fputc('\n', stdout);  /* partial output ends its line */
-    return rc;
-  }
+  if (rc != CLI_EXIT_OK) return rc;  /* (with --json the error object ended the partial output) */
   if (o->json) {
     json_open(&s);
+    cli_json_partial(0);
     if (s.list) fputc(']', stdout);
     printf(",\"items\":%llu,\"present\":%llu,\"absent\":%llu}\n", (unsigned long long)s.items,
            (unsigned long long)s.npresent, (unsigned long long)s.nabsent);

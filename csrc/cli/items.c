@@ -15,6 +15,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,8 +90,7 @@ static int from_stdin(const cli_opts *o, cli_batch_fn fn, void *ud) {
   int rc = CLI_EXIT_OK;
   if (arena_init(&a, o->batch) != 0) {
     arena_free(&a);
-    fprintf(stderr, "bloomguard: %s: out of memory\n", o->cmd);
-    return CLI_EXIT_ERROR;
+    return cli_error(o->cmd, BG_ENOMEM, CLI_EXIT_ERROR, "out of memory");
   }
   if (isatty(STDIN_FILENO))
     fprintf(stderr, "bloomguard: %s: reading items from the terminal, one per line; end with "
@@ -100,12 +100,10 @@ static int from_stdin(const cli_opts *o, cli_batch_fn fn, void *ud) {
     ssize_t got = getline(&line, &line_cap, stdin);
     if (got < 0) {
       if (ferror(stdin)) {
-        fprintf(stderr, "bloomguard: %s: error reading standard input: %s\n", o->cmd,
-                strerror(errno ? errno : EIO));
-        rc = CLI_EXIT_ERROR;
+        rc = cli_error(o->cmd, BG_EINVAL, CLI_EXIT_ERROR, "error reading standard input: %s",
+                       strerror(errno ? errno : EIO));
       } else if (errno == ENOMEM || errno == EOVERFLOW) {
-        fprintf(stderr, "bloomguard: %s: input line too long: %s\n", o->cmd, strerror(errno));
-        rc = CLI_EXIT_ERROR;
+        rc = cli_error(o->cmd, BG_EINVAL, CLI_EXIT_ERROR, "input line too long: %s", strerror(errno));
       }
       break;
     }
@@ -115,8 +113,7 @@ static int from_stdin(const cli_opts *o, cli_batch_fn fn, void *ud) {
       if (len > 0 && line[len - 1] == '\r') len--;
     }
     if (arena_push(&a, line, len) != 0) {
-      fprintf(stderr, "bloomguard: %s: out of memory (line of %zu bytes)\n", o->cmd, len);
-      rc = CLI_EXIT_ERROR;
+      rc = cli_error(o->cmd, BG_ENOMEM, CLI_EXIT_ERROR, "out of memory (line of %zu bytes)", len);
       break;
     }
     if (a.n == a.max || a.len >= CLI_BATCH_BYTES) {
@@ -134,10 +131,7 @@ static int from_args(const cli_opts *o, cli_batch_fn fn, void *ud) {
   size_t cap = o->nitems < o->batch ? o->nitems : o->batch;
   if (cap == 0) return CLI_EXIT_OK;
   size_t *lens = malloc(cap * sizeof *lens);
-  if (!lens) {
-    fprintf(stderr, "bloomguard: %s: out of memory\n", o->cmd);
-    return CLI_EXIT_ERROR;
-  }
+  if (!lens) return cli_error(o->cmd, BG_ENOMEM, CLI_EXIT_ERROR, "out of memory");
   int rc = CLI_EXIT_OK;
   for (size_t at = 0; at < o->nitems && rc == CLI_EXIT_OK; at += cap) {
     size_t n = o->nitems - at < cap ? o->nitems - at : cap;
@@ -156,8 +150,7 @@ int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t bat
   size_t start = 0;   /* offset in a.buf where the item being read began */
   if (arena_init(&a, batch) != 0) {
     arena_free(&a);
-    fprintf(stderr, "bloomguard: %s: out of memory\n", o->cmd);
-    return CLI_EXIT_ERROR;
+    return cli_error(o->cmd, BG_ENOMEM, CLI_EXIT_ERROR, "out of memory");
   }
   if (isatty(fd))
     fprintf(stderr, "bloomguard: %s: reading items from the terminal, one per line; end with "
@@ -167,21 +160,18 @@ int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t bat
     struct pollfd pfd = {fd, POLLIN, 0};
     int pr = poll(&pfd, 1, 200);
     if (pr < 0 && errno != EINTR) {
-      fprintf(stderr, "bloomguard: %s: cannot wait for %s: %s\n", o->cmd, what, strerror(errno));
-      rc = CLI_EXIT_ERROR;
+      rc = cli_error(o->cmd, BG_EINVAL, CLI_EXIT_ERROR, "cannot wait for %s: %s", what, strerror(errno));
       break;
     }
     if (pr <= 0) continue;  /* idle or interrupted: tick again */
     if (arena_reserve(&a, BLOCK) != 0) {
-      fprintf(stderr, "bloomguard: %s: out of memory (line of %zu bytes)\n", o->cmd, a.len - start);
-      rc = CLI_EXIT_ERROR;
+      rc = cli_error(o->cmd, BG_ENOMEM, CLI_EXIT_ERROR, "out of memory (line of %zu bytes)", a.len - start);
       break;
     }
     ssize_t got = read(fd, a.buf + a.len, BLOCK);
     if (got < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
-      fprintf(stderr, "bloomguard: %s: error reading %s: %s\n", o->cmd, what, strerror(errno));
-      rc = CLI_EXIT_ERROR;
+      rc = cli_error(o->cmd, BG_EINVAL, CLI_EXIT_ERROR, "error reading %s: %s", what, strerror(errno));
       break;
     }
     if (got == 0) break;  /* end of input */
@@ -227,6 +217,18 @@ int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t bat
   }
   arena_free(&a);
   return rc;
+}
+
+int cli_open_lines(const cli_opts *o, int *fd, const char **what) {
+  *fd = STDIN_FILENO;
+  *what = "standard input";
+  if (!o->from || strcmp(o->from, "-") == 0) return CLI_EXIT_OK;
+  *fd = open(o->from, O_RDONLY | O_CLOEXEC);
+  if (*fd < 0)
+    return cli_error(o->cmd, BG_EINVAL, CLI_EXIT_ERROR, "cannot open %s: %s", cli_path_shown(o->from),
+                     strerror(errno));
+  *what = cli_path_shown(o->from);
+  return CLI_EXIT_OK;
 }
 
 int cli_for_each_batch(const cli_opts *o, cli_batch_fn fn, void *ud) {

@@ -52,9 +52,10 @@ static int64_t now_ms(void) {
 }
 
 static int lock_usage(const char *fmt, const char *arg) {
-  fputs("bloomguard: lock: ", stderr);
-  fprintf(stderr, fmt, arg);
-  fputs("\nusage: bloomguard [--url URL] [--timeout-ms MS] lock NAME [--mode exclusive|read|write] "
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, arg);
+  cli_error("lock", BG_EINVAL, CLI_EXIT_USAGE, "%s", msg);
+  fputs("usage: bloomguard [--url URL] [--timeout-ms MS] lock NAME [--mode exclusive|read|write] "
         "[--wait-ms MS] [--hold-ms MS] [--lease-ms MS] [--no-renew] [--json]\n"
         "       bloomguard [--url URL] [--timeout-ms MS] lock retire NAME [--json]\n", stderr);
   return CLI_EXIT_USAGE;
@@ -275,8 +276,8 @@ int cli_lock_main(int argc, char **argv) {
   if (st != BG_OK) {
     int interrupted = st == BG_ECANCELED && lock_stop;
     if (interrupted)
-      fprintf(stderr, "bloomguard: lock: interrupted by %s while waiting for %s; nothing is held\n",
-              lock_stop == SIGINT ? "SIGINT" : "SIGTERM", bg_lock_key(l));
+      cli_error("lock", BG_ECANCELED, CLI_EXIT_INTERRUPTED, "interrupted by %s while waiting for %s; nothing is held",
+                lock_stop == SIGINT ? "SIGINT" : "SIGTERM", bg_lock_key(l));
     snprintf(err, sizeof err, "%s", bg_call_errmsg(call));
     bg_call_free(call);
     bg_lock_close(l);

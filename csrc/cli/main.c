@@ -44,11 +44,22 @@ static const command commands[] = {
    "  --expected N   expected insertions (Redisson's expectedInsertions)\n"
    "  --fpp P        false positive probability, 0 < P <= 1 (e.g. 0.01, 1.0E-4)\n",
    cli_cmd_init},
-  {"add", ARGS_NAME_ITEMS, OPT_BATCH, "add NAME [ITEM...]",
-   "Adds the items. With no ITEM arguments, or the single argument '-', reads one item per\n"
-   "line from standard input and sends them in batches (one round trip per batch).\n"
-   "Prints how many items were sent and how many set at least one new bit.\n"
-   "  --batch N      items per round trip for stdin (default 1000)\n",
+  {"add", ARGS_NAME_ITEMS, OPT_BATCH | OPT_FROM | OPT_EXPECTED | OPT_FPP,
+   "add NAME [ITEM...] [--from FILE|-] [--expected N --fpp P]",
+   "Adds the items. With --from FILE, or no ITEM arguments, or the single argument '-', reads\n"
+   "one item per line from FILE or standard input and sends them in batches (one round trip\n"
+   "per batch). Prints how many items were sent and how many set at least one new bit.\n"
+   "Bulk path: read into a filter that holds no item yet, the items are loaded as\n"
+   "'rotate --from' loads them - hashed into a bitmap in memory, uploaded in chunks, one\n"
+   "atomic swap (seconds for millions of items) - with the filter's own expected insertions and\n"
+   "false probability; items other bloomguard clients add meanwhile are kept, items Redisson\n"
+   "adds meanwhile are not. A filter that does not exist is created that way when --expected\n"
+   "and --fpp are given (they are ignored for a filter that has a config). The result line\n"
+   "then says so ({\"added\":null,\"bulk\":true,...} with --json).\n"
+   "On a terminal a progress bar on stderr shows the items added and items/s (--quiet: none).\n"
+   "  --from FILE    read the items from FILE ('-': standard input)\n"
+   "  --batch N      items per round trip (default 1000)\n"
+   "  --expected N, --fpp P   the parameters of a filter that does not exist yet\n",
    cli_cmd_add},
   {"contains", ARGS_NAME_ITEMS, OPT_BATCH, "contains NAME [ITEM...]",
    "Tests the items; exit 0 if every item is present, 1 if any is absent.\n"
@@ -132,9 +143,13 @@ static const char global_help[] =
   "                    the server's certificate must be for (default: the URL's host);\n"
   "                    --tls-no-verify checks nothing (testing only)\n"
   "  --timeout-ms MS   connect and command timeout in milliseconds (default: the library's)\n"
-  "  --json            print one JSON object on standard output\n"
+  "  --json            print one JSON object on standard output; an error is the object\n"
+  "                    {\"error\":{\"code\":N,\"name\":\"BG_E...\",\"message\":\"...\"}} (its own\n"
+  "                    line, the last), with the same exit status\n"
   "  -v, --verbose     with items from stdin, list every item (text and JSON)\n"
+  "  --quiet           no progress bar (rotate, add)\n"
   "  -h, --help        this help; 'bloomguard COMMAND --help' for one command\n"
+  "  --version         the same as the version command\n"
   "  --                end of options: later arguments are items even if they start with '-'\n";
 
 static const char details_help[] =
@@ -174,9 +189,11 @@ static void usage_all(FILE *out) {
   fputs(details_help, out);
 }
 
+/* One command's help: its own options only; the global ones are bloomguard --help's. */
 static void usage_cmd(FILE *out, const command *c) {
   fprintf(out, "usage: bloomguard [GLOBAL OPTIONS] %s\n\n%s\n", c->synopsis, c->help);
-  fputs(global_help, out);
+  fputs("Global options (--url, --password-file, --tls-*, --timeout-ms, --json, --quiet, -v):\n"
+        "see 'bloomguard --help'.\n", out);
   if (c->opts & (OPT_BATCH | OPT_FROM)) {
     fputc('\n', out);
     fputs(details_help, out);
@@ -186,9 +203,9 @@ static void usage_cmd(FILE *out, const command *c) {
 }
 
 static int usage_error(const command *c, const char *fmt, const char *arg) {
-  fputs("bloomguard: ", stderr);
-  fprintf(stderr, fmt, arg);
-  fputc('\n', stderr);
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, arg);
+  cli_error(NULL, BG_EINVAL, CLI_EXIT_USAGE, "%s", msg);
   if (c)
     fprintf(stderr, "usage: bloomguard [GLOBAL OPTIONS] %s  (bloomguard %s --help)\n",
             c->synopsis, c->name);
@@ -233,15 +250,12 @@ static int take_value(int argc, char **argv, int *i, const char *opt, const char
  */
 static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
   const command *cmd = NULL;
-  int help = 0, stdin_dash = 0, end_of_opts = 0;
+  int help = 0, version = 0, stdin_dash = 0, end_of_opts = 0;
   unsigned seen = 0;
   char why[160];
   char **pos = malloc((size_t)argc * sizeof *pos);
   size_t npos = 0;
-  if (!pos) {
-    fputs("bloomguard: out of memory\n", stderr);
-    return CLI_EXIT_ERROR;
-  }
+  if (!pos) return cli_error(NULL, BG_ENOMEM, CLI_EXIT_ERROR, "out of memory");
   memset(o, 0, sizeof *o);
   o->batch = CLI_DEFAULT_BATCH;
   o->strategy = BG_ROTATE_SWAP;
@@ -267,7 +281,9 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
     }
     if (strcmp(a, "--") == 0) { end_of_opts = 1; continue; }
     if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) { help = 1; continue; }
+    if (strcmp(a, "--version") == 0) { version = 1; continue; }
     if (strcmp(a, "--json") == 0) { o->json = 1; continue; }
+    if (strcmp(a, "--quiet") == 0) { o->quiet = 1; continue; }
     if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) { o->verbose = 1; continue; }
     if ((r = take_value(argc, argv, &i, "--url", &val)) != 0) {
       if (r < 0) FAIL("option %s needs a value", a);
@@ -397,6 +413,12 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
     else usage_all(stdout);
     return CLI_EXIT_OK;
   }
+  if (version) {
+    /* --version is the version command; with another command it is a mistake, not ignored */
+    if (cmd && strcmp(cmd->name, "version") != 0) FAIL("--version does not combine with a command%s", "");
+    cmd = find_command("version");
+    o->cmd = cmd->name;
+  }
   if (!cmd) FAIL("no command given%s", "");
   if (seen & ~cmd->opts) {
     static const struct { unsigned bit; const char *name; } names[] = {
@@ -430,6 +452,10 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
   }
   if (cmd == find_command("init") && (!o->have_expected || !o->have_fpp))
     FAIL("init needs --expected N and --fpp P%s", "");
+  if (cmd == find_command("add") && o->have_expected != o->have_fpp)
+    FAIL("add takes --expected N and --fpp P together%s", "");
+  if (cmd == find_command("add") && o->from && (o->nitems || stdin_dash))
+    FAIL("add --from cannot be combined with ITEM arguments or '-'%s", "");
   if (cmd == find_command("rotate") && (!o->have_expected || !o->have_fpp))
     FAIL("rotate needs --expected N and --fpp P%s", "");
   if (cmd == find_command("expire") && !o->have_ttl) FAIL("expire needs --ttl-ms MS%s", "");
@@ -488,10 +514,19 @@ static int connect_client(const cli_opts *o, bg_client **out) {
   return CLI_EXIT_OK;
 }
 
+/* --json anywhere among the options: errors are JSON objects from the first one on (a usage error
+ * may come before parse() reaches the flag). */
+static int wants_json(int argc, char **argv) {
+  for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+    if (strcmp(argv[i], "--json") == 0) return 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   cli_opts o;
   const command *cmd = NULL;
   cli_set_args(argc, argv);
+  cli_set_json_errors(wants_json(argc, argv));
   if (cli_is_lock_command(argc, argv)) return cli_finish_stdout(cli_lock_main(argc, argv)); /* lock_cmd.c */
   int rc = parse(argc, argv, &o, &cmd);
   if (rc >= 0) return cli_finish_stdout(rc);

@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -109,13 +110,50 @@ const char *cli_status_name(int status) {
   return name ? name : "BG_E?";  /* a code newer than this library's header */
 }
 
-int cli_fail(const char *cmd, int status, const char *detail) {
+/* ---- errors ------------------------------------------------------------------------- */
+
+static int json_errors;      /* --json: errors also as a JSON object on stdout */
+static int json_partial;     /* stdout ends inside a JSON document (contains' streamed results) */
+
+void cli_set_json_errors(int on) { json_errors = on; }
+void cli_json_partial(int open) { json_partial = open; }
+
+/* {"error":{"code":N,"name":"BG_E...","message":"..."}} on its own line: after a partial
+ * document, on a new line, so that the last line of stdout is always the error. */
+static void json_error(int status, const char *message) {
+  if (!json_errors) return;
+  if (json_partial) fputc('\n', stdout);
+  json_partial = 0;
+  printf("{\"error\":{\"code\":%d,\"name\":", status);
+  const char *name = cli_status_name(status);
+  cli_json_string(stdout, name, strlen(name));
+  fputs(",\"message\":", stdout);
+  cli_json_string(stdout, message, strlen(message));
+  fputs("}}\n", stdout);
+  fflush(stdout);
+}
+
+int cli_error(const char *cmd, int status, int exit_code, const char *fmt, ...) {
+  char msg[2048];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
   fflush(stdout);  /* keep what was printed before the error in order */
+  if (cmd) fprintf(stderr, "bloomguard: %s: %s\n", cmd, msg);
+  else fprintf(stderr, "bloomguard: %s\n", msg);
+  json_error(status, msg);
+  return exit_code;
+}
+
+int cli_fail(const char *cmd, int status, const char *detail) {
+  fflush(stdout);
   const char *text = bg_strerror(status);
-  fprintf(stderr, "bloomguard: %s: %s (%d, %s)", cmd, cli_status_name(status), status,
-          text ? text : "?");
+  if (!text) text = "?";
+  fprintf(stderr, "bloomguard: %s: %s (%d, %s)", cmd, cli_status_name(status), status, text);
   if (detail && *detail) fprintf(stderr, ": %s", detail);
   fputc('\n', stderr);
+  json_error(status, detail && *detail ? detail : text);
   return CLI_EXIT_ERROR;
 }
 
@@ -129,7 +167,7 @@ int cli_fail_filter(const char *cmd, int status, const bg_filter *f) {
 
 int cli_finish_stdout(int rc) {
   if (fflush(stdout) != 0 || ferror(stdout)) {
-    fprintf(stderr, "bloomguard: error writing to standard output\n");
+    fprintf(stderr, "bloomguard: error writing to standard output\n");  /* no JSON: stdout is what failed */
     return CLI_EXIT_ERROR;
   }
   return rc;

@@ -67,9 +67,8 @@ static int read_first_line(const char *path, const char *what) {
   size_t cap = 0;
   ssize_t n;
   if (!f) {
-    fprintf(stderr, "bloomguard: cannot open the password file %s (%s): %s\n", cli_path_shown(path), what,
-            strerror(errno));
-    return CLI_EXIT_ERROR;
+    return cli_error(NULL, BG_EINVAL, CLI_EXIT_ERROR, "cannot open the password file %s (%s): %s",
+                     cli_path_shown(path), what, strerror(errno));
   }
   errno = 0;
   n = getline(&line, &cap, f);
@@ -77,9 +76,8 @@ static int read_first_line(const char *path, const char *what) {
     int e = errno;
     fclose(f);
     free(line);
-    fprintf(stderr, "bloomguard: cannot read the password file %s (%s): %s\n", cli_path_shown(path), what,
-            strerror(e));
-    return CLI_EXIT_ERROR;
+    return cli_error(NULL, BG_EINVAL, CLI_EXIT_ERROR, "cannot read the password file %s (%s): %s",
+                     cli_path_shown(path), what, strerror(e));
   }
   fclose(f);
   if (n < 0) n = 0; /* an empty file: no password */
@@ -90,9 +88,8 @@ static int read_first_line(const char *path, const char *what) {
     if (line) memset(line, 0, cap);
     free(line);
     if (had_nul) {
-      fprintf(stderr, "bloomguard: the password file %s (%s) holds a NUL byte in its first line\n",
-              cli_path_shown(path), what);
-      return CLI_EXIT_ERROR;
+      return cli_error(NULL, BG_EINVAL, CLI_EXIT_ERROR, "the password file %s (%s) holds a NUL byte in its "
+                       "first line", cli_path_shown(path), what);
     }
     return CLI_EXIT_OK; /* an empty first line: no password, like an empty one in the URL */
   }
@@ -105,10 +102,7 @@ int cli_password_load(const char *file_opt) {
   cli_password_clear();
   if (file_opt) return read_first_line(file_opt, "--password-file");
   if (env_file && *env_file) return read_first_line(env_file, "$BLOOMGUARD_PASSWORD_FILE");
-  if (env && *env && !(g_password = strdup(env))) {
-    fputs("bloomguard: out of memory\n", stderr);
-    return CLI_EXIT_ERROR;
-  }
+  if (env && *env && !(g_password = strdup(env))) return cli_error(NULL, BG_ENOMEM, CLI_EXIT_ERROR, "out of memory");
   return CLI_EXIT_OK;
 }
 

@@ -271,7 +271,9 @@ python3 -c 'import sys
 sys.stdout.write("".join("item-%d\n" % i for i in range(5000)))' >"$WORK/in5000"
 run -i "$WORK/in5000" add "$S"
 expect_rc "add 5000 items from stdin" 0
-expect_out "add from stdin counts 5000" '^5000 items, 5000 added'
+expect_out "add from stdin into the empty filter: 5000 items, bulk path" '^5000 items, loaded into the empty filter'
+run -i "$WORK/in5000" add "$S"
+expect_out "add from stdin again counts 5000, none new" '^5000 items, 0 added'
 run -i "$WORK/in5000" contains "$S"
 expect_rc "contains 5000 items from stdin" 0
 expect_out "contains from stdin prints counts" '^5000 items, 5000 present, 0 absent$'
@@ -410,8 +412,8 @@ run_raw rotate x item1 --expected 100 --fpp 0.01
 expect_rc "rotate takes no ITEM arguments" 64
 run_raw rotate --expected 100 --fpp 0.01
 expect_rc "rotate without NAME" 64
-run_raw add x --from "$WORK/in5000"
-expect_rc "--from does not apply to add" 64
+run_raw count x --from "$WORK/in5000"
+expect_rc "--from does not apply to count" 64
 run_raw contains x --strategy swap
 expect_rc "--strategy does not apply to contains" 64
 run_raw rotate --help
@@ -782,6 +784,10 @@ run --json delete "$F"
 expect_json "delete again" "d['deleted'] is False"
 run info "$F"
 expect_rc "info after delete" 2
+
+# ---- --version, help, --json errors, add --from and its bulk path, add's progress bar ------------
+# shellcheck source=tests/cli/usability_checks.sh
+. "$(dirname "$0")/usability_checks.sh"
 
 # ---- passwords and messages (issue 11) ----------------------------------------------------
 # shellcheck source=tests/cli/password_checks.sh

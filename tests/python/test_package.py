@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,47 +97,46 @@ def test_extension_exports_only_its_init():
     assert exported == {"PyInit__bloomguard_cffi"}, sorted(exported)[:20]
 
 
-def _build_ffi(monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT / "bindings" / "python"))
-    sys.modules.pop("build_ffi", None)
-    import build_ffi
-    return build_ffi
+def _configure(build_dir, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """CMake's configure step of the project, as the wheel's build runs it (library only)."""
+    return subprocess.run(["cmake", "-S", str(ROOT), "-B", str(build_dir), "-DBG_BUILD_TESTS=OFF",
+                           "-DBG_BUILD_CLI=OFF", "-DBG_BUILD_BENCH=OFF", *args],
+                          capture_output=True, text=True, env=env, timeout=300)
 
 
-def test_build_says_when_cmake_is_missing(monkeypatch, tmp_path):
-    build_ffi = _build_ffi(monkeypatch)
-    monkeypatch.delenv("CMAKE", raising=False)
-    monkeypatch.setenv("PATH", str(tmp_path))  # no cmake there
-    with pytest.raises(build_ffi.BuildError, match="cmake"):
-        build_ffi.build_native(tmp_path / "b")
-
-
-@pytest.mark.skipif(not shutil.which("pkg-config") or not shutil.which("cmake"), reason="needs pkg-config")
-def test_build_says_when_hiredis_is_missing(monkeypatch, tmp_path):
-    # only a build asked to use the system hiredis needs one (the default builds hiredis 1.x)
-    build_ffi = _build_ffi(monkeypatch)
-    monkeypatch.setenv("PKG_CONFIG_LIBDIR", str(tmp_path))
-    monkeypatch.setenv("PKG_CONFIG_PATH", str(tmp_path))
-    monkeypatch.setenv("BLOOMGUARD_CMAKE_ARGS", "-DBG_HIREDIS=system")
-    with pytest.raises(build_ffi.BuildError, match="(?s)BG_HIREDIS=system.*no hiredis.*libhiredis-dev"):
-        build_ffi.build_native(tmp_path / "b")
+@pytest.mark.skipif(not shutil.which("pkg-config") or not shutil.which("cmake"), reason="needs cmake and pkg-config")
+def test_build_says_when_the_system_hiredis_is_missing(tmp_path):
+    # only a build asked to use the system hiredis needs one (the default builds the vendored 1.x)
+    env = dict(os.environ, PKG_CONFIG_LIBDIR=str(tmp_path), PKG_CONFIG_PATH=str(tmp_path))
+    proc = _configure(tmp_path / "b", "-DBG_HIREDIS=system", env=env)
+    assert proc.returncode != 0
+    assert re.search(r"(?s)BG_HIREDIS=system.*no hiredis.*libhiredis-dev", proc.stdout + proc.stderr), proc.stderr
 
 
 @pytest.mark.skipif(not shutil.which("cmake"), reason="needs cmake")
-def test_build_says_when_the_vendored_hiredis_cannot_be_fetched(monkeypatch, tmp_path):
-    # no PyPI (an index that refuses connections) and no sdist in the cache: the message says how out
-    build_ffi = _build_ffi(monkeypatch)
-    monkeypatch.setenv("PIP_INDEX_URL", "http://127.0.0.1:9/simple")
-    monkeypatch.setenv("PIP_RETRIES", "0")
-    monkeypatch.setenv("PIP_TIMEOUT", "2")
-    monkeypatch.setenv("BG_DOWNLOAD_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setenv("BLOOMGUARD_CMAKE_ARGS", "-DBG_HIREDIS=vendored")
-    with pytest.raises(build_ffi.BuildError, match="(?s)could not download hiredis==3.5.0.*BG_HIREDIS_SDIST"):
-        build_ffi.build_native(tmp_path / "b")
+def test_build_takes_hiredis_from_the_repository(tmp_path):
+    """No download: the vendored hiredis is third_party/hiredis, whatever the network or pip."""
+    env = dict(os.environ, PATH=os.path.dirname(shutil.which("cmake")) + os.pathsep + "/usr/bin:/bin",
+               PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_NO_INDEX="1")
+    proc = _configure(tmp_path / "b", "-DBG_HIREDIS=vendored", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "hiredis: vendored 1." in proc.stdout
+    assert str(ROOT / "third_party" / "hiredis") in proc.stdout
 
 
-def test_build_version_is_the_headers(monkeypatch):
-    assert _build_ffi(monkeypatch).version() == bloomguard.__version__
+def test_cffi_source_is_abi3(tmp_path):
+    """build_ffi.py writes the module's C source; cffi's code selects the limited API (abi3)."""
+    out = tmp_path / "m.c"
+    subprocess.run([sys.executable, str(ROOT / "bindings" / "python" / "build_ffi.py"), "--emit-c", str(out)],
+                   check=True, timeout=120)
+    text = out.read_text()
+    assert "PyInit__bloomguard_cffi" in text and "define Py_LIMITED_API" in text
+    assert importlib.util.find_spec("bloomguard._bloomguard_cffi").origin.endswith(".abi3.so")
+
+
+def test_distribution_version_is_the_headers():
+    from importlib.metadata import version
+    assert version("bloomguard") == bloomguard.__version__
 
 
 TYPED_USER = '''

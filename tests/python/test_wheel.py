@@ -1,9 +1,10 @@
-"""The installed extension (and the wheel `pip wheel .` makes) runs anywhere: at run time it needs
-only libc, libm, libpthread and (for TLS) libssl/libcrypto - hiredis and the HighwayHash code are
-compiled in (cmake/hiredis.cmake: BG_HIREDIS=auto builds hiredis 1.x when the system has none).
+"""The wheel runs anywhere: one cp39-abi3 manylinux wheel (bindings/python/ci.sh builds it with
+`pip wheel .` and `auditwheel repair`) whose extension and `bloomguard` command load nothing but
+libc, libm, libpthread, libdl, librt, libgcc_s and libstdc++ from the system - hiredis, OpenSSL and
+the HighwayHash code are linked in statically (pyproject.toml, bindings/python/CMakeLists.txt).
 
 The ELF dynamic section is read with the standard library (no binutils needed); a fresh virtualenv
-installing the wheel runs a small program against a real redis-server.
+installing the wheel runs a small program against a real redis-server, and its `bloomguard`.
 
 BG_WHEEL: the wheel to install (bindings/python/ci.sh builds it and installs it where the suite
 runs); without it the test builds one with `pip wheel`.
@@ -27,8 +28,9 @@ import bloomguard
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# What the extension may need at run time: the C library and its parts, the dynamic loader, OpenSSL.
-ALLOWED = re.compile(r"^(?:(?:libc|libm|libpthread|libssl|libcrypto)\.so(?:\.[0-9]+)*|ld-linux[-\w.]*\.so(?:\.[0-9]+)*)$")
+# What the extension and the command may need at run time: the C runtime and the dynamic loader.
+ALLOWED = re.compile(r"^(?:(?:libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+)\.so(?:\.[0-9]+)*"
+                     r"|ld-linux[-\w.]*\.so(?:\.[0-9]+)*)$")
 
 DT_NULL, DT_NEEDED = 0, 1
 SHT_DYNAMIC = 6
@@ -73,7 +75,7 @@ def unexpected_needed(path: str | os.PathLike[str]) -> list[str]:
 
 def _system_hiredis_build() -> bool:
     # a build asked to link the system hiredis (BG_HIREDIS=system) needs libhiredis, as it should
-    return "BG_HIREDIS=system" in os.environ.get("BLOOMGUARD_CMAKE_ARGS", "")
+    return any("BG_HIREDIS=system" in os.environ.get(v, "") for v in ("BLOOMGUARD_CMAKE_ARGS", "CMAKE_ARGS"))
 
 
 def _extension_path() -> str:
@@ -94,12 +96,14 @@ def test_elf_reader_matches_readelf():
 
 def test_check_catches_a_foreign_dependency():
     """Negative control: the check fails on an extension that needs another library - the
-    standard library's _ctypes, which needs libffi."""
-    import _ctypes
-    path = getattr(_ctypes, "__file__", None)
-    if not path:
-        pytest.skip("_ctypes is built into this interpreter")
-    assert any(n.startswith("libffi") for n in unexpected_needed(path)), elf_needed(path)
+    standard library's _ssl (OpenSSL) or _ctypes (libffi)."""
+    import importlib
+    for name, lib in (("_ssl", "libssl"), ("_ctypes", "libffi")):
+        path = getattr(importlib.import_module(name), "__file__", None)
+        if path:
+            assert any(n.startswith(lib) for n in unexpected_needed(path)), elf_needed(path)
+            return
+    pytest.skip("_ssl and _ctypes are built into this interpreter")
 
 
 def test_installed_extension_needs_only_system_libraries():
@@ -122,16 +126,26 @@ def wheel(tmp_path_factory) -> Path:
     return Path(found[0])
 
 
-def test_wheel_extension_needs_only_system_libraries(wheel, tmp_path):
+def test_wheel_is_one_abi3_manylinux_wheel(wheel):
+    if _system_hiredis_build():
+        pytest.skip("built with -DBG_HIREDIS=system: links the system hiredis, so it is no manylinux wheel")
+    # name-version-pythontag-abitag-platformtag.whl (PEP 427)
+    tags = wheel.name[:-len(".whl")].split("-")[-3:]
+    assert tags[:2] == ["cp39", "abi3"], wheel.name
+    assert re.fullmatch(r"manylinux_2_\d+_x86_64|manylinux_2_\d+_aarch64", tags[2]), wheel.name
+
+
+@pytest.mark.parametrize("member", [r"bloomguard/_bloomguard_cffi\.abi3\.so", r"bloomguard-[^/]+\.data/scripts/bloomguard"])
+def test_wheel_binaries_need_only_system_libraries(wheel, tmp_path, member):
     import zipfile
     with zipfile.ZipFile(wheel) as z:
-        names = [n for n in z.namelist() if re.match(r"bloomguard/_bloomguard_cffi.*\.so$", n)]
+        names = [n for n in z.namelist() if re.fullmatch(member, n)]
         assert len(names) == 1, z.namelist()
         z.extract(names[0], tmp_path)
-    ext = tmp_path / names[0]
+    path = tmp_path / names[0]
     if _system_hiredis_build():
-        pytest.skip("built with BLOOMGUARD_CMAKE_ARGS=-DBG_HIREDIS=system: links the system hiredis")
-    assert unexpected_needed(ext) == [], "%s needs %s" % (names[0], elf_needed(ext))
+        pytest.skip("built with -DBG_HIREDIS=system: links the system hiredis")
+    assert unexpected_needed(path) == [], "%s needs %s" % (names[0], elf_needed(path))
 
 
 SMOKE = textwrap.dedent('''
@@ -161,6 +175,11 @@ def test_wheel_in_a_fresh_venv(wheel, tmp_path, url):
     subprocess.run([str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
                    check=True)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "LD_LIBRARY_PATH", "LD_PRELOAD")}
+    # the command the wheel installs into the venv's bin/, run by its path from another folder
+    cli = subprocess.run([str(venv / "bin" / "bloomguard"), "--version"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60)
+    assert cli.returncode == 0, cli.stderr
+    assert cli.stdout.split()[:2] == ["bloomguard", bloomguard.version()], cli.stdout
     (tmp_path / "smoke.py").write_text(SMOKE)
     proc = subprocess.run([str(py), "smoke.py", url], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=120)

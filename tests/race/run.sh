@@ -53,9 +53,8 @@ if [ "${BG_RACE_REINSTALL:-0}" = 1 ] || ! "$VENV/bin/python" -c 'import bloomgua
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check '.[test]'
 fi
 
-# Go worker: statically linked against the library, so it needs no LD_LIBRARY_PATH
+# Go worker: the binding compiles the library in (bindings/go/internal/clib)
 (
-  eval "$(BG_LINK=static bash bindings/go/setup.sh 2>/dev/null)"
   cd tests/race/go
   go build -o "$BUILD/race/race_worker_go" .
 )

@@ -10,8 +10,8 @@ try:
 except ImportError as exc:  # pragma: no cover - only without a build
     raise ImportError(
         "bloomguard's compiled extension (bloomguard._bloomguard_cffi) is missing or does not load: "
-        "install the package with `pip install .` (or `pip install -e .`) from the repository root; "
-        "it needs cmake, a C/C++ compiler, pkg-config, libhiredis-dev and libhighwayhash-dev. "
+        "install the package with `pip install .` from the repository root (it needs a C/C++ compiler "
+        "and OpenSSL's headers and static libraries: Debian's libssl-dev). "
         "(%s)" % exc
     ) from exc
 

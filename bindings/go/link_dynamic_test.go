@@ -1,0 +1,5 @@
+//go:build !bloomguard_static
+
+package bloomguard
+
+const staticBuild = false

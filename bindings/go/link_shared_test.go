@@ -1,5 +1,0 @@
-//go:build !bloomguard_static
-
-package bloomguard
-
-const linkedShared = true
