@@ -30,6 +30,10 @@ EXEMPT: Dict[str, str] = {
     "bg_rotation_stats": "in-memory figures: BG_EINVAL for NULL only",
     "bg_rotation_set_progress": "sets a callback: BG_EINVAL for NULL only",
     "bg_lock_owner_new": "allocation only (no round trip, no handle): BG_EINVAL / BG_ENOMEM say everything",
+    "bg_completion_*": "a completion's accessors: in-memory reads of a record the queue owns; BG_EINVAL for NULL or another operation's completion only",
+    "bg_queue_poll": "the queue's one driving thread's call: BG_EINVAL for bad arguments only, told on the queue (no other thread shares it)",
+    "bg_queue_cancel": "async-signal-safe like bg_call_cancel: an atomic store and a wake-up; BG_EINVAL for NULL only",
+    "bg_queue_fd": "returns an fd, not a status",
     "bg_version": "returns a number, not a status",
     "bg_features": "returns a mask, not a status",
 }
