@@ -1,5 +1,6 @@
 #include "redis/url.h"
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,6 +285,14 @@ int bgi_url_parse(const char *url, bgi_url *u, bgi_err *err) {
   /* nothing of the text is shown: a mistyped scheme ("redis:/:pw@h") leaves the password in it */
   return fail(u, err, "unknown scheme: the URL must start with redis://, rediss://, redis-sentinel://, "
               "rediss-sentinel:// or unix://");
+}
+
+void bgi_url_host_label(const char *host, int port, const char *what, char *buf, size_t cap) {
+  unsigned char addr[16];
+  int v4 = inet_pton(AF_INET, host, addr) == 1, v6 = !v4 && inet_pton(AF_INET6, host, addr) == 1;
+  if (v4 || strcmp(host, "localhost") == 0) snprintf(buf, cap, "%s:%d", host, port);
+  else if (v6) snprintf(buf, cap, "[%s]:%d", host, port);
+  else snprintf(buf, cap, "%s (port %d)", what, port);
 }
 
 void bgi_url_free(bgi_url *u) {

@@ -43,4 +43,14 @@ typedef struct bgi_url {
 int bgi_url_parse(const char *url, bgi_url *out, bgi_err *err);
 void bgi_url_free(bgi_url *u);
 
+/*
+ * How a message names a server given by a URL (its host, a seed, a sentinel), into buf: an IP
+ * address or "localhost" as it is ("127.0.0.1:6379", "[::1]:7000"), any other name by its place,
+ * `what` ("the URL's host", "seed 2 of the URL"), with its port. The one home of the rule that no
+ * message echoes a host a URL gave: a URL whose '@' went missing holds the password in its host
+ * ("redis://S3cr3t127.0.0.1"), and no parse can tell such a host from a name. Hosts that servers
+ * name (CLUSTER SLOTS, MOVED, a sentinel's answer) are shown as they are.
+ */
+void bgi_url_host_label(const char *host, int port, const char *what, char *buf, size_t cap);
+
 #endif
