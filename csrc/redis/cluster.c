@@ -319,7 +319,7 @@ static int reload_from_sentinels(bgi_cluster *cl, uint64_t deadline_ns, bgi_err 
       return bgi_err_set(err, st, "%s", last_named.msg);
     if (st != BG_OK) {
       not_master++;
-      bgi_err_prefix(&last_named, "a sentinel named a server that failed the check");
+      bgi_err_prefix(&last_named, "the master a sentinel named");
       continue;
     }
     if (i > 0) {
@@ -334,9 +334,8 @@ static int reload_from_sentinels(bgi_cluster *cl, uint64_t deadline_ns, bgi_err 
     return BG_OK;
   }
   if (not_master)
-    return bgi_err_set(err, last_named.status,
-                       "%d of %zu sentinels named a master that is not one now; the sentinels are asked again (%s)",
-                       not_master, cl->nseeds, last_named.msg);
+    return bgi_err_set(err, last_named.status, "%s (%d of %zu sentinels named a server that failed it; they are "
+                       "asked again)", last_named.msg, not_master, cl->nseeds);
   if (unknown)
     return bgi_err_set(err, BG_EINVAL, "%d of %zu sentinels know no master named \"%s\" (check the name after "
                        "'#' in the URL: SENTINEL MASTERS lists theirs)", unknown, cl->nseeds, cl->master_name);

@@ -298,7 +298,8 @@ int bgi_tls_failure(redisContext *ctx, bgi_err *err) {
 int bgi_tls_connect(const bgi_tls *t, redisContext *ctx, const char *host, const char *shown, uint64_t deadline_ns,
                     bgi_err *err) {
   const char *name = t->server_name ? t->server_name : host;
-  const char *name_shown = t->server_name ? t->server_name : shown;
+  /* the name checked, in a message: the option's, or an IP address; a name of the URL by its place */
+  const char *name_shown = t->server_name || is_ip(host) ? name : shown;
   tls_conn *tc = calloc(1, sizeof *tc);
   int st = BG_OK;
   if (!tc) return bgi_err_set(err, BG_ENOMEM, "out of memory");

@@ -22,7 +22,6 @@ typedef struct bgi_url {
   char *user;          /* NULL if absent or empty; %-decoded */
   char *password;      /* NULL if absent or empty; %-decoded */
   int db;
-  char display[400];   /* the URL rebuilt for messages: userinfo (user and password) as "***" */
   size_t nhosts;                         /* seeds in URL order: >= 1 for redis://, 0 for unix:// */
   bgi_hostport hosts[BGI_URL_MAX_HOSTS]; /* hosts[0] equals host/port */
   int db_given;                          /* 1 when the URL named a database (path or ?db=) */
