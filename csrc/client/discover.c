@@ -93,6 +93,12 @@ static int discover_cluster(bg_client *c, uint64_t deadline_ns, bgi_err *err) {
       return st;
     }
     const bgi_reply *r = rep[0];
+    if (bgi_reply_is_error(r, "LOADING")) {
+      /* not "not a cluster": not now. The call fails (the policy's server class), the next one
+       * asks again */
+      bgi_conn_free(&conn);
+      return bgi_err_set(err, BG_ESERVER, "%s is loading its data (CLUSTER SLOTS: %s)", ep.label, r->str);
+    }
     if (r->type == REDIS_REPLY_ERROR) {
       /* not a cluster node ("ERR This instance has cluster support disabled"), or a proxy or an
        * ACL that refuses CLUSTER: either way a server to talk to as it is */
