@@ -79,7 +79,8 @@ int bgi_client_call_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned f
   for (size_t stale_tries = 0;;) {
     bgi_conn *c;
     size_t n = 0, added = 0;
-    /* without a deadline of its own, the round trip (write and every reply) gets the command timeout */
+    /* without a deadline of its own: a multiplexed round trip gets the command timeout, a pooled
+     * one that much for its write and for each of its replies (bgi_conn_roundtrip_paced) */
     int64_t wait_ms = cl->ep.command_timeout_ms;
     if (deadline_ns && bgi_now_ns() >= deadline_ns) return bgi_err_set(err, BG_ETIMEOUT, "the call's deadline passed");
     bgi_pool *pool = &cl->pool;
@@ -137,17 +138,18 @@ int bgi_client_call_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned f
     /* WAIT blocks the connection for up to its own timeout: give the read that much more */
     if (waits && !deadline_ns) wait_ms += cl->opts.wait_timeout_ms;
     bgi_reply **reps = rep;
-    uint64_t until = deadline_ns ? deadline_ns : bgi_deadline_in_ms(wait_ms);
     if (st == BG_OK && mc) {
-      st = bgi_mux_roundtrip(mc, n + waits + added, until, err);
+      st = bgi_mux_roundtrip(mc, n + waits + added, deadline_ns ? deadline_ns : bgi_deadline_in_ms(wait_ms), err);
       reps = mc->rep;
       if (st == BG_ETIMEOUT) {
         /* mc is the connection's now: it drops the late replies and frees it */
         if (cluster) bgi_cluster_want_reload(cluster);
         return st;
       }
+    } else if (st == BG_OK && deadline_ns) {
+      st = bgi_conn_roundtrip(c, rep, n + waits + added, deadline_ns, err);
     } else if (st == BG_OK) {
-      st = bgi_conn_roundtrip(c, rep, n + waits + added, until, err);
+      st = bgi_conn_roundtrip_paced(c, rep, n + waits + added, wait_ms, err);
     }
     c->fault_bits_only = c->fault_no_guard = 0;
     /* one server that is loading its data (a restart): waited out as a cluster's node would be */

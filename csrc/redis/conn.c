@@ -93,7 +93,9 @@ static int read_reply(bgi_conn *c, bgi_reply **out, uint64_t deadline_ns, uint64
   }
 }
 
-int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, uint64_t deadline_ns, bgi_err *err) {
+/* The round trip, by deadline_ns; with reply_ms > 0 the deadline moves on by reply_ms with each
+ * reply that is complete (the pace of a call with no deadline of its own). */
+static int roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, uint64_t deadline_ns, int64_t reply_ms, bgi_err *err) {
   int st;
   uint64_t started = bgi_now_ns();
   if (!c->ctx || c->broken) return bgi_err_set(err, BG_ECONN, "connection is not open");
@@ -104,10 +106,23 @@ int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, uint64_t deadline
     sent += (size_t)k;
     if (sent < c->out.len && (st = wait_ready(c, POLLOUT, deadline_ns, started, err)) != BG_OK) return st;
   }
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
     if ((st = read_reply(c, &rep[i], deadline_ns, started, err)) != BG_OK) return st;
+    if (reply_ms > 0) {
+      started = bgi_now_ns();
+      deadline_ns = bgi_after_ms(started, reply_ms);
+    }
+  }
   c->calls++;
   return BG_OK;
+}
+
+int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, uint64_t deadline_ns, bgi_err *err) {
+  return roundtrip(c, rep, n, deadline_ns, 0, err);
+}
+
+int bgi_conn_roundtrip_paced(bgi_conn *c, bgi_reply **rep, size_t n, int64_t reply_ms, bgi_err *err) {
+  return roundtrip(c, rep, n, bgi_deadline_in_ms(reply_ms), reply_ms, err);
 }
 
 int bgi_reply_is_error(const bgi_reply *r, const char *code) {

@@ -98,6 +98,10 @@ void bgi_conn_free(bgi_conn *c);
  * (> 0): BG_ETIMEOUT once it passes (the connection broken: a reply may be half-read). Not
  * cancellable: what was sent is answered. Error replies are returned as replies. */
 int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, uint64_t deadline_ns, bgi_err *err);
+/* The same for a call with no deadline of its own: the write within reply_ms, then each reply
+ * within reply_ms of the one before (a big batch answered reply by reply goes on as long as it
+ * makes progress; one reply that trickles in ends after reply_ms, not with each byte). */
+int bgi_conn_roundtrip_paced(bgi_conn *c, bgi_reply **rep, size_t n, int64_t reply_ms, bgi_err *err);
 
 /* The non-blocking pieces, for callers that poll the socket themselves (redis/mux.c, lock/wait.c). */
 /* Writes what the socket takes now of p[0..n), never raising SIGPIPE: the bytes taken (0: none,

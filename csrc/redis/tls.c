@@ -190,18 +190,35 @@ static int note_failure(tls_conn *tc, int r) {
   return tc->ssl_error;
 }
 
+/* The peer closed the connection (with or without a close_notify): no failure of TLS's own. */
+static int is_eof(int ssl_error, unsigned long code, int saved_errno) {
+  if (ssl_error == SSL_ERROR_ZERO_RETURN || (ssl_error == SSL_ERROR_SYSCALL && saved_errno == 0)) return 1;
+#ifdef SSL_R_UNEXPECTED_EOF_WHILE_READING
+  if (ssl_error == SSL_ERROR_SSL && ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING) return 1;
+#endif
+  (void)code;
+  return 0;
+}
+
 static ssize_t tls_read(redisContext *c, char *buf, size_t cap) {
   tls_conn *tc = c->privctx;
   ERR_clear_error();
+  errno = 0;
   int r = SSL_read(tc->ssl, buf, cap > INT_MAX ? INT_MAX : (int)cap);
   if (r > 0) return r;
+  int saved_errno = errno;
   int e = note_failure(tc, r);
   tc->in_write = 0;
   /* non-blocking: the caller polls and reads again */
   if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return 0;
-  c->err = e == SSL_ERROR_SSL ? REDIS_ERR_IO : REDIS_ERR_EOF;
-  if (e == SSL_ERROR_SYSCALL && errno) c->err = REDIS_ERR_IO;
-  snprintf(c->errstr, sizeof c->errstr, "%s", e == SSL_ERROR_SSL ? "TLS error" : "Server closed the connection");
+  /* hiredis's words, as for a plain socket (bgi_tls_failure tells a TLS failure apart) */
+  if (is_eof(e, tc->err_code, saved_errno)) {
+    c->err = REDIS_ERR_EOF;
+    snprintf(c->errstr, sizeof c->errstr, "%s", "Server closed the connection");
+  } else {
+    c->err = REDIS_ERR_IO;
+    snprintf(c->errstr, sizeof c->errstr, "%s", e == SSL_ERROR_SSL ? "TLS error" : strerror(saved_errno));
+  }
   return -1;
 }
 

@@ -61,8 +61,8 @@ BG_API void bg_call_free(bg_call *call);
  * connection or another call's connect, connecting, the TLS and RESP handshakes, sending, every
  * reply however slowly it trickles in, retries after a config change) ends with BG_ETIMEOUT once
  * timeout_ms has passed since it started. 1..3600000 ms, or 0 for none (a connection is then made
- * within the client's BG_OPT_CONNECT_TIMEOUT_MS and each round trip, its write and every reply,
- * within BG_OPT_COMMAND_TIMEOUT_MS).
+ * within the client's BG_OPT_CONNECT_TIMEOUT_MS, and BG_OPT_COMMAND_TIMEOUT_MS bounds each reply:
+ * one that trickles in ends after it, not with each byte).
  */
 BG_API int  bg_call_set_timeout_ms(bg_call *call, int64_t timeout_ms);
 

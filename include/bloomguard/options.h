@@ -23,8 +23,9 @@ typedef struct bg_options bg_options;
 #define BG_OPT_CONNECT_TIMEOUT_MS   1  /* a connection's connect and, for a call with a deadline, its TLS and RESP
                                           handshakes too (never past that deadline; without one the handshakes
                                           get the command timeout); default 2000; 1..3600000 */
-#define BG_OPT_COMMAND_TIMEOUT_MS   2  /* a round trip (its write and every reply) of a call with no deadline of
-                                          its own; default 1000; 1..3600000 */
+#define BG_OPT_COMMAND_TIMEOUT_MS   2  /* for a call with no deadline of its own: a multiplexed round trip, and
+                                          each reply of a pooled one (a reply that trickles in ends after it,
+                                          not with each byte); default 1000; 1..3600000 */
 #define BG_OPT_POOL_SIZE            3  /* connections kept by a client; default 4; 1..1024 */
 #define BG_OPT_DB                   4  /* database to SELECT; overrides the URL's; 0..1000000 */
 #define BG_OPT_CONFIG_RETRIES       5  /* retries when the filter's config changed under a call; default 5; 0..100 */

@@ -24,6 +24,8 @@
 #define DEADLINE_MS 300
 #define SLACK_MS 50
 #define TRICKLE_US 2000   /* a byte every 2 ms: each read gets a byte long before any socket timeout */
+/* a handshake's replies may be a few bytes ("+OK\r\n" with hiredis 0.14): slower, so they outlast it */
+#define HANDSHAKE_TRICKLE_US 100000
 
 static bgt_redis srv;
 
@@ -93,6 +95,34 @@ static void reply_trickles(int pipeline, const char *what) {
 }
 
 static void test_pooled_reply_trickles(void) { reply_trickles(0, "pooled"); }
+
+/* No call deadline, a pooled connection: each reply gets the command timeout (a big batch that
+ * makes progress reply by reply goes on); the one that trickles in ends after it, not after the
+ * seconds its bytes take (the replies before it are a few bytes each). */
+static void test_pooled_reply_trickles_without_a_deadline(void) {
+  bgt_fault *p = bgt_proxy_start(srv.port);
+  char url[64];
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d", bgt_fault_port(p));
+  bg_options *o = options(0, 1);
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, DEADLINE_MS));
+  bg_client *c = open_via(url, o);
+  items it = make_items("paced", 60);
+  bg_filter *f = bgt_fresh_filter(c, "paced", 10000, 0.01, &it);
+  uint8_t present[60];
+  bgt_fault_trickle(p, TRICKLE_US);
+  uint64_t t0 = bgt_now_ns();
+  int st = bg_filter_contains_many(f, PTRS(it), it.len, it.n, present);
+  double ms = ms_since(t0);
+  printf("    pooled, no call deadline, the reply trickling: %s after %.0f ms (command timeout %d ms)\n",
+         bg_strerror(st), ms, DEADLINE_MS);
+  CHECK_STATUS(st, BG_ETIMEOUT);
+  CHECK_MSG(ms <= 2 * DEADLINE_MS, "%.0f ms for a %d ms command timeout", ms, DEADLINE_MS);
+  bg_filter_close(f);
+  bg_client_close(c);
+  bg_options_free(o);
+  items_free(&it);
+  bgt_fault_stop(p);
+}
 static void test_multiplexed_reply_trickles(void) { reply_trickles(1, "multiplexed"); }
 
 /* The handshake's replies trickle in while a connection is made: at open (BG_OPT_CONNECT_AT_OPEN),
@@ -102,7 +132,7 @@ static void test_handshake_trickles(void) {
   bgt_fault *p = bgt_proxy_start(srv.port);
   char url[64], msg[512];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", bgt_fault_port(p));
-  bgt_fault_trickle(p, TRICKLE_US);
+  bgt_fault_trickle(p, HANDSHAKE_TRICKLE_US);
 
   bg_options *o = options(1, 1);
   bg_call *call = NULL;
@@ -255,6 +285,7 @@ static void test_callers_behind_a_connect(void) {
 int main(int argc, char **argv) {
   static const bgt_case cases[] = {
       BGT_CASE(test_pooled_reply_trickles),
+      BGT_CASE(test_pooled_reply_trickles_without_a_deadline),
       BGT_CASE(test_multiplexed_reply_trickles),
       BGT_CASE(test_handshake_trickles),
       BGT_CASE(test_tls_handshake_trickles),
