@@ -66,7 +66,9 @@ int bgi_client_call_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned f
                        bgi_parse_fn parse, void *ctx, bgi_err *err) {
   bgi_reply *rep[BGI_MAX_REPLIES];
   unsigned char is_asking[BGI_MAX_REPLIES];
-  bgi_cluster *cluster = cl->cluster;
+  int st = bgi_client_ready(cl, deadline_ns, err);
+  if (st != BG_OK) return st;
+  bgi_cluster *cluster = atomic_load_explicit(&cl->cluster, memory_order_relaxed);   /* set before ready */
   unsigned route_slot = slot < 0 ? 0u : (unsigned)slot & (BGI_CLUSTER_SLOTS - 1);
   bgi_node *ask = NULL;            /* the node of an ASK, for the next attempt only */
   int redirects = 0, redirected = 0, busy_tries = 0;
@@ -78,13 +80,10 @@ int bgi_client_call_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned f
   for (size_t stale_tries = 0;;) {
     bgi_conn *c;
     size_t n = 0, added = 0;
-    int64_t timeout_ms = 0, wait_ms = cl->ep.command_timeout_ms;
-    if (deadline_ns) {
-      uint64_t now = bgi_now_ns();
-      if (now >= deadline_ns) return bgi_err_set(err, BG_ETIMEOUT, "the call's deadline passed");
-      /* round up: a deadline 0.4 ms away still deserves one try */
-      timeout_ms = wait_ms = bgi_ms_until(deadline_ns, now);
-    }
+    /* without a deadline of its own: a multiplexed round trip gets the command timeout, a pooled
+     * one that much for its write and for each of its replies (bgi_conn_roundtrip_paced) */
+    int64_t wait_ms = cl->ep.command_timeout_ms;
+    if (deadline_ns && bgi_now_ns() >= deadline_ns) return bgi_err_set(err, BG_ETIMEOUT, "the call's deadline passed");
     bgi_pool *pool = &cl->pool;
     bgi_muxset *mset = &cl->mux;
     bgi_mux_call *mc = NULL;
@@ -100,12 +99,12 @@ int bgi_client_call_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned f
       pool = &node->pool;
       mset = &node->mux;
     }
-    int st;
+    /* queueing for a connection and connecting one: by the call's deadline (cancellable waits) */
     if (!own && bgi_muxset_on(mset)) {
-      st = bgi_muxset_begin(mset, timeout_ms, &mc, err);
+      st = bgi_muxset_begin(mset, deadline_ns, &mc, err);
       c = mc ? &mc->ws : NULL;
     } else {
-      st = bgi_pool_acquire(pool, timeout_ms, &c, err);
+      st = bgi_pool_acquire(pool, deadline_ns, &c, err);
     }
     if (st != BG_OK) {
       if (cluster && (st == BG_ECONN || st == BG_ETIMEOUT)) bgi_cluster_want_reload(cluster);
@@ -141,18 +140,24 @@ int bgi_client_call_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned f
     if (waits && !deadline_ns) wait_ms += cl->opts.wait_timeout_ms;
     bgi_reply **reps = rep;
     if (st == BG_OK && mc) {
-      uint64_t until = deadline_ns ? deadline_ns : bgi_now_ns() + (uint64_t)wait_ms * 1000000u;
-      st = bgi_mux_roundtrip(mc, n + waits + added, until, err);
+      st = bgi_mux_roundtrip(mc, n + waits + added, deadline_ns ? deadline_ns : bgi_deadline_in_ms(wait_ms), err);
       reps = mc->rep;
       if (st == BG_ETIMEOUT) {
         /* mc is the connection's now: it drops the late replies and frees it */
         if (cluster) bgi_cluster_want_reload(cluster);
         return st;
       }
+    } else if (st == BG_OK && deadline_ns) {
+      st = bgi_conn_roundtrip(c, rep, n + waits + added, deadline_ns, err);
     } else if (st == BG_OK) {
-      st = bgi_conn_roundtrip(c, rep, n + waits + added, wait_ms, err);
+      st = bgi_conn_roundtrip_paced(c, rep, n + waits + added, wait_ms, err);
     }
     c->fault_bits_only = c->fault_no_guard = 0;
+    /* one server that is loading its data (a restart): waited out as a cluster's node would be */
+    if (st == BG_OK && !cluster && bgi_redirect_scan(reps, n + waits + added, 0, &r) == BGI_REDIR_BUSY) {
+      release(pool, mset, c, mc);
+      goto busy;
+    }
     if (st == BG_OK && cluster && bgi_redirect_scan(reps, n + waits + added, cluster->sentinel, &r) != BGI_REDIR_NONE) {
       c->no_verdict = 0;
       /* whatever this connection vouched for may have moved with the slot */
@@ -209,20 +214,24 @@ int bgi_client_call_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned f
 
   busy:
     /* the slot is half migrated (TRYAGAIN), the cluster is failing over (CLUSTERDOWN) or a node
-     * is loading: the same route later, while the deadline (or the command timeout) allows */
+     * (or the one server) is loading: the same route later, while the deadline (or the command
+     * timeout) allows, then BG_ESERVER (the degrade policy's server class) */
     {
       uint64_t now = bgi_now_ns();
       if (!busy_end) busy_end = deadline_ns ? deadline_ns : bgi_after_ms(now, cl->ep.command_timeout_ms);
-      if (strncmp(r.what, "CLUSTERDOWN", 11) == 0 || strncmp(r.what, "READONLY", 8) == 0)
+      if (cluster && (strncmp(r.what, "CLUSTERDOWN", 11) == 0 || strncmp(r.what, "READONLY", 8) == 0))
         bgi_cluster_want_reload(cluster);
-      if (bgi_after_ms(now, backoff_ms) >= busy_end)
+      if (bgi_after_ms(now, backoff_ms) >= busy_end) {
+        if (!cluster)
+          return bgi_err_set(err, BG_ESERVER, "server error: %s (still after %d retries)", r.what, busy_tries);
         return bgi_err_set(err, BG_ESERVER, "slot %u: server error: %s (still after %d retries)", route_slot, r.what,
                            busy_tries);
+      }
       busy_tries++;
-      atomic_fetch_add(&cluster->stats.busy, 1);
+      if (cluster) atomic_fetch_add(&cluster->stats.busy, 1);
       /* the one wait primitive: a cancel of the call (the thread's current one) ends it */
       if (bgi_sleep_ns(bgi_ms_ns(backoff_ms)) == BG_ECANCELED)
-        return bgi_cancel_err(err, "waiting for a busy cluster slot");
+        return bgi_cancel_err(err, cluster ? "waiting for a busy cluster slot" : "waiting for a loading server");
       backoff_ms = backoff_ms * 2 > BGI_BUSY_BACKOFF_MAX_MS ? BGI_BUSY_BACKOFF_MAX_MS : backoff_ms * 2;
       /* from the owner again: during a migration the source answers ASK, the target TRYAGAIN,
        * until the keys are all across; the deadline bounds these rounds, the cap each one */
