@@ -41,8 +41,11 @@ func (h *clientHandle) close() {
 	}
 }
 
-// Open parses the URL, connects one connection (so a bad address or password fails here, within
-// the connect timeout) and returns the client.
+// Open parses the URL, checks the options, the TLS files and that credentials are complete, and
+// returns the client without connecting: the first call that needs the server connects, within
+// its context's deadline, so a client opened while Redis is down works once it is back (its calls
+// meanwhile answered by the filter's Policy). WithConnectAtOpen(true) reaches the server in Open
+// instead, so a bad address or password fails here.
 //
 // URLs: redis://[user[:password]@]host[:port][/db][?db=N] (user and password may be %-encoded,
 // host may be [IPv6]; an empty user or password is none) and unix:///path/to.sock[?db=N].

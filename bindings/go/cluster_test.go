@@ -83,7 +83,7 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("bad input", func(t *testing.T) {
-		if _, err := Open(c.url + "/2"); err == nil || !strings.Contains(err.Error(), "only db 0") {
+		if _, err := Open(c.url+"/2", WithConnectAtOpen(true)); err == nil || !strings.Contains(err.Error(), "only db 0") {
 			t.Errorf("db 2 in a cluster: %v", err)
 		}
 		if _, err := Open(c.seeds, WithCluster(ClusterOff)); err == nil || !strings.Contains(err.Error(), "only a Redis Cluster takes") {

@@ -187,6 +187,7 @@ func TestOptionsMatchHeader(t *testing.T) {
 		"BG_OPT_PIPELINE":           WithPipeline(false),
 		"BG_OPT_PIPELINE_CONNS":     WithPipelineConns(2),
 		"BG_OPT_PIPELINE_SPIN_US":   WithPipelineSpin(50 * time.Microsecond),
+		"BG_OPT_CONNECT_AT_OPEN":    WithConnectAtOpen(true),
 		"BG_OPT_CLUSTER":            WithCluster(ClusterOff),
 		"BG_OPT_WAIT_REPLICAS":      WithWaitReplicas(1),
 		"BG_OPT_WAIT_TIMEOUT_MS":    WithWaitTimeout(time.Second),

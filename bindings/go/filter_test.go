@@ -294,19 +294,27 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 
-	// nothing listens on a free port: ErrConn, within the connect timeout
+	// nothing listens on a free port: ErrConn, within the connect timeout - from Open with
+	// WithConnectAtOpen, else from the first call (Open connects nothing)
 	port, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
+	closed := fmt.Sprintf("redis://127.0.0.1:%d", port)
 	start := time.Now()
-	_, err = Open(fmt.Sprintf("redis://127.0.0.1:%d", port), WithConnectTimeout(500*time.Millisecond))
+	_, err = Open(closed, WithConnectTimeout(500*time.Millisecond), WithConnectAtOpen(true))
 	if e := wantCode(t, err, CodeConn, ErrConn); e.Message == "" {
 		t.Fatal("no message")
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("Open to a closed port took %v", d)
 	}
+	lazy, err := Open(closed, WithConnectTimeout(500*time.Millisecond))
+	if err != nil {
+		t.Fatalf("Open connected: %v", err)
+	}
+	wantCode(t, lazy.Ping(context.Background()), CodeConn, ErrConn)
+	lazy.Close()
 
 	for _, tc := range []struct {
 		opt  Option
@@ -822,6 +830,9 @@ func TestOptions(t *testing.T) {
 	r := raw(t)
 
 	c := openClient(t, WithClientName("bg-go-options"), WithDB(3), WithConfigRetries(0))
+	if err := c.Ping(ctx); err != nil { // Open connects nothing: the first call does
+		t.Fatal(err)
+	}
 	if connectionsNamed(t, r, "bg-go-options") == 0 {
 		t.Fatal("WithClientName: no connection with that name")
 	}
@@ -882,12 +893,12 @@ func TestOptions(t *testing.T) {
 	if err := ca.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Open(testServer.url, WithUsername(user), WithPassword("wrong-pw-456"))
+	_, err := Open(testServer.url, WithUsername(user), WithPassword("wrong-pw-456"), WithConnectAtOpen(true))
 	wantCode(t, err, CodeAuth, ErrAuth)
 	if strings.Contains(err.Error(), "wrong-pw-456") {
 		t.Fatalf("the password is in the message: %v", err)
 	}
-	_, err = Open(fmt.Sprintf("redis://%s:wrong-pw-789@%s", user, testServer.addr))
+	_, err = Open(fmt.Sprintf("redis://%s:wrong-pw-789@%s", user, testServer.addr), WithConnectAtOpen(true))
 	wantCode(t, err, CodeAuth, ErrAuth)
 	if strings.Contains(err.Error(), "wrong-pw-789") {
 		t.Fatalf("the password is in the message: %v", err)

@@ -132,6 +132,16 @@ func WithPipelineSpin(d time.Duration) Option {
 	return intOption("WithPipelineSpin", C.BG_OPT_PIPELINE_SPIN_US, d.Microseconds())
 }
 
+// WithConnectAtOpen makes Open reach the server (the cluster, the sentinels and their master)
+// and fail as the first call would: a wrong address or password, a refused certificate
+// (BG_OPT_CONNECT_AT_OPEN; default false: Open checks the URL, the options, the TLS files and
+// that credentials are complete, and connects nothing; the first call that needs the server
+// connects, within its context's deadline, so a client opened while Redis is down works once it
+// is back, its calls meanwhile answered by the filter's Policy).
+func WithConnectAtOpen(on bool) Option {
+	return boolOption("WithConnectAtOpen", C.BG_OPT_CONNECT_AT_OPEN, on)
+}
+
 // WithWaitReplicas makes every add, lock acquire / release and rotation commit wait for n replicas
 // to acknowledge it (WAIT n, in the same round trip; BG_OPT_WAIT_REPLICAS, default 0: off); fewer
 // within WithWaitTimeout is ErrTimeout (the master applied it, a failover may lose it; a lock

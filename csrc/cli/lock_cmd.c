@@ -217,6 +217,7 @@ int cli_lock_main(int argc, char **argv) {
   if (st == BG_OK && lease_ms) st = bg_options_set_int(lock_opts, BG_OPT_LOCK_LEASE_MS, lease_ms);
   if (st == BG_OK) st = bg_options_set_int(lock_opts, BG_OPT_LOCK_RENEW, renew);
   if (st == BG_OK) st = bg_options_set_str(opts, BG_OPT_CLIENT_NAME, "bloomguard-cli");
+  if (st == BG_OK) st = bg_options_set_int(opts, BG_OPT_CONNECT_AT_OPEN, 1);
   for (int k = 0; k < 5 && st == BG_OK; k++)
     if (tls[k]) st = bg_options_set_str(opts, tls_opts[k], tls[k]);
   if (st == BG_OK && tls_no_verify) st = bg_options_set_int(opts, BG_OPT_TLS_VERIFY, 0);

@@ -487,6 +487,7 @@ static int connect_client(const cli_opts *o, bg_client **out) {
     }
   }
   bg_options_set_str(opts, BG_OPT_CLIENT_NAME, "bloomguard-cli");
+  bg_options_set_int(opts, BG_OPT_CONNECT_AT_OPEN, 1);   /* a wrong address or password fails at once */
   static const int tls_opts[5] = {BG_OPT_TLS_CA_FILE, BG_OPT_TLS_CA_DIR, BG_OPT_TLS_CERT_FILE, BG_OPT_TLS_KEY_FILE,
                                   BG_OPT_TLS_SERVER_NAME};
   for (int k = 0; k < 5 && st == BG_OK; k++)

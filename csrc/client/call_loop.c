@@ -50,12 +50,16 @@ static int needs_own_conn(const bgi_conn *c, int waits) {
 /* Where a request task is (bgi_req_task.state). */
 enum {
   R_START,        /* a new request (or the same again with the script's body) */
+  R_READY,        /* the client knows where calls go, or failed to find out */
   R_ACQUIRED,     /* the transport gave a workspace, or failed to */
   R_SENT,         /* the replies are in, or the round trip failed */
   R_BUSY_SLEPT    /* a busy slot's backoff ended */
 };
 
-static bgi_cluster *cluster_of(const bgi_req_task *rt) { return rt->req->client->cluster; }
+/* Set before the client is ready, which every attempt follows. */
+static bgi_cluster *cluster_of(const bgi_req_task *rt) {
+  return atomic_load_explicit(&rt->req->client->cluster, memory_order_relaxed);
+}
 
 static unsigned route_slot(const bgi_req_task *rt) {
   return rt->req->slot < 0 ? 0u : (unsigned)rt->req->slot & (BGI_CLUSTER_SLOTS - 1);
@@ -76,20 +80,25 @@ static int finished(bgi_req_task *rt, int st, bgi_err *err) {
   return rt->t.resume(&rt->t, BG_OK, err);
 }
 
-/* The slot is half migrated (TRYAGAIN), the cluster is failing over (CLUSTERDOWN) or a node is
- * loading: the same route later, while the deadline (or the command timeout) allows. */
+/* The slot is half migrated (TRYAGAIN), the cluster is failing over (CLUSTERDOWN) or a node (or
+ * the one server) is loading: the same route later, while the deadline (or the command timeout)
+ * allows, then BG_ESERVER (the degrade policy's server class). */
 static int busy(bgi_req_task *rt, bgi_err *err) {
   bgi_cluster *cluster = cluster_of(rt);
   uint64_t now = bgi_now_ns();
   if (!rt->busy_end)
     rt->busy_end = rt->req->deadline_ns ? rt->req->deadline_ns : bgi_after_ms(now, rt->req->client->ep.command_timeout_ms);
-  if (strncmp(rt->r.what, "CLUSTERDOWN", 11) == 0 || strncmp(rt->r.what, "READONLY", 8) == 0)
+  if (cluster && (strncmp(rt->r.what, "CLUSTERDOWN", 11) == 0 || strncmp(rt->r.what, "READONLY", 8) == 0))
     bgi_cluster_want_reload(cluster);
-  if (bgi_after_ms(now, rt->backoff_ms) >= rt->busy_end)
+  if (bgi_after_ms(now, rt->backoff_ms) >= rt->busy_end) {
+    if (!cluster)
+      return bgi_task_done(&rt->t, bgi_err_set(err, BG_ESERVER, "server error: %s (still after %d retries)", rt->r.what,
+                                               rt->busy_tries));
     return bgi_task_done(&rt->t, bgi_err_set(err, BG_ESERVER, "slot %u: server error: %s (still after %d retries)",
                                              route_slot(rt), rt->r.what, rt->busy_tries));
+  }
   rt->busy_tries++;
-  atomic_fetch_add(&cluster->stats.busy, 1);
+  if (cluster) atomic_fetch_add(&cluster->stats.busy, 1);
   rt->state = R_BUSY_SLEPT;
   return bgi_task_sleep(&rt->t, bgi_after_ms(now, rt->backoff_ms));
 }
@@ -98,16 +107,12 @@ static int busy(bgi_req_task *rt, bgi_err *err) {
 static int attempt(bgi_req_task *rt, bgi_err *err) {
   const bgi_req *q = rt->req;
   bg_client *cl = q->client;
-  bgi_cluster *cluster = cl->cluster;
-  uint64_t until = 0;
+  bgi_cluster *cluster = cluster_of(rt);
+  /* without a deadline of its own: a multiplexed round trip gets the command timeout, a pooled
+   * one that much for its write and for each of its replies (bgi_conn_roundtrip_paced) */
   rt->wait_ms = cl->ep.command_timeout_ms;
-  if (q->deadline_ns) {
-    uint64_t now = bgi_now_ns();
-    if (now >= q->deadline_ns) return bgi_task_done(&rt->t, bgi_err_set(err, BG_ETIMEOUT, "the call's deadline passed"));
-    /* round up: a deadline 0.4 ms away still deserves one try */
-    rt->wait_ms = bgi_ms_until(q->deadline_ns, now);
-    until = q->deadline_ns;
-  }
+  if (q->deadline_ns && bgi_now_ns() >= q->deadline_ns)
+    return bgi_task_done(&rt->t, bgi_err_set(err, BG_ETIMEOUT, "the call's deadline passed"));
   rt->route = (bgi_route){&cl->ep, &cl->pool, &cl->mux};
   rt->node = NULL;
   rt->r.kind = BGI_REDIR_NONE;
@@ -120,8 +125,9 @@ static int attempt(bgi_req_task *rt, bgi_err *err) {
     }
     rt->route = (bgi_route){&rt->node->ep, &rt->node->pool, &rt->node->mux};
   }
+  /* queueing for a connection and connecting one: by the call's deadline (cancellable waits) */
   rt->state = R_ACQUIRED;
-  int st = rt->tr->acquire(rt->tr, &rt->t, &rt->route, rt->own, until, &rt->x, err);
+  int st = rt->tr->acquire(rt->tr, &rt->t, &rt->route, rt->own, q->deadline_ns, &rt->x, err);
   return st == BGI_PENDING ? BGI_NEXT_WAIT : rt->t.resume(&rt->t, st, err);
 }
 
@@ -129,7 +135,7 @@ static int attempt(bgi_req_task *rt, bgi_err *err) {
 static int acquired(bgi_req_task *rt, int st, bgi_err *err) {
   const bgi_req *q = rt->req;
   bg_client *cl = q->client;
-  bgi_cluster *cluster = cl->cluster;
+  bgi_cluster *cluster = cluster_of(rt);
   if (st != BG_OK) {
     if (cluster && (st == BG_ECONN || st == BG_ETIMEOUT)) bgi_cluster_want_reload(cluster);
     return bgi_task_done(&rt->t, st);
@@ -165,9 +171,8 @@ static int acquired(bgi_req_task *rt, int st, bgi_err *err) {
   if (st != BG_OK) return sent(rt, st, err);
   /* WAIT blocks the connection for up to its own timeout: give the read that much more */
   if (rt->waits && !q->deadline_ns) rt->wait_ms += cl->opts.wait_timeout_ms;
-  uint64_t until = q->deadline_ns ? q->deadline_ns : bgi_now_ns() + (uint64_t)rt->wait_ms * 1000000u;
   rt->state = R_SENT;
-  st = rt->tr->roundtrip(rt->tr, &rt->t, &rt->x, total, until, err);
+  st = rt->tr->roundtrip(rt->tr, &rt->t, &rt->x, total, q->deadline_ns, rt->wait_ms, err);
   return st == BGI_PENDING ? BGI_NEXT_WAIT : rt->t.resume(&rt->t, st, err);
 }
 
@@ -175,7 +180,7 @@ static int acquired(bgi_req_task *rt, int st, bgi_err *err) {
 static int sent(bgi_req_task *rt, int st, bgi_err *err) {
   const bgi_req *q = rt->req;
   bg_client *cl = q->client;
-  bgi_cluster *cluster = cl->cluster;
+  bgi_cluster *cluster = cluster_of(rt);
   bgi_conn *c = rt->x.ws;
   size_t total = rt->n + (size_t)rt->waits + rt->added;
   if (st == BG_ETIMEOUT && rt->x.kept) {
@@ -185,6 +190,11 @@ static int sent(bgi_req_task *rt, int st, bgi_err *err) {
   }
   bgi_reply **reps = rt->x.rep;
   c->fault_bits_only = c->fault_no_guard = 0;
+  /* one server that is loading its data (a restart): waited out as a cluster's node would be */
+  if (st == BG_OK && !cluster && bgi_redirect_scan(reps, total, 0, &rt->r) == BGI_REDIR_BUSY) {
+    rt->tr->release(rt->tr, &rt->x);
+    return busy(rt, err);
+  }
   if (st == BG_OK && cluster && bgi_redirect_scan(reps, total, cluster->sentinel, &rt->r) != BGI_REDIR_NONE) {
     c->no_verdict = 0;
     /* whatever this connection vouched for may have moved with the slot */
@@ -248,7 +258,7 @@ static int sent(bgi_req_task *rt, int st, bgi_err *err) {
 static int resume_req(bgi_task *t, int st, bgi_err *err) {
   bgi_req_task *rt = (bgi_req_task *)t;
   switch (rt->state) {
-    case R_START:
+    case R_START: {
       rt->ask = rt->node = NULL;
       rt->redirects = rt->redirected = rt->busy_tries = 0;
       rt->backoff_ms = 1;
@@ -256,6 +266,12 @@ static int resume_req(bgi_task *t, int st, bgi_err *err) {
       rt->stale_tries = 0;
       if (rt->req->run) rt->req->run->noscript = 0;
       err->not_durable = 0;
+      rt->state = R_READY;
+      st = rt->tr->ready(rt->tr, t, rt->req->client, rt->req->deadline_ns, err);
+      return st == BGI_PENDING ? BGI_NEXT_WAIT : t->resume(t, st, err);
+    }
+    case R_READY:
+      if (st != BG_OK) return bgi_task_done(t, st);
       return attempt(rt, err);
     case R_ACQUIRED:
       return acquired(rt, st, err);
@@ -264,7 +280,9 @@ static int resume_req(bgi_task *t, int st, bgi_err *err) {
     case R_BUSY_SLEPT:
     default:
       /* the one wait primitive (or the queue's timer): a cancel of the call ends it */
-      if (st == BG_ECANCELED) return bgi_task_done(t, bgi_cancel_err(err, "waiting for a busy cluster slot"));
+      if (st == BG_ECANCELED)
+        return bgi_task_done(t, bgi_cancel_err(err, cluster_of(rt) ? "waiting for a busy cluster slot"
+                                                                   : "waiting for a loading server"));
       if (st != BG_OK) return bgi_task_done(t, st);
       rt->backoff_ms = rt->backoff_ms * 2 > BGI_BUSY_BACKOFF_MAX_MS ? BGI_BUSY_BACKOFF_MAX_MS : rt->backoff_ms * 2;
       /* from the owner again: during a migration the source answers ASK, the target TRYAGAIN,

@@ -3,6 +3,7 @@
 #include "client/client.h"
 
 #include "common/call.h"
+#include "common/cond.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +12,9 @@
 void bgi_client_ref(bg_client *c) { atomic_fetch_add(&c->refs, 1); }
 
 static void client_free(bg_client *c) {
-  if (c->cluster) {
-    bgi_cluster_destroy(c->cluster);
-    free(c->cluster);
+  if (c->own_cluster) {
+    bgi_cluster_destroy(c->own_cluster);
+    free(c->own_cluster);
   }
   bgi_muxset_destroy(&c->mux);
   bgi_pool_destroy(&c->pool);
@@ -21,6 +22,8 @@ static void client_free(bg_client *c) {
   bgi_url_free(&c->ep.url);
   bgi_options_clear(&c->opts);
   bgi_errslot_destroy(&c->err);
+  pthread_mutex_destroy(&c->disc.mu);
+  pthread_cond_destroy(&c->disc.cv);
   free(c);
 }
 
@@ -28,126 +31,62 @@ void bgi_client_unref(bg_client *c) {
   if (c && atomic_fetch_sub(&c->refs, 1) == 1) client_free(c);
 }
 
-static int cluster_slots(bgi_conn *conn, bgi_reply **out, int64_t timeout_ms, bgi_err *err) {
-  bgi_buf_reset(&conn->out);
-  if (bgi_buf_reserve(&conn->out, 64) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
-  bgi_resp_array(&conn->out, 2);
-  bgi_resp_cstr(&conn->out, "CLUSTER");
-  bgi_resp_cstr(&conn->out, "SLOTS");
-  return bgi_conn_roundtrip(conn, out, 1, timeout_ms, err);
-}
-
 /* The multiplexed connections per server (0: off) and their calls' spin, from the options. */
 static size_t mux_conns(const bg_client *c) { return c->opts.pipeline ? (size_t)c->opts.pipeline_conns : 0; }
 static uint64_t mux_spin_ns(const bg_client *c) { return (uint64_t)c->opts.pipeline_spin_us * 1000u; }
 
-/* The cluster's nodes get the multiplexed connections a standalone client would (set before the
- * first load makes them). */
-static void use_mux_options(bg_client *c) {
-  c->cluster->mux_conns = mux_conns(c);
-  c->cluster->mux_spin_ns = mux_spin_ns(c);
+void bgi_client_use_mux_options(const bg_client *c, bgi_cluster *cl) {
+  cl->mux_conns = mux_conns(c);
+  cl->mux_spin_ns = mux_spin_ns(c);
 }
 
-/* redis-sentinel://: the sentinels name the master, which then confirms it (ROLE). */
-static int discover_sentinel(bg_client *c, bgi_err *err) {
+/* What can be known without a server: how many hosts the mode takes, whether a cluster is asked
+ * for a db, credentials that cannot authenticate. A client that needs no discovery (one server,
+ * BG_OPT_CLUSTER off) is ready at once; a Sentinel URL gets its (empty) table now. */
+static int plan(bg_client *c, bgi_err *err) {
   const bgi_url *u = &c->ep.url;
-  if (c->opts.cluster == BG_CLUSTER_ON)
-    return bgi_err_set(err, BG_EINVAL, "a redis-sentinel:// URL names a Sentinel-managed master, not a Redis Cluster: "
-                       "set BG_OPT_CLUSTER to auto or off");
-  if (!(c->cluster = malloc(sizeof *c->cluster))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
-  c->ep.require_master = 1;
-  bgi_cluster_init(c->cluster, &c->ep, (size_t)c->opts.pool_size, u->hosts, u->nhosts);
-  use_mux_options(c);
-  bgi_cluster_use_sentinel(c->cluster, u->master_name, c->opts.sentinel_username, c->opts.sentinel_password);
-  int st = bgi_cluster_reload(c->cluster, 0, err);
-  if (st == BG_OK && bgi_cluster_start(c->cluster) != BG_OK)
-    st = bgi_err_set(err, BG_ENOMEM, "cannot start the refresher thread");
-  return st;
-}
-
-/* The first reachable seed says whether this is a cluster and, if so, where the slots are. */
-static int discover(bg_client *c, bgi_err *err) {
-  const bgi_url *u = &c->ep.url;
-  if (u->is_sentinel) return discover_sentinel(c, err);
-  size_t nseeds = u->is_unix ? 1 : u->nhosts;
-  int mode = (int)c->opts.cluster, st = BG_ECONN;
-  char where[300] = "";
-  if (mode == BG_CLUSTER_OFF) {
-    if (nseeds > 1)
-      return bgi_err_set(err, BG_EBADURL, "the URL names %zu hosts, which only a Redis Cluster takes (as seeds), "
-                         "but BG_OPT_CLUSTER is off: give one host, or turn cluster mode on", nseeds);
+  int mode = (int)c->opts.cluster;
+  if (c->ep.user && !c->ep.password)
+    /* the user is not named: a URL whose ':' went missing holds the password in the user part */
+    return bgi_err_set(err, BG_EAUTH, "a user name is given (in the URL or BG_OPT_USERNAME) but no password: AUTH "
+                       "takes both (redis://user:password@host, or BG_OPT_PASSWORD)");
+  if (c->opts.sentinel_username && !c->opts.sentinel_password)
+    return bgi_err_set(err, BG_EAUTH, "BG_OPT_SENTINEL_USERNAME is given but no BG_OPT_SENTINEL_PASSWORD: AUTH takes "
+                       "both");
+  if (u->is_sentinel) {
+    if (mode == BG_CLUSTER_ON)
+      return bgi_err_set(err, BG_EINVAL, "a redis-sentinel:// URL names a Sentinel-managed master, not a Redis "
+                         "Cluster: set BG_OPT_CLUSTER to auto or off");
+    if (!(c->own_cluster = malloc(sizeof *c->own_cluster))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    c->ep.require_master = 1;
+    bgi_cluster_init(c->own_cluster, &c->ep, (size_t)c->opts.pool_size, u->hosts, u->nhosts);
+    bgi_client_use_mux_options(c, c->own_cluster);
+    bgi_cluster_use_sentinel(c->own_cluster, u->master_name, c->opts.sentinel_username, c->opts.sentinel_password);
     return BG_OK;
   }
-  for (size_t i = 0; i < nseeds; i++) {
-    bgi_endpoint ep = c->ep;
-    bgi_conn conn = {0};
-    bgi_reply *rep[1];
-    if (!u->is_unix) {
-      snprintf(ep.url.host, sizeof ep.url.host, "%s", u->hosts[i].host);
-      ep.url.port = u->hosts[i].port;
-      snprintf(where, sizeof where, strchr(ep.url.host, ':') ? "[%s]:%d" : "%s:%d", ep.url.host, ep.url.port);
-    } else {
-      snprintf(where, sizeof where, "unix:%s", u->path);
-    }
-    st = bgi_conn_open(&conn, &ep, 0, BGI_CONN_NO_TRACKING, err);
-    if (st == BG_OK) st = cluster_slots(&conn, rep, c->ep.command_timeout_ms, err);
-    if (st == BG_ECONN || st == BG_ETIMEOUT) {
-      bgi_conn_free(&conn);
-      if (nseeds > 1) bgi_err_prefix(err, "no seed of the URL could be reached; the last");
-      continue;   /* the next seed */
-    }
-    if (st != BG_OK) {
-      bgi_conn_free(&conn);
-      return st;
-    }
-    const bgi_reply *r = rep[0];
-    if (r->type == REDIS_REPLY_ERROR) {
-      /* "ERR This instance has cluster support disabled"; a proxy or an ACL may refuse CLUSTER too */
-      int standalone = r->str && strstr(r->str, "cluster support disabled");
-      if (mode == BG_CLUSTER_ON)
-        st = bgi_err_set(err, BG_ENOTSUP, "%s is not a Redis Cluster node (%s), but BG_OPT_CLUSTER is on: point "
-                         "the URL at a cluster node, or set BG_OPT_CLUSTER to auto or off", where,
-                         standalone ? "its cluster support is disabled" : r->str);
-      else if (nseeds > 1)
-        st = bgi_err_set(err, BG_EBADURL, "the URL names %zu hosts (cluster seeds), but %s is a standalone server: "
-                         "give one host", nseeds, where);
-      bgi_conn_free(&conn);
-      return st;
-    }
-    if (c->ep.db != 0) {
-      bgi_conn_free(&conn);
-      return bgi_err_set(err, BG_EINVAL, "database %d requested, but a Redis Cluster has only db 0 (remove it from "
-                         "the URL, or BG_OPT_DB)", c->ep.db);
-    }
-    if (!(c->cluster = malloc(sizeof *c->cluster))) {
-      bgi_conn_free(&conn);
-      return bgi_err_set(err, BG_ENOMEM, "out of memory");
-    }
-    bgi_hostport seed0;
-    const bgi_hostport *seeds = u->hosts;
-    if (u->is_unix) {
-      /* the map names the nodes by address; a unix seed is only asked once */
-      memset(&seed0, 0, sizeof seed0);
-      seeds = &seed0, nseeds = 0;
-    }
-    bgi_cluster_init(c->cluster, &c->ep, (size_t)c->opts.pool_size, seeds, nseeds);
-    use_mux_options(c);
-    size_t gaps = 0;
-    unsigned first_gap = 0;
-    st = bgi_cluster_load(c->cluster, r, u->is_unix ? "127.0.0.1" : ep.url.host, &gaps, &first_gap, err);
-    bgi_conn_free(&conn);
-    if (st == BG_OK && gaps)
-      st = bgi_err_set(err, BG_ESERVER, "the Redis Cluster at %s serves only %u of 16384 hash slots (slot %u has no "
-                       "master): assign every slot (CLUSTER ADDSLOTS, or redis-cli --cluster fix) and retry", where,
-                       16384u - (unsigned)gaps, first_gap);
-    if (st == BG_OK && bgi_cluster_start(c->cluster) != BG_OK)
-      st = bgi_err_set(err, BG_ENOMEM, "cannot start the cluster map's refresher thread");
-    return st;
-  }
-  return st;
+  size_t nseeds = u->is_unix ? 1 : u->nhosts;
+  if (mode == BG_CLUSTER_OFF && nseeds > 1)
+    return bgi_err_set(err, BG_EBADURL, "the URL names %zu hosts, which only a Redis Cluster takes (as seeds), "
+                       "but BG_OPT_CLUSTER is off: give one host, or turn cluster mode on", nseeds);
+  if (mode == BG_CLUSTER_ON && c->ep.db != 0)
+    return bgi_err_set(err, BG_EINVAL, "database %d requested, but a Redis Cluster has only db 0 (remove it from "
+                       "the URL, or BG_OPT_DB)", c->ep.db);
+  if (mode == BG_CLUSTER_OFF) atomic_store(&c->ready, 1);
+  return BG_OK;
 }
 
-static int open_client(bg_client **out, const char *url, const bg_options *opts, bgi_err *err) {
+/* BG_OPT_CONNECT_AT_OPEN: the server (or the cluster, or the sentinels and their master) answers
+ * now, by the open call's deadline, or open fails as the first call would. */
+static int check_server(bg_client *c, uint64_t deadline_ns, bgi_err *err) {
+  int st = bgi_client_ready(c, deadline_ns, err);
+  if (st != BG_OK || atomic_load(&c->cluster)) return st;
+  bgi_conn *conn;
+  if ((st = bgi_pool_acquire(&c->pool, deadline_ns, &conn, err)) != BG_OK) return st;
+  bgi_pool_release(&c->pool, conn);
+  return BG_OK;
+}
+
+static int open_client(bg_client **out, const char *url, const bg_options *opts, uint64_t deadline_ns, bgi_err *err) {
   bg_client *c;
   int st;
   if (!out) return bgi_err_set(err, BG_EINVAL, "bg_client_open: out must not be NULL");
@@ -157,6 +96,8 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   if (!(c = calloc(1, sizeof *c))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   atomic_init(&c->refs, 1);
   bgi_errslot_init(&c->err);
+  pthread_mutex_init(&c->disc.mu, NULL);
+  bgi_cond_init_monotonic(&c->disc.cv);
   /* c is zeroed: client_free undoes whatever was done when a step fails */
   if (bgi_options_copy(&c->opts, opts) != BG_OK) {
     st = bgi_err_set(err, BG_ENOMEM, "out of memory");
@@ -171,6 +112,7 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   c->ep.client_name = c->opts.client_name;
   c->ep.tracking = c->opts.tracking != 0;
   c->ep.probe_slot = -1;
+  bgi_endpoint_label_url(&c->ep, c->ep.url.nhosts > 1 ? "seed 1 of the URL" : "the URL's host");
   const struct bg_options *o = &c->opts;
   if (c->ep.url.tls || o->tls_ca_file || o->tls_ca_dir || o->tls_cert_file || o->tls_key_file || o->tls_server_name) {
     bgi_tls_config tc = {o->tls_ca_file, o->tls_ca_dir, o->tls_cert_file, o->tls_key_file, o->tls_server_name,
@@ -186,13 +128,8 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
     st = bgi_err_set(err, BG_ENOMEM, "out of memory");
     goto fail;
   }
-  if ((st = discover(c, err)) != BG_OK) goto fail;
-  if (!c->cluster) {
-    /* connect one now so a wrong address or password is reported by open, not by the first query */
-    bgi_conn *conn;
-    if ((st = bgi_pool_acquire(&c->pool, 0, &conn, err)) != BG_OK) goto fail;
-    bgi_pool_release(&c->pool, conn);
-  }
+  if ((st = plan(c, err)) != BG_OK) goto fail;
+  if (c->opts.connect_at_open && (st = check_server(c, deadline_ns, err)) != BG_OK) goto fail;
   *out = c;
   return BG_OK;
 fail:
@@ -203,7 +140,7 @@ fail:
 BG_API int bg_client_open_ex(bg_client **out, bg_call *call, const char *url, const bg_options *opts) {
   bgi_err err = {0};
   /* no handle yet to carry a message: the call is the only place for it */
-  BGI_WITH_CALL(call, err.status = open_client(out, url, opts, &err));
+  BGI_WITH_CALL(call, err.status = open_client(out, url, opts, bgi_call_deadline(call), &err));
   return call ? bgi_call_finish(call, NULL, &err, BG_SOURCE_NONE) : err.status;
 }
 
@@ -245,21 +182,25 @@ BG_API int bg_client_ping_ex(bg_client *c, bg_call *call) {
 
 BG_API int bg_client_ping(bg_client *c) { return bg_client_ping_ex(c, NULL); }
 
-int bgi_client_endpoint(bg_client *cl, int slot, const bgi_endpoint **out, bgi_err *err) {
-  if (!cl->cluster) {
+int bgi_client_endpoint(bg_client *cl, int slot, uint64_t deadline_ns, const bgi_endpoint **out, bgi_err *err) {
+  int st = bgi_client_ready(cl, deadline_ns, err);
+  if (st != BG_OK) return st;
+  bgi_cluster *cluster = atomic_load(&cl->cluster);
+  if (!cluster) {
     *out = &cl->ep;
     return BG_OK;
   }
-  bgi_node *n = bgi_cluster_route(cl->cluster, slot < 0 ? 0u : (unsigned)slot);
+  bgi_node *n = bgi_cluster_route(cluster, slot < 0 ? 0u : (unsigned)slot);
   if (!n) return bgi_err_set(err, BG_ESERVER, "no master of the cluster serves slot %d now", slot);
   *out = &n->ep;
   return BG_OK;
 }
 
-void bgi_client_node_addr(bg_client *cl, int slot, char *buf, size_t cap) {
+int bgi_client_node_addr(bg_client *cl, int slot, uint64_t deadline_ns, char *buf, size_t cap, bgi_err *err) {
   const bgi_endpoint *ep = NULL;
-  bgi_err ignored = {0};
-  if (bgi_client_endpoint(cl, slot, &ep, &ignored) != BG_OK) snprintf(buf, cap, "%s", "");
+  int st = bgi_client_endpoint(cl, slot, deadline_ns, &ep, err);
+  if (st != BG_OK) snprintf(buf, cap, "%s", "");
   else if (ep->url.is_unix) snprintf(buf, cap, "unix:%s", ep->url.path);
   else snprintf(buf, cap, strchr(ep->url.host, ':') ? "[%s]:%d" : "%s:%d", ep->url.host, ep->url.port);
+  return st;
 }

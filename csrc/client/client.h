@@ -15,13 +15,30 @@
 #include "redis/script.h"
 #include "client/transport.h"
 
+/* Finding where calls go, by the first call that needs it (discover.c). */
+typedef struct bgi_discovery {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;           /* the discovering call's end */
+  int running;                 /* a call is discovering */
+  uint64_t gen;                /* discoveries ended */
+  bgi_err last;                /* the outcome of the last one (shared with the calls that waited for it) */
+} bgi_discovery;
+
 struct bg_client {
   atomic_long refs;            /* the caller's reference + one per open filter */
   struct bg_options opts;      /* owned copy */
   bgi_endpoint ep;
   bgi_pool pool;               /* standalone: the server's connections */
   bgi_muxset mux;              /* standalone: its multiplexed connections (BG_OPT_PIPELINE; off: n = 0) */
-  bgi_cluster *cluster;        /* Redis Cluster: slot map and a pool per node; NULL standalone */
+  /* 1 once calls know where to go (set once, release; bgi_client_ready): a standalone server
+   * (cluster NULL), or a cluster's (or Sentinel's) map loaded (cluster set before it) */
+  atomic_int ready;
+  bgi_discovery disc;
+  /* Redis Cluster or Sentinel: slot map and a pool per node, published when discovered; NULL
+   * standalone (and before). Atomic: other layers read it without waiting for ready. */
+  bgi_cluster *_Atomic cluster;
+  bgi_cluster *own_cluster;    /* the table the client frees (a Sentinel's from open on, unpublished
+                                  until its first reload succeeds) */
   bgi_tls *tls;                /* TLS settings of every connection (ep.tls), or NULL */
   bgi_errslot err;
   /* Calls built on a multiplexed workspace, then found to need a pooled connection (too big,
@@ -38,6 +55,17 @@ struct bg_client {
 
 void bgi_client_ref(bg_client *c);
 void bgi_client_unref(bg_client *c);
+
+/* Finds where calls go (discover.c): BG_OK once known, else the failure of this try (the next call
+ * tries again). Every wait by deadline_ns (0: the connect and command timeouts). */
+int bgi_client_discover(bg_client *c, uint64_t deadline_ns, bgi_err *err);
+/* The call loop's first step: free once the client knows where calls go. */
+static inline int bgi_client_ready(bg_client *c, uint64_t deadline_ns, bgi_err *err) {
+  if (atomic_load_explicit(&c->ready, memory_order_acquire)) return BG_OK;
+  return bgi_client_discover(c, deadline_ns, err);
+}
+/* Gives a cluster table the multiplexed connections per node a standalone client would have. */
+void bgi_client_use_mux_options(const bg_client *c, bgi_cluster *cl);
 
 /*
  * One round trip on a connection of the node that serves `slot` (every key the call
@@ -165,10 +193,12 @@ typedef struct bgi_blocking_transport {
 void bgi_blocking_transport_init(bgi_blocking_transport *b);
 
 /* The endpoint of the node serving slot (the server's own standalone), for connections of a
- * caller's own (lock waiters' subscriptions). BG_ESERVER if no node serves it now. */
-int bgi_client_endpoint(bg_client *cl, int slot, const bgi_endpoint **out, bgi_err *err);
+ * caller's own (lock waiters' subscriptions), once the client is ready (bgi_client_ready, with
+ * deadline_ns). BG_ESERVER if no node serves it now. */
+int bgi_client_endpoint(bg_client *cl, int slot, uint64_t deadline_ns, const bgi_endpoint **out, bgi_err *err);
 
-/* "host:port" of the node serving slot now ("" if none), for info and messages. */
-void bgi_client_node_addr(bg_client *cl, int slot, char *buf, size_t cap);
+/* "host:port" of the node serving slot now, for info (bg_filter_node), once the client is ready:
+ * BG_OK, the discovery's failure, or BG_ESERVER when no node serves it now. */
+int bgi_client_node_addr(bg_client *cl, int slot, uint64_t deadline_ns, char *buf, size_t cap, bgi_err *err);
 
 #endif

@@ -153,7 +153,7 @@ static void pipe_fail(pipe_s *pp, int st, const char *why) {
   bgi_pipes *p = pp->set;
   char msg[BGI_ERRMSG_MAX];
   pentry *e = pp->head;
-  snprintf(msg, sizeof msg, "%s", why);
+  snprintf(msg, sizeof msg, "%s: %s", pp->ep->label[0] ? pp->ep->label : "the server", why);
   /* A connection the server had accepted was the server's a moment ago: what it leaves unanswered
    * is sent again on another (a connection killed, idle or fresh; a restart), at most a few times
    * per request (bgi_xfer.stale_tries). One whose connect failed tells that the server cannot be
@@ -462,10 +462,17 @@ static server *server_of(bgi_pipes *p, const bgi_endpoint *ep) {
   return s;
 }
 
-static int acquire(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, int own, uint64_t until_ns,
+static int ready(bgi_transport *tr, bgi_task *waiter, bg_client *cl, uint64_t deadline_ns, bgi_err *err) {
+  bgi_pipes *p = (bgi_pipes *)tr;
+  if (atomic_load_explicit(&cl->ready, memory_order_acquire)) return BG_OK;
+  return bgi_queue_discover(p->q, (bgi_req_task *)waiter, deadline_ns, err);
+}
+
+static int acquire(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, int own, uint64_t deadline_ns,
                    bgi_xfer *x, bgi_err *err) {
   bgi_pipes *p = (bgi_pipes *)tr;
-  (void)waiter, (void)until_ns;
+  /* a connection is made when needed, bounded by the connect timeout (the deadline ends the wait) */
+  (void)waiter, (void)deadline_ns;
   server *s = server_of(p, route->ep);
   if (!s) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   /* the shared connection with the fewest requests in flight; the first among equals */
@@ -491,11 +498,12 @@ static int acquire(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, 
   return BG_OK;
 }
 
-static int roundtrip(bgi_transport *tr, bgi_task *waiter, bgi_xfer *x, size_t n, uint64_t until_ns, bgi_err *err) {
+static int roundtrip(bgi_transport *tr, bgi_task *waiter, bgi_xfer *x, size_t n, uint64_t deadline_ns, int64_t wait_ms,
+                     bgi_err *err) {
   bgi_pipes *p = (bgi_pipes *)tr;
   pentry *e = x->h;
   pipe_s *pp = e->pipe;
-  uint64_t now = bgi_now_ns();
+  uint64_t now = bgi_now_ns(), until_ns = deadline_ns ? deadline_ns : bgi_after_ms(now, wait_ms);
   if (pp->state == PIPE_DOWN) {
     /* the connection failed between acquire and now (another request's failure) */
     x->earlier_calls = 1;
@@ -546,6 +554,7 @@ int bgi_pipes_new(bg_queue *q, bgi_pipes **out) {
   bgi_pipes *p = calloc(1, sizeof *p);
   if (!p) return BG_ENOMEM;
   p->q = q;
+  p->tr.ready = ready;
   p->tr.acquire = acquire;
   p->tr.roundtrip = roundtrip;
   p->tr.release = release;

@@ -85,6 +85,7 @@ int bgi_queue_op_new(bg_queue *q, const bg_call *call, uint64_t tag, bgi_qop **o
   op->depth = 0;
   op->waiting = BGI_QOP_RUNNING;
   op->io = NULL;
+  op->discovering = 0;
   memset(&op->err, 0, sizeof op->err);
   op->status = op->source = op->degraded = BG_OK;
   op->value = 0;
@@ -176,7 +177,7 @@ static void advance(bg_queue *q, bgi_qop *op, int st) {
         return;
       case BGI_NEXT_WAIT:
         op->waiting = BGI_QOP_IO;
-        op->io = &op->rt.x;
+        op->io = op->discovering ? NULL : &op->rt.x;
         return;
       default:
         st = t->status;
@@ -204,9 +205,66 @@ int bgi_queue_timer_arm(bg_queue *q, bgi_timer *t, uint64_t due_ns) {
 
 void bgi_queue_timer_cancel(bg_queue *q, bgi_timer *t) { bgi_timers_cancel(&q->timers, t); }
 
+/* ---- discovery: where the client's calls go, found on a thread of the queue's -------------------- */
+
+static void *discover_thread(void *p) {
+  bg_queue *q = p;
+  memset(&q->disc_err, 0, sizeof q->disc_err);
+  /* no deadline of a caller: the discovery's own bounds (a connect and its answer); each waiting
+   * operation's deadline ends its own wait */
+  q->disc_status = bgi_client_discover(q->client, 0, &q->disc_err);
+  atomic_store(&q->disc_done, 1);
+  signal_fd(q);
+  return NULL;
+}
+
+int bgi_queue_discover(bg_queue *q, bgi_req_task *rt, uint64_t deadline_ns, bgi_err *err) {
+  bgi_qop *op = QOP_OF(rt, rt);
+  (void)deadline_ns;
+  if (!q->disc_running) {
+    atomic_store(&q->disc_done, 0);
+    if (pthread_create(&q->disc_thread, NULL, discover_thread, q) != 0)
+      return bgi_err_set(err, BG_ENOMEM, "cannot start a thread to find the server");
+    q->disc_running = 1;
+  }
+  op->discovering = 1;
+  op->disc_next = q->disc_waiters;
+  q->disc_waiters = op;
+  return BGI_PENDING;
+}
+
+/* The discovery ended: every operation that waited for it goes on with its outcome. */
+static void discovery_ended(bg_queue *q) {
+  pthread_join(q->disc_thread, NULL);
+  q->disc_running = 0;
+  bgi_qop *op = q->disc_waiters;
+  q->disc_waiters = NULL;
+  while (op) {
+    bgi_qop *next = op->disc_next;
+    op->discovering = 0;
+    if (q->disc_status == BG_OK) advance(q, op, BG_OK);
+    else {
+      op->err = q->disc_err;
+      advance(q, op, q->disc_status);
+    }
+    op = next;
+  }
+}
+
+/* An operation stops waiting for the discovery (its deadline, a cancel). */
+static void stop_discovering(bg_queue *q, bgi_qop *op) {
+  for (bgi_qop **pp = &q->disc_waiters; *pp; pp = &(*pp)->disc_next)
+    if (*pp == op) {
+      *pp = op->disc_next;
+      break;
+    }
+  op->discovering = 0;
+}
+
 /* Ends op's wait with st (a deadline or a cancel): its I/O is abandoned to the connection. */
 static void interrupt(bg_queue *q, bgi_qop *op, int st, const char *why) {
-  if (op->waiting == BGI_QOP_IO) bgi_pipes_abandon(q->pipes, op->io);
+  if (op->waiting == BGI_QOP_IO && op->discovering) stop_discovering(q, op);
+  else if (op->waiting == BGI_QOP_IO) bgi_pipes_abandon(q->pipes, op->io);
   else if (op->waiting == BGI_QOP_SLEEPING) bgi_timers_cancel(&q->timers, &op->sleep_timer);
   else return;
   if (st == BG_ECANCELED) bgi_err_set(&op->err, st, "cancelled (%s)", why);
@@ -282,6 +340,7 @@ static void run_once(bg_queue *q, const struct epoll_event *ev, int nev) {
       bgi_pipes_event(q->pipes, p, ev[i].events);
     }
   }
+  if (q->disc_running && atomic_load(&q->disc_done)) discovery_ended(q);
   if (atomic_exchange(&q->cancel_asked, 0)) for_each_live(q, cancel_if_asked);
   uint64_t now = bgi_now_ns();
   for (bgi_timer *t; (t = bgi_timers_pop_due(&q->timers, now));) on_timer(q, t);
@@ -291,6 +350,7 @@ static void run_once(bg_queue *q, const struct epoll_event *ev, int nev) {
 /* ---- the ABI ---------------------------------------------------------------------------------- */
 
 static void queue_free(bg_queue *q) {
+  if (q->disc_running) pthread_join(q->disc_thread, NULL);   /* bounded by the connect and command timeouts */
   /* first: the heap points into the pipes and the slots */
   bgi_timers_free(&q->timers);
   if (q->pipes) bgi_pipes_free(q->pipes);

@@ -16,6 +16,7 @@
 
 #include <stdalign.h>
 #include <stdatomic.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "bloomguard/queue.h"
@@ -45,6 +46,8 @@ struct bgi_qop {
   int waiting;               /* BGI_QOP_RUNNING / SLEEPING / IO */
   bgi_timer sleep_timer, deadline_timer;
   bgi_req_task rt;           /* the request of the CALL in progress (one at a time) */
+  int discovering;           /* rt waits for the client's discovery (on the queue's list) */
+  bgi_qop *disc_next;
   bgi_xfer *io;              /* while IO: the transfer the transport holds */
   bgi_err err;
   bgi_qop_finish_fn finish;
@@ -98,6 +101,13 @@ struct bg_queue {
   bgi_timer call_scan;              /* while operations with a bg_call are in flight: look at their
                                        cancel flags every BGI_WAIT_SLICE_MS */
   bgi_pipes *pipes;                 /* the queue's connections (client/pipes.c) */
+  /* a discovery of where the client's calls go (bgi_queue_discover) on a thread of its own */
+  pthread_t disc_thread;
+  int disc_running;
+  atomic_int disc_done;
+  bgi_err disc_err;
+  int disc_status;
+  bgi_qop *disc_waiters;
   bgi_errslot err;
 };
 
@@ -117,6 +127,10 @@ void bgi_queue_op_start(bg_queue *q, bgi_qop *op, bgi_task *task, bgi_qop_finish
 /* The transport's side (client/pipes.c): the operation whose request task is rt waited for I/O
  * and is resumed with st (a failure's message: msg). */
 void bgi_queue_io_done(bgi_req_task *rt, int st, const char *msg);
+/* The client does not know yet where calls go: the operation whose request task is rt waits for
+ * the discovery (bgi_client_discover, blocking, on a thread of the queue's, one at a time for all
+ * the queue's operations waiting for it). BGI_PENDING, or a failure (no thread could be made). */
+int bgi_queue_discover(bg_queue *q, bgi_req_task *rt, uint64_t deadline_ns, bgi_err *err);
 /* A timer of the transport's (kind BGI_QTIMER_IO) on the queue's heap. */
 int bgi_queue_timer_arm(bg_queue *q, bgi_timer *t, uint64_t due_ns);
 void bgi_queue_timer_cancel(bg_queue *q, bgi_timer *t);

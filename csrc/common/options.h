@@ -22,6 +22,7 @@ struct bg_options {
   int64_t pipeline;              /* 0 or 1 */
   int64_t pipeline_conns;
   int64_t pipeline_spin_us;
+  int64_t connect_at_open;       /* 0 or 1 */
   int64_t rotate_lease_ms;
   int64_t rotate_wait_ms;
   int64_t rotate_staging_ttl_ms;

@@ -14,6 +14,7 @@
 #ifndef BG_INTERNAL_WAIT_H
 #define BG_INTERNAL_WAIT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "common/call.h"
@@ -49,5 +50,14 @@ static inline int bgi_sleep_ns(uint64_t ns) { return bgi_sleep_until(bgi_now_ns(
 /* poll(2) for fd up to ms, in slices: 1 ready (*revents), 0 timed out, -1 poll failed,
  * BG_ECANCELED cancelled. */
 int bgi_poll_fd(int fd, short events, int64_t ms, short *revents);
+
+/* poll(2) for fd until the monotonic until_ns, as bgi_poll_fd; cancellable 0 waits in one piece
+ * and is never cancelled (a round trip already sent, which a cancel must not cut in half). */
+int bgi_poll_until(int fd, short events, uint64_t until_ns, int cancellable, short *revents);
+
+/* pthread_cond_timedwait on cv (made by bgi_cond_init_monotonic, mu held) until the monotonic
+ * until_ns, in slices: 0 woken (maybe spuriously), ETIMEDOUT, or BG_ECANCELED once the current call
+ * is cancelled (queueing for a connection another caller is making or using). */
+int bgi_cond_wait_cancellable(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t until_ns);
 
 #endif

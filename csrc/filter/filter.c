@@ -101,10 +101,9 @@ BG_API int bg_filter_node_ex(bg_filter *f, bg_call *call, char *buf, size_t cap,
     return bgi_call_finish(call, &f->err, &err, BG_SOURCE_NONE);
   }
   char addr[300];
-  bgi_client_node_addr(f->client, f->slot, addr, sizeof addr);
+  BGI_WITH_CALL(call, bgi_client_node_addr(f->client, f->slot, bgi_call_deadline(call), addr, sizeof addr, &err));
   if (cap) snprintf(buf, cap, "%s", addr);
   if (slot) *slot = f->slot;
-  if (!addr[0]) bgi_err_set(&err, BG_ESERVER, "no master of the cluster serves slot %d now", f->slot);
   return bgi_call_finish(call, &f->err, &err, BG_SOURCE_NONE);
 }
 

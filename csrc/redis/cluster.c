@@ -17,6 +17,7 @@ int bgi_cluster_init(bgi_cluster *cl, const bgi_endpoint *base, size_t pool_size
   memcpy(cl->seeds, seeds, nseeds * sizeof *seeds);
   cl->nseeds = nseeds;
   pthread_mutex_init(&cl->mu, NULL);
+  pthread_mutex_init(&cl->reload_mu, NULL);
   bgi_cond_init_monotonic(&cl->cv);
   return BG_OK;
 }
@@ -37,6 +38,7 @@ void bgi_cluster_destroy(bgi_cluster *cl) {
   cl->nodes = NULL;
   cl->nnodes = cl->cap = 0;
   pthread_cond_destroy(&cl->cv);
+  pthread_mutex_destroy(&cl->reload_mu);
   pthread_mutex_destroy(&cl->mu);
 }
 
@@ -47,8 +49,9 @@ static long find_node(const bgi_cluster *cl, const char *host, int port) {
   return -1;
 }
 
-/* cl->mu held. */
-static long add_node(bgi_cluster *cl, const char *host, int port) {
+/* cl->mu held. url_what: how messages name a node the URL gave (a seed; redis/url.h), NULL for
+ * one a server named. */
+static long add_node(bgi_cluster *cl, const char *host, int port, const char *url_what) {
   long i = find_node(cl, host, port);
   if (i >= 0) return i;
   if (strlen(host) >= sizeof cl->nodes[0]->ep.url.host) return -1;
@@ -67,7 +70,8 @@ static long add_node(bgi_cluster *cl, const char *host, int port) {
   n->ep.url.port = port;
   n->ep.probe_slot = -1;
   n->ep.require_master = cl->sentinel;
-  snprintf(n->addr, sizeof n->addr, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+  if (url_what) bgi_endpoint_label_url(&n->ep, url_what);
+  else bgi_endpoint_label_named(&n->ep);
   if (bgi_pool_init(&n->pool, cl->pool_size, &n->ep) != BG_OK) {
     free(n);
     return -1;
@@ -84,7 +88,7 @@ static long add_node(bgi_cluster *cl, const char *host, int port) {
 
 bgi_node *bgi_cluster_node(bgi_cluster *cl, const char *host, int port) {
   pthread_mutex_lock(&cl->mu);
-  long i = add_node(cl, host, port);
+  long i = add_node(cl, host, port, NULL);
   bgi_node *n = i >= 0 ? cl->nodes[i] : NULL;
   pthread_mutex_unlock(&cl->mu);
   return n;
@@ -149,7 +153,7 @@ int bgi_cluster_load(bgi_cluster *cl, const bgi_reply *slots, const char *from, 
       st = bgi_err_set(err, BG_EPROTO, "CLUSTER SLOTS: unexpected entry %zu", i);
       break;
     }
-    long m = add_node(cl, host, port);
+    long m = add_node(cl, host, port, NULL);
     if (m < 0) {
       st = bgi_err_set(err, BG_ENOMEM, "out of memory");
       break;
@@ -162,7 +166,7 @@ int bgi_cluster_load(bgi_cluster *cl, const bgi_reply *slots, const char *from, 
     for (long long s = e->element[0]->integer; s <= e->element[1]->integer; s++) owner[s] = (uint16_t)(m + 1);
     /* replicas: known, so a reload can ask them when the masters are gone */
     for (size_t j = 3; j < e->elements; j++)
-      if (node_of(e->element[j], from, &host, &port) == 0) (void)add_node(cl, host, port);
+      if (node_of(e->element[j], from, &host, &port) == 0) (void)add_node(cl, host, port, NULL);
   }
   size_t gaps = 0;
   unsigned first = 0;
@@ -181,20 +185,31 @@ int bgi_cluster_load(bgi_cluster *cl, const bgi_reply *slots, const char *from, 
   return st;
 }
 
-static int ask_one(bgi_cluster *cl, bgi_node *n, int64_t timeout_ms, bgi_err *err) {
+/* One round trip of a single command (argv) on a pooled connection of n, by deadline_ns (0: the
+ * connect and command timeouts); *out is the reply, valid until the connection is released. */
+static int node_command(bgi_node *n, const char *const *argv, size_t argc, uint64_t deadline_ns, bgi_conn **c,
+                        bgi_reply **out, bgi_err *err) {
+  int st = bgi_pool_acquire(&n->pool, deadline_ns, c, err);
+  if (st != BG_OK) return st;
+  bgi_buf_reset(&(*c)->out);
+  if (bgi_buf_reserve(&(*c)->out, 64) != BG_OK) {
+    bgi_pool_release(&n->pool, *c);
+    return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  }
+  bgi_resp_array(&(*c)->out, argc);
+  for (size_t i = 0; i < argc; i++) bgi_resp_cstr(&(*c)->out, argv[i]);
+  st = bgi_conn_roundtrip(*c, out, 1, deadline_ns ? deadline_ns : bgi_deadline_in_ms(n->ep.command_timeout_ms), err);
+  if (st != BG_OK) bgi_pool_release(&n->pool, *c);
+  return st;
+}
+
+static int ask_one(bgi_cluster *cl, bgi_node *n, uint64_t deadline_ns, bgi_err *err) {
+  static const char *const slots_cmd[] = {"CLUSTER", "SLOTS"};
   bgi_conn *c;
   bgi_reply *rep[1];
-  int st = bgi_pool_acquire(&n->pool, timeout_ms, &c, err);
+  int st = node_command(n, slots_cmd, 2, deadline_ns, &c, rep, err);
   if (st != BG_OK) return st;
-  bgi_buf_reset(&c->out);
-  if (bgi_buf_reserve(&c->out, 64) != BG_OK) st = bgi_err_set(err, BG_ENOMEM, "out of memory");
-  if (st == BG_OK) {
-    bgi_resp_array(&c->out, 2);
-    bgi_resp_cstr(&c->out, "CLUSTER");
-    bgi_resp_cstr(&c->out, "SLOTS");
-    st = bgi_conn_roundtrip(c, rep, 1, timeout_ms > 0 ? timeout_ms : n->ep.command_timeout_ms, err);
-  }
-  if (st == BG_OK && rep[0]->type == REDIS_REPLY_ERROR) st = bgi_reply_error(rep[0], "CLUSTER SLOTS", err);
+  if (rep[0]->type == REDIS_REPLY_ERROR) st = bgi_reply_error(rep[0], "CLUSTER SLOTS", err);
   if (st == BG_OK) st = bgi_cluster_load(cl, rep[0], n->ep.url.host, NULL, NULL, err);
   bgi_pool_release(&n->pool, c);
   return st;
@@ -216,14 +231,17 @@ void bgi_cluster_use_sentinel(bgi_cluster *cl, const char *master_name, const ch
 
 /* One sentinel's answer to SENTINEL get-master-addr-by-name: 1 and host/port, 0 it knows no such
  * master, or a status. */
-static int ask_sentinel(bgi_cluster *cl, const bgi_hostport *s, int64_t timeout_ms, char *host, size_t cap,
-                        int *port, bgi_err *err) {
+static int ask_sentinel(bgi_cluster *cl, const bgi_hostport *s, size_t pos, uint64_t deadline_ns, char *host,
+                        size_t cap, int *port, bgi_err *err) {
   bgi_endpoint ep = cl->sentinel_ep;
   bgi_conn conn = {0};
   bgi_reply *rep[1];
+  char what[48];
   snprintf(ep.url.host, sizeof ep.url.host, "%s", s->host);
   ep.url.port = s->port;
-  int st = bgi_conn_open(&conn, &ep, timeout_ms, BGI_CONN_NO_TRACKING, err);
+  snprintf(what, sizeof what, "sentinel %zu of the URL", pos + 1);
+  bgi_endpoint_label_url(&ep, what);
+  int st = bgi_conn_open(&conn, &ep, deadline_ns, BGI_CONN_NO_TRACKING, err);
   if (st == BG_OK) {
     bgi_buf_reset(&conn.out);
     if (bgi_buf_reserve(&conn.out, bgi_resp_bound(3, strlen(cl->master_name) + 32)) != BG_OK) {
@@ -233,7 +251,7 @@ static int ask_sentinel(bgi_cluster *cl, const bgi_hostport *s, int64_t timeout_
       bgi_resp_cstr(&conn.out, "SENTINEL");
       bgi_resp_cstr(&conn.out, "get-master-addr-by-name");
       bgi_resp_cstr(&conn.out, cl->master_name);
-      st = bgi_conn_roundtrip(&conn, rep, 1, timeout_ms > 0 ? timeout_ms : ep.command_timeout_ms, err);
+      st = bgi_conn_roundtrip(&conn, rep, 1, deadline_ns ? deadline_ns : bgi_deadline_in_ms(ep.command_timeout_ms), err);
     }
   }
   if (st == BG_OK) {
@@ -254,51 +272,102 @@ static int ask_sentinel(bgi_cluster *cl, const bgi_hostport *s, int64_t timeout_
   return st;
 }
 
-/* Sentinel mode: the first sentinel that names the master, then the master's own ROLE (its pool
- * connects with require_master). */
-static int reload_from_sentinels(bgi_cluster *cl, int64_t timeout_ms, bgi_err *err) {
-  char host[256];
-  int port = 0, st = BG_ECONN, unknown = 0;
-  bgi_err last = {0};
-  for (size_t i = 0; i < cl->nseeds; i++) {
-    int r = ask_sentinel(cl, &cl->seeds[i], timeout_ms, host, sizeof host, &port, &last);
-    if (r == 1) {
-      st = BG_OK;
-      break;
-    }
-    if (r == 0) unknown++;
-    else if (r == BG_EAUTH) st = r; /* a sentinel refusing our credentials is worth saying */
-  }
-  if (st != BG_OK) {
-    if (unknown)
-      return bgi_err_set(err, BG_EINVAL, "%d of %zu sentinels know no master named \"%s\" (check the name after "
-                         "'#' in the URL: SENTINEL MASTERS lists theirs)", unknown, cl->nseeds, cl->master_name);
-    if (st == BG_EAUTH) return bgi_err_set(err, BG_EAUTH, "%s (sentinels have credentials of their own: "
-                                           "BG_OPT_SENTINEL_USERNAME / BG_OPT_SENTINEL_PASSWORD)", last.msg);
-    return bgi_err_set(err, BG_ECONN, "no sentinel of the URL answered (%zu tried; the last: %s)", cl->nseeds, last.msg);
-  }
-  pthread_mutex_lock(&cl->mu);
-  long m = add_node(cl, host, port);
-  bgi_node *n = m >= 0 ? cl->nodes[m] : NULL;
-  pthread_mutex_unlock(&cl->mu);
-  if (!n) return bgi_err_set(err, BG_ENOMEM, "out of memory");
-  /* the master must say so itself before it is used (a sentinel's view can be behind) */
+/* The master a sentinel named says so itself (ROLE), on a connection of its pool (one connected
+ * before may have been demoted since): BG_OK, or the failure. */
+static int check_role(bgi_node *n, uint64_t deadline_ns, bgi_err *err) {
+  static const char *const role_cmd[] = {"ROLE"};
   bgi_conn *c;
-  if ((st = bgi_pool_acquire(&n->pool, timeout_ms, &c, err)) != BG_OK) return st;
+  bgi_reply *rep[1];
+  int st = node_command(n, role_cmd, 1, deadline_ns, &c, rep, err);
+  if (st != BG_OK) return st;
+  const bgi_reply *r = rep[0];
+  if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 || !r->element[0]->str || strcmp(r->element[0]->str, "master") != 0)
+    st = bgi_err_set(err, BG_ESERVER, "%s is not the master (ROLE: %s)", n->ep.label,
+                     r->type == REDIS_REPLY_ARRAY && r->elements && r->element[0]->str ? r->element[0]->str : "refused");
   bgi_pool_release(&n->pool, c);
-  pthread_mutex_lock(&cl->mu);
-  for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++) cl->owner[s] = (uint16_t)(m + 1);
-  cl->last_reload_ns = bgi_now_ns();
-  pthread_mutex_unlock(&cl->mu);
-  return BG_OK;
+  return st;
 }
 
-int bgi_cluster_reload(bgi_cluster *cl, int64_t timeout_ms, bgi_err *err) {
-  if (cl->sentinel) {
-    int st = reload_from_sentinels(cl, timeout_ms, err);
-    atomic_fetch_add(st == BG_OK ? &cl->stats.reloads : &cl->stats.reload_failures, 1);
-    return st;
+/*
+ * Sentinel mode, as the Sentinel client guidelines say: the sentinels in turn until one names an
+ * address whose server confirms it is the master (ROLE). A sentinel that fails (unreachable, a
+ * refusal) or names an address that fails that check is skipped and the next one asked; the one
+ * that answered right moves to the front of the list, so the next discovery asks it first.
+ * cl->reload_mu held (the list's order is the reloads').
+ */
+static int reload_from_sentinels(bgi_cluster *cl, uint64_t deadline_ns, bgi_err *err) {
+  char host[256];
+  int port = 0, unknown = 0, refused = 0, not_master = 0;
+  bgi_err last = {0}, last_named = {0};
+  for (size_t i = 0; i < cl->nseeds; i++) {
+    if (i && deadline_ns && bgi_now_ns() >= deadline_ns)
+      return bgi_err_set(err, BG_ETIMEOUT, "the call's deadline passed while asking the sentinels (the last: %s)",
+                         last.status ? last.msg : last_named.msg);
+    int r = ask_sentinel(cl, &cl->seeds[i], i, deadline_ns, host, sizeof host, &port, &last);
+    if (r == BG_ECANCELED) return bgi_err_set(err, r, "%s", last.msg);
+    if (r == 0) unknown++;
+    else if (r == BG_EAUTH) refused++;
+    if (r != 1) continue;
+    pthread_mutex_lock(&cl->mu);
+    long m = add_node(cl, host, port, NULL);
+    bgi_node *n = m >= 0 ? cl->nodes[m] : NULL;
+    pthread_mutex_unlock(&cl->mu);
+    if (!n) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    /* a sentinel's view can be behind (or wrong): the master must say so itself */
+    int st = check_role(n, deadline_ns, &last_named);
+    if (st != BG_OK && (st == BG_ECANCELED || (deadline_ns && bgi_now_ns() >= deadline_ns)))
+      return bgi_err_set(err, st, "%s", last_named.msg);
+    if (st != BG_OK) {
+      not_master++;
+      bgi_err_prefix(&last_named, "the master a sentinel named");
+      continue;
+    }
+    if (i > 0) {
+      bgi_hostport first = cl->seeds[i];
+      memmove(&cl->seeds[1], &cl->seeds[0], i * sizeof cl->seeds[0]);
+      cl->seeds[0] = first;
+    }
+    pthread_mutex_lock(&cl->mu);
+    for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++) cl->owner[s] = (uint16_t)(m + 1);
+    cl->last_reload_ns = bgi_now_ns();
+    pthread_mutex_unlock(&cl->mu);
+    return BG_OK;
   }
+  if (not_master)
+    return bgi_err_set(err, last_named.status, "%s (%d of %zu sentinels named a server that failed it; they are "
+                       "asked again)", last_named.msg, not_master, cl->nseeds);
+  if (unknown)
+    return bgi_err_set(err, BG_EINVAL, "%d of %zu sentinels know no master named \"%s\" (check the name after "
+                       "'#' in the URL: SENTINEL MASTERS lists theirs)", unknown, cl->nseeds, cl->master_name);
+  if (refused) return bgi_err_set(err, BG_EAUTH, "%s (sentinels have credentials of their own: "
+                                  "BG_OPT_SENTINEL_USERNAME / BG_OPT_SENTINEL_PASSWORD)", last.msg);
+  return bgi_err_set(err, last.status == BG_ECANCELED ? BG_ECANCELED : BG_ECONN,
+                     "no sentinel of the URL answered (%zu tried; the last: %s)", cl->nseeds, last.msg);
+}
+
+/* A seed of the URL as a node (named by its place in messages: redis/url.h). */
+static bgi_node *seed_node(bgi_cluster *cl, size_t i) {
+  char what[48];
+  snprintf(what, sizeof what, cl->nseeds > 1 ? "seed %zu of the URL" : "the URL's host", i + 1);
+  pthread_mutex_lock(&cl->mu);
+  long k = add_node(cl, cl->seeds[i].host, cl->seeds[i].port, what);
+  bgi_node *n = k >= 0 ? cl->nodes[k] : NULL;
+  pthread_mutex_unlock(&cl->mu);
+  return n;
+}
+
+static int reload_cluster(bgi_cluster *cl, uint64_t deadline_ns, bgi_err *err);
+
+int bgi_cluster_reload(bgi_cluster *cl, uint64_t deadline_ns, bgi_err *err) {
+  /* one at a time: the refresher's, and a call's first (bgi_client's discovery) */
+  pthread_mutex_lock(&cl->reload_mu);
+  int st = cl->sentinel ? reload_from_sentinels(cl, deadline_ns, err) : reload_cluster(cl, deadline_ns, err);
+  pthread_mutex_unlock(&cl->reload_mu);
+  atomic_fetch_add(st == BG_OK ? &cl->stats.reloads : &cl->stats.reload_failures, 1);
+  return st;
+}
+
+static int reload_cluster(bgi_cluster *cl, uint64_t deadline_ns, bgi_err *err) {
   /* candidates: masters first (they are the most likely to be up), then every other known node,
    * then the seeds; a snapshot of the list, as nodes are only ever appended */
   pthread_mutex_lock(&cl->mu);
@@ -319,18 +388,18 @@ int bgi_cluster_reload(bgi_cluster *cl, int64_t timeout_ms, bgi_err *err) {
   if (!order || !is_master) {
     free(order);
     free(is_master);
-    atomic_fetch_add(&cl->stats.reload_failures, 1);
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
   }
-  for (size_t i = 0; i < k; i++)
-    if ((st = ask_one(cl, order[i], timeout_ms, err)) == BG_OK) break;
-  for (size_t i = 0; st != BG_OK && i < cl->nseeds; i++) {
-    bgi_node *s = bgi_cluster_node(cl, cl->seeds[i].host, cl->seeds[i].port);
-    if (s) st = ask_one(cl, s, timeout_ms, err);
+  /* the next candidate while the deadline (if any) allows, and the call was not cancelled */
+#define NEXT_TRY (st != BG_OK && st != BG_ECANCELED && (!deadline_ns || bgi_now_ns() < deadline_ns))
+  for (size_t i = 0; i < k && NEXT_TRY; i++) st = ask_one(cl, order[i], deadline_ns, err);
+  for (size_t i = 0; i < cl->nseeds && NEXT_TRY; i++) {
+    bgi_node *s = seed_node(cl, i);
+    st = s ? ask_one(cl, s, deadline_ns, err) : bgi_err_set(err, BG_ENOMEM, "out of memory");
   }
+#undef NEXT_TRY
   free(order);
   free(is_master);
-  atomic_fetch_add(st == BG_OK ? &cl->stats.reloads : &cl->stats.reload_failures, 1);
   return st;
 }
 
@@ -349,7 +418,7 @@ static void *refresh_main(void *arg) {
     cl->last_reload_ns = now;
     pthread_mutex_unlock(&cl->mu);
     bgi_err ignored = {0};
-    int st = bgi_cluster_reload(cl, cl->base->connect_timeout_ms, &ignored);
+    int st = bgi_cluster_reload(cl, 0, &ignored);
     pthread_mutex_lock(&cl->mu);
     if (st != BG_OK) cl->wanted = 1;
   }

@@ -32,8 +32,7 @@
 #define BGI_CLUSTER_RELOAD_EVERY_MS 5000
 
 typedef struct bgi_node {
-  char addr[280];          /* host:port, for messages */
-  bgi_endpoint ep;         /* the client's endpoint, with this node's host and port */
+  bgi_endpoint ep;         /* the client's endpoint, with this node's host, port and label */
   bgi_pool pool;           /* connects lazily */
   bgi_muxset mux;          /* multiplexed connections (BG_OPT_PIPELINE), connected lazily; off when
                               the cluster's mux_conns is 0 */
@@ -45,6 +44,7 @@ typedef struct bgi_cluster_stats {
 
 typedef struct bgi_cluster {
   pthread_mutex_t mu;      /* nodes, owner, the refresher's state */
+  pthread_mutex_t reload_mu;   /* one reload at a time (and the order of the sentinels) */
   bgi_node **nodes;
   size_t nnodes, cap;
   uint16_t owner[BGI_CLUSTER_SLOTS];   /* index into nodes + 1; 0: no master serves it */
@@ -90,9 +90,12 @@ int bgi_cluster_load(bgi_cluster *cl, const bgi_reply *slots, const char *from, 
                      unsigned *first_gap, bgi_err *err);
 
 /* Asks the known nodes (masters first, then the others, then the seeds) for the table; in
- * Sentinel mode, the sentinels in turn for the master (BG_ECONN if none answers, BG_EINVAL if none
- * knows the name), then that master's ROLE. */
-int bgi_cluster_reload(bgi_cluster *cl, int64_t timeout_ms, bgi_err *err);
+ * Sentinel mode, the sentinels in turn for the master and that master for its ROLE, skipping a
+ * sentinel that fails or names a server that is not the master (BG_ECONN if none answers,
+ * BG_EINVAL if none knows the name, BG_ESERVER if those named are not masters). Every wait by the
+ * call's absolute deadline_ns (0: each connect by the connect timeout, each round trip by the
+ * command timeout). One reload at a time. */
+int bgi_cluster_reload(bgi_cluster *cl, uint64_t deadline_ns, bgi_err *err);
 
 /* Starts the background refresher (after the first load). */
 int bgi_cluster_start(bgi_cluster *cl);

@@ -1,9 +1,20 @@
 /*
- * Internal: one blocking connection to Redis, owned by one thread at a time (see pool.h).
+ * Internal: one connection to Redis, owned by one thread at a time (see pool.h), or shared by a
+ * multiplexed set's callers under its locks (mux.h).
  *
  * A call builds its commands into `out` (bgi_buf_reset first), then bgi_conn_roundtrip writes
- * them in one go and reads the replies into the arena. Any transport failure marks the
- * connection broken; the pool replaces broken connections.
+ * them and reads the replies into the arena. Any transport failure marks the connection broken;
+ * the pool replaces broken connections.
+ *
+ * The socket is non-blocking from the connect on, and every wait is a poll against what is left
+ * of one absolute deadline: a connect, a TLS and a RESP handshake share the open's, the write and
+ * every read of a round trip share the round trip's, so a server that trickles its reply (or
+ * stalls half-way) costs no more than the deadline, where a socket timeout would restart with each
+ * byte. Every byte bloomguard writes goes through bgi_conn_send_some (plain: send(2) with
+ * MSG_NOSIGNAL; TLS: the SSL object's own such socket, redis/tls.h): a write to a connection the
+ * server has closed is BG_ECONN, never SIGPIPE, and the process's signal dispositions and the
+ * threads' masks are left alone. hiredis parses replies (its reader) and makes the connect; it
+ * writes nothing.
  */
 #ifndef BG_INTERNAL_CONN_H
 #define BG_INTERNAL_CONN_H
@@ -33,7 +44,13 @@ typedef struct bgi_endpoint {
   int probe_slot;
   int require_master;      /* the handshake checks ROLE: a replica is refused (Sentinel mode) */
   const struct bgi_tls *tls;   /* TLS on every connection (redis/tls.h), or NULL */
+  char label[300];         /* how messages name it (bgi_url_host_label for a host the URL gave) */
 } bgi_endpoint;
+
+/* Names a server a URL gave in ep->label (redis/url.h: no URL text a password could hide in). */
+void bgi_endpoint_label_url(bgi_endpoint *ep, const char *what);
+/* Names a server that a server named (a cluster map, a sentinel) as it is: host:port. */
+void bgi_endpoint_label_named(bgi_endpoint *ep);
 
 /* bgi_conn_open flags */
 #define BGI_CONN_NO_TRACKING 1   /* stay in RESP2 without tracking (subscribers: messages are replies) */
@@ -46,7 +63,7 @@ typedef struct bgi_conn {
   uint64_t *idx;           /* scratch: bit indexes of the current call */
   size_t idx_cap;
   uint64_t calls;          /* round trips completed since connecting */
-  int64_t timeout_ms;      /* read/write timeout currently set on the socket */
+  int tls;                 /* writes go through the SSL object (redis/tls.h) */
   bgi_tracking *track;     /* filters whose config the server tracks for the connection the call is
                               sent on: own_track, or a multiplexed connection's (redis/mux.h) */
   bgi_tracking own_track;
@@ -57,23 +74,48 @@ typedef struct bgi_conn {
   int fault_bits_only;     /* tests only (bgi_cluster.fault_ask_bits_only): a query sends BITFIELD_RO alone */
   int fault_no_guard;      /* tests only (bgi_cluster.fault_no_migration_guard): Lua steps lose their guard */
   int broken;
+  int connecting;          /* bgi_conn_start's connect under way: its step (conn.c) */
   int hs_tracking;         /* the handshake being made asked for tracking ... */
   uint64_t hs_epoch;       /* ... with the tracking epoch this was when it was built */
 } bgi_conn;
 
-/* Connects, authenticates, selects the db, names the connection and, when the endpoint asks and
- * both hiredis and the server can, switches it to RESP3 with CLIENT TRACKING OPTIN (c->track->on). timeout_ms > 0 caps the
- * connect timeout and is used for the handshake (0: the endpoint's settings). flags: BGI_CONN_*.
- * A db other than 0 on a cluster node is BG_EINVAL (cluster mode has only db 0). */
-int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, int flags, bgi_err *err);
+/*
+ * Connects, authenticates, selects the db, names the connection and, when the endpoint asks and
+ * both hiredis and the server can, switches it to RESP3 with CLIENT TRACKING OPTIN (c->track->on),
+ * all of it (TCP connect, TLS handshake, the handshake's round trip) by one absolute deadline: the
+ * call's deadline_ns, capped by the endpoint's connect timeout from now. A call with no deadline
+ * (0) connects within the connect timeout, then makes the handshakes within the command timeout,
+ * as it would any round trip. The waits
+ * before the handshake's commands are sent end with BG_ECANCELED when the current call is
+ * cancelled (common/wait.h). A connect the connect timeout ended is BG_ECONN, one the call's
+ * deadline ended BG_ETIMEOUT. flags: BGI_CONN_*. A db other than 0 on a cluster node is BG_EINVAL
+ * (cluster mode has only db 0).
+ */
+int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, uint64_t deadline_ns, int flags, bgi_err *err);
 /* Closes the socket (buffers are kept for the next connection). */
 void bgi_conn_drop(bgi_conn *c);
 /* Closes and frees everything. */
 void bgi_conn_free(bgi_conn *c);
 
-/* Sends c->out and reads n replies into rep[0..n), each wait bounded by timeout_ms (> 0).
- * Error replies are returned as replies. */
-int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, int64_t timeout_ms, bgi_err *err);
+/* Sends c->out and reads n replies into rep[0..n), the whole of it by the absolute deadline_ns
+ * (> 0): BG_ETIMEOUT once it passes (the connection broken: a reply may be half-read). Not
+ * cancellable: what was sent is answered. Error replies are returned as replies. */
+int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, uint64_t deadline_ns, bgi_err *err);
+/* The same for a call with no deadline of its own: the write within reply_ms, then each reply
+ * within reply_ms of the one before (a big batch answered reply by reply goes on as long as it
+ * makes progress; one reply that trickles in ends after reply_ms, not with each byte). */
+int bgi_conn_roundtrip_paced(bgi_conn *c, bgi_reply **rep, size_t n, int64_t reply_ms, bgi_err *err);
+
+/* The non-blocking pieces, for callers that poll the socket themselves (redis/mux.c, lock/wait.c). */
+/* Writes what the socket takes now of p[0..n), never raising SIGPIPE: the bytes taken (0: none,
+ * wait for POLLOUT and call again with the same bytes at least), or -1 with the connection broken
+ * and the failure on err (BG_ECONN; BG_ETLS for a TLS alert). */
+ssize_t bgi_conn_send_some(bgi_conn *c, const char *p, size_t n, bgi_err *err);
+/* Reads what the socket holds now into the reader: BG_OK (maybe nothing), or the failure on err
+ * (BG_ECONN when the server closed it, BG_EPROTO, BG_ETLS, BG_ENOMEM), the connection broken. */
+int bgi_conn_recv_some(bgi_conn *c, bgi_err *err);
+/* 1 when bytes are already received but not parsed where poll cannot see them (TLS). */
+int bgi_conn_buffered(const bgi_conn *c);
 
 /*
  * The same connect and handshake in non-blocking pieces, for callers that poll the socket
@@ -83,18 +125,14 @@ int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, int64_t timeout_m
  *    1 with *want (POLLIN / POLLOUT) to wait for, or the failure;
  *  - bgi_conn_handshake_build appends the handshake's commands to out (*nreplies replies), and
  *    bgi_conn_handshake_take checks their replies (authentication, db, ROLE, tracking);
- *  - bgi_conn_send_some writes what the socket takes now (0: none; -1: failed, err set) without
- *    SIGPIPE, bgi_conn_recv_some reads what it holds into the reader, and bgi_conn_buffered says
- *    whether bytes wait where poll cannot see them (TLS).
+ *  - then bgi_conn_send_some, bgi_conn_recv_some and bgi_conn_buffered (above) carry the traffic.
+ * Dropping the connection (bgi_conn_drop) at any point frees what a connect under way holds.
  */
 int bgi_conn_start(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err);
 int bgi_conn_connect_step(bgi_conn *c, const bgi_endpoint *ep, short *want, bgi_err *err);
 int bgi_conn_handshake_build(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_buf *out, size_t *nreplies,
                              bgi_err *err);
 int bgi_conn_handshake_take(bgi_conn *c, const bgi_endpoint *ep, bgi_reply **rep, size_t n, bgi_err *err);
-ssize_t bgi_conn_send_some(bgi_conn *c, const char *p, size_t n, bgi_err *err);
-int bgi_conn_recv_some(bgi_conn *c, bgi_err *err);
-int bgi_conn_buffered(const bgi_conn *c);
 
 /* Makes sure the index scratch holds n values. */
 int bgi_conn_idx_reserve(bgi_conn *c, size_t n);

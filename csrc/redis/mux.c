@@ -3,16 +3,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/cond.h"
+#include "common/wait.h"
 
 /* Replies one call may wait for (as bgi_client_call's). */
 #define MUX_MAX_REPLIES 4096
@@ -20,42 +19,48 @@
 #define MUX_POLL_MS 50
 
 /*
- * redisBufferWrite without SIGPIPE: several callers may write to a socket the server has just
- * closed before the reader sees it (a pooled connection never writes twice to a dead one), and
- * hiredis sends without MSG_NOSIGNAL. The signal is blocked for the write and a SIGPIPE it
- * raised is taken back, so an application (or the Go runtime) that kept the default is not killed.
+ * io held: writes what is still pending (m->pend, from m->pend_off), as far as the socket takes it
+ * now. Every byte goes through bgi_conn_send_some (no SIGPIPE, redis/conn.h). Returns 0, or 2
+ * when the connection failed; *done: nothing is pending any more.
  */
-static int write_quietly(redisContext *ctx, int *done) {
-  sigset_t pipe_set, old, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-  int was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE);
-  int r = redisBufferWrite(ctx, done);
-  if (!was_pending && sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE)) {
-    struct timespec zero = {0, 0};
-    sigtimedwait(&pipe_set, NULL, &zero);
+static int flush_pending(bgi_mux *m, int *done) {
+  bgi_err ignored = {0};
+  while (m->pend_off < m->pend.len) {
+    ssize_t k = bgi_conn_send_some(&m->conn, m->pend.data + m->pend_off, m->pend.len - m->pend_off, &ignored);
+    if (k < 0) return 2;
+    if (k == 0) break;
+    m->pend_off += (size_t)k;
   }
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  return r;
+  *done = m->pend_off == m->pend.len;
+  if (*done) m->pend.len = m->pend_off = 0;
+  return 0;
 }
 
 /*
- * A plain socket's batch straight from the writer's buffer: send(2) with MSG_NOSIGNAL is one
- * system call where write_quietly's signal mask dance is five (they are most of a small write's
- * cost). Only with nothing left in hiredis's own buffer (which would have to go first); what the
- * socket does not take now goes there, for the reader to finish on POLLOUT. TLS writes go
- * through hiredis (the SSL object). Returns 0, or 2 on a failed connection.
+ * io held: writes a batch: straight from b when nothing is pending (one system call for a batch
+ * the socket takes whole), else after what is pending; the rest is kept in m->pend for the reader
+ * to write on POLLOUT. Returns 0, 1 (out of memory) or 2 (the connection failed).
  */
-static int send_direct(int fd, const bgi_buf *b, size_t *sent) {
-  while (*sent < b->len) {
-    ssize_t k = send(fd, b->data + *sent, b->len - *sent, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k > 0) *sent += (size_t)k;
-    else if (k < 0 && errno == EINTR) continue;
-    else if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
-    else return 2;
+static int send_batch(bgi_mux *m, const bgi_buf *b, int *done) {
+  bgi_err ignored = {0};
+  size_t sent = 0;
+  if (m->pend_off == m->pend.len) {
+    while (sent < b->len) {
+      ssize_t k = bgi_conn_send_some(&m->conn, b->data + sent, b->len - sent, &ignored);
+      if (k < 0) return 2;
+      if (k == 0) break;
+      sent += (size_t)k;
+    }
+    if (sent == b->len) {
+      *done = 1;
+      return 0;
+    }
   }
-  return 0;
+  /* the rest goes after what is pending; a TLS write retried later starts with the same bytes */
+  if (bgi_buf_reserve(&m->pend, b->len - sent) != BG_OK) return 1;
+  memcpy(m->pend.data + m->pend.len, b->data + sent, b->len - sent);
+  m->pend.len += b->len - sent;
+  return flush_pending(m, done);
 }
 
 static void wake_reader(bgi_mux *m) {
@@ -112,6 +117,7 @@ static void teardown(bgi_mux *m) {
   m->failed = m->want_out = 0;
   pthread_mutex_lock(&m->io);
   bgi_conn_drop(&m->conn);
+  m->pend.len = m->pend_off = 0;
   /* here, not when the next connection is in: a writer still holding a batch of this one's
    * (failed) calls must find the generation moved before any new context exists, or it would
    * write those stale commands onto the new connection, whose replies would go to other calls */
@@ -242,14 +248,18 @@ static void read_some(bgi_mux *m, const bgi_mux_call *mine, uint64_t until_ns) {
     }
     int io_err = 0, out_done = -1;
     if (r > 0 && (p[0].revents & (POLLIN | POLLOUT | POLLERR | POLLHUP))) {
+      bgi_err ignored = {0};
       pthread_mutex_lock(&m->io);
       if (p[0].revents & POLLOUT) {
         int done = 0;
-        if (write_quietly(m->conn.ctx, &done) != REDIS_OK) io_err = 1;
+        if (flush_pending(m, &done) != 0) io_err = 1;
         out_done = done;
       }
-      if (!io_err && (p[0].revents & (POLLIN | POLLERR | POLLHUP)) && redisBufferRead(m->conn.ctx) != REDIS_OK)
-        io_err = 1;
+      if (!io_err && (p[0].revents & (POLLIN | POLLERR | POLLHUP))) {
+        /* TLS: what OpenSSL decrypted beyond one read is taken now, poll would not show it */
+        do io_err = bgi_conn_recv_some(&m->conn, &ignored) != BG_OK;
+        while (!io_err && bgi_conn_buffered(&m->conn));
+      }
       pthread_mutex_unlock(&m->io);
       if (!io_err) parse_all(m);
     }
@@ -291,6 +301,7 @@ static void mux_destroy(bgi_mux *m) {
   bgi_conn_free(&m->conn);
   bgi_buf_free(&m->q);
   bgi_buf_free(&m->wbuf);
+  bgi_buf_free(&m->pend);
   bgi_arena_free(&m->spare);
   close(m->wake[0]);
   close(m->wake[1]);
@@ -332,23 +343,16 @@ void bgi_muxset_destroy(bgi_muxset *s) {
   pthread_mutex_destroy(&s->free_mu);
 }
 
-/* Connects m (m->mu held, state DOWN; returns with it held). Other callers wait meanwhile. */
-static int mux_connect(bgi_mux *m, int64_t timeout_ms, bgi_err *err) {
+/* Connects m (m->mu held, state DOWN; returns with it held) by the call's deadline (0: none,
+ * the connect timeout alone). Other callers wait meanwhile. */
+static int mux_connect(bgi_mux *m, uint64_t deadline_ns, bgi_err *err) {
   m->state = BGI_MUX_CONNECTING;
   pthread_mutex_unlock(&m->mu);
   pthread_mutex_lock(&m->io);
-  int st = bgi_conn_open(&m->conn, m->set->ep, timeout_ms, 0, err);
-  if (st == BG_OK) {
-    /* from now on reads and writes never block: the reader polls, the writer leaves the rest of a
-     * big write to it */
-    int fl = fcntl(m->conn.ctx->fd, F_GETFL);
-    if (fl < 0 || fcntl(m->conn.ctx->fd, F_SETFL, fl | O_NONBLOCK) < 0) {
-      st = bgi_err_set(err, BG_ECONN, "cannot make the connection non-blocking");
-      bgi_conn_drop(&m->conn);
-    } else {
-      m->conn.ctx->flags &= ~REDIS_BLOCK;
-    }
-  }
+  /* the socket is non-blocking from the connect on: the reader polls, the writer leaves the rest
+   * of a big write to it */
+  int st = bgi_conn_open(&m->conn, m->set->ep, deadline_ns, 0, err);
+  m->pend.len = m->pend_off = 0;
   pthread_mutex_unlock(&m->io);
   pthread_mutex_lock(&m->mu);
   if (st == BG_OK) {
@@ -382,9 +386,9 @@ static bgi_mux_call *take_call(bgi_muxset *s) {
   return mc;
 }
 
-int bgi_muxset_begin(bgi_muxset *s, int64_t timeout_ms, bgi_mux_call **out, bgi_err *err) {
-  int64_t wait_ms = timeout_ms > 0 ? timeout_ms : s->ep->command_timeout_ms;
-  uint64_t until = bgi_deadline_in_ms(wait_ms);
+int bgi_muxset_begin(bgi_muxset *s, uint64_t deadline_ns, bgi_mux_call **out, bgi_err *err) {
+  uint64_t started = bgi_now_ns();
+  uint64_t until = deadline_ns ? deadline_ns : bgi_after_ms(started, s->ep->command_timeout_ms);
   /* the one with the fewest calls in flight, the first among equals: one caller at a time keeps
    * to one connection (and its tracking verdicts); many spread out */
   bgi_mux *m = &s->mux[0];
@@ -401,17 +405,20 @@ int bgi_muxset_begin(bgi_muxset *s, int64_t timeout_ms, bgi_mux_call **out, bgi_
       continue;
     }
     if (m->state == BGI_MUX_DOWN) {
-      int st = mux_connect(m, timeout_ms, err);
+      /* by the call's own deadline: a caller that waited for another's connect has no more */
+      int st = mux_connect(m, deadline_ns, err);
       if (st != BG_OK) {
         pthread_mutex_unlock(&m->mu);
         return st;
       }
       continue;
     }
-    struct timespec ts = bgi_timespec(until);
-    if (pthread_cond_timedwait(&m->cv, &m->mu, &ts) == ETIMEDOUT && (m->state != BGI_MUX_UP || m->failed)) {
+    int r = bgi_cond_wait_cancellable(&m->cv, &m->mu, until);
+    if (r != 0 && (m->state != BGI_MUX_UP || m->failed)) {
       pthread_mutex_unlock(&m->mu);
-      return bgi_err_set(err, BG_ETIMEOUT, "connecting took longer than %lld ms", (long long)wait_ms);
+      if (r == BG_ECANCELED) return bgi_cancel_err(err, "waiting for a connection another call is making");
+      return bgi_err_set(err, BG_ETIMEOUT, "connecting took longer than %lld ms",
+                         (long long)bgi_ns_ms_ceil(bgi_now_ns() - started));
     }
   }
   uint64_t gen = m->gen;
@@ -436,16 +443,12 @@ static void write_queued(bgi_mux *m) {
     m->q = m->wbuf;
     m->wbuf = t;
     uint64_t gen = m->gen;
-    int st = 0, done = 0, backlog = m->want_out;   /* hiredis still holds bytes of an earlier batch */
+    int st = 0, done = 0;
     pthread_mutex_unlock(&m->mu);
     pthread_mutex_lock(&m->io);
     /* a teardown and a reconnect may have come between: those bytes' calls were failed */
     if (m->conn.ctx && m->gen == gen) {
-      size_t sent = 0;
-      if (!backlog && !m->set->ep->tls) st = send_direct(m->conn.ctx->fd, &m->wbuf, &sent);
-      if (st == 0 && sent == m->wbuf.len) done = 1;
-      else if (st == 0 && redisAppendFormattedCommand(m->conn.ctx, m->wbuf.data + sent, m->wbuf.len - sent) != REDIS_OK) st = 1;
-      else if (st == 0 && write_quietly(m->conn.ctx, &done) != REDIS_OK) st = 2;
+      st = send_batch(m, &m->wbuf, &done);
     } else {
       done = 1;
     }

@@ -72,7 +72,9 @@ struct bgi_mux {
   pthread_mutex_t io;          /* conn.ctx: writes and reads */
   bgi_conn conn;               /* the transport (its own_track is the shared tracking state) */
   bgi_muxset *set;
-  bgi_buf q, wbuf;             /* queued commands; the writer's batch being handed to hiredis */
+  bgi_buf q, wbuf;             /* queued commands; the writer's batch being written */
+  bgi_buf pend;                /* under io: bytes of earlier batches the socket did not take yet, */
+  size_t pend_off;             /* from pend_off on (the reader writes them on POLLOUT) */
   bgi_mux_call *head, *tail;   /* in flight, in wire order */
   int state;                   /* BGI_MUX_DOWN / CONNECTING / UP */
   uint64_t gen;                /* connections made (under mu and io) */
@@ -112,10 +114,12 @@ static inline int bgi_muxset_on(const bgi_muxset *s) { return s->n > 0; }
 void bgi_muxset_destroy(bgi_muxset *s);
 
 /*
- * A workspace on a connected connection of the set (connecting it when needed, bounded by
- * timeout_ms > 0, else the command timeout), ws.out reset and flags cleared.
+ * A workspace on a connected connection of the set, ws.out reset and flags cleared: connecting it
+ * when needed, or waiting for another caller's connect, until the call's absolute deadline_ns (0:
+ * the command timeout from now, a connect the connect timeout); the wait ends with BG_ECANCELED
+ * when the current call is cancelled.
  */
-int bgi_muxset_begin(bgi_muxset *s, int64_t timeout_ms, bgi_mux_call **out, bgi_err *err);
+int bgi_muxset_begin(bgi_muxset *s, uint64_t deadline_ns, bgi_mux_call **out, bgi_err *err);
 /* Gives the workspace back (after parse, or without submitting it). */
 void bgi_muxset_end(bgi_muxset *s, bgi_mux_call *mc);
 

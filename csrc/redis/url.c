@@ -1,5 +1,6 @@
 #include "redis/url.h"
 
+#include <arpa/inet.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,8 +9,8 @@
 /*
  * Why no message quotes the URL: a damaged URL (a lost '@', a password holding '/', a mistyped
  * scheme) leaves no reliable way to tell where the userinfo ends, so any echo of its text may
- * print the password. Messages name the part that is wrong instead; only a URL that parsed is
- * shown (display), rebuilt from the parsed fields with the userinfo as "***".
+ * print the password. Messages name the part that is wrong instead; and once a URL parsed, its
+ * hosts are named by bgi_url_host_label (a host can be the password itself).
  */
 #define EXPECTED "expected redis://[user[:password]@]host1[:port1][,host2[:port2],...][/db][?db=N], " \
                  "redis-sentinel://[user[:password]@]host1[:port1][,...][/db]#MASTER or unix:///path/to.sock[?db=N]"
@@ -64,7 +65,6 @@ static int fail(bgi_url *u, bgi_err *err, const char *fmt, ...) {
   vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
   bgi_url_free(u);
-  u->display[0] = 0;
   return bgi_err_set(err, BG_EBADURL, "bad server URL: %s (" EXPECTED ")", what);
 }
 
@@ -165,8 +165,6 @@ static int parse_unix(const char *rest, bgi_url *u, bgi_err *err) {
   u->path[plen] = 0;
   if (q && (st = parse_query(q + 1, strlen(q + 1), u, err)) != BG_OK) return st;
   u->is_unix = 1;
-  if (u->db_given) snprintf(u->display, sizeof u->display, "unix://%s?db=%d", u->path, u->db);
-  else snprintf(u->display, sizeof u->display, "unix://%s", u->path);
   return BG_OK;
 }
 
@@ -185,21 +183,6 @@ static int parse_userinfo(const char *s, size_t n, bgi_url *u, bgi_err *err) {
     if (!u->password) return bad ? fail(u, err, "bad %%-escape in the password") : BG_ENOMEM;
   }
   return BG_OK;
-}
-
-static void build_display(bgi_url *u, int had_userinfo) {
-  size_t off = (size_t)snprintf(u->display, sizeof u->display, "%s%s%s", u->tls ? "rediss" : "redis",
-                                u->is_sentinel ? "-sentinel://" : "://", had_userinfo ? "***@" : "");
-  for (size_t i = 0; i < u->nhosts && off < sizeof u->display; i++) {
-    const bgi_hostport *h = &u->hosts[i];
-    int v6 = strchr(h->host, ':') != NULL;
-    off += (size_t)snprintf(u->display + off, sizeof u->display - off, "%s%s%s%s:%d", i ? "," : "",
-                            v6 ? "[" : "", h->host, v6 ? "]" : "", h->port);
-  }
-  if (u->db_given && off < sizeof u->display)
-    off += (size_t)snprintf(u->display + off, sizeof u->display - off, "/%d", u->db);
-  if (u->is_sentinel && off < sizeof u->display)
-    snprintf(u->display + off, sizeof u->display - off, "#%s", u->master_name);
 }
 
 /* "#NAME" at the end of a Sentinel URL: the master's name as the sentinels know it. */
@@ -259,7 +242,6 @@ static int parse_redis(const char *p, bgi_url *u, bgi_err *err) {
   }
   if (q && (st = parse_query(q + 1, (size_t)((frag ? frag : q + 1 + strlen(q + 1)) - (q + 1)), u, err)) != BG_OK)
     return st;
-  build_display(u, at != NULL);
   return BG_OK;
 }
 
@@ -284,6 +266,14 @@ int bgi_url_parse(const char *url, bgi_url *u, bgi_err *err) {
   /* nothing of the text is shown: a mistyped scheme ("redis:/:pw@h") leaves the password in it */
   return fail(u, err, "unknown scheme: the URL must start with redis://, rediss://, redis-sentinel://, "
               "rediss-sentinel:// or unix://");
+}
+
+void bgi_url_host_label(const char *host, int port, const char *what, char *buf, size_t cap) {
+  unsigned char addr[16];
+  int v4 = inet_pton(AF_INET, host, addr) == 1, v6 = !v4 && inet_pton(AF_INET6, host, addr) == 1;
+  if (v4 || strcmp(host, "localhost") == 0) snprintf(buf, cap, "%s:%d", host, port);
+  else if (v6) snprintf(buf, cap, "[%s]:%d", host, port);
+  else snprintf(buf, cap, "%s (port %d)", what, port);
 }
 
 void bgi_url_free(bgi_url *u) {

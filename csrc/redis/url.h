@@ -22,7 +22,6 @@ typedef struct bgi_url {
   char *user;          /* NULL if absent or empty; %-decoded */
   char *password;      /* NULL if absent or empty; %-decoded */
   int db;
-  char display[400];   /* the URL rebuilt for messages: userinfo (user and password) as "***" */
   size_t nhosts;                         /* seeds in URL order: >= 1 for redis://, 0 for unix:// */
   bgi_hostport hosts[BGI_URL_MAX_HOSTS]; /* hosts[0] equals host/port */
   int db_given;                          /* 1 when the URL named a database (path or ?db=) */
@@ -42,5 +41,15 @@ typedef struct bgi_url {
  */
 int bgi_url_parse(const char *url, bgi_url *out, bgi_err *err);
 void bgi_url_free(bgi_url *u);
+
+/*
+ * How a message names a server given by a URL (its host, a seed, a sentinel), into buf: an IP
+ * address or "localhost" as it is ("127.0.0.1:6379", "[::1]:7000"), any other name by its place,
+ * `what` ("the URL's host", "seed 2 of the URL"), with its port. The one home of the rule that no
+ * message echoes a host a URL gave: a URL whose '@' went missing holds the password in its host
+ * ("redis://S3cr3t127.0.0.1"), and no parse can tell such a host from a name. Hosts that servers
+ * name (CLUSTER SLOTS, MOVED, a sentinel's answer) are shown as they are.
+ */
+void bgi_url_host_label(const char *host, int port, const char *what, char *buf, size_t cap);
 
 #endif

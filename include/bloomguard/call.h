@@ -29,7 +29,9 @@
  *
  * Cancelling a call. Every wait inside the library - a lock acquire waiting for the holder, a
  * rotation waiting for another one (BG_OPT_ROTATE_WAIT_MS), a query waiting out a filter's write
- * lock, the degrade policy's retry backoff, a Redis Cluster busy-slot backoff - sleeps in slices
+ * lock, the degrade policy's retry backoff, a Redis Cluster busy-slot or a loading server's backoff,
+ * a wait for a free pooled connection or for another call's connect, a connect and a TLS
+ * handshake - sleeps in slices
  * of at most 50 ms and looks at the call's cancel flag between them, so a wait of a call made with
  * a cancelled bg_call ends within about 50 ms with BG_ECANCELED, leaving nothing behind (a
  * cancelled lock waiter holds nothing and has withdrawn its writer intent, a cancelled rotation
@@ -59,9 +61,11 @@ BG_API void bg_call_free(bg_call *call);
 
 /*
  * A deadline for each operation made with this object: the whole operation (waiting for a pooled
- * connection, connecting, sending, every reply, retries after a config change) ends with
- * BG_ETIMEOUT once timeout_ms has passed since it started. 1..3600000 ms, or 0 for none (each
- * network wait is then bounded by the client's BG_OPT_COMMAND_TIMEOUT_MS).
+ * connection or another call's connect, connecting, the TLS and RESP handshakes, sending, every
+ * reply however slowly it trickles in, retries after a config change) ends with BG_ETIMEOUT once
+ * timeout_ms has passed since it started. 1..3600000 ms, or 0 for none (a connection is then made
+ * within the client's BG_OPT_CONNECT_TIMEOUT_MS, and BG_OPT_COMMAND_TIMEOUT_MS bounds each reply:
+ * one that trickles in ends after it, not with each byte).
  */
 BG_API int  bg_call_set_timeout_ms(bg_call *call, int64_t timeout_ms);
 

@@ -15,6 +15,33 @@
 static bgt_redis srv;
 static bg_client *cl;
 
+/* Opens url reaching the server at open (BG_OPT_CONNECT_AT_OPEN 1): a wrong address or password
+ * fails here; o may be NULL. */
+static int open_checked(bg_client **c, const char *url, bg_options *o, char *msg, size_t cap) {
+  bg_options *own = NULL;
+  if (!o) {
+    CHECK_OK(bg_options_new(&own));
+    o = own;
+  }
+  CHECK_OK(bg_options_set_int(o, BG_OPT_CONNECT_AT_OPEN, 1));
+  int st = bgt_client_open(c, url, o, msg, cap);
+  bg_options_free(own);
+  return st;
+}
+
+/* Opens url connecting nothing (the default), then pings: the first call's status and message. */
+static int open_then_ping(const char *url, bg_options *o, char *msg, size_t cap) {
+  bg_client *c = NULL;
+  bg_call *call = NULL;
+  CHECK_OK(bgt_client_open(&c, url, o, msg, cap));
+  CHECK_OK(bg_call_new(&call));
+  int st = bg_client_ping_ex(c, call);
+  snprintf(msg, cap, "%s", bg_call_errmsg(call));
+  bg_call_free(call);
+  bg_client_close(c);
+  return st;
+}
+
 static void test_null_handles_and_pointers(void) {
   bg_filter *f = NULL;
   bg_client *c = NULL;
@@ -182,7 +209,11 @@ static void test_unreachable_server(void) {
   char url[64], msg[512];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(a.sin_port));
   bg_client *c = NULL;
-  CHECK_STATUS(bgt_client_open(&c, url, NULL, msg, sizeof msg), BG_ECONN);
+  /* opening connects nothing: the first call says it */
+  CHECK_STATUS(open_then_ping(url, NULL, msg, sizeof msg), BG_ECONN);
+  CHECK_CONTAINS(msg, "cannot connect to 127.0.0.1");
+  /* BG_OPT_CONNECT_AT_OPEN: open says it */
+  CHECK_STATUS(open_checked(&c, url, NULL, msg, sizeof msg), BG_ECONN);
   CHECK(c == NULL);
   CHECK_CONTAINS(msg, "cannot connect to 127.0.0.1");
 
@@ -205,7 +236,7 @@ static void test_unreachable_server(void) {
   CHECK_OK(bg_options_set_int(o, BG_OPT_CONNECT_TIMEOUT_MS, 300));
   CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 300));
   uint64_t t0 = bgt_now_ns();
-  int st = bgt_client_open(&c, url, o, msg, sizeof msg);
+  int st = open_checked(&c, url, o, msg, sizeof msg);
   double ms = (double)(bgt_now_ns() - t0) / 1e6;
   CHECK_STATUS(st, BG_ECONN);
   CHECK_CONTAINS(msg, "within 300 ms");
@@ -233,12 +264,16 @@ static void test_auth(void) {
   char url[256], msg[512];
   bg_client *c = NULL;
 
-  CHECK_STATUS(bgt_client_open(&c, locked.url, NULL, msg, sizeof msg), BG_EAUTH);
+  CHECK_STATUS(open_checked(&c, locked.url, NULL, msg, sizeof msg), BG_EAUTH);
+  CHECK_CONTAINS(msg, "requires a password");
+  CHECK_STATUS(open_then_ping(locked.url, NULL, msg, sizeof msg), BG_EAUTH);
   CHECK_CONTAINS(msg, "requires a password");
 
   snprintf(url, sizeof url, "redis://:wrong-s3cret-pw@127.0.0.1:%d", locked.port);
-  CHECK_STATUS(bgt_client_open(&c, url, NULL, msg, sizeof msg), BG_EAUTH);
+  CHECK_STATUS(open_checked(&c, url, NULL, msg, sizeof msg), BG_EAUTH);
   CHECK_CONTAINS(msg, "authentication failed");
+  CHECK_MSG(!strstr(msg, "wrong-s3cret-pw"), "password in message: %s", msg);
+  CHECK_STATUS(open_then_ping(url, NULL, msg, sizeof msg), BG_EAUTH);
   CHECK_MSG(!strstr(msg, "wrong-s3cret-pw"), "password in message: %s", msg);
 
   snprintf(url, sizeof url, "redis://:s3cret-pw@127.0.0.1:%d/2", locked.port);
@@ -251,6 +286,7 @@ static void test_auth(void) {
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_str(o, BG_OPT_PASSWORD, "s3cret-pw"));
   CHECK_OK(bg_client_open(&c, locked.url, o));
+  CHECK_OK(bg_client_ping(c));
   bg_client_close(c);
   bg_options_free(o);
 
@@ -271,7 +307,7 @@ static void test_acl_user(void) {
   bg_filter_close(f);
   bg_client_close(c);
   snprintf(url, sizeof url, "redis://alice:not-al1ce-pw@127.0.0.1:%d", s.port);
-  CHECK_STATUS(bgt_client_open(&c, url, NULL, msg, sizeof msg), BG_EAUTH);
+  CHECK_STATUS(open_checked(&c, url, NULL, msg, sizeof msg), BG_EAUTH);
   CHECK_CONTAINS(msg, "authentication failed");
   CHECK_MSG(!strstr(msg, "not-al1ce-pw"), "password in message: %s", msg);
   /* a URL whose ':' went missing holds the password in the user part: not named either */
@@ -279,9 +315,14 @@ static void test_acl_user(void) {
   bg_options *po = NULL;
   CHECK_OK(bg_options_new(&po));
   CHECK_OK(bg_options_set_str(po, BG_OPT_PASSWORD, "wrong"));
-  CHECK_STATUS(bgt_client_open(&c, url, po, msg, sizeof msg), BG_EAUTH);
+  CHECK_STATUS(open_checked(&c, url, po, msg, sizeof msg), BG_EAUTH);
   CHECK_MSG(!strstr(msg, "al1ce-pw"), "password in message: %s", msg);
   bg_options_free(po);
+  /* ... and with no password at all it cannot authenticate: refused at open, connecting nothing,
+   * the user part not named either */
+  CHECK_STATUS(bgt_client_open(&c, url, NULL, msg, sizeof msg), BG_EAUTH);
+  CHECK_CONTAINS(msg, "no password");
+  CHECK_MSG(!strstr(msg, "al1ce-pw"), "password in message: %s", msg);
   /* a user without permission for the commands: refused with BG_EAUTH, not a crash */
   free(bgt_redis_cmd(&s, "ACL SETUSER bob on >b0b-pw ~* +@all -hmget"));
   snprintf(url, sizeof url, "redis://bob:b0b-pw@127.0.0.1:%d", s.port);
@@ -293,6 +334,25 @@ static void test_acl_user(void) {
   bg_filter_close(f);
   bg_client_close(c);
   bgt_redis_stop(&s);
+}
+
+/* A database the server does not have: its SELECT is refused, for what the server is (here its
+ * `databases` setting; a cluster node's only db is 0), never as an authentication failure, whatever
+ * words the server uses (Redis and Valkey differ). */
+static void test_select_refused(void) {
+  static const char *const args[] = {"--databases", "4", NULL};
+  bgt_redis few;
+  bgt_redis_start(&few, args);
+  char url[256], msg[512];
+  bg_client *c = NULL;
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d/7", few.port);
+  CHECK_STATUS(open_checked(&c, url, NULL, msg, sizeof msg), BG_EINVAL);
+  CHECK_CONTAINS(msg, "database 7 cannot be selected");
+  CHECK_STATUS(open_then_ping(url, NULL, msg, sizeof msg), BG_EINVAL);
+  snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", few.port);   /* the control: one it has */
+  CHECK_OK(open_checked(&c, url, NULL, msg, sizeof msg));
+  bg_client_close(c);
+  bgt_redis_stop(&few);
 }
 
 static void test_options(void) {
@@ -346,4 +406,4 @@ static void teardown(void) {
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_null_handles_and_pointers), BGT_CASE(test_invalid_params_redisson_rules),
         BGT_CASE(test_cross_slot_names), BGT_CASE(test_wrong_type_keys), BGT_CASE(test_corrupt_config),
         BGT_CASE(test_unreachable_server), BGT_CASE(test_malformed_urls), BGT_CASE(test_auth),
-        BGT_CASE(test_acl_user), BGT_CASE(test_options), BGT_CASE(test_strerror_distinct), BGT_CASE(teardown))
+        BGT_CASE(test_acl_user), BGT_CASE(test_select_refused), BGT_CASE(test_options), BGT_CASE(test_strerror_distinct), BGT_CASE(teardown))

@@ -3,7 +3,8 @@
  * handler) in the middle of each kind of wait - a lock acquire (subscribed and polling), a
  * rotation waiting for another one, a query waiting out a write lock, a policy retry backoff -
  * ends it within 150 ms with BG_ECANCELED and leaves nothing behind; a LOCKED commit's wait for
- * the write lock (a wait of the library's own inner lock acquire) too. Each has its negative
+ * the write lock (a wait of the library's own inner lock acquire) too, and a wait for a free
+ * pooled connection. Each has its negative
  * control: the same wait without a cancel takes its full time.
  */
 #include <bloomguard.h>
@@ -397,6 +398,70 @@ static void test_policy_backoff(void) {
   bg_filter_close(f);
 }
 
+/* The server sleeps (DEBUG SLEEP, from a connection of the test's own) while the only pooled
+ * connection of a client waits for its answer: a second call of that client queues for the pool. */
+typedef struct pinger {
+  bg_client *c;
+  int st;
+  pthread_t th;
+} pinger;
+
+static void *debug_sleep_main(void *arg) {
+  (void)arg;
+  free(bgt_redis_cmd(&srv, "DEBUG SLEEP %.1f", (CANCEL_AFTER_MS + CONTROL_WAIT_MS) / 1000.0 + 0.3));
+  return NULL;
+}
+
+static void *hold_main(void *arg) {
+  pinger *h = arg;
+  h->st = bg_client_ping(h->c);
+  return NULL;
+}
+
+/* One round of the pool case: the connection held, then a call queueing for it, cancelled after
+ * cancel_ms (0: not cancelled). Returns how long the queued call took; *st its status. */
+static int64_t pool_round(bg_client *c, int64_t cancel_ms, int *st) {
+  pthread_t sleeper;
+  pinger h = {c, -1, 0};
+  pthread_create(&sleeper, NULL, debug_sleep_main, NULL);
+  sleep_ms(50);   /* the server is asleep: the holder's ping will wait for it ... */
+  pthread_create(&h.th, NULL, hold_main, &h);
+  sleep_ms(50);   /* ... on the only pooled connection */
+  bg_call *call = new_call();
+  canceller cn;
+  if (cancel_ms) cancel_later(&cn, call, cancel_ms);
+  uint64_t t0 = bgt_now_ns();
+  *st = bg_client_ping_ex(c, call);
+  uint64_t t1 = bgt_now_ns();
+  if (cancel_ms) check_cancel_latency(&cn, t1, "pool wait");
+  pthread_join(h.th, NULL);
+  pthread_join(sleeper, NULL);
+  CHECK_OK(h.st);
+  bg_call_free(call);
+  return ms_between(t0, t1);
+}
+
+/* The wait for a free pooled connection ends with the cancel. */
+static void test_pool_wait(void) {
+  bg_options *o = NULL;
+  bg_client *c = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE, 0));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_POOL_SIZE, 1));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 10000));
+  CHECK_OK(bg_client_open(&c, srv.url, o));
+  bg_options_free(o);
+  CHECK_OK(bg_client_ping(c));
+  int st;
+  /* negative control: uncancelled, it waits for the holder, then answers */
+  int64_t ms = pool_round(c, 0, &st);
+  CHECK_OK(st);
+  CHECK_MSG(ms >= CONTROL_WAIT_MS, "the uncancelled pool wait ended after %lld ms", (long long)ms);
+  pool_round(c, CANCEL_AFTER_MS, &st);
+  CHECK_STATUS(st, BG_ECANCELED);
+  bg_client_close(c);
+}
+
 static void test_strerror_and_null(void) {
   CHECK_EQ_INT(BG_ECANCELED, -20);
   CHECK_EQ_STR(bg_strerror(BG_ECANCELED), "cancelled");
@@ -450,4 +515,4 @@ static void teardown(void) {
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_strerror_and_null), BGT_CASE(test_lock_wait_subscribed),
         BGT_CASE(test_lock_wait_polling), BGT_CASE(test_cancel_from_signal_handler), BGT_CASE(test_interrupt_callback),
         BGT_CASE(test_rotation_wait), BGT_CASE(test_locked_commit_wait), BGT_CASE(test_write_lock_wait), BGT_CASE(test_policy_backoff),
-        BGT_CASE(teardown))
+        BGT_CASE(test_pool_wait), BGT_CASE(teardown))

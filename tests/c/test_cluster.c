@@ -25,12 +25,39 @@
 
 static bgt_cluster cl;
 
+/* Opens url with BG_OPT_CONNECT_AT_OPEN: the cluster is discovered by open (the cases that flip a
+ * fault switch in c->cluster need it there), and a failure is open's; o may be NULL. */
+static int open_checked(bg_client **c, const char *url, bg_options *o, char *msg, size_t cap) {
+  bg_options *own = NULL;
+  if (!o) {
+    CHECK_OK(bg_options_new(&own));
+    o = own;
+  }
+  CHECK_OK(bg_options_set_int(o, BG_OPT_CONNECT_AT_OPEN, 1));
+  int st = bgt_client_open(c, url, o, msg, cap);
+  bg_options_free(own);
+  return st;
+}
+
 static bg_client *open_client(const char *url) {
   bg_client *c = NULL;
   char msg[512];
-  int st = bgt_client_open(&c, url, NULL, msg, sizeof msg);
+  int st = open_checked(&c, url, NULL, msg, sizeof msg);
   CHECK_MSG(st == BG_OK, "open %s: %s (%s)", url, bg_strerror(st), msg);
   return c;
+}
+
+/* Opens url connecting nothing, then pings: the first call's status and message. */
+static int open_then_ping(const char *url, bg_options *o, char *msg, size_t cap) {
+  bg_client *c = NULL;
+  bg_call *call = NULL;
+  CHECK_OK(bgt_client_open(&c, url, o, msg, cap));
+  CHECK_OK(bg_call_new(&call));
+  int st = bg_client_ping_ex(c, call);
+  snprintf(msg, cap, "%s", bg_call_errmsg(call));
+  bg_call_free(call);
+  bg_client_close(c);
+  return st;
 }
 
 static int64_t stat_of(bg_filter *f, int stat) {
@@ -480,15 +507,22 @@ static void test_bad_input(void) {
   char msg[512];
   char url[256];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d/3", cl.node[0].port);
-  CHECK_STATUS(bgt_client_open(&c, url, NULL, msg, sizeof msg), BG_EINVAL);
+  CHECK_STATUS(open_checked(&c, url, NULL, msg, sizeof msg), BG_EINVAL);
   CHECK_CONTAINS(msg, "only db 0");
   CHECK(c == NULL);
+  CHECK_STATUS(open_then_ping(url, NULL, msg, sizeof msg), BG_EINVAL);
+  CHECK_CONTAINS(msg, "only db 0");
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_CLUSTER, BG_CLUSTER_OFF));
+  /* known without a server: refused by open itself, whether or not it connects */
   CHECK_STATUS(bgt_client_open(&c, cl.seeds, o, msg, sizeof msg), BG_EBADURL);
   CHECK_CONTAINS(msg, "only a Redis Cluster takes");
   CHECK_STATUS(bg_options_set_int(o, BG_OPT_CLUSTER, 3), BG_EINVAL);
+  /* cluster mode on with a db: the same */
+  CHECK_OK(bg_options_set_int(o, BG_OPT_CLUSTER, BG_CLUSTER_ON));
+  CHECK_STATUS(bgt_client_open(&c, url, o, msg, sizeof msg), BG_EINVAL);
+  CHECK_CONTAINS(msg, "only db 0");
   bg_options_free(o);
   /* the first seed unreachable: the next one is used */
   snprintf(url, sizeof url, "redis://127.0.0.1:1,127.0.0.1:%d", cl.node[1].port);
@@ -496,8 +530,11 @@ static void test_bad_input(void) {
   CHECK_OK(bg_client_ping(c));
   bg_client_close(c);
   c = NULL;
+  CHECK_OK(open_then_ping(url, NULL, msg, sizeof msg));
   /* no seed reachable */
-  CHECK_STATUS(bgt_client_open(&c, "redis://127.0.0.1:1,127.0.0.1:2", NULL, msg, sizeof msg), BG_ECONN);
+  CHECK_STATUS(open_checked(&c, "redis://127.0.0.1:1,127.0.0.1:2", NULL, msg, sizeof msg), BG_ECONN);
+  CHECK_CONTAINS(msg, "no seed");
+  CHECK_STATUS(open_then_ping("redis://127.0.0.1:1,127.0.0.1:2", NULL, msg, sizeof msg), BG_ECONN);
   CHECK_CONTAINS(msg, "no seed");
 }
 
@@ -510,11 +547,13 @@ static void test_cluster_mode_on_a_standalone_server(void) {
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_CLUSTER, BG_CLUSTER_ON));
-  CHECK_STATUS(bgt_client_open(&c, r.url, o, msg, sizeof msg), BG_ENOTSUP);
+  CHECK_STATUS(open_then_ping(r.url, o, msg, sizeof msg), BG_ENOTSUP);
+  CHECK_CONTAINS(msg, "is not a Redis Cluster node");
+  CHECK_STATUS(open_checked(&c, r.url, o, msg, sizeof msg), BG_ENOTSUP);
   CHECK_CONTAINS(msg, "is not a Redis Cluster node");
   bg_options_free(o);
   snprintf(url, sizeof url, "redis://127.0.0.1:%d,127.0.0.1:%d", r.port, cl.node[0].port);
-  CHECK_STATUS(bgt_client_open(&c, url, NULL, msg, sizeof msg), BG_EBADURL);
+  CHECK_STATUS(open_checked(&c, url, NULL, msg, sizeof msg), BG_EBADURL);
   CHECK_CONTAINS(msg, "standalone server");
   /* auto: a standalone server is used as before */
   c = open_client(r.url);
@@ -532,7 +571,7 @@ static void test_uncovered_slots(void) {
   bg_client *c = NULL;
   char msg[512], url[128];
   snprintf(url, sizeof url, "redis://127.0.0.1:%d", cl.node[m].port);
-  int st = bgt_client_open(&c, url, NULL, msg, sizeof msg);
+  int st = open_checked(&c, url, NULL, msg, sizeof msg);
   raw = bgt_cluster_cmd(&cl, m, "CLUSTER ADDSLOTS 16383");
   free(raw);
   if (st == BG_OK) bg_client_close(c);

@@ -237,6 +237,8 @@ static bg_client *open_pipelined(const char *url, int conns, int64_t timeout_ms)
   CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE, 1));
   CHECK_OK(bg_options_set_int(o, BG_OPT_PIPELINE_CONNS, conns));
   CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, timeout_ms));
+  /* discovered at open: the migration cases flip a fault switch in c->cluster right after */
+  CHECK_OK(bg_options_set_int(o, BG_OPT_CONNECT_AT_OPEN, 1));
   int st = bgt_client_open(&c, url, o, msg, sizeof msg);
   CHECK_MSG(st == BG_OK, "open %s: %s (%s)", url, bg_strerror(st), msg);
   bg_options_free(o);

@@ -13,6 +13,7 @@
 
 #include "client/queue.h"
 #include "harness.h"
+#include "tls_fixture.h"
 #include "items.h"
 #include "redis_fixture.h"
 
@@ -170,7 +171,8 @@ static int late_reply_round(int fault) {
   CHECK_OK(bg_filter_contains_submit_ex(e.f, call, e.q, 2, "present", 7));
   CHECK_STATUS(one(e.q, NULL, NULL, &at), BG_ETIMEOUT);
   double ms = (double)(at - t0) / 1e6;
-  CHECK_MSG(ms >= 149 && ms <= 200, "the deadline of 150 ms ended the wait after %.1f ms", ms);
+  /* at once: long before the pause (700 ms) would have let the reply come (room for a loaded machine) */
+  CHECK_MSG(ms >= 149 && ms <= 450, "the deadline of 150 ms ended the wait after %.1f ms", ms);
   /* the next operation goes behind the abandoned one on the same connection */
   for (int i = 0; i < 4; i++) {
     int64_t v = -1;
@@ -207,7 +209,8 @@ static void test_cancel_by_tag(void) {
   CHECK_OK(bg_queue_cancel(e.q, 42));
   CHECK_STATUS(one(e.q, &tag, NULL, &at), BG_ECANCELED);
   CHECK_EQ_U64(tag, 42);
-  CHECK_MSG((at - t0) / 1000000u < 20, "the cancel took %llu ms", (unsigned long long)((at - t0) / 1000000u));
+  /* at the next poll: long before the pause (600 ms) ends */
+  CHECK_MSG((at - t0) / 1000000u < 300, "the cancel took %llu ms", (unsigned long long)((at - t0) / 1000000u));
   /* the other one answers after the pause, and the queue goes on */
   CHECK_OK(one(e.q, &tag, NULL, NULL));
   CHECK_EQ_U64(tag, 43);
@@ -221,32 +224,37 @@ static void test_cancel_by_tag(void) {
 typedef struct later {
   bg_call *call;
   int ms;
+  _Atomic uint64_t cancelled_at;
 } later;
 
 static void *cancel_later(void *p) {
   later *l = p;
   usleep((useconds_t)l->ms * 1000);
+  atomic_store(&l->cancelled_at, bgt_now_ns());
   bg_call_cancel(l->call);
   return NULL;
 }
 
+/* A bg_call's flag is looked at every 50 ms: the operation ends soon after the cancel, long
+ * before the pause that holds its reply (3 s) would have ended it (the bound leaves room for a
+ * loaded machine). */
 static void test_cancel_by_call_from_another_thread(void) {
   env e;
   env_open(&e, "q-cancel-call");
   CHECK_OK(bg_filter_init(e.f, 10000, 0.01, NULL));
   bg_call *call = NULL;
   CHECK_OK(bg_call_new(&call));
-  pause_server(800);
+  pause_server(3000);
   CHECK_OK(bg_filter_contains_submit_ex(e.f, call, e.q, 5, "x", 1));
-  later l = {call, 100};
+  later l = {call, 100, 0};
   pthread_t th;
-  uint64_t t0 = bgt_now_ns(), at = 0;
+  uint64_t at = 0;
   pthread_create(&th, NULL, cancel_later, &l);
   CHECK_STATUS(one(e.q, NULL, NULL, &at), BG_ECANCELED);
   pthread_join(th, NULL);
-  double ms = (double)(at - t0) / 1e6;
-  /* a bg_call's flag is looked at every 50 ms */
-  CHECK_MSG(ms >= 99 && ms < 100 + 50 + 30, "cancelled after %.1f ms (cancel at 100 ms)", ms);
+  double ms = (double)(at - atomic_load(&l.cancelled_at)) / 1e6;
+  CHECK_MSG(ms < 1000, "the operation ended %.1f ms after the cancel", ms);
+  free(bgt_redis_cmd(&srv, "CLIENT UNPAUSE"));
   bg_call_free(call);
   env_close(&e);
 }
@@ -265,6 +273,70 @@ static void test_close_with_operations_in_flight(void) {
   usleep(350 * 1000);
 }
 
+/* TLS: the queue's connections make their TLS handshake as the queue is polled; the answers are
+ * the same; a certificate of the wrong CA fails the operations with BG_ETLS (not a hang). */
+static void test_over_tls(void) {
+  if (!(bg_features() & BG_FEATURE_TLS)) {
+    printf("    (this build has no TLS)\n");
+    return;
+  }
+  bgt_tls_redis r;
+  bgt_tls_redis_start(&r, NULL, 0);
+  char path[400];
+  for (int good = 1; good >= 0; good--) {
+    bg_options *o = NULL;
+    bg_client *c = NULL;
+    bg_filter *f = NULL;
+    bg_queue *q = NULL;
+    CHECK_OK(bg_options_new(&o));
+    CHECK_OK(bg_options_set_str(o, BG_OPT_TLS_CA_FILE, bgt_tls_path(&r, good ? "ca.crt" : "other-ca.crt", path,
+                                                                  sizeof path)));
+    CHECK_OK(bg_client_open(&c, r.url, o));
+    bg_options_free(o);
+    CHECK_OK(bg_filter_open(&f, c, "q-tls"));
+    CHECK_OK(bg_queue_open(&q, c));
+    if (good) {
+      CHECK_OK(bg_filter_init(f, 1000, 0.01, NULL));   /* blocking, on the client's own connections */
+      CHECK_OK(bg_filter_add(f, "x", 1, NULL));
+    }
+    for (uint64_t i = 0; i < 50; i++) CHECK_OK(bg_filter_contains_submit(f, q, i, i % 2 ? "x" : "y", 1));
+    tally t = {0};
+    size_t got = drain(q, 50, check_value, &t);
+    CHECK_EQ_INT((int)got, 50);
+    if (good) {
+      CHECK_MSG(t.failed == 0 && t.wrong == 0, "%d failed (%s), %d wrong", t.failed, t.first_err, t.wrong);
+    } else {
+      CHECK_EQ_INT(t.failed, 50);
+      CHECK_CONTAINS(t.first_err, "certificate");
+    }
+    bg_queue_close(q);
+    bg_filter_close(f);
+    bg_client_close(c);
+  }
+  bgt_tls_redis_stop(&r);
+}
+
+/* A client opened during an outage: the queue's first operations find where calls go (on the
+ * queue's discovery thread) and fail as calls do during an outage; once the server is back the same
+ * client and queue answer. */
+static void test_opened_during_an_outage(void) {
+  env e;
+  bgt_redis_kill(&srv);
+  env_open(&e, "q-outage");
+  for (uint64_t i = 0; i < 20; i++) CHECK_OK(bg_filter_contains_submit(e.f, e.q, i, "x", 1));
+  tally t = {0};
+  CHECK_EQ_INT((int)drain(e.q, 20, check_value, &t), 20);
+  CHECK_EQ_INT(t.failed, 20);
+  CHECK_CONTAINS(t.first_err, "connect");
+  CHECK_EQ_INT(bgt_redis_restart(&srv, NULL), 0);
+  CHECK_OK(bg_filter_init(e.f, 1000, 0.01, NULL));
+  for (uint64_t i = 0; i < 20; i++) CHECK_OK(bg_filter_contains_submit(e.f, e.q, i << 1, "x", 1));
+  memset(&t, 0, sizeof t);
+  CHECK_EQ_INT((int)drain(e.q, 20, check_value, &t), 20);
+  CHECK_MSG(t.failed == 0 && t.wrong == 0, "%d failed (%s), %d wrong", t.failed, t.first_err, t.wrong);
+  env_close(&e);
+}
+
 static void setup(void) { bgt_redis_start(&srv, NULL); }
 static void teardown(void) { bgt_redis_stop(&srv); }
 
@@ -272,4 +344,5 @@ BGT_RUN(BGT_CASE(setup), BGT_CASE(test_one_thread_many_in_flight), BGT_CASE(test
         BGT_CASE(test_not_initialized_goes_through_the_policy), BGT_CASE(test_deadline_drops_late_reply),
         BGT_CASE(test_negative_control_no_discard), BGT_CASE(test_cancel_by_tag),
         BGT_CASE(test_cancel_by_call_from_another_thread), BGT_CASE(test_close_with_operations_in_flight),
+        BGT_CASE(test_over_tls), BGT_CASE(test_opened_during_an_outage),
         BGT_CASE(teardown))

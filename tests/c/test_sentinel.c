@@ -9,7 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 
+#include "fault_server.h"
 #include "filters.h"
 #include "harness.h"
 #include "items.h"
@@ -18,10 +21,12 @@
 
 static bgt_sentinel_set ss;
 
+/* Opens url with BG_OPT_CONNECT_AT_OPEN: the sentinels are asked, and the master checked, by open. */
 static bg_client *open_opts(const char *url, const char *sentinel_password, char *msg, size_t cap, int *st) {
   bg_client *c = NULL;
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_CONNECT_AT_OPEN, 1));
   if (sentinel_password) CHECK_OK(bg_options_set_str(o, BG_OPT_SENTINEL_PASSWORD, sentinel_password));
   *st = bgt_client_open(&c, url, o, msg, cap);
   bg_options_free(o);
@@ -90,10 +95,76 @@ static void test_bad_input(void) {
   c = open_opts(ss.url, NULL, msg, sizeof msg, &st);
   CHECK_STATUS(st, BG_ECONN);
   CHECK_CONTAINS(msg, "no sentinel of the URL answered (3 tried");
+  /* opened without BG_OPT_CONNECT_AT_OPEN meanwhile: it opens, its calls get the same answer
+   * until the sentinels are back, then the same client finds the master */
+  bg_client *lazy = NULL;
+  bg_call *call = NULL;
+  CHECK_OK(bg_call_new(&call));
+  CHECK_OK(bgt_client_open(&lazy, ss.url, NULL, msg, sizeof msg));
+  CHECK_STATUS(bg_client_ping_ex(lazy, call), BG_ECONN);
+  CHECK_CONTAINS(bg_call_errmsg(call), "no sentinel of the URL answered (3 tried");
   for (int i = 0; i < 3; i++) CHECK_EQ_INT(bgt_sentinel_restart_sentinel(&ss, i), 0);
+  CHECK_EQ_INT(bgt_sentinel_wait_master(&ss, bgt_sentinel_master(&ss), 20000), 0);
+  CHECK_MSG(bg_client_ping_ex(lazy, call) == BG_OK, "after the sentinels came back: %s", bg_call_errmsg(call));
+  bg_client_close(lazy);
+  bg_call_free(call);
   CHECK_EQ_INT(bgt_sentinel_wait_master(&ss, bgt_sentinel_master(&ss), 20000), 0);
   c = open_ok(ss.url);
   bg_client_close(c);
+}
+
+/* ---- a lying sentinel ------------------------------------------------------------------------ */
+
+/* A fake sentinel that names the replica as the master: what a sentinel behind a failover (or one
+ * cut off from the others) says. */
+static char lie[128];
+static const char *lying_sentinel(void *ud, int argc, char **argv) {
+  (void)ud;
+  if (argc >= 2 && !strcasecmp(argv[0], "SENTINEL") && !strcasecmp(argv[1], "get-master-addr-by-name")) return lie;
+  return "+OK\r\n";   /* CLIENT SETNAME and the like */
+}
+
+/* Discovery follows the Sentinel client guidelines: the lying sentinel, listed first, is asked
+ * first; the address it names fails the ROLE check, so the next sentinel is asked, and the one that
+ * answered right moves to the front (the next discovery asks it first: the liar is asked once). */
+static void test_a_lying_sentinel_first(void) {
+  int m = bgt_sentinel_master(&ss), replica = 1 - m;
+  char port[16];
+  snprintf(port, sizeof port, "%d", ss.data_port[replica]);
+  snprintf(lie, sizeof lie, "*2\r\n$9\r\n127.0.0.1\r\n$%zu\r\n%s\r\n", strlen(port), port);
+  bgt_fault *liar = bgt_fake_start(lying_sentinel, NULL);
+  char url[512], msg[512];
+  snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d#%s",
+           bgt_fault_port(liar), ss.sentinel_port[0], ss.sentinel_port[1], ss.sentinel_port[2], ss.master_name);
+  int st;
+  bg_client *c = open_opts(url, NULL, msg, sizeof msg, &st);
+  CHECK_MSG(st == BG_OK, "open with a lying sentinel first: %s (%s)", bg_strerror(st), msg);
+  CHECK_EQ_INT(bgt_fault_accepted(liar), 1);
+  if (c) {
+    items it = make_items("liar", 200);
+    bg_filter *f = bgt_fresh_filter(c, "sentinel-liar", 2000, 0.01, &it);
+    want_node(f, m);
+    CHECK_EQ_INT(bgt_count_present(f, &it), it.n);
+    /* a refresh asks the sentinel that answered right first: the liar is not asked again */
+    int64_t reloads = 0;
+    uint64_t t0 = bgt_now_ns();
+    do {
+      CHECK_OK(bg_filter_stat(f, BG_STAT_CLUSTER_MAP_RELOADS, &reloads));
+      if (reloads < 2) usleep(20000);
+    } while (reloads < 2 && bgt_now_ns() - t0 < 15000000000ull);
+    CHECK_MSG(reloads >= 2, "no refresh within 15 s (%lld reloads)", (long long)reloads);
+    CHECK_EQ_INT(bgt_fault_accepted(liar), 1);
+    bg_filter_close(f);
+    bg_client_close(c);
+    items_free(&it);
+  }
+  /* the negative control: the liar alone, nobody to skip to: open fails, naming the replica */
+  snprintf(url, sizeof url, "redis-sentinel://127.0.0.1:%d#%s", bgt_fault_port(liar), ss.master_name);
+  c = open_opts(url, NULL, msg, sizeof msg, &st);
+  CHECK_STATUS(st, BG_ESERVER);
+  CHECK_CONTAINS(msg, "is not the master");
+  if (c) bg_client_close(c);
+  bgt_fault_stop(liar);
 }
 
 /* kill -9 of the master under readers, an adder and a rotation. */
@@ -198,6 +269,7 @@ int main(int argc, char **argv) {
   static const bgt_case cases[] = {
       BGT_CASE(test_finds_the_master),
       BGT_CASE(test_bad_input),
+      BGT_CASE(test_a_lying_sentinel_first),
       BGT_CASE(test_failover),
       BGT_CASE(test_credentials),
   };

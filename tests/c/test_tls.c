@@ -20,13 +20,15 @@
 
 static bgt_tls_redis good;
 
-/* Opens url with the TLS options given (NULL: unset); the status, and msg. */
+/* Opens url with the TLS options given (NULL: unset), reaching the server at open
+ * (BG_OPT_CONNECT_AT_OPEN); the status, and msg. */
 static int open_tls(bg_client **out, const char *url, const bgt_tls_redis *r, const char *ca, const char *cert,
                     const char *key, const char *name, int verify, char *msg, size_t cap) {
   bg_options *o = NULL;
   char path[400];
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_CONNECT_TIMEOUT_MS, 2000));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_CONNECT_AT_OPEN, 1));
   if (ca) CHECK_OK(bg_options_set_str(o, BG_OPT_TLS_CA_FILE, bgt_tls_path(r, ca, path, sizeof path)));
   if (cert) CHECK_OK(bg_options_set_str(o, BG_OPT_TLS_CERT_FILE, bgt_tls_path(r, cert, path, sizeof path)));
   if (key) CHECK_OK(bg_options_set_str(o, BG_OPT_TLS_KEY_FILE, bgt_tls_path(r, key, path, sizeof path)));
@@ -101,6 +103,21 @@ static void refused(const char *cert, const char *ca, const char *name, const ch
   CHECK_CONTAINS(msg, cause);
   CHECK_MSG(!strstr(msg, "S3cr3tPw"), "password in: %s", msg);
   CHECK_MSG(ms < 2000, "took %.0f ms, longer than the connect timeout", ms);
+  /* opened connecting nothing: the first call is refused the same way */
+  char path[400];
+  bg_options *o = NULL;
+  bg_call *call = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_str(o, BG_OPT_TLS_CA_FILE, bgt_tls_path(&r, ca, path, sizeof path)));
+  if (name) CHECK_OK(bg_options_set_str(o, BG_OPT_TLS_SERVER_NAME, name));
+  CHECK_OK(bg_call_new(&call));
+  CHECK_OK(bgt_client_open(&c, url, o, msg, sizeof msg));
+  CHECK_STATUS(bg_client_ping_ex(c, call), BG_ETLS);
+  CHECK_CONTAINS(bg_call_errmsg(call), cause);
+  CHECK_MSG(!strstr(bg_call_errmsg(call), "S3cr3tPw"), "password in: %s", bg_call_errmsg(call));
+  bg_client_close(c);
+  bg_call_free(call);
+  bg_options_free(o);
   /* the control: verification off gets through to the same server (the password is refused: no
    * password is set there, so AUTH fails with an error, not a TLS one) */
   snprintf(url, sizeof url, "rediss://127.0.0.1:%d", r.port);
@@ -161,10 +178,81 @@ static void test_unusable_files_are_named(void) {
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
   CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 500));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_CONNECT_AT_OPEN, 1));
   int st = bgt_client_open(&c, url, o, msg, sizeof msg);
   bg_options_free(o);
   CHECK(st == BG_ECONN || st == BG_ETIMEOUT);
 }
+
+#ifdef BGT_HAVE_OPENSSL
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A TLS server that completes the handshake, then closes the connection without a word (what a
+ * server restarting, a CLIENT KILL or a proxy's timeout looks like right after the handshake). */
+typedef struct closing_server {
+  int lfd, port, accepted;
+  SSL_CTX *ctx;
+  pthread_t thr;
+} closing_server;
+
+static void *closing_main(void *arg) {
+  closing_server *s = arg;
+  for (;;) {
+    int fd = accept(s->lfd, NULL, NULL);
+    if (fd < 0) return NULL;
+    SSL *ssl = SSL_new(s->ctx);
+    SSL_set_fd(ssl, fd);
+    if (SSL_accept(ssl) == 1) s->accepted++;
+    SSL_free(ssl);   /* no close_notify: the connection just ends */
+    close(fd);
+  }
+}
+
+static void closing_start(closing_server *s, const bgt_tls_redis *r) {
+  char cert[400], key[400];
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t alen = sizeof a;
+  memset(s, 0, sizeof *s);
+  s->ctx = SSL_CTX_new(TLS_server_method());
+  CHECK(SSL_CTX_use_certificate_chain_file(s->ctx, bgt_tls_path(r, "server.crt", cert, sizeof cert)) == 1);
+  CHECK(SSL_CTX_use_PrivateKey_file(s->ctx, bgt_tls_path(r, "server.key", key, sizeof key), SSL_FILETYPE_PEM) == 1);
+  s->lfd = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(bind(s->lfd, (struct sockaddr *)&a, sizeof a) == 0 && listen(s->lfd, 16) == 0);
+  CHECK(getsockname(s->lfd, (struct sockaddr *)&a, &alen) == 0);
+  s->port = ntohs(a.sin_port);
+  pthread_create(&s->thr, NULL, closing_main, s);
+}
+
+static void closing_stop(closing_server *s) {
+  shutdown(s->lfd, SHUT_RDWR);
+  close(s->lfd);
+  pthread_join(s->thr, NULL);
+  SSL_CTX_free(s->ctx);
+}
+
+/* A connection closed after the TLS handshake, during bloomguard's own (AUTH, HELLO, ...), is the
+ * connection's end (BG_ECONN, which the degrade policy answers as a connection failure), not a
+ * TLS failure: TLS did its part. The control: the certificate refusal stays BG_ETLS. */
+static void test_closed_after_the_handshake_is_a_connection_error(void) {
+  closing_server s;
+  closing_start(&s, &good);
+  char url[160], msg[512];
+  snprintf(url, sizeof url, "rediss://127.0.0.1:%d", s.port);
+  bg_client *c = NULL;
+  int st = open_tls(&c, url, &good, "ca.crt", NULL, NULL, NULL, 1, msg, sizeof msg);
+  printf("    closed after the handshake: %s: %s\n", bg_strerror(st), msg);
+  CHECK_STATUS(st, BG_ECONN);
+  CHECK(s.accepted >= 1);   /* the handshake itself was done */
+  if (c) bg_client_close(c);
+  st = open_tls(&c, url, &good, "other-ca.crt", NULL, NULL, NULL, 1, msg, sizeof msg);
+  CHECK_STATUS(st, BG_ETLS);
+  closing_stop(&s);
+}
+#endif
 
 static void test_a_build_without_tls_says_so(void) {
   if (bg_features() & BG_FEATURE_TLS) return;
@@ -190,6 +278,9 @@ int main(int argc, char **argv) {
         BGT_CASE(test_the_server_name_option_is_checked),
         BGT_CASE(test_client_certificates),
         BGT_CASE(test_unusable_files_are_named),
+#ifdef BGT_HAVE_OPENSSL
+        BGT_CASE(test_closed_after_the_handshake_is_a_connection_error),
+#endif
     };
     rc = bgt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
   }

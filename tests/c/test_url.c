@@ -56,8 +56,6 @@ static void test_credentials(void) {
   bgi_url u = parse_ok("redis://:s3cret@h:1/2");
   CHECK(u.user == NULL);
   CHECK_EQ_STR(u.password, "s3cret");
-  CHECK_MSG(!strstr(u.display, "s3cret"), "display shows the password: %s", u.display);
-  CHECK_EQ_STR(u.display, "redis://***@h:1/2");
   bgi_url_free(&u);
 
   u = parse_ok("redis://alice:p%40ss%3Aword@h");
@@ -76,7 +74,6 @@ static void test_credentials(void) {
   u = parse_ok("redis://carol@host");
   CHECK_EQ_STR(u.user, "carol");
   CHECK(u.password == NULL);
-  CHECK_EQ_STR(u.display, "redis://***@host:6379"); /* a bare user part may be a password */
   bgi_url_free(&u);
 
   /* issue 11: an unescaped '/' (or '?' or ',') in the password; the last '@' ends the userinfo */
@@ -85,7 +82,6 @@ static void test_credentials(void) {
   CHECK_EQ_STR(u.password, "s3cret/x?y,z");
   CHECK_EQ_STR(u.host, "127.0.0.1");
   CHECK_EQ_INT(u.nhosts, 1);
-  CHECK_EQ_STR(u.display, "redis://***@127.0.0.1:6379");
   bgi_url_free(&u);
 }
 
@@ -116,7 +112,6 @@ static void test_query(void) {
   CHECK_EQ_INT(u.port, 6379);
   CHECK_EQ_INT(u.db, 1);
   CHECK_EQ_INT(u.db_given, 1);
-  CHECK_EQ_STR(u.display, "redis://h:6379/1");
   bgi_url_free(&u);
   u = parse_ok("redis://h/?db=4");
   CHECK_EQ_INT(u.db, 4);
@@ -161,7 +156,6 @@ static void test_seed_lists(void) {
   CHECK_EQ_STR(u.password, "s3cret");
   CHECK_EQ_INT(u.db, 2);
   CHECK_EQ_INT(u.db_given, 1);
-  CHECK_EQ_STR(u.display, "redis://***@10.0.0.1:7000,10.0.0.2:6379,[::1]:7002/2");
   bgi_url_free(&u);
 
   u = parse_ok("redis://a:1,b:2?db=5");
@@ -279,7 +273,6 @@ static void test_sentinel(void) {
   CHECK_EQ_INT(u.db, 3);
   CHECK_EQ_STR(u.master_name, "mymaster");
   CHECK_EQ_STR(u.password, "s3cret");
-  CHECK_EQ_STR(u.display, "redis-sentinel://***@10.0.0.1:26379,10.0.0.2:5000,[::1]:26379/3#mymaster");
   bgi_url_free(&u);
   /* a '#' in the password is the password's (the userinfo ends at the last '@') */
   u = parse_ok("redis-sentinel://user:s3c#ret@h:1?db=2#m-1.a_b");
@@ -293,16 +286,33 @@ static void test_sentinel(void) {
   parse_bad("redis-sentinel://:s3cret@h:0#m", "port must be a number");
   u = parse_ok("rediss-sentinel://:s3cret@h#m");
   CHECK(u.tls && u.is_sentinel);
-  CHECK_EQ_STR(u.display, "rediss-sentinel://***@h:26379#m");
   bgi_url_free(&u);
   u = parse_ok("rediss://:s3cret@h:6380/1");
   CHECK(u.tls && !u.is_sentinel);
-  CHECK_EQ_STR(u.display, "rediss://***@h:6380/1");
   bgi_url_free(&u);
   /* a plain redis:// URL has no fragment: '#' is not a host character */
   parse_bad("redis://:s3cret@h#m", "bad host");
 }
 
-BGT_RUN(BGT_CASE(test_sentinel), BGT_CASE(test_tcp_forms), BGT_CASE(test_credentials), BGT_CASE(test_empty_credentials),
+/* How messages name a URL's host: an IP address as it is, any name by its place (a name can be a
+ * password whose '@' went missing). */
+static void test_host_labels(void) {
+  char buf[300];
+  bgi_url_host_label("127.0.0.1", 6379, "the URL's host", buf, sizeof buf);
+  CHECK_EQ_STR(buf, "127.0.0.1:6379");
+  bgi_url_host_label("::1", 7000, "seed 2 of the URL", buf, sizeof buf);
+  CHECK_EQ_STR(buf, "[::1]:7000");
+  bgi_url_host_label("localhost", 1, "the URL's host", buf, sizeof buf);
+  CHECK_EQ_STR(buf, "localhost:1");
+  bgi_url_host_label("redis.example", 6380, "seed 2 of the URL", buf, sizeof buf);
+  CHECK_EQ_STR(buf, "seed 2 of the URL (port 6380)");
+  /* "redis://:S3cr3tPw@127.0.0.1" with its ':' and '@' lost */
+  bgi_url u = parse_ok("redis://S3cr3tPw127.0.0.1:6996");
+  bgi_url_host_label(u.host, u.port, "the URL's host", buf, sizeof buf);
+  CHECK_EQ_STR(buf, "the URL's host (port 6996)");
+  bgi_url_free(&u);
+}
+
+BGT_RUN(BGT_CASE(test_sentinel), BGT_CASE(test_host_labels), BGT_CASE(test_tcp_forms), BGT_CASE(test_credentials), BGT_CASE(test_empty_credentials),
         BGT_CASE(test_query), BGT_CASE(test_seed_lists), BGT_CASE(test_no_echo), BGT_CASE(test_unix),
         BGT_CASE(test_malformed))

@@ -1,12 +1,13 @@
 /*
- * Fuzz test: no message may contain the password (issue 11, item 3).
+ * Fuzz test: no message may contain the password, whatever the URL looks like.
  *
- * 3000 mutations (deterministic seed) of URLs that hold a distinctive password go to
- * bgi_url_parse, and those that either fail to parse or name a numeric host also go to
- * bg_client_open_ex with an errbuf: port 1 on loopback, where nothing listens, and 100 ms
- * timeouts, so no attempt waits. A message (or the display form) containing the password is a
- * leak. The one exception is a mutation that turned the password into the host name itself
- * (both ':' and '@' deleted): then it is no longer a password but the host the URL names.
+ * 3000 mutations (deterministic seed) of URLs that hold a distinctive password (with a missing '@',
+ * a doubled ':', an '@' in the password, %-escapes) go to bgi_url_parse; a URL that parses has every
+ * host named as messages name it (bgi_url_host_label); and every URL that either fails to parse or
+ * names only numeric hosts also goes to bg_client_open_ex with BG_OPT_CONNECT_AT_OPEN: port 1 on
+ * loopback, where nothing listens, and 100 ms timeouts, so no attempt waits (a host that is a name
+ * would be looked up: only its label is checked). A message or a label containing the password is
+ * a leak - also when the password became the host itself (its ':' and '@' both lost).
  */
 #include <arpa/inet.h>
 #include <stdint.h>
@@ -22,7 +23,7 @@
 #define NMUTATIONS 3000
 
 /* The passwords of the base URLs, as they may appear in a message: raw, and %-encoded forms. */
-static const char *const secrets[] = {"S3cr3tPw", "S3cr3t!Pw", "S3cr3t%21Pw", "Zx9Secret"};
+static const char *const secrets[] = {"S3cr3tPw", "S3cr3t!Pw", "S3cr3t%21Pw", "Zx9Secret", "Qu1et@Pw", "Qu1et%40Pw"};
 
 static const char *const bases[] = {
   "redis://:S3cr3tPw@127.0.0.1:1",
@@ -38,14 +39,26 @@ static const char *const bases[] = {
   "unix:///tmp/bg-fuzz-none.sock?db=1",
   "redis.//user:S3cr3t!Pw@127.0.0.1:1",
   "redis:pw:S3cr3t!Pw@127.0.0.1:1",
+  "redis://S3cr3tPw127.0.0.1:1",          /* its ':' and '@' lost: the password is the host */
+  "redis://:S3cr3tPw127.0.0.1:1",         /* its '@' lost */
+  "redis://S3cr3tPwdb.example:1",         /* ... before a name */
+  "redis://::S3cr3tPw@127.0.0.1:1",       /* a doubled ':' */
+  "redis://alice::S3cr3tPw@127.0.0.1:1",
+  "redis://:Qu1et@Pw@127.0.0.1:1",        /* an '@' in the password */
+  "redis://:Qu1et@Pw127.0.0.1:1",         /* ... and the last '@' lost */
+  "redis://:Qu1et%40Pw@127.0.0.1:1",      /* %-escaped */
+  "redis-sentinel://:S3cr3tPw@127.0.0.1:1,127.0.0.1:1#m",
+  "redis-sentinel://S3cr3tPw127.0.0.1:1#m",
+  "rediss://:S3cr3tPw@127.0.0.1:1",
 };
 
-/* The URLs of the issue, each a known leak before the fix. */
+/* The URLs of the issues, each a known leak before its fix. */
 static const char *const known[] = {
   "redis://:S3cr3tPw/x@127.0.0.1:6379", "redis:/:S3cr3tPw@h", "redis//:S3cr3tPw@h",
   "redis:S3cr3tPw@h",                   ":S3cr3tPw@h:6379",   "redis.//user:S3cr3tPw@h",
   "rediss:/:S3cr3tPw@h",                "redis://:S3cr3tPw@h:6379?db=1",
   "redis://:S3cr3tPw@h/x",              "redis://:S3cr3tPw@[::1",
+  "redis://S3cr3tPw127.0.0.1:1",        "redis://S3cr3tPw127.0.0.1:1,127.0.0.1:1",
 };
 
 static uint64_t rng = 0x5eed0b100d6a4dULL;
@@ -122,23 +135,26 @@ static void report(const char *what, const char *url, const char *msg) {
   if (++leaks <= 8) fprintf(stderr, "  leak (%s): %s -> %s\n", what, url, msg);
 }
 
-/* Parses url, then (when no name lookup could wait) opens a client on it. */
+/* Parses url, checks how messages would name its hosts, then (when no name lookup could wait)
+ * opens a client on it, reaching the server at open. */
 static void try_url(const char *url, bg_options *opts) {
   bgi_url u;
   bgi_err e = {0};
   int st = bgi_url_parse(url, &u, &e);
-  int is_host = 0;
+  int lookup = 0;
   checked++;
   if (st == BG_OK) {
-    const char *s = leaked(u.host);
-    is_host = s != NULL; /* the password became the host name: not a secret any more */
-    if (!is_host && leaked(u.display)) report("display", url, u.display);
+    for (size_t i = 0; i < u.nhosts; i++) {
+      char label[300];
+      bgi_url_host_label(u.hosts[i].host, u.hosts[i].port, "seed N of the URL", label, sizeof label);
+      if (leaked(label)) report("host label", url, label);
+      lookup |= !numeric_host(u.hosts[i].host);
+    }
     bgi_url_free(&u);
   } else if (leaked(e.msg)) {
     report("parse", url, e.msg);
   }
-  if (is_host) return;
-  if (st == BG_OK && !u.is_unix && !numeric_host(u.host)) return; /* a DNS lookup: not here */
+  if (lookup) return; /* a DNS lookup: not here */
 
   bg_client *c = NULL;
   char errbuf[1024];
@@ -158,7 +174,9 @@ static void test_no_password_in_messages(void) {
   CHECK_OK(bg_options_new(&opts));
   CHECK_OK(bg_options_set_int(opts, BG_OPT_CONNECT_TIMEOUT_MS, 100));
   CHECK_OK(bg_options_set_int(opts, BG_OPT_COMMAND_TIMEOUT_MS, 100));
+  CHECK_OK(bg_options_set_int(opts, BG_OPT_CONNECT_AT_OPEN, 1));
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) try_url(known[i], opts);
+  for (size_t i = 0; i < sizeof bases / sizeof bases[0]; i++) try_url(bases[i], opts);
   for (int i = 0; i < NMUTATIONS; i++) {
     mutate(bases[rnd(sizeof bases / sizeof bases[0])], url, sizeof url);
     try_url(url, opts);

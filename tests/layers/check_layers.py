@@ -40,8 +40,6 @@ BOTTOM = {"hash", "common"}   # usable by every layer above them (but cli, which
 # never added here without a reason. (call.h moved into common/ and the lock's key names into
 # redis/names.h, which removed wait.h -> call.h, hash/api.c -> call.h and lock.c -> filter.h.)
 EXCEPTIONS = {
-    ("csrc/common/version.c", "csrc/redis/tls.h"): "bg_version's feature flags: common/ kit (issue 15 item 4)",
-    ("csrc/common/version.c", "csrc/redis/tracking.h"): "bg_version's feature flags: common/ kit (issue 15 item 4)",
     ("csrc/lock/filter_lock.c", "csrc/filter/filter.h"): "bg_lock_open_filter takes a bg_filter: it reads the "
                                                          "filter's name (the lock's key is redis/names.h's)",
 }

@@ -169,20 +169,30 @@ def test_bad_urls():
 
 def test_connection_refused():
     port = free_port()  # nothing listens there
+    # connect_at_open: open reaches the server, and says it cannot
     with pytest.raises(bloomguard.ConnectionError) as ei:
-        bloomguard.Client("redis://127.0.0.1:%d" % port, connect_timeout=1)
+        bloomguard.Client("redis://127.0.0.1:%d" % port, connect_timeout=1, connect_at_open=True)
     assert isinstance(ei.value, ConnectionError) and isinstance(ei.value, OSError)
     assert str(port) in ei.value.message and ei.value.code == bloomguard.ConnectionError.status
+    # the default: opening connects nothing, the first call says it
+    with bloomguard.Client("redis://127.0.0.1:%d" % port, connect_timeout=1) as c:
+        with pytest.raises(bloomguard.ConnectionError) as ei:
+            c.ping()
+        assert str(port) in ei.value.message
 
 
 def test_auth_refused_message_hides_password(url):
     secret = "s3cr3t-pa55"
     with pytest.raises(bloomguard.AuthError) as ei:
-        bloomguard.Client(url, password=secret)
+        bloomguard.Client(url, password=secret, connect_at_open=True)
     assert secret not in str(ei.value) and secret not in repr(ei.value)
     with pytest.raises(bloomguard.AuthError) as ei:
-        bloomguard.Client(url.replace("redis://", "redis://user:%s@" % secret))
+        bloomguard.Client(url.replace("redis://", "redis://user:%s@" % secret), connect_at_open=True)
     assert secret not in str(ei.value)
+    with bloomguard.Client(url, password=secret) as c:  # refused by the first call instead
+        with pytest.raises(bloomguard.AuthError) as ei:
+            c.ping()
+        assert secret not in str(ei.value) and secret not in repr(ei.value)
 
 
 def test_closed_client(url, fname):

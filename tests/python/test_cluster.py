@@ -53,7 +53,10 @@ def test_filters_on_every_master(cluster):
 def test_bad_urls(cluster):
     c = cluster
     with pytest.raises(bloomguard.InvalidArgument, match="only db 0"):
-        bloomguard.Client(c.url + "/2")
+        bloomguard.Client(c.url + "/2", connect_at_open=True)
+    with bloomguard.Client(c.url + "/2") as client:  # opening connects nothing: the first call says it
+        with pytest.raises(bloomguard.InvalidArgument, match="only db 0"):
+            client.ping()
     with pytest.raises(bloomguard.BadURL, match="only a Redis Cluster takes"):
         bloomguard.Client(c.seeds, cluster=False)
     with pytest.raises(TypeError):

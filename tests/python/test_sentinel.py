@@ -61,7 +61,10 @@ def test_bad_sentinel_urls():
     with pytest.raises(bloomguard.BadURL, match="names the master after '#'"):
         bloomguard.Client("redis-sentinel://127.0.0.1:1")
     with pytest.raises(bloomguard.ConnectionError, match="no sentinel of the URL answered"):
-        bloomguard.Client("redis-sentinel://127.0.0.1:1,127.0.0.1:2#m", connect_timeout=0.2)
+        bloomguard.Client("redis-sentinel://127.0.0.1:1,127.0.0.1:2#m", connect_timeout=0.2, connect_at_open=True)
+    with bloomguard.Client("redis-sentinel://127.0.0.1:1,127.0.0.1:2#m", connect_timeout=0.2) as c:
+        with pytest.raises(bloomguard.ConnectionError, match="no sentinel of the URL answered"):
+            c.ping()
 
 
 def test_sentinel_credentials():
@@ -71,5 +74,9 @@ def test_sentinel_credentials():
         with bloomguard.Client(url, sentinel_password="s3nt-pw") as c:
             c.ping()
         with pytest.raises(bloomguard.BloomGuardError) as e:
-            bloomguard.Client(url)
+            bloomguard.Client(url, connect_at_open=True)
         assert "BG_OPT_SENTINEL_PASSWORD" in str(e.value) and "pw" not in str(e.value).replace("PASSWORD", "")
+        with bloomguard.Client(url) as c:  # opening connects nothing: the first call says it
+            with pytest.raises(bloomguard.BloomGuardError) as e:
+                c.ping()
+            assert "BG_OPT_SENTINEL_PASSWORD" in str(e.value) and "pw" not in str(e.value).replace("PASSWORD", "")

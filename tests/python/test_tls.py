@@ -22,23 +22,27 @@ def test_tls_works_and_refuses():
             f.add("a")
             assert f.contains("a") and not f.contains("b")
         with pytest.raises(bloomguard.TlsError, match="certificate was refused"):
-            bloomguard.Client(s.url.replace("rediss://", "rediss://:S3cr3t@"), tls_ca_file=s.path("other-ca.crt"))
+            bloomguard.Client(s.url.replace("rediss://", "rediss://:S3cr3t@"), tls_ca_file=s.path("other-ca.crt"),
+                              connect_at_open=True)
+        with bloomguard.Client(s.url, tls_ca_file=s.path("other-ca.crt")) as c:  # refused by the first call
+            with pytest.raises(bloomguard.TlsError, match="certificate was refused"):
+                c.ping()
         with pytest.raises(bloomguard.TlsError, match="hostname mismatch"):
-            bloomguard.Client(s.url, tls_ca_file=s.path("ca.crt"), tls_server_name="db.example")
+            bloomguard.Client(s.url, tls_ca_file=s.path("ca.crt"), tls_server_name="db.example", connect_at_open=True)
         with pytest.raises(bloomguard.TlsError, match="cannot read the CA file"):
             bloomguard.Client(s.url, tls_ca_file=s.path("missing.crt"))
         with bloomguard.Client(s.url, tls_verify=False) as c:
             c.ping()
     with TlsRedisServer(cert="expired") as s:
         with pytest.raises(bloomguard.TlsError, match="expired"):
-            bloomguard.Client(s.url, tls_ca_file=s.path("ca.crt"))
+            bloomguard.Client(s.url, tls_ca_file=s.path("ca.crt"), connect_at_open=True)
 
 
 @needs_tls
 def test_client_certificate():
     with TlsRedisServer(auth_clients=True) as s:
         with pytest.raises(bloomguard.TlsError, match="client certificate"):
-            bloomguard.Client(s.url, tls_ca_file=s.path("ca.crt"))
+            bloomguard.Client(s.url, tls_ca_file=s.path("ca.crt"), connect_at_open=True)
         with bloomguard.Client(s.url, tls_ca_file=s.path("ca.crt"), tls_cert_file=s.path("client.crt"),
                                tls_key_file=s.path("client.key")) as c:
             c.ping()

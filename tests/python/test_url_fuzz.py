@@ -1,8 +1,11 @@
-"""Fuzz test: no exception raised by bloomguard.Client may contain the password (issue 11, item 3).
+"""Fuzz test: no exception raised by bloomguard.Client may contain the password, whatever the URL
+looks like.
 
 A deterministic seed mutates URLs holding a distinctive password (punctuation edits, a damaged
-scheme, truncation). Every server is 127.0.0.1 or [::1] port 1, where nothing listens, with a
-50 ms connect timeout: no attempt waits. Needs no redis-server.
+scheme, truncation; a missing '@', a doubled ':', an '@' in the password, %-escapes). Every server
+is 127.0.0.1 or [::1] port 1, where nothing listens, with a 50 ms connect timeout and
+connect_at_open (open reaches the server, so connect errors are checked too): no attempt waits.
+Needs no redis-server.
 """
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import random
 
 import bloomguard
 
-SECRETS = ("S3cr3t!Pw", "S3cr3t%21Pw")
+SECRETS = ("S3cr3t!Pw", "S3cr3t%21Pw", "S3cr3tPw", "Qu1et@Pw", "Qu1et%40Pw")
 BASES = (
     "redis://:S3cr3t!Pw@127.0.0.1:1",
     "redis://:S3cr3t!Pw/x@127.0.0.1:1",
@@ -21,6 +24,12 @@ BASES = (
     "redis://u:a@S3cr3t!Pw@127.0.0.1:1",
     "redis.//user:S3cr3t!Pw@127.0.0.1:1",
     "rediss://:S3cr3t!Pw@127.0.0.1:1",
+    "redis://S3cr3tPw127.0.0.1:1",  # its ':' and '@' lost: the password is the host
+    "redis://:S3cr3tPw127.0.0.1:1",  # its '@' lost
+    "redis://::S3cr3tPw@127.0.0.1:1",  # a doubled ':'
+    "redis://:Qu1et@Pw@127.0.0.1:1",  # an '@' in the password
+    "redis://:Qu1et@Pw127.0.0.1:1",  # ... and the last '@' lost
+    "redis://:Qu1et%40Pw@127.0.0.1:1",  # %-escaped
 )
 KNOWN = ("redis://:S3cr3t!Pw/x@127.0.0.1:6379", "redis:/:S3cr3t!Pw@h", "redis//:S3cr3t!Pw@h",
          "redis:S3cr3t!Pw@h", ":S3cr3t!Pw@h:6379", "redis.//user:S3cr3t!Pw@h")
@@ -56,7 +65,7 @@ def test_no_password_in_client_errors():
     leaks = []
     for url in urls:
         try:
-            c = bloomguard.Client(url, connect_timeout=0.05, command_timeout=0.05)
+            c = bloomguard.Client(url, connect_timeout=0.05, command_timeout=0.05, connect_at_open=True)
         except bloomguard.BloomGuardError as exc:
             text = "%s %r" % (exc, exc)
             if any(s in text for s in SECRETS):

@@ -45,8 +45,12 @@ class Client:
     ``tls_server_name`` (the name the server's certificate must be for; default the URL's host),
     ``tls_verify`` (default True; False checks nothing). A refused certificate raises
     :class:`~bloomguard.TlsError`.
-    Opening connects once, so a wrong address or password fails here
-    (:class:`~bloomguard.ConnectionError`, :class:`~bloomguard.AuthError`, :class:`~bloomguard.BadURL`).
+    Opening checks the URL (:class:`~bloomguard.BadURL`), the options, the TLS files and that
+    credentials are complete, and connects nothing: the first call that needs the server connects
+    (within its timeout), so a client opened while Redis is down works once it is back, its calls
+    meanwhile answered by the filter's policy. ``connect_at_open=True`` reaches the server at open
+    instead, so a wrong address or password raises here (:class:`~bloomguard.ConnectionError`,
+    :class:`~bloomguard.AuthError`, :class:`~bloomguard.TlsError`).
 
     Use it as a context manager or call :meth:`close`. Filters opened on the client keep the
     underlying pool alive: closing the client while filters are open is safe, and those filters

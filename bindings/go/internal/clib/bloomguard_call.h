@@ -14,7 +14,10 @@
  * objects' own functions (bg_call_*, bg_options_*, bg_policy_* but bg_filter_set_policy), the
  * pure hash functions bg_hash128 and bg_indexes (BG_EINVAL for a NULL pointer, k 0 or a size
  * outside 1..BG_MAX_SIZE), and the in-memory readers bg_filter_stat, bg_rotation_stats and
- * bg_rotation_set_progress (BG_EINVAL / BG_ENOTSUP for a NULL handle or an unknown counter).
+ * bg_rotation_set_progress (BG_EINVAL / BG_ENOTSUP for a NULL handle or an unknown counter), and
+ * a submission queue's own calls (queue.h): the accessors of a completion, bg_queue_fd,
+ * bg_queue_poll (its one driving thread's; BG_EINVAL for bad arguments only) and bg_queue_cancel
+ * (async-signal-safe, as bg_call_cancel). The submit functions follow the rule.
  * tests/python/test_ex_rule.py checks the headers against the rule.
  *
  * A bg_call carries what belongs to one call rather than to a shared handle:
@@ -27,7 +30,9 @@
  *
  * Cancelling a call. Every wait inside the library - a lock acquire waiting for the holder, a
  * rotation waiting for another one (BG_OPT_ROTATE_WAIT_MS), a query waiting out a filter's write
- * lock, the degrade policy's retry backoff, a Redis Cluster busy-slot backoff - sleeps in slices
+ * lock, the degrade policy's retry backoff, a Redis Cluster busy-slot or a loading server's backoff,
+ * a wait for a free pooled connection or for another call's connect, a connect and a TLS
+ * handshake - sleeps in slices
  * of at most 50 ms and looks at the call's cancel flag between them, so a wait of a call made with
  * a cancelled bg_call ends within about 50 ms with BG_ECANCELED, leaving nothing behind (a
  * cancelled lock waiter holds nothing and has withdrawn its writer intent, a cancelled rotation
@@ -57,9 +62,11 @@ BG_API void bg_call_free(bg_call *call);
 
 /*
  * A deadline for each operation made with this object: the whole operation (waiting for a pooled
- * connection, connecting, sending, every reply, retries after a config change) ends with
- * BG_ETIMEOUT once timeout_ms has passed since it started. 1..3600000 ms, or 0 for none (each
- * network wait is then bounded by the client's BG_OPT_COMMAND_TIMEOUT_MS).
+ * connection or another call's connect, connecting, the TLS and RESP handshakes, sending, every
+ * reply however slowly it trickles in, retries after a config change) ends with BG_ETIMEOUT once
+ * timeout_ms has passed since it started. 1..3600000 ms, or 0 for none (a connection is then made
+ * within the client's BG_OPT_CONNECT_TIMEOUT_MS, and BG_OPT_COMMAND_TIMEOUT_MS bounds each reply:
+ * one that trickles in ends after it, not with each byte).
  */
 BG_API int  bg_call_set_timeout_ms(bg_call *call, int64_t timeout_ms);
 

@@ -22,7 +22,7 @@ BG_BEGIN_DECLS
 #define BG_ENOTSUP      -6   /* unknown option or unsupported feature */
 #define BG_ECONN        -7   /* cannot connect, or the connection was lost */
 #define BG_ETIMEOUT     -8   /* the server did not answer within the command timeout */
-#define BG_EAUTH        -9   /* authentication or SELECT refused by the server */
+#define BG_EAUTH        -9   /* authentication refused by the server, or credentials that cannot authenticate */
 #define BG_ESERVER     -10   /* the server answered an error (OOM, READONLY, LOADING, BUSY, ...) */
 #define BG_EPROTO      -11   /* the server's reply had an unexpected shape */
 #define BG_ENOTINIT    -12   /* the filter has no config hash: it was never initialized, or was deleted */
@@ -34,8 +34,9 @@ BG_BEGIN_DECLS
 #define BG_EABORTED    -18   /* a user callback asked to abort */
 #define BG_ECLOSED     -19   /* the handle was closed or its client is gone */
 #define BG_ECANCELED   -20   /* the call was cancelled (bg_call_cancel, or its interrupt callback) while it waited */
-#define BG_ETLS        -21   /* TLS: the handshake failed (certificate refused: unknown CA, expired, another name;
-                                a client certificate required), or a certificate / key file cannot be used */
+#define BG_ETLS        -21   /* TLS itself failed (certificate refused: unknown CA, expired, another name; an alert
+                                of the server's, e.g. a client certificate required), or a certificate / key file
+                                cannot be used; a TLS connection closed or reset is BG_ECONN */
 
 /* Static description of a status code ("unknown status" for values not listed above). */
 BG_API const char *bg_strerror(int status);

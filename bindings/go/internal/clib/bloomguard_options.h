@@ -3,7 +3,7 @@
  * bloomguard/options.h - connection options, set by enum so the ABI grows without frozen structs.
  *
  * Three consumers read a bg_options object, each only its own options: bg_client_open (the options
- * from BG_OPT_CONNECT_TIMEOUT_MS to BG_OPT_TLS_VERIFY and the string options), bg_rotation_begin
+ * from BG_OPT_CONNECT_TIMEOUT_MS to BG_OPT_CONNECT_AT_OPEN and the string options), bg_rotation_begin
  * (BG_OPT_ROTATE_*) and bg_lock_open / bg_lock_open_filter (BG_OPT_LOCK_*). A consumer given an
  * object in which an option of another was set explicitly refuses it with BG_ENOTSUP, its message
  * naming the option and where it belongs ("BG_OPT_ROTATE_LEASE_MS is a rotation option
@@ -21,8 +21,12 @@ BG_BEGIN_DECLS
 typedef struct bg_options bg_options;
 
 /* Integer options (bg_options_set_int). Values are pinned like status codes. */
-#define BG_OPT_CONNECT_TIMEOUT_MS   1  /* TCP/unix connect timeout; default 2000; 1..3600000 */
-#define BG_OPT_COMMAND_TIMEOUT_MS   2  /* per command read/write timeout; default 1000; 1..3600000 */
+#define BG_OPT_CONNECT_TIMEOUT_MS   1  /* a connection's connect and, for a call with a deadline, its TLS and RESP
+                                          handshakes too (never past that deadline; without one the handshakes
+                                          get the command timeout); default 2000; 1..3600000 */
+#define BG_OPT_COMMAND_TIMEOUT_MS   2  /* for a call with no deadline of its own: a multiplexed round trip, and
+                                          each reply of a pooled one (a reply that trickles in ends after it,
+                                          not with each byte); default 1000; 1..3600000 */
 #define BG_OPT_POOL_SIZE            3  /* connections kept by a client; default 4; 1..1024 */
 #define BG_OPT_DB                   4  /* database to SELECT; overrides the URL's; 0..1000000 */
 #define BG_OPT_CONFIG_RETRIES       5  /* retries when the filter's config changed under a call; default 5; 0..100 */
@@ -57,6 +61,15 @@ typedef struct bg_options bg_options;
                                           (yielding the CPU) up to this long before it sleeps: a reply due
                                           within it then costs no sleep and no wake-up (bench/README.md,
                                           bench_threads); default 0: sleeps at once; 0..1000 */
+#define BG_OPT_CONNECT_AT_OPEN     15  /* 0 (default): bg_client_open checks the URL, the options, the TLS files
+                                          and that credentials are complete, and connects nothing; connections
+                                          (and a cluster's or the sentinels' discovery) are made by the first
+                                          call that needs one, under its deadline, so a client opened while the
+                                          server is down answers by its degrade policy and then from Redis once
+                                          it is back; 1: open also reaches the server (the cluster, the
+                                          sentinels and their master) by its call's deadline and fails as the
+                                          first call would (a wrong address or password, a refused
+                                          certificate) */
 #define BG_CLUSTER_OFF  0
 #define BG_CLUSTER_ON   1
 #define BG_CLUSTER_AUTO 2

@@ -8,12 +8,12 @@
 
 #include "common_clock.h"
 
-/* An absolute bound as the timeout in ms the pool and the mux take (0: the command timeout). */
-static int64_t ms_left(uint64_t until_ns) {
-  return until_ns ? bgi_ms_until(until_ns, bgi_now_ns()) : 0;
+static int ready(bgi_transport *tr, bgi_task *waiter, bg_client *cl, uint64_t deadline_ns, bgi_err *err) {
+  (void)tr, (void)waiter;
+  return bgi_client_ready(cl, deadline_ns, err);
 }
 
-static int acquire(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, int own, uint64_t until_ns,
+static int acquire(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, int own, uint64_t deadline_ns,
                    bgi_xfer *x, bgi_err *err) {
   bgi_blocking_transport *b = (bgi_blocking_transport *)tr;
   int st;
@@ -25,20 +25,21 @@ static int acquire(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, 
   x->stale_tries = x->shared ? route->mux->n + 1 : route->pool->size;
   x->progressed = 0;
   if (x->shared) {
-    st = bgi_muxset_begin(route->mux, ms_left(until_ns), &b->mc, err);
+    st = bgi_muxset_begin(route->mux, deadline_ns, &b->mc, err);
     x->ws = b->mc ? &b->mc->ws : NULL;
   } else {
-    st = bgi_pool_acquire(route->pool, ms_left(until_ns), &x->ws, err);
+    st = bgi_pool_acquire(route->pool, deadline_ns, &x->ws, err);
   }
   if (st == BG_OK) x->earlier_calls = x->ws->calls;
   return st;
 }
 
-static int roundtrip(bgi_transport *tr, bgi_task *waiter, bgi_xfer *x, size_t n, uint64_t until_ns, bgi_err *err) {
+static int roundtrip(bgi_transport *tr, bgi_task *waiter, bgi_xfer *x, size_t n, uint64_t deadline_ns, int64_t wait_ms,
+                     bgi_err *err) {
   bgi_blocking_transport *b = (bgi_blocking_transport *)tr;
   (void)waiter;
   if (x->shared) {
-    int st = bgi_mux_roundtrip(b->mc, n, until_ns, err);
+    int st = bgi_mux_roundtrip(b->mc, n, deadline_ns ? deadline_ns : bgi_deadline_in_ms(wait_ms), err);
     x->rep = b->mc->rep;
     /* a multiplexed call fails with its connection, which had served others before it */
     x->earlier_calls = b->mc->earlier_calls;
@@ -46,7 +47,8 @@ static int roundtrip(bgi_transport *tr, bgi_task *waiter, bgi_xfer *x, size_t n,
     return st;
   }
   x->rep = b->rep;
-  int st = bgi_conn_roundtrip(x->ws, b->rep, n, ms_left(until_ns), err);
+  int st = deadline_ns ? bgi_conn_roundtrip(x->ws, b->rep, n, deadline_ns, err)
+                       : bgi_conn_roundtrip_paced(x->ws, b->rep, n, wait_ms, err);
   /* a pooled connection is stale when it broke after serving earlier calls */
   if (!x->ws->broken) x->earlier_calls = 0;
   return st;
@@ -60,6 +62,7 @@ static void release(bgi_transport *tr, bgi_xfer *x) {
 }
 
 void bgi_blocking_transport_init(bgi_blocking_transport *b) {
+  b->tr.ready = ready;
   b->tr.acquire = acquire;
   b->tr.roundtrip = roundtrip;
   b->tr.release = release;

@@ -56,14 +56,21 @@ typedef struct bgi_xfer {
 } bgi_xfer;
 
 typedef struct bgi_transport bgi_transport;
+typedef struct bg_client bg_client;
 struct bgi_transport {
-  /* A workspace on a connection to route (one of its own when own), bounded by until_ns
-   * (absolute; 0: the client's command timeout) for waiting for one and connecting; ws->out
-   * reset, the flags cleared. */
-  int (*acquire)(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, int own, uint64_t until_ns,
+  /* The client knows where calls go (bgi_client_ready: the first call discovers the server, the
+   * cluster or the Sentinel-managed master), by deadline_ns (0: the connect and command timeouts). */
+  int (*ready)(bgi_transport *tr, bgi_task *waiter, bg_client *cl, uint64_t deadline_ns, bgi_err *err);
+  /* A workspace on a connection to route (one of its own when own), waiting for one and
+   * connecting it by deadline_ns (absolute; 0: the client's timeouts); ws->out reset, the flags
+   * cleared. */
+  int (*acquire)(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, int own, uint64_t deadline_ns,
                  bgi_xfer *x, bgi_err *err);
-  /* Sends ws->out and reads n replies into x->rep, bounded by until_ns (absolute). */
-  int (*roundtrip)(bgi_transport *tr, bgi_task *waiter, bgi_xfer *x, size_t n, uint64_t until_ns, bgi_err *err);
+  /* Sends ws->out and reads n replies into x->rep, all of it by deadline_ns (absolute); with no
+   * deadline (0), within wait_ms (a pooled connection: the write, then each reply, within wait_ms
+   * of the one before). */
+  int (*roundtrip)(bgi_transport *tr, bgi_task *waiter, bgi_xfer *x, size_t n, uint64_t deadline_ns, int64_t wait_ms,
+                   bgi_err *err);
   /* Gives the workspace back (not after kept). */
   void (*release)(bgi_transport *tr, bgi_xfer *x);
 };

@@ -29,6 +29,12 @@ static inline uint64_t bgi_after_ms(uint64_t now, int64_t ms) {
 /* The deadline ms from now. */
 static inline uint64_t bgi_deadline_in_ms(int64_t ms) { return bgi_after_ms(bgi_now_ns(), ms); }
 
+/* A call's deadline (0: it has none) capped by ms from now: the earlier of the two. */
+static inline uint64_t bgi_deadline_capped(uint64_t deadline_ns, int64_t ms) {
+  uint64_t cap = bgi_deadline_in_ms(ms);
+  return deadline_ns && deadline_ns < cap ? deadline_ns : cap;
+}
+
 /* ns as whole ms, rounded up. */
 static inline int64_t bgi_ns_ms_ceil(uint64_t ns) { return (int64_t)((ns + BGI_NS_PER_MS - 1) / BGI_NS_PER_MS); }
 

@@ -3,8 +3,11 @@
 #include "common_wait.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <poll.h>
 #include <time.h>
+
+#include "common_cond.h"
 
 static _Thread_local const bg_call *current;
 
@@ -54,12 +57,23 @@ int bgi_sleep_until(uint64_t until_ns) {
 }
 
 int bgi_poll_fd(int fd, short events, int64_t ms, short *revents) {
-  uint64_t until = bgi_deadline_in_ms(ms);
+  return bgi_poll_until(fd, events, bgi_deadline_in_ms(ms), 1, revents);
+}
+
+int bgi_poll_until(int fd, short events, uint64_t until_ns, int cancellable, short *revents) {
   for (;;) {
-    if (bgi_cancelled()) return BG_ECANCELED;
-    uint64_t ns = slice_ns(until);
+    if (cancellable && bgi_cancelled()) return BG_ECANCELED;
+    uint64_t ns;
+    if (cancellable) {
+      ns = slice_ns(until_ns);
+    } else {
+      uint64_t now = bgi_now_ns();
+      ns = until_ns > now ? until_ns - now : 0;
+    }
     struct pollfd p = {.fd = fd, .events = events};
-    int r = poll(&p, 1, (int)bgi_ns_ms_ceil(ns));
+    /* rounded up: a wait of 0.3 ms is not a busy loop of 0 ms polls */
+    int64_t ms = bgi_ns_ms_ceil(ns);
+    int r = poll(&p, 1, ms > INT_MAX ? INT_MAX : (int)ms);
     if (r < 0 && errno != EINTR) return -1;
     if (r > 0) {
       if (revents) *revents = p.revents;
@@ -67,4 +81,15 @@ int bgi_poll_fd(int fd, short events, int64_t ms, short *revents) {
     }
     if (!ns) return 0;
   }
+}
+
+int bgi_cond_wait_cancellable(pthread_cond_t *cv, pthread_mutex_t *mu, uint64_t until_ns) {
+  if (bgi_cancelled()) return BG_ECANCELED;
+  uint64_t ns = slice_ns(until_ns);
+  if (!ns) return ETIMEDOUT;
+  /* a slice, not the whole wait: the cancel flag is looked at again when it ends */
+  int r = bgi_cond_wait_until(cv, mu, bgi_now_ns() + ns);
+  if (r == ETIMEDOUT && bgi_now_ns() < until_ns) r = 0;
+  if (r != ETIMEDOUT && bgi_cancelled()) return BG_ECANCELED;
+  return r == ETIMEDOUT ? ETIMEDOUT : 0;
 }

@@ -104,7 +104,7 @@ static int unwatch(bgi_conn *c, const download *d, int st) {
   }
   bgi_resp_array(&c->out, 1);
   bgi_resp_bulk(&c->out, "UNWATCH", 7);
-  if (bgi_conn_roundtrip(c, rep, 1, ms, &ignored) != BG_OK) c->broken = 1;
+  if (bgi_conn_roundtrip(c, rep, 1, bgi_deadline_in_ms(ms), &ignored) != BG_OK) c->broken = 1;
   return st;
 }
 
@@ -151,7 +151,7 @@ static int parse_download(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi
       bgi_resp_key(&c->out, &f->name);
       bgi_resp_u64(&c->out, off);
       bgi_resp_u64(&c->out, off + m - 1);
-      st = bgi_conn_roundtrip(c, r, 1, ms, err);
+      st = bgi_conn_roundtrip(c, r, 1, bgi_deadline_in_ms(ms), err);
     }
     if (st == BG_OK && r[0]->type == REDIS_REPLY_ERROR) st = bgi_reply_error(r[0], "snapshot (bitmap)", err);
     else if (st == BG_OK && r[0]->type != REDIS_REPLY_STRING)
@@ -175,7 +175,7 @@ static int parse_download(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi
     bgi_append_hmget_config(&c->out, f);
     bgi_resp_array(&c->out, 1);
     bgi_resp_bulk(&c->out, "EXEC", 4);
-    st = bgi_conn_roundtrip(c, r, 3, ms, err);   /* EXEC ends the WATCH, whatever it answers */
+    st = bgi_conn_roundtrip(c, r, 3, bgi_deadline_in_ms(ms), err);   /* EXEC ends the WATCH, whatever it answers */
   }
   if (st == BG_OK) {
     const bgi_reply *ex = r[2];

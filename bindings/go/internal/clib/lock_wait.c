@@ -24,7 +24,7 @@ static int subscribe_once(bg_lock *l, bgi_lock_sub *s, bgi_redirect *moved, bgi_
   bgi_reply *rep[1];
   const bgi_endpoint *ep;
   const char *cmd = l->client->cluster && !l->client->cluster->sentinel ? "SSUBSCRIBE" : "SUBSCRIBE";
-  int st = bgi_client_endpoint(l->client, l->slot, &ep, err);
+  int st = bgi_client_endpoint(l->client, l->slot, 0, &ep, err);
   if (st != BG_OK) return st;
   /* a subscriber stays in RESP2: there, messages are replies, not pushes */
   if ((st = bgi_conn_open(&s->conn, ep, 0, BGI_CONN_NO_TRACKING, err)) != BG_OK) return st;
@@ -34,7 +34,7 @@ static int subscribe_once(bg_lock *l, bgi_lock_sub *s, bgi_redirect *moved, bgi_
   bgi_resp_array(&s->conn.out, 2);
   bgi_resp_cstr(&s->conn.out, cmd);
   bgi_resp_key(&s->conn.out, &l->channel);
-  st = bgi_conn_roundtrip(&s->conn, rep, 1, l->client->ep.command_timeout_ms, err);
+  st = bgi_conn_roundtrip(&s->conn, rep, 1, bgi_deadline_in_ms(l->client->ep.command_timeout_ms), err);
   if (st != BG_OK) return st;
   if (rep[0]->type == REDIS_REPLY_ERROR && bgi_redirect_parse(rep[0], moved) == BGI_REDIR_MOVED) {
     if (!moved->host[0]) snprintf(moved->host, sizeof moved->host, "%s", ep->url.host);

@@ -3,79 +3,127 @@
 
 #include <errno.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
-static struct timeval ms_to_tv(int64_t ms) {
-  struct timeval tv;
-  tv.tv_sec = (time_t)(ms / 1000);
-  tv.tv_usec = (suseconds_t)(ms % 1000) * 1000;
-  return tv;
+#include "common_clock.h"
+#include "common_wait.h"
+
+void bgi_endpoint_label_url(bgi_endpoint *ep, const char *what) {
+  if (ep->url.is_unix) snprintf(ep->label, sizeof ep->label, "unix:%s", ep->url.path);
+  else bgi_url_host_label(ep->url.host, ep->url.port, what, ep->label, sizeof ep->label);
 }
 
-static const char *where(const bgi_endpoint *ep, char *buf, size_t cap) {
-  if (ep->url.is_unix) snprintf(buf, cap, "unix:%s", ep->url.path);
-  else snprintf(buf, cap, "%s:%d", ep->url.host, ep->url.port);
-  return buf;
+void bgi_endpoint_label_named(bgi_endpoint *ep) {
+  snprintf(ep->label, sizeof ep->label, strchr(ep->url.host, ':') ? "[%s]:%d" : "%s:%d", ep->url.host, ep->url.port);
 }
 
-/* Maps the context's transport error to a status, and marks the connection unusable. */
-static int transport_error(bgi_conn *c, int saved_errno, bgi_err *err) {
-  int st;
+static const char *label(const bgi_endpoint *ep) { return ep->label[0] ? ep->label : "the server"; }
+
+/* Records the context's failure as a status (BG_ECONN for a closed or reset connection wherever it
+ * happens; BG_ETLS only for a failure of TLS itself) and marks the connection unusable. */
+static int transport_error(bgi_conn *c, bgi_err *err) {
   c->broken = 1;
-#ifdef REDIS_ERR_TIMEOUT
-  if (c->ctx->err == REDIS_ERR_TIMEOUT) saved_errno = EAGAIN;
-#endif
-  if (c->ctx->err == REDIS_ERR_IO && (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK))
-    st = bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within %lld ms", (long long)c->timeout_ms);
-  else if (c->ctx->err == REDIS_ERR_EOF)
-    st = bgi_err_set(err, BG_ECONN, "the server closed the connection");
-  else if (c->ctx->err == REDIS_ERR_PROTOCOL)
-    st = bgi_err_set(err, BG_EPROTO, "protocol error: %s", c->ctx->errstr);
-  else if (c->ctx->err == REDIS_ERR_OOM || c->arena.failed)
-    st = bgi_err_set(err, BG_ENOMEM, "out of memory while reading a reply");
-  else
-    st = bgi_err_set(err, BG_ECONN, "connection error: %s", c->ctx->errstr);
-  return st;
+  if (c->tls && bgi_tls_failure(c->ctx, err) != BG_OK) return err->status;
+  if (c->ctx->err == REDIS_ERR_EOF) return bgi_err_set(err, BG_ECONN, "the server closed the connection");
+  if (c->ctx->err == REDIS_ERR_PROTOCOL) return bgi_err_set(err, BG_EPROTO, "protocol error: %s", c->ctx->errstr);
+  if (c->ctx->err == REDIS_ERR_OOM || c->arena.failed)
+    return bgi_err_set(err, BG_ENOMEM, "out of memory while reading a reply");
+  return bgi_err_set(err, BG_ECONN, "connection error: %s", c->ctx->errstr);
 }
 
-/* Hands c->out to hiredis, which writes it (through its TLS layer when the connection has one)
- * before it reads the first reply: every byte goes through hiredis. */
-static int queue_out(bgi_conn *c, bgi_err *err) {
-  if (redisAppendFormattedCommand(c->ctx, c->out.data, c->out.len) != REDIS_OK) {
+ssize_t bgi_conn_send_some(bgi_conn *c, const char *p, size_t n, bgi_err *err) {
+  ssize_t k;
+  if (c->tls) {
+    if ((k = bgi_tls_send(c->ctx, p, n)) >= 0) return k;
     c->broken = 1;
-    return bgi_err_set(err, BG_ENOMEM, "out of memory while queueing a request");
+    if (bgi_tls_failure(c->ctx, err) == BG_OK) bgi_err_set(err, BG_ECONN, "the connection was closed or reset");
+    return -1;
   }
+  do k = send(c->ctx->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (k < 0 && errno == EINTR);
+  if (k >= 0) return k;
+  if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+  c->broken = 1;
+  bgi_err_set(err, BG_ECONN, "writing to the server failed: %s", strerror(errno));
+  return -1;
+}
+
+int bgi_conn_recv_some(bgi_conn *c, bgi_err *err) {
+  if (redisBufferRead(c->ctx) != REDIS_OK) return transport_error(c, err);
   return BG_OK;
 }
 
-int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, int64_t timeout_ms, bgi_err *err) {
-  int st;
-  if (!c->ctx || c->broken) return bgi_err_set(err, BG_ECONN, "connection is not open");
-  if (timeout_ms != c->timeout_ms) {
-    /* a call with its own deadline: the socket timeouts bound every send and read of it */
-    if (redisSetTimeout(c->ctx, ms_to_tv(timeout_ms)) != REDIS_OK) {
-      c->broken = 1;
-      return bgi_err_set(err, BG_ECONN, "cannot set the socket timeout: %s", c->ctx->errstr);
+int bgi_conn_buffered(const bgi_conn *c) { return c->tls && bgi_tls_buffered(c->ctx); }
+
+/* Waits for the socket to be ready for events, by deadline_ns: BG_OK, or the failure (the
+ * connection broken: a round trip stopped half-way cannot be resumed). */
+static int wait_ready(bgi_conn *c, short events, uint64_t deadline_ns, uint64_t started_ns, bgi_err *err) {
+  int r = bgi_poll_until(c->ctx->fd, events, deadline_ns, 0, NULL);
+  if (r == 1) return BG_OK;
+  c->broken = 1;
+  if (r == 0)
+    return bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within %lld ms",
+                       (long long)bgi_ns_ms_ceil(deadline_ns - started_ns));
+  return bgi_err_set(err, BG_ECONN, "poll failed: %s", strerror(errno));
+}
+
+/* The next reply from the reader (RESP3 pushes are taken on the way, in stream order), reading the
+ * socket as needed. */
+static int read_reply(bgi_conn *c, bgi_reply **out, uint64_t deadline_ns, uint64_t started_ns, bgi_err *err) {
+  for (;;) {
+    void *obj = NULL;
+    if (redisGetReplyFromReader(c->ctx, &obj) != REDIS_OK) return transport_error(c, err);
+    if (c->arena.failed) return transport_error(c, err);
+    if (obj) {
+#ifdef REDIS_REPLY_PUSH
+      if (((bgi_reply *)obj)->type == REDIS_REPLY_PUSH) {
+        /* an invalidation: the replies behind it see the tracking epoch moved */
+        bgi_tracking_pushed(c->track);
+        continue;
+      }
+#endif
+      *out = obj;
+      return BG_OK;
     }
-    c->timeout_ms = timeout_ms;
+    int st;
+    if (!bgi_conn_buffered(c) && (st = wait_ready(c, POLLIN, deadline_ns, started_ns, err)) != BG_OK) return st;
+    if ((st = bgi_conn_recv_some(c, err)) != BG_OK) return st;
   }
+}
+
+/* The round trip, by deadline_ns; with reply_ms > 0 the deadline moves on by reply_ms with each
+ * reply that is complete (the pace of a call with no deadline of its own). */
+static int roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, uint64_t deadline_ns, int64_t reply_ms, bgi_err *err) {
+  int st;
+  uint64_t started = bgi_now_ns();
+  if (!c->ctx || c->broken) return bgi_err_set(err, BG_ECONN, "connection is not open");
   bgi_arena_reset(&c->arena);
-  if ((st = queue_out(c, err)) != BG_OK) return st;
-  for (int done = n > 0; !done;) {  /* nothing to read: write it all now */
-    errno = 0;
-    if (redisBufferWrite(c->ctx, &done) != REDIS_OK) return transport_error(c, errno, err);
+  for (size_t sent = 0; sent < c->out.len;) {
+    ssize_t k = bgi_conn_send_some(c, c->out.data + sent, c->out.len - sent, err);
+    if (k < 0) return err->status;
+    sent += (size_t)k;
+    if (sent < c->out.len && (st = wait_ready(c, POLLOUT, deadline_ns, started, err)) != BG_OK) return st;
   }
   for (size_t i = 0; i < n; i++) {
-    void *obj = NULL;
-    errno = 0;
-    if (redisGetReply(c->ctx, &obj) != REDIS_OK || !obj) return transport_error(c, errno, err);
-    rep[i] = obj;
+    if ((st = read_reply(c, &rep[i], deadline_ns, started, err)) != BG_OK) return st;
+    if (reply_ms > 0) {
+      started = bgi_now_ns();
+      deadline_ns = bgi_after_ms(started, reply_ms);
+    }
   }
   c->calls++;
   return BG_OK;
+}
+
+int bgi_conn_roundtrip(bgi_conn *c, bgi_reply **rep, size_t n, uint64_t deadline_ns, bgi_err *err) {
+  return roundtrip(c, rep, n, deadline_ns, 0, err);
+}
+
+int bgi_conn_roundtrip_paced(bgi_conn *c, bgi_reply **rep, size_t n, int64_t reply_ms, bgi_err *err) {
+  return roundtrip(c, rep, n, bgi_deadline_in_ms(reply_ms), reply_ms, err);
 }
 
 int bgi_reply_is_error(const bgi_reply *r, const char *code) {
@@ -140,8 +188,8 @@ int bgi_conn_handshake_build(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi
 }
 
 int bgi_conn_handshake_take(bgi_conn *c, const bgi_endpoint *ep, bgi_reply **rep, size_t n, bgi_err *err) {
-  size_t i = 0;
   (void)n;
+  size_t i = 0;
   if (ep->password) {
     bgi_reply *r = rep[i++];
     if (r->type == REDIS_REPLY_ERROR)
@@ -150,11 +198,13 @@ int bgi_conn_handshake_take(bgi_conn *c, const bgi_endpoint *ep, bgi_reply **rep
   }
   if (ep->db) {
     bgi_reply *r = rep[i++];
-    if (r->type == REDIS_REPLY_ERROR && strstr(r->str, "cluster mode"))
-      return bgi_err_set(err, BG_EINVAL, "database %d requested, but a Redis Cluster has only db 0 (remove /%d "
-                         "or ?db=%d from the URL, or BG_OPT_DB)", ep->db, ep->db, ep->db);
-    if (r->type == REDIS_REPLY_ERROR)
-      return bgi_err_set(err, BG_EAUTH, "SELECT %d refused: %s", ep->db, r->str);
+    /* refused for what the server is, whatever its words (Redis: "SELECT is not allowed in cluster
+     * mode", Valkey: "DB index is out of range", either beyond `databases`): the request is wrong
+     * for this server, not the credentials. NOAUTH is the password's, told below. */
+    if (r->type == REDIS_REPLY_ERROR && !bgi_reply_is_error(r, "NOAUTH"))
+      return bgi_err_set(err, BG_EINVAL, "database %d cannot be selected on this server (%s): a Redis Cluster has "
+                         "only db 0, and a server only the databases its `databases` setting makes (remove /%d or "
+                         "?db=%d from the URL, or BG_OPT_DB)", ep->db, r->str, ep->db, ep->db);
   }
   bgi_reply *r = rep[i];
   if (r->type == REDIS_REPLY_ERROR) {
@@ -178,134 +228,137 @@ int bgi_conn_handshake_take(bgi_conn *c, const bgi_endpoint *ep, bgi_reply **rep
   return BG_OK;
 }
 
-static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_err *err) {
+
+static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, uint64_t deadline_ns, bgi_err *err) {
   bgi_reply *rep[4 + BGI_TRACKING_HANDSHAKE_REPLIES];
   size_t n = 0;
   bgi_buf_reset(&c->out);
   int st = bgi_conn_handshake_build(c, ep, flags, &c->out, &n, err);
-  if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n, c->timeout_ms, err);
+  if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n, deadline_ns, err);
   /* the handshake secret must not linger in the reusable buffer */
   memset(c->out.data, 0, c->out.len);
   if (st != BG_OK) return st;
   return bgi_conn_handshake_take(c, ep, rep, n, err);
 }
 
-/* ---- the non-blocking pieces (a submission queue's connections, client/pipes.c) ---------------- */
+/* The TCP (or unix) connect on a non-blocking socket, waiting for it by until_ns; timeout_st: the
+ * status when that passes. */
+/* The non-blocking TCP (or unix) connect begun. */
+static int start_connect(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
+  if (ep->url.is_unix) c->ctx = redisConnectUnixNonBlock(ep->url.path);
+  else c->ctx = redisConnectNonBlock(ep->url.host, ep->url.port);
+  if (!c->ctx) return bgi_err_set(err, BG_ENOMEM, "out of memory creating a connection");
+  if (c->ctx->err) return bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", label(ep), c->ctx->errstr);
+  return BG_OK;
+}
+
+/* The socket became writable (or failed): whether the connect worked. */
+static int connect_done(bgi_conn *c, const bgi_endpoint *ep, int poll_failed, bgi_err *err) {
+  int soerr = 0;
+  socklen_t len = sizeof soerr;
+  if (poll_failed || getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
+  if (soerr) return bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", label(ep), strerror(soerr));
+  if (!ep->url.is_unix) redisEnableKeepAlive(c->ctx);
+  return BG_OK;
+}
+
+/* The TCP (or unix) connect on a non-blocking socket, waiting for it by until_ns; timeout_st: the
+ * status when that passes. */
+static int tcp_connect(bgi_conn *c, const bgi_endpoint *ep, uint64_t until_ns, int timeout_st, int64_t budget_ms,
+                       bgi_err *err) {
+  int st = start_connect(c, ep, err);
+  if (st != BG_OK) return st;
+  int r = bgi_poll_until(c->ctx->fd, POLLOUT, until_ns, 1, NULL);
+  if (r == BG_ECANCELED) return bgi_cancel_err(err, "connecting");
+  if (r == 0)
+    return bgi_err_set(err, timeout_st, "cannot connect to %s within %lld ms%s", label(ep), (long long)budget_ms,
+                       timeout_st == BG_ETIMEOUT ? " (the call's deadline)" : "");
+  return connect_done(c, ep, r < 0, err);
+}
+
+/* bgi_conn_connecting states */
+#define CONNECTING_TCP 1
+#define CONNECTING_TLS 2
+
+/* The host a TLS connection checks the certificate against. */
+static const char *tls_host(const bgi_endpoint *ep) { return ep->url.is_unix ? "localhost" : ep->url.host; }
 
 int bgi_conn_start(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
-  char at[300];
   bgi_conn_drop(c);
   if (!c->track) c->track = &c->own_track;
   c->broken = 0;
   c->calls = 0;
-  if (ep->tls) return bgi_err_set(err, BG_ENOTSUP, "TLS on a submission queue's connections is not built yet");
-  if (ep->url.is_unix) c->ctx = redisConnectUnixNonBlock(ep->url.path);
-  else c->ctx = redisConnectNonBlock(ep->url.host, ep->url.port);
-  if (!c->ctx) return bgi_err_set(err, BG_ENOMEM, "out of memory creating a connection");
-  if (c->ctx->err) {
-    int st = bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", where(ep, at, sizeof at), c->ctx->errstr);
+  int st = start_connect(c, ep, err);
+  if (st != BG_OK) {
     bgi_conn_drop(c);
     return st;
   }
-  bgi_reply_attach(c->ctx, &c->arena);
-  bgi_tracking_attach(c->ctx, c->track);
+  c->connecting = CONNECTING_TCP;
   return BG_OK;
 }
 
 int bgi_conn_connect_step(bgi_conn *c, const bgi_endpoint *ep, short *want, bgi_err *err) {
-  char at[300];
-  int soerr = 0;
-  socklen_t len = sizeof soerr;
-  if (getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
-  if (soerr == EINPROGRESS || soerr == EALREADY) {
-    *want = POLLOUT;
-    return 1;
+  int st = BG_OK;
+  if (c->connecting == CONNECTING_TCP) {
+    if ((st = connect_done(c, ep, 0, err)) != BG_OK) return st;
+    c->connecting = 0;
+    if (ep->tls) {
+      if ((st = bgi_tls_start(ep->tls, c->ctx, tls_host(ep), label(ep), err)) != BG_OK) {
+        bgi_err_prefix(err, label(ep));
+        return st;
+      }
+      c->connecting = CONNECTING_TLS;
+    }
   }
-  if (soerr) return bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", where(ep, at, sizeof at), strerror(soerr));
-  if (!ep->url.is_unix) redisEnableKeepAlive(c->ctx);
+  if (c->connecting == CONNECTING_TLS) {
+    if ((st = bgi_tls_step(c->ctx, want, err)) == 1) return 1;
+    if (st != BG_OK) {
+      bgi_err_prefix(err, label(ep));
+      return st;
+    }
+    c->connecting = 0;
+    c->tls = 1;
+  }
+  bgi_reply_attach(c->ctx, &c->arena);
   return BG_OK;
 }
 
-ssize_t bgi_conn_send_some(bgi_conn *c, const char *p, size_t n, bgi_err *err) {
-  for (;;) {
-    ssize_t k = send(c->ctx->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (k >= 0) return k;
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-    c->broken = 1;
-    bgi_err_set(err, BG_ECONN, "writing to the connection failed: %s", strerror(errno));
-    return -1;
-  }
-}
-
-int bgi_conn_recv_some(bgi_conn *c, bgi_err *err) {
-  if (redisBufferRead(c->ctx) == REDIS_OK) return BG_OK;
-  c->broken = 1;
-  if (c->ctx->err == REDIS_ERR_EOF) return bgi_err_set(err, BG_ECONN, "the server closed the connection");
-  return bgi_err_set(err, BG_ECONN, "connection error: %s", c->ctx->errstr);
-}
-
-int bgi_conn_buffered(const bgi_conn *c) {
-  (void)c;
-  return 0;
-}
-
-int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, int64_t timeout_ms, int flags, bgi_err *err) {
-  char at[300];
-  int64_t connect_ms = timeout_ms > 0 && timeout_ms < ep->connect_timeout_ms ? timeout_ms : ep->connect_timeout_ms;
-  int64_t command_ms = timeout_ms > 0 ? timeout_ms : ep->command_timeout_ms;
-  struct timeval ctv = ms_to_tv(connect_ms);
+int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, uint64_t deadline_ns, int flags, bgi_err *err) {
+  uint64_t until = bgi_deadline_capped(deadline_ns, ep->connect_timeout_ms);
+  /* which bound ends the connect: the connect timeout (the server is not reachable) or the call's */
+  int timeout_st = deadline_ns && deadline_ns <= until ? BG_ETIMEOUT : BG_ECONN;
+  int64_t budget_ms = bgi_ms_until(until, bgi_now_ns());
+  int st;
   bgi_conn_drop(c);
   if (!c->track) c->track = &c->own_track;
   c->broken = 0;
   c->calls = 0;
-  if (ep->url.is_unix) c->ctx = redisConnectUnixWithTimeout(ep->url.path, ctv);
-  else c->ctx = redisConnectWithTimeout(ep->url.host, ep->url.port, ctv);
-  if (!c->ctx) return bgi_err_set(err, BG_ENOMEM, "out of memory creating a connection");
-  if (c->ctx->err) {
-    int st = bgi_err_set(err, BG_ECONN, "cannot connect to %s within %lld ms: %s", where(ep, at, sizeof at),
-                         (long long)connect_ms, c->ctx->errstr);
-    bgi_conn_drop(c);
-    return st;
-  }
-  c->timeout_ms = command_ms;
-  if (redisSetTimeout(c->ctx, ms_to_tv(command_ms)) != REDIS_OK) {
-    int st = bgi_err_set(err, BG_ECONN, "cannot set the command timeout on %s: %s", where(ep, at, sizeof at),
-                         c->ctx->errstr);
-    bgi_conn_drop(c);
-    return st;
-  }
-  if (!ep->url.is_unix) redisEnableKeepAlive(c->ctx);
+  c->tls = 0;
+  if ((st = tcp_connect(c, ep, until, timeout_st, budget_ms, err)) != BG_OK) goto fail;
+  /* a call with no deadline of its own: the handshakes are a round trip like any other of its */
+  if (!deadline_ns) until = bgi_deadline_in_ms(ep->command_timeout_ms);
   if (ep->tls) {
-    int st = bgi_tls_connect(ep->tls, c->ctx, ep->url.is_unix ? "localhost" : ep->url.host, err);
-    if (st != BG_OK) {
-      bgi_err_prefix(err, where(ep, at, sizeof at));
-      bgi_conn_drop(c);
-      return st;
+    if ((st = bgi_tls_connect(ep->tls, c->ctx, tls_host(ep), label(ep), until, err)) != BG_OK) {
+      if (st != BG_ECANCELED) bgi_err_prefix(err, label(ep));
+      goto fail;
     }
+    c->tls = 1;
   }
   bgi_reply_attach(c->ctx, &c->arena);
-  bgi_tracking_attach(c->ctx, c->track);   /* its verdicts were reset by bgi_conn_drop above */
-  int st = handshake(c, ep, flags, err);
-  if (st == BG_ECONN && ep->tls) {
-    /* TLS 1.3 ends the client's side of the handshake first: a server that wants a client
-     * certificate hangs up on the first command instead */
-    char was[BGI_ERRMSG_MAX];
-    snprintf(was, sizeof was, "%s", err->msg);
-    st = bgi_err_set(err, BG_ETLS, "%.300s right after the TLS handshake: does the server require a client "
-                     "certificate (BG_OPT_TLS_CERT_FILE / BG_OPT_TLS_KEY_FILE), or one from another CA?", was);
-  }
-  if (st != BG_OK) {
-    if (st == BG_ECONN || st == BG_ETIMEOUT || st == BG_ESERVER || st == BG_ETLS) bgi_err_prefix(err, where(ep, at, sizeof at));
-    bgi_conn_drop(c);
-    return st;
-  }
+  st = handshake(c, ep, flags, until, err);
+  if (st == BG_ECONN || st == BG_ETIMEOUT || st == BG_ESERVER || st == BG_ETLS) bgi_err_prefix(err, label(ep));
+  if (st != BG_OK) goto fail;
   return BG_OK;
+fail:
+  bgi_conn_drop(c);
+  return st;
 }
 
 void bgi_conn_drop(bgi_conn *c) {
-  if (c->ctx) redisFree(c->ctx);
+  if (c->ctx) redisFree(c->ctx);   /* and a TLS handshake's state under way (bgi_tls_start) */
   c->ctx = NULL;
+  c->tls = 0;
+  c->connecting = 0;
   if (c->track) bgi_tracking_reset(c->track);
   c->no_verdict = 0;
   c->broken = 0;

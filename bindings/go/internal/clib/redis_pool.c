@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common_cond.h"
+#include "common_wait.h"
 
 int bgi_pool_init(bgi_pool *p, size_t size, const bgi_endpoint *ep) {
   memset(p, 0, sizeof *p);
@@ -45,18 +46,21 @@ static long pick_free(bgi_pool *p) {
   return unconnected;
 }
 
-int bgi_pool_acquire(bgi_pool *p, int64_t timeout_ms, bgi_conn **out, bgi_err *err) {
+int bgi_pool_acquire(bgi_pool *p, uint64_t deadline_ns, bgi_conn **out, bgi_err *err) {
   long i;
-  int64_t wait_ms = timeout_ms > 0 ? timeout_ms : p->ep->command_timeout_ms;
-  uint64_t deadline = bgi_deadline_in_ms(wait_ms);
+  uint64_t started = bgi_now_ns();
+  uint64_t until = deadline_ns ? deadline_ns : bgi_after_ms(started, p->ep->command_timeout_ms);
 
   pthread_mutex_lock(&p->mu);
   while ((i = pick_free(p)) < 0) {
-    if (bgi_cond_wait_until(&p->cv, &p->mu, deadline) == ETIMEDOUT && (i = pick_free(p)) < 0) {
-      pthread_mutex_unlock(&p->mu);
-      return bgi_err_set(err, BG_ETIMEOUT, "all %zu pooled connections stayed busy for %lld ms "
-                         "(raise BG_OPT_POOL_SIZE)", p->size, (long long)wait_ms);
-    }
+    int r = bgi_cond_wait_cancellable(&p->cv, &p->mu, until);
+    if (r == 0 || (i = pick_free(p)) >= 0) continue;
+    /* a release's signal may have been meant for this waiter: pass it on */
+    pthread_cond_signal(&p->cv);
+    pthread_mutex_unlock(&p->mu);
+    if (r == BG_ECANCELED) return bgi_cancel_err(err, "waiting for a pooled connection");
+    return bgi_err_set(err, BG_ETIMEOUT, "all %zu pooled connections stayed busy for %lld ms "
+                       "(raise BG_OPT_POOL_SIZE)", p->size, (long long)bgi_ns_ms_ceil(bgi_now_ns() - started));
   }
   p->busy[i] = 1;
   pthread_mutex_unlock(&p->mu);
@@ -64,7 +68,7 @@ int bgi_pool_acquire(bgi_pool *p, int64_t timeout_ms, bgi_conn **out, bgi_err *e
   bgi_conn *c = &p->conns[i];
   if (!c->ctx || c->broken) {
     /* connect outside the lock: other threads keep using the healthy connections meanwhile */
-    int st = bgi_conn_open(c, p->ep, timeout_ms, 0, err);
+    int st = bgi_conn_open(c, p->ep, deadline_ns, 0, err);
     if (st != BG_OK) {
       bgi_pool_release(p, c);
       return st;

@@ -3,7 +3,8 @@
  * Internal: a fixed-size pool of connections shared by the threads using one client.
  *
  * Connections are opened lazily and replaced after a failure: a call that finds a broken slot
- * reconnects it. Acquire waits (up to the command timeout) when every connection is busy.
+ * reconnects it. Acquire waits (up to the call's deadline, else the command timeout) when every
+ * connection is busy.
  */
 #ifndef BG_INTERNAL_POOL_H
 #define BG_INTERNAL_POOL_H
@@ -24,9 +25,10 @@ typedef struct bgi_pool {
 int bgi_pool_init(bgi_pool *p, size_t size, const bgi_endpoint *ep);
 void bgi_pool_destroy(bgi_pool *p);
 
-/* A connected connection, for the calling thread alone until released; waits at most
- * timeout_ms (0: the command timeout) for a free one, and uses it to connect. */
-int bgi_pool_acquire(bgi_pool *p, int64_t timeout_ms, bgi_conn **out, bgi_err *err);
+/* A connected connection, for the calling thread alone until released; waits for a free one until
+ * the call's absolute deadline_ns (0: the command timeout from now; BG_ECANCELED when the current
+ * call is cancelled meanwhile), then connects it when it is not (bgi_conn_open, the same deadline). */
+int bgi_pool_acquire(bgi_pool *p, uint64_t deadline_ns, bgi_conn **out, bgi_err *err);
 /* Returns it; a broken connection is closed here so the next acquire reconnects. */
 void bgi_pool_release(bgi_pool *p, bgi_conn *c);
 

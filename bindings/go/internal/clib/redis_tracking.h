@@ -74,9 +74,6 @@ static inline int bgi_tracking_on(const bgi_tracking *t) { return atomic_load(&(
 /* The server refused a tracking step: queries make the full check from now on. */
 static inline void bgi_tracking_off(bgi_tracking *t) { atomic_store(&t->on, 0); }
 
-/* Routes the context's pushes to t (every push bumps the epoch); the arena owns their memory. */
-void bgi_tracking_attach(redisContext *ctx, bgi_tracking *t);
-
 static inline void bgi_tracking_lock(bgi_tracking *t) {
   while (atomic_exchange_explicit(&t->lock, 1, memory_order_acquire))
     ;
