@@ -86,6 +86,14 @@ struct bg_lock {
 /* Writes "<uuid>:<owner seq>" into buf (at least 64 bytes); returns its length. */
 size_t bgi_lock_holder(const bg_lock *l, uint64_t seq, char *buf, size_t cap);
 
+/* Releases every hold of the handle in full, taking it off the renewal list first (a hold whose
+ * release fails then runs out on its own); the handle must be idle (no call on it: at close, or
+ * once a failed rotation handed it to its give-back). BG_OK once nothing is held, else the first
+ * failure (err): the holds that failed stay, for another try. */
+int bgi_lock_release_all(bg_lock *l, uint64_t deadline_ns, bgi_err *err);
+/* The handle's lease, for a caller that needs to know when what it holds runs out by itself. */
+static inline int64_t bgi_lock_lease_ms(const bg_lock *l) { return l->lease_ms; }
+
 /* ---- server-side steps (steps.c) ----------------------------------------------------------- */
 
 /* Outcome of an acquire step. */
