@@ -211,18 +211,9 @@ static timed timed_query(bg_filter *f, bg_call *call, const items *it, size_t n,
   return t;
 }
 
-/* Waits until the server answers a PING again (the pause is over); bounded. */
+/* Waits until the server answers again (the pause is over); bounded. */
 static void wait_pause_over(void) {
-  uint64_t t0 = bgt_now_ns();
-  for (;;) {
-    char *r = bgt_redis_cmd(&srv, "PING");
-    int ok = !strcmp(r, "PONG");
-    free(r);
-    if (ok) return;
-    CHECK_MSG(ms_since(t0) < 20000, "the server still does not answer PING after 20 s");
-    if (ms_since(t0) >= 20000) return;
-    usleep(5000);
-  }
+  CHECK_MSG(bgt_redis_wait_pong(&srv, 20000) == 0, "the server still does not answer PING after 20 s");
 }
 
 static void pause_clients(int ms) {
