@@ -3,7 +3,8 @@
  * real 6-node cluster (tests/c/cluster_fixture.h). Each topology case runs reader and adder threads
  * against a filter whose slot moves and asserts 0 errors, 0 false negatives and 0 lost
  * acknowledged adds; the negative control runs the same harness with a deliberately wrong ASK
- * handling (a bits-only read with ASKING on the importing node) and must see false negatives.
+ * handling (queries without MULTI, so ASK comes on Redis 7.0 and Valkey alike, answered by a
+ * bits-only read with ASKING on the importing node) and must see false negatives.
  */
 #include <bloomguard.h>
 #include <pthread.h>
