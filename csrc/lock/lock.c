@@ -509,16 +509,28 @@ BG_API size_t bg_lock_errmsg_copy(const bg_lock *l, char *buf, size_t cap) {
   return bgi_errslot_copy((bgi_errslot *)&l->err, buf, cap);
 }
 
+int bgi_lock_release_all(bg_lock *l, uint64_t deadline_ns, bgi_err *err) {
+  int first = BG_OK;
+  bgi_lock_renewer_unregister(l);
+  for (size_t i = 0; i < l->nholds;) {
+    bgi_hold *h = &l->holds[i];
+    int held, st = BG_OK;
+    if (!h->lost && h->count > 0) st = bgi_lock_step_release(l, deadline_ns, h->seq, h->kind, 1, &held, err);
+    if (st != BG_OK) {
+      if (first == BG_OK) first = st;
+      i++;   /* kept for another try */
+      continue;
+    }
+    drop_hold(l, h);   /* moves the last record here */
+  }
+  return first;
+}
+
 BG_API void bg_lock_close(bg_lock *l) {
   if (!l) return;
-  bgi_lock_renewer_unregister(l);
   /* the handle goes away: nobody could release what it still holds (whoever owns it), so release
    * it now rather than let others wait out the lease */
-  for (size_t i = 0; i < l->nholds; i++) {
-    int held;
-    if (!l->holds[i].lost && l->holds[i].count > 0)
-      bgi_lock_step_release(l, 0, l->holds[i].seq, l->holds[i].kind, 1, &held, &(bgi_err){0});
-  }
+  bgi_lock_release_all(l, 0, &(bgi_err){0});
   while (l->nholds) drop_hold(l, &l->holds[l->nholds - 1]);
   free(l->holds);
   pthread_mutex_destroy(&l->mu);

@@ -7,19 +7,30 @@
  * ends; the next hold starts another.
  *
  * Why per server, not one for the process: a renewal is a blocking round trip, and a server that
- * hangs (frozen, or gone without a reset) keeps each one waiting out the command timeout; with
- * one thread, a few handles on that server delayed every other handle of the process past its
- * lease (test_lock_renew's frozen-server cases). So a thread renews the handles of one client
- * that live on one server: a standalone client's, or those of a cluster client whose slot a node
- * served when the handle was put on the list (nodes live as long as their client; a slot that
- * moves later is still renewed right, by the client's routing, only on its old node's thread).
+ * hangs (frozen, or gone without a reset) keeps each one waiting; with one thread, a few handles
+ * on that server delayed every other handle of the process past its lease (test_lock_renew's
+ * frozen-server cases). So a thread renews the handles of one client that live on one server: a
+ * standalone client's, or those of a cluster client whose slot a node served when the handle was
+ * put on the list (nodes live as long as their client; a slot that moves later is still renewed
+ * right, by the client's routing, only on its old node's thread).
  *
- * One pass over the list renews every handle of the thread's own that is due within half a
- * period (renewing early only extends a lease), so handles registered at scattered moments share
- * passes instead of each waking the thread on its own: a pass costs O(handles) plus one round trip
- * per BGI_RENEW_BATCH holds. A renewal that finds the hold gone (its lease ran out while this
- * process stalled, or the key was deleted) marks the hold lost; a failed round trip is retried at
- * the next period (the lease outlives two of them).
+ * One round trip per server and pass: a pass takes every handle of the thread's own that is due
+ * within half a period (renewing early only extends a lease), so handles registered at scattered
+ * moments share passes, and sends the renewal steps of all of them - one Lua step per handle,
+ * per BGI_RENEW_BATCH of its holds - as one pipeline (no MULTI: each step is atomic on its own
+ * keys, and they need not be atomic together; one script over every lock key would need them all
+ * in one slot). Before, each handle had a round trip of its own, one after the other: the last
+ * handle of a pass waited for all the others', and one slow answer (a server or a thread stalled
+ * on a loaded machine: 60-230 ms were measured under TSan) made every handle after it late -
+ * the renewal 127 ms late and the 600 ms lease taken at 727 ms (test_lock_renew measures each
+ * renewal's lateness, and its control sends one round trip per handle again). In a cluster the
+ * pipeline goes to the node that serves the parts' slots now (parts grouped by node); a redirect
+ * of one slot sends that round trip's parts again one by one, each routed by its own slot.
+ *
+ * A renewal that finds the hold gone (its lease ran out while this process stalled, or the key
+ * was deleted) marks the hold lost. No round trip waits past the end of the first lease in it
+ * (whatever the command timeout: an answer after that is of no use), and a handle whose renewal
+ * failed is due again after a quarter period instead of a whole one.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -29,12 +40,9 @@
 #include "common/cond.h"
 #include "lock/lock.h"
 
-typedef struct snap {
-  uint64_t seq;
-  int kind;
-  uint64_t gen;
-  uint64_t lease_from_ns, held_from_ns;
-} snap;
+/* A round trip still gets this long when the first lease in it runs out sooner (it will find
+ * that hold gone, or the server's clock slower than ours). */
+#define MIN_WAIT_MS 10
 
 /* A running renewal thread: the handles whose rn_domain is its key are its own. */
 typedef struct domain {
@@ -55,6 +63,7 @@ static bgi_renew_rec *trace_buf;
 static size_t trace_cap, trace_n;
 static _Atomic uint64_t fault_delay_ns;
 static _Atomic int fault_one_domain;
+static _Atomic int fault_per_handle;
 
 size_t bgi_lock_renew_trace(bgi_renew_rec *buf, size_t cap) {
   pthread_mutex_lock(&trace_mu);
@@ -67,6 +76,7 @@ size_t bgi_lock_renew_trace(bgi_renew_rec *buf, size_t cap) {
 
 void bgi_lock_renew_fault_delay(uint64_t ns) { atomic_store(&fault_delay_ns, ns); }
 void bgi_lock_renew_fault_one_thread(int on) { atomic_store(&fault_one_domain, on); }
+void bgi_lock_renew_fault_per_handle(int on) { atomic_store(&fault_per_handle, on); }
 
 static void trace(const bgi_renew_rec *r) {
   pthread_mutex_lock(&trace_mu);
@@ -97,96 +107,232 @@ static void init_cv(void) {
 
 static uint64_t period_ns(const bg_lock *l) { return bgi_ms_ns(l->lease_ms / 3 > 0 ? l->lease_ms / 3 : 1); }
 
-/* Renews every hold of l, due at due_ns, in the pass that began at pass_ns (the thread has marked it busy: close waits for it). */
-static void renew_handle(bg_lock *l, uint64_t due_ns, uint64_t pass_ns, snap **s, size_t *scap) {
+/* ---- one pass --------------------------------------------------------------------------------- */
+
+/* A pass's work, the thread's own (grown as needed, kept across passes): the due handles, a
+ * snapshot of their holds, and the parts (up to BGI_RENEW_BATCH holds of one handle) they make. */
+typedef struct due_handle {
+  bg_lock *l;
+  uint64_t due_ns;      /* when it was due (the trace) */
+  int failed;           /* a part of it failed: due again after a quarter period */
+} due_handle;
+
+typedef struct hold_snap {
+  uint64_t seq, gen, lease_from_ns, held_from_ns;
+  size_t at;            /* its index in the handle's holds then (checked: records move when one goes) */
+} hold_snap;
+
+typedef struct part {
+  size_t handle;        /* in due[] */
+  size_t first, n;      /* its holds: snaps[first .. first + n) */
+  const void *node;     /* the node that serves its slot now (its client, standalone) */
+  int sent, status;
+  uint64_t sent_ns, done_ns, trip;
+} part;
+
+typedef struct pass {
+  due_handle *due;
+  size_t ndue, due_cap;
+  hold_snap *snaps;     /* the holds' snapshot, and as the steps take them: */
+  uint64_t *seqs;
+  int *kinds;
+  char *held;           /* the steps' answers */
+  size_t nsnaps, snap_cap;
+  part *parts;
+  size_t nparts, part_cap;
+  bgi_renew_part *req;  /* one round trip's parts ... */
+  size_t *req_of;       /* ... and which of parts[] each is */
+  size_t req_cap;
+} pass;
+
+static _Atomic uint64_t trips;   /* numbers the round trips (the trace) */
+
+/* Makes room for need elements of size bytes in *p (capacity *cap); 0, or -1 out of memory. */
+static int reserve(void *p, size_t *cap, size_t need, size_t size) {
+  if (need <= *cap) return 0;
+  size_t c = *cap ? *cap : 16;
+  while (c < need) c *= 2;
+  void *q = realloc(*(void **)p, c * size);
+  if (!q) return -1;
+  *(void **)p = q;
+  *cap = c;
+  return 0;
+}
+
+static int reserve_snaps(pass *ps, size_t need) {
+  size_t c[4] = {ps->snap_cap, ps->snap_cap, ps->snap_cap, ps->snap_cap};
+  int bad = reserve(&ps->snaps, &c[0], need, sizeof *ps->snaps) || reserve(&ps->seqs, &c[1], need, sizeof *ps->seqs) ||
+            reserve(&ps->kinds, &c[2], need, sizeof *ps->kinds) || reserve(&ps->held, &c[3], need, 1);
+  /* the arrays that grew keep their new room; the common capacity is the smallest */
+  size_t m = c[0];
+  for (int i = 1; i < 4; i++) m = c[i] < m ? c[i] : m;
+  ps->snap_cap = m;
+  return bad ? -1 : 0;
+}
+
+static void pass_free(pass *ps) {
+  free(ps->due), free(ps->snaps), free(ps->seqs), free(ps->kinds), free(ps->held);
+  free(ps->parts), free(ps->req), free(ps->req_of);
+}
+
+/* The node that serves l's slot now: its cluster node, else its client. */
+static const void *serving(const bg_lock *l) {
+  bgi_node *node = l->client->cluster ? bgi_cluster_route(l->client->cluster, (unsigned)l->slot) : NULL;
+  return node ? (const void *)node : (const void *)l->client;
+}
+
+/* Snapshots the holds of due[d] into parts of at most BGI_RENEW_BATCH holds. */
+static void snapshot(pass *ps, size_t d) {
+  bg_lock *l = ps->due[d].l;
   pthread_mutex_lock(&l->mu);
-  size_t n = 0;
-  if (l->nholds > *scap) {
-    snap *p = realloc(*s, l->nholds * sizeof *p);
-    if (!p) {
-      pthread_mutex_unlock(&l->mu);
-      return; /* try again next period */
-    }
-    *s = p, *scap = l->nholds;
+  if (reserve_snaps(ps, ps->nsnaps + l->nholds) != 0) {
+    pthread_mutex_unlock(&l->mu);
+    ps->due[d].failed = 1;   /* out of memory: tried again soon */
+    return;
   }
-  for (size_t i = 0; i < l->nholds; i++)
-    if (l->holds[i].count > 0)
-      (*s)[n++] = (snap){l->holds[i].seq, l->holds[i].kind, l->holds[i].gen, l->holds[i].lease_from_ns,
-                          l->holds[i].held_from_ns};
+  size_t first = ps->nsnaps;
+  for (size_t i = 0; i < l->nholds; i++) {
+    const bgi_hold *h = &l->holds[i];
+    if (h->count == 0) continue;   /* a first acquire in flight: registered again when it lands */
+    ps->snaps[ps->nsnaps] = (hold_snap){h->seq, h->gen, h->lease_from_ns, h->held_from_ns, i};
+    ps->seqs[ps->nsnaps] = h->seq;
+    ps->kinds[ps->nsnaps++] = h->kind;
+  }
   pthread_mutex_unlock(&l->mu);
-  /* one round trip per BGI_RENEW_BATCH holds (a pass over many holds must stay short next to a lease) */
-  for (size_t b = 0; b < n; b += BGI_RENEW_BATCH) {
-    size_t m = n - b < BGI_RENEW_BATCH ? n - b : BGI_RENEW_BATCH;
-    uint64_t seqs[BGI_RENEW_BATCH];
-    int kinds[BGI_RENEW_BATCH];
-    char held[BGI_RENEW_BATCH];
-    bgi_err err = {0};
-    for (size_t i = 0; i < m; i++) seqs[i] = (*s)[b + i].seq, kinds[i] = (*s)[b + i].kind;
-    uint64_t sent = bgi_now_ns();
-    int st = bgi_lock_step_renew(l, seqs, kinds, m, held, &err);
-    if (atomic_load(&trace_on)) {
-      uint64_t done = bgi_now_ns();
-      for (size_t i = 0; i < m; i++)
-        trace(&(bgi_renew_rec){l, (*s)[b + i].seq, (*s)[b + i].gen, l->lease_ms, due_ns, pass_ns, (*s)[b + i].lease_from_ns,
-                               (*s)[b + i].held_from_ns, sent, done, st, st == BG_OK && held[i]});
+  const void *node = serving(l);
+  for (size_t at = first; at < ps->nsnaps; at += BGI_RENEW_BATCH) {
+    if (reserve(&ps->parts, &ps->part_cap, ps->nparts + 1, sizeof *ps->parts) != 0) {
+      ps->due[d].failed = 1;
+      return;
     }
-    if (st != BG_OK) continue; /* next period */
-    /* only the trace reads lease_from_ns: without it a renewed hold costs no search of the list */
-    int note = atomic_load(&trace_on);
-    for (size_t i = 0; i < m; i++) {
-      if (held[i] && !note) continue;
-      snap *x = &(*s)[b + i];
+    size_t n = ps->nsnaps - at < BGI_RENEW_BATCH ? ps->nsnaps - at : BGI_RENEW_BATCH;
+    ps->parts[ps->nparts++] = (part){.handle = d, .first = at, .n = n, .node = node};
+  }
+}
+
+/* One round trip for req[0..n), then, if the pipeline failed as a whole on a redirect (one slot
+ * moved or migrates: the others were sent where it went), each part alone, routed by its slot. */
+static void round_trip(pass *ps, size_t n) {
+  /* an answer is of use until the first of its leases runs out (the later ones would have had
+   * time for another try; a failed round trip is tried again a quarter period later) */
+  uint64_t until = UINT64_MAX;
+  for (size_t i = 0; i < n; i++) {
+    const part *p = &ps->parts[ps->req_of[i]];
+    for (size_t j = p->first; j < p->first + p->n; j++) {
+      uint64_t end = bgi_after_ms(ps->snaps[j].lease_from_ns, ps->req[i].l->lease_ms);
+      if (end < until) until = end;
+    }
+  }
+  /* the frozen-server tests' control waits out the command timeout, as every renewal did in 0.2 */
+  int unbounded = atomic_load(&fault_one_domain);
+  for (int alone = 0; alone < 2; alone++) {
+    for (size_t i = 0; i < n; i++) {
+      size_t m = alone ? 1 : n;
+      bgi_err err = {0};
+      uint64_t sent = bgi_now_ns(), trip = atomic_fetch_add(&trips, 1);
+      uint64_t deadline = unbounded ? 0 : until > bgi_after_ms(sent, MIN_WAIT_MS) ? until : bgi_after_ms(sent, MIN_WAIT_MS);
+      int st = bgi_lock_step_renew(ps->req + i, m, deadline, &err);
+      uint64_t done = bgi_now_ns();
+      for (size_t j = i; j < i + m; j++) {
+        part *p = &ps->parts[ps->req_of[j]];
+        p->sent = 1, p->status = ps->req[j].status, p->sent_ns = sent, p->done_ns = done, p->trip = trip;
+      }
+      if (!alone) {
+        if (st != BG_ESERVER || n == 1) return;
+        break;
+      }
+    }
+  }
+}
+
+/* Renews every part, one round trip per node (at most BGI_STEPS_MAX parts each). */
+static void renew_parts(pass *ps) {
+  int one_each = atomic_load(&fault_per_handle);   /* the control: a round trip per handle, as before */
+  size_t cap = ps->req_cap;
+  if (reserve(&ps->req_of, &cap, ps->nparts, sizeof *ps->req_of) != 0 ||
+      reserve(&ps->req, &ps->req_cap, ps->nparts, sizeof *ps->req) != 0)
+    return;   /* out of memory: no part is sent, every handle is tried again soon */
+  for (size_t k = 0; k < ps->nparts; k++) {
+    if (ps->parts[k].sent) continue;
+    size_t n = 0;
+    for (size_t j = k; j < ps->nparts && n < BGI_STEPS_MAX; j++) {
+      part *p = &ps->parts[j];
+      if (p->sent || p->node != ps->parts[k].node) continue;
+      if (one_each && ps->parts[j].handle != ps->parts[k].handle) continue;
+      ps->req[n] = (bgi_renew_part){.l = ps->due[p->handle].l, .seqs = ps->seqs + p->first,
+                                    .kinds = ps->kinds + p->first, .n = p->n, .held = ps->held + p->first};
+      ps->req_of[n++] = j;
+      p->sent = 1;
+    }
+    round_trip(ps, n);
+  }
+}
+
+/* Records each part's outcome on its handle's holds (and in the trace). */
+static void apply(pass *ps, uint64_t pass_ns) {
+  int note = atomic_load(&trace_on);
+  for (size_t k = 0; k < ps->nparts; k++) {
+    const part *p = &ps->parts[k];
+    due_handle *d = &ps->due[p->handle];
+    bg_lock *l = d->l;
+    if (!p->sent || p->status != BG_OK) d->failed = 1;
+    for (size_t i = p->first; i < p->first + p->n; i++) {
+      const hold_snap *x = &ps->snaps[i];
+      int ok = p->sent && p->status == BG_OK, held = ok && ps->held[i];
+      if (note)
+        trace(&(bgi_renew_rec){l, x->seq, x->gen, l->lease_ms, d->due_ns, pass_ns, x->lease_from_ns, x->held_from_ns,
+                               p->sent_ns, p->done_ns, p->sent ? p->status : BG_ENOMEM, held, p->trip});
+      if (!ok) continue;
       pthread_mutex_lock(&l->mu);
-      for (size_t j = 0; j < l->nholds; j++) {
+      /* where the snapshot found it, unless a hold that went meanwhile moved it */
+      size_t j0 = x->at < l->nholds && l->holds[x->at].seq == x->seq && l->holds[x->at].gen == x->gen ? x->at : 0;
+      for (size_t j = j0; j < l->nholds; j++) {
         bgi_hold *h = &l->holds[j];
         if (h->seq != x->seq || h->gen != x->gen) continue;
-        if (held[i]) {
-          h->lease_from_ns = sent;
+        if (held) {
+          /* the next round trip's deadline is the first lease in it to run out: from here */
+          h->lease_from_ns = p->sent_ns;
         } else if (!h->lost) {
           h->lost = 1;
           snprintf(h->lost_why, sizeof h->lost_why, "the %s hold of lock \"%.100s\" was lost: renewal found it "
                    "gone (its lease of %lld ms ran out, or the key was deleted)",
                    h->kind == BGI_KIND_X ? "exclusive" : "read", l->key.s, (long long)l->lease_ms);
         }
+        break;
       }
       pthread_mutex_unlock(&l->mu);
     }
   }
 }
 
+static void run_pass(pass *ps, uint64_t pass_ns) {
+  ps->nsnaps = ps->nparts = 0;
+  for (size_t d = 0; d < ps->ndue; d++) snapshot(ps, d);
+  renew_parts(ps);
+  apply(ps, pass_ns);
+}
+
 static void *renewer(void *arg) {
   domain *me = arg;
-  snap *s = NULL;
-  size_t scap = 0;
-  bg_lock **due = NULL;
-  uint64_t *due_at = NULL; /* when each of due[] was due (the trace) */
-  size_t dcap = 0;
+  pass ps = {0};
   pthread_mutex_lock(&reg_mu);
   for (;;) {
     uint64_t now = bgi_now_ns(), next = UINT64_MAX;
-    size_t n = 0;
     int mine = 0;
+    ps.ndue = 0;
     for (bg_lock *l = reg_head; l; l = l->rn_next) {
       if (l->rn_domain != me->key) continue;
       mine = 1;
       if (l->rn_due_ns <= now + period_ns(l) / 2) {
-        if (n == dcap) {
-          size_t cap = dcap ? dcap * 2 : 16;
-          bg_lock **p = realloc(due, cap * sizeof *p);
-          if (p) due = p;
-          uint64_t *q = p ? realloc(due_at, cap * sizeof *q) : NULL;
-          if (!q) break; /* the rest wait for the next pass */
-          due_at = q, dcap = cap;
-        }
-        due[n] = l;
-        due_at[n++] = l->rn_due_ns;
+        if (reserve(&ps.due, &ps.due_cap, ps.ndue + 1, sizeof *ps.due) != 0) break; /* the rest: next pass */
+        ps.due[ps.ndue++] = (due_handle){l, l->rn_due_ns, 0};
         l->rn_busy = 1;
         l->rn_due_ns = now + period_ns(l);
       }
       if (l->rn_due_ns < next) next = l->rn_due_ns;
     }
     if (!mine) break;
-    if (n == 0) {
+    if (ps.ndue == 0) {
       if (next == UINT64_MAX) next = bgi_after_ms(now, 1000); /* out of memory above: look again in a second */
       bgi_cond_wait_until(&reg_cv, &reg_mu, next);
       continue;
@@ -194,9 +340,16 @@ static void *renewer(void *arg) {
     pthread_mutex_unlock(&reg_mu);
     uint64_t delay = atomic_load(&fault_delay_ns);
     if (delay) bgi_sleep_ns(delay);
-    for (size_t i = 0; i < n; i++) renew_handle(due[i], due_at[i], now, &s, &scap);
+    run_pass(&ps, now);
     pthread_mutex_lock(&reg_mu);
-    for (size_t i = 0; i < n; i++) due[i]->rn_busy = 0;
+    uint64_t after = bgi_now_ns();
+    for (size_t i = 0; i < ps.ndue; i++) {
+      bg_lock *l = ps.due[i].l;
+      /* a failed renewal is tried again soon: the lease is running out meanwhile */
+      uint64_t retry = after + period_ns(l) / 4;
+      if (ps.due[i].failed && retry < l->rn_due_ns) l->rn_due_ns = retry;
+      l->rn_busy = 0;
+    }
     pthread_cond_broadcast(&reg_cv);
   }
   for (domain **pp = &reg_domains; *pp; pp = &(*pp)->next)
@@ -206,9 +359,7 @@ static void *renewer(void *arg) {
     }
   pthread_mutex_unlock(&reg_mu);
   free(me);
-  free(s);
-  free(due);
-  free(due_at);
+  pass_free(&ps);
   return NULL;
 }
 
@@ -216,8 +367,7 @@ static void *renewer(void *arg) {
 static const void *domain_of(const bg_lock *l) {
   /* the negative control of the frozen-server tests puts every handle on one thread */
   if (atomic_load(&fault_one_domain)) return NULL;
-  bgi_node *node = l->client->cluster ? bgi_cluster_route(l->client->cluster, (unsigned)l->slot) : NULL;
-  return node ? (const void *)node : (const void *)l->client;
+  return serving(l);
 }
 
 /* reg_mu held: the thread of key runs, or is started. */

@@ -65,7 +65,8 @@ typedef struct bgi_cluster {
 
   bgi_cluster_stats stats;
   /* The cluster tests' negative control, never set otherwise: an ASK is followed by a bits-only
-   * read with ASKING, which answers from the importing node's missing bitmap (false negatives). */
+   * read with ASKING, without MULTI (so the ASK trap bites on every server: Valkey checks a
+   * MULTI's keys at EXEC), which answers from the importing node's missing bitmap (false negatives). */
   int fault_ask_bits_only;
   /* The other negative control: Lua steps declare no migration guard key (client/step.h). */
   int fault_no_migration_guard;

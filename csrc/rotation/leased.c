@@ -2,8 +2,13 @@
  * What SWAP and LOCKED share (swap.c, locked.c): begin takes the rotation lease - waiting, up to
  * BG_OPT_ROTATE_WAIT_MS, for another rotation to end - and starts its keeper (lease.c); add builds
  * the next generation in memory (bitmap.c); after a commit the handle learns the new config; an
- * abort gives the lease back and drops the staging keys. Only the commit differs.
+ * abort gives the lease back and drops the staging keys (an abort that fails hands the give-back
+ * to a background thread, and a begin of this process takes such a lease over: giveback.c). Only
+ * the commit differs.
  */
+#include <stdio.h>
+#include <string.h>
+
 #include "rotation/rotation.h"
 
 int bgi_leased_begin(bg_rotation *r, bgi_err *err) {
@@ -16,6 +21,9 @@ int bgi_leased_begin(bg_rotation *r, bgi_err *err) {
       if (st != BG_OK) return st;
       break;
     }
+    /* a lease this process left behind (its give-back failed, giveback.c) is released and the
+     * filter begun at once; a failed try leaves the wait below as it was */
+    if (bgi_giveback_take_over(r, &(bgi_err){0}) == 1) continue;
     uint64_t now = bgi_now_ns();
     if (now >= deadline) return st;
     /* poll until the holder commits, aborts or dies; never past our own deadline */
@@ -62,6 +70,11 @@ void bgi_leased_settle(bg_rotation *r) {
 
 void bgi_leased_abort(bg_rotation *r, bgi_err *err) {
   bgi_lease_stop(r);
-  bgi_rot_step_abort(r, err);
+  int lease_left = bgi_rot_step_abort(r, err) != BG_OK;
+  if ((lease_left || r->lock_left) && bgi_giveback_start(r, lease_left) == BG_OK && lease_left) {
+    size_t n = strlen(err->msg);
+    snprintf(err->msg + n, sizeof err->msg - n, "; the lease is given back in the background (tried until it "
+             "would have run out)");
+  }
   forget_next(r);
 }

@@ -121,8 +121,10 @@ static int begin(bg_rotation *r, bgi_err *err) {
 static void release(bg_rotation *r) {
   if (!r->lock_held) return;
   r->lock_held = 0;
-  /* a lost hold needs no release: the lock is already gone */
-  bg_lock_release(r->lock);
+  /* a lost hold needs no release (BG_ELOCKED: the lock is already gone); a failed round trip
+   * leaves the hold to the give-back (giveback.c), not to its lease */
+  int st = bg_lock_release(r->lock);
+  r->lock_left = st != BG_OK && st != BG_ELOCKED;
 }
 
 /* Once the old bitmap is being overwritten, stopping would only leave the filter incomplete until
@@ -202,6 +204,7 @@ static int commit(bg_rotation *r, bgi_err *err) {
   if (st == BG_OK) {
     release(r);   /* the filter is whole again: wake the queries */
     bgi_leased_settle(r);
+    if (r->lock_left) bgi_giveback_start(r, 0);
   }
   return st;
 }

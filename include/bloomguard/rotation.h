@@ -18,6 +18,10 @@
  *  - a second rotation of the same filter gets BG_EROTATING (or waits, BG_OPT_ROTATE_WAIT_MS);
  *  - the rotator holds a lease renewed by a background thread; if it dies, the lease expires and
  *    the staging keys expire on their own TTL, the live filter serving throughout;
+ *  - a rotation that fails, is aborted or freed gives its lease (and LOCKED's write lock) back; if
+ *    the server cannot be reached just then, a background thread tries again until it succeeds or
+ *    the lease would have run out anyway, and meanwhile the next begin of the same process takes
+ *    that lease over at once (another process waits for it, as for a rotator that died);
  *  - no key the rotation depends on (staging bitmap, delta) expires while the lease is held: each
  *    gets max(staging TTL, lease) at every write and renewal, so a rotator stalled past the
  *    staging TTL but not past its lease still commits every item;
@@ -143,7 +147,8 @@ BG_API int  bg_rotation_commit(bg_rotation *r);
 /* The same with a bg_call (may be NULL): a cancel ends a LOCKED commit's wait for the write lock
  * (BG_ECANCELED; the rotation is then aborted, its lease released, the live filter unchanged). */
 BG_API int  bg_rotation_commit_ex(bg_rotation *r, bg_call *call);
-/* Gives up: the staging keys are removed at once and the lease released. Idempotent. */
+/* Gives up: the staging keys are removed at once and the lease released (if the server cannot be
+ * reached, the error says so and a background thread keeps trying: see the top). Idempotent. */
 BG_API int  bg_rotation_abort(bg_rotation *r);
 BG_API int  bg_rotation_abort_ex(bg_rotation *r, bg_call *call);
 /* Aborts a rotation neither committed nor aborted, then frees. Accepts NULL. */

@@ -40,6 +40,10 @@ typedef struct bgt_cluster {
   char url[128];                        /* redis://127.0.0.1:P of node 0 */
   char seeds[512];                      /* redis://127.0.0.1:P0,127.0.0.1:P1,... all nodes */
   char dir[256];
+  /* NOREPLICAS answers the fixture got and coped with: Valkey >= 8 replicates CLUSTER SETSLOT to
+   * the shard's replicas first, and answers NOREPLICAS (having done nothing) when one has not
+   * acknowledged it within 2 s; SETSLOT is sent again, a reshard that stopped on it goes on */
+  int noreplicas;
 } bgt_cluster;
 
 /* Starts the nodes, creates the cluster and waits until it is ok and agreed (~2.5 s).
@@ -72,8 +76,11 @@ int bgt_cluster_migrate_key(bgt_cluster *c, unsigned slot, int to, const char *k
 int bgt_cluster_migrate_all_keys(bgt_cluster *c, unsigned slot, int to);   /* GETKEYSINSLOT + MIGRATE the rest */
 int bgt_cluster_migrate_end(bgt_cluster *c, unsigned slot, int to);        /* SETSLOT NODE on to, the source, the other masters; waits for one map */
 int bgt_cluster_move_slot(bgt_cluster *c, unsigned slot, int to);          /* begin + all keys + end */
-/* redis-cli --cluster reshard ... --cluster-yes, then waits for one map and refreshes. */
+/* redis-cli --cluster reshard ... --cluster-yes, then waits for one map and refreshes. A run that
+ * stops on NOREPLICAS is followed by --cluster fix and another run for the slots still to move. */
 int bgt_cluster_reshard(bgt_cluster *c, int from, int to, int nslots);
+/* Slots the map (CLUSTER SLOTS of a live node) gives node. */
+int bgt_cluster_slot_count(const bgt_cluster *c, int node);
 /* CLUSTER FAILOVER on the replica; waits until it is master and the map agrees; refreshes. */
 int bgt_cluster_failover(bgt_cluster *c, int replica);
 /* kill -9 and reap; the node keeps its port and directory for bgt_cluster_restart. */

@@ -141,6 +141,18 @@ char *bgt_redis_cmd(const bgt_redis *r, const char *fmt, ...) {
   return out;
 }
 
+int bgt_redis_wait_pong(const bgt_redis *r, int timeout_ms) {
+  long long end = bgt_now_ms() + timeout_ms;
+  for (;;) {
+    char *got = bgt_redis_cmd(r, "PING");
+    int pong = !strcmp(got, "PONG");
+    free(got);
+    if (pong) return 0;
+    if (bgt_now_ms() >= end) return -1;
+    bgt_sleep_ms(5);
+  }
+}
+
 unsigned char *bgt_redis_get(const bgt_redis *r, const char *key, size_t *len) {
   redisContext *c = raw_connect(r);
   redisReply *rep = redisCommand(c, "GET %s", key);

@@ -35,6 +35,9 @@ int bgt_redis_restart(bgt_redis *r, const char *const *extra_args);
 /* Runs one command on a fresh raw hiredis connection; returns the reply as a malloc'd string
  * ("(nil)", "(error) ...", integers in decimal, arrays space-separated). Caller frees. */
 char *bgt_redis_cmd(const bgt_redis *r, const char *fmt, ...);
+/* Waits until the server answers PING with PONG (a pause or a DEBUG SLEEP is over): 0, or -1 after
+ * timeout_ms (a PING held by a pause counts as waiting). */
+int bgt_redis_wait_pong(const bgt_redis *r, int timeout_ms);
 /* Renders a hiredis reply the way bgt_redis_cmd does (malloc'd; caller frees); NULL renders as
  * "(io error)". Shared with cluster_fixture.c. */
 struct redisReply;

@@ -15,8 +15,9 @@
  *
  * Negative controls, the same harness with the fault made harmful: the server restarted from a
  * snapshot older than its acknowledged adds (without its AOF) must show lost adds; during the
- * migration, the cluster client's fault_ask_bits_only (a bits-only read after ASK, on the
- * importing node's missing bitmap) must show false negatives.
+ * migration, the cluster client's fault_ask_bits_only (queries without MULTI, so ASK comes on any
+ * server, then a bits-only read after ASK, on the importing node's missing bitmap) must show
+ * false negatives.
  */
 #include <bloomguard.h>
 #include <pthread.h>

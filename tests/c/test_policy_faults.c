@@ -34,8 +34,11 @@
 #include "server_proc.h"
 
 #define TIMEOUT_MS 200
-#define MARGIN_MS 500    /* "within the timeout plus a small margin": loaded CI, sanitizers */
-#define FAST_MS 50       /* an answer that paid no timeout */
+/* "within the timeout plus a margin": what it stands against is a call that waits for the fault
+ * to end (the pause, the sleep: 1.2 s and more; a frozen server: for ever); the margin is for a
+ * loaded machine (two test suites at once, sanitizers). Whether a call paid the timeout or was
+ * answered at once is read from the filter's counters, not from its duration. */
+#define MARGIN_MS 1000
 
 static bgt_redis srv;    /* with AOF (fsync always): survives a restart */
 static const char *const AOF_ARGS[] = {"--appendonly", "yes", "--appendfsync", "always", NULL};
@@ -192,15 +195,25 @@ static void remove_aof(const bgt_redis *r) {
 typedef struct timed {
   int status, source;
   double ms;
+  int paid;       /* it paid the timeout (BG_STAT_FAIL_TIMEOUT grew) */
+  int at_once;    /* the open breaker answered it without trying Redis (BG_STAT_BREAKER_REJECTED grew) */
 } timed;
 
 static timed timed_query(bg_filter *f, bg_call *call, const items *it, size_t n, uint8_t *present) {
   timed t;
+  int64_t timeouts = counter(f, BG_STAT_FAIL_TIMEOUT), rejected = counter(f, BG_STAT_BREAKER_REJECTED);
   uint64_t t0 = bgt_now_ns();
   t.status = bg_filter_contains_many_ex(f, call, PTRS(*it), it->len, n, present);
   t.ms = ms_since(t0);
   t.source = bg_call_source(call);
+  t.paid = counter(f, BG_STAT_FAIL_TIMEOUT) > timeouts;
+  t.at_once = counter(f, BG_STAT_BREAKER_REJECTED) > rejected;
   return t;
+}
+
+/* Waits until the server answers again (the pause is over); bounded. */
+static void wait_pause_over(void) {
+  CHECK_MSG(bgt_redis_wait_pong(&srv, 20000) == 0, "the server still does not answer PING after 20 s");
 }
 
 static void pause_clients(int ms) {
@@ -227,7 +240,7 @@ static void test_client_pause(void) {
   pause_clients(1500);
   uint64_t t0 = bgt_now_ns();
   int slow = 0, fast = 0, calls = 0, late = 0;
-  timed t = {0, 0, 0};
+  timed t = {0};
   while (ms_since(t0) < 6000) {
     t = timed_query(f, call, &it, 10, present);
     calls++;
@@ -236,8 +249,8 @@ static void test_client_pause(void) {
     for (int i = 0; i < 10; i++) CHECK(present[i] == 1);
     if (t.source == BG_SOURCE_REDIS) break;
     CHECK_EQ_INT(t.source, BG_SOURCE_ASSUMED_PRESENT);
-    if (t.ms >= TIMEOUT_MS * 0.9) slow++;
-    else if (t.ms < FAST_MS) fast++;
+    if (t.paid) slow++;
+    else if (t.at_once) fast++;
     else late++;
     usleep(10000);
   }
@@ -255,7 +268,7 @@ static void test_client_pause(void) {
   t0 = bgt_now_ns();
   CHECK_STATUS(bg_filter_add(f, "during-pause", 12, NULL), BG_ETIMEOUT);
   CHECK(ms_since(t0) <= TIMEOUT_MS + MARGIN_MS);
-  usleep(700000);
+  wait_pause_over();
 
   /* negative control 1: the breaker off - every call pays the timeout */
   bg_policy *off = breaker_policy(0, 1000);
@@ -265,17 +278,17 @@ static void test_client_pause(void) {
     t = timed_query(f, call, &it, 10, present);
     CHECK_OK(t.status);
     CHECK_EQ_INT(t.source, BG_SOURCE_ASSUMED_PRESENT);
-    CHECK_MSG(t.ms >= TIMEOUT_MS * 0.9 && t.ms <= TIMEOUT_MS + MARGIN_MS,
-              "breaker off, call %d: %.0f ms, wanted the %d ms timeout", i, t.ms, TIMEOUT_MS);
+    CHECK_MSG(t.paid && t.ms <= TIMEOUT_MS + MARGIN_MS, "breaker off, call %d: %.0f ms, %s", i, t.ms,
+              t.paid ? "wanted the 200 ms timeout" : "did not pay the timeout");
   }
-  usleep(600000);
+  wait_pause_over();
   /* negative control 2: no policy - the plain timeout */
   CHECK_OK(bg_filter_set_policy(f, NULL));
   pause_clients(500);
   t = timed_query(f, call, &it, 10, present);
   CHECK_STATUS(t.status, BG_ETIMEOUT);
   CHECK_EQ_INT(t.source, BG_SOURCE_NONE);
-  usleep(600000);
+  wait_pause_over();
   check_all_present(f, &it, "after CLIENT PAUSE");
   CHECK_OK(bg_filter_delete(f, NULL));
   bg_policy_free(p);
@@ -343,7 +356,7 @@ static void test_debug_sleep_snapshot_answers(void) {
   sleep_server(&th, "1.5");
   uint64_t t0 = bgt_now_ns();
   int calls = 0, slow = 0, fast = 0;
-  timed t = {0, 0, 0};
+  timed t = {0};
   while (ms_since(t0) < 6000) {
     t = timed_query(f, call, &mixed, mixed.n, got);
     calls++;
@@ -354,8 +367,8 @@ static void test_debug_sleep_snapshot_answers(void) {
               t.source);
     if (t.source == BG_SOURCE_REDIS) break;
     CHECK_EQ_INT(t.source, BG_SOURCE_SNAPSHOT);
-    if (t.ms >= TIMEOUT_MS * 0.9) slow++;
-    else if (t.ms < FAST_MS) fast++;
+    if (t.paid) slow++;
+    else if (t.at_once) fast++;
     if (calls == 5) {
       /* negative control, same sleep: a handle without a policy times out */
       uint64_t t1 = bgt_now_ns();
@@ -575,10 +588,10 @@ static void test_server_stop_and_restart(void) {
             (long long)tried);
   CHECK(rejected >= calls - 10);
   CHECK(worst <= 300 + MARGIN_MS);
-  /* an add while down: refused at once, never assumed */
-  uint64_t t1 = bgt_now_ns();
+  /* an add while down: refused at once (by the open breaker, without trying Redis), never assumed */
+  int64_t attempts = counter(f, BG_STAT_FAIL_CONNECTION);
   CHECK_STATUS(bg_filter_add(f, "while-down", 10, NULL), BG_ECONN);
-  CHECK(ms_since(t1) < 300);
+  if (counter(f, BG_STAT_BREAKER_STATE) == BG_BREAKER_OPEN) CHECK_EQ_INT(counter(f, BG_STAT_FAIL_CONNECTION), attempts);
   rejected = counter(f, BG_STAT_BREAKER_REJECTED);
 
   /* negative control: with the breaker off every call reaches for Redis */
@@ -596,7 +609,7 @@ static void test_server_stop_and_restart(void) {
    * breaker closes - and the LOADING replies (server class) are retried, then assumed present */
   server_up(&srv, "100");
   t0 = bgt_now_ns();
-  timed t = {0, 0, 0};
+  timed t = {0};
   int loading = 0;
   int64_t server_failures = counter(f, BG_STAT_FAIL_SERVER);
   while (ms_since(t0) < 10000) {
@@ -647,17 +660,18 @@ static void test_server_frozen(void) {
     CHECK_OK(t.status);
     CHECK_EQ_INT(t.source, BG_SOURCE_ASSUMED_PRESENT);
     CHECK_MSG(t.ms <= TIMEOUT_MS + MARGIN_MS, "call %d took %.0f ms", i, t.ms);
-    if (t.ms >= TIMEOUT_MS * 0.9) slow++;
-    else if (t.ms < FAST_MS) fast++;
+    if (t.paid) slow++;
+    else if (t.at_once) fast++;
   }
   CHECK_EQ_INT(slow, 3);
-  CHECK_MSG(fast >= 14, "only %d of 17 calls answered at once (a loaded machine may delay a few)", fast);
+  CHECK_MSG(fast == 17, "only %d of 17 calls answered at once by the open breaker", fast);
   /* negative control: the breaker off, every call pays the timeout */
   CHECK_OK(bg_filter_set_policy(f, off));
   for (int i = 0; i < 4; i++) {
     timed t = timed_query(f, call, &it, 10, present);
     CHECK_OK(t.status);
-    CHECK_MSG(t.ms >= TIMEOUT_MS * 0.9 && t.ms <= TIMEOUT_MS + MARGIN_MS, "breaker off, call %d: %.0f ms", i, t.ms);
+    CHECK_MSG(t.paid && t.ms <= TIMEOUT_MS + MARGIN_MS, "breaker off, call %d: %.0f ms%s", i, t.ms,
+              t.paid ? "" : ", did not pay the timeout");
   }
   kill(srv.pid, SIGCONT);
   CHECK_OK(bg_filter_set_policy(f, p));

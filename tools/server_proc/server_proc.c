@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +40,51 @@ const char *bgt_cli_bin(void) {
   const char *b = getenv("BG_REDIS_CLI");
   return b && *b ? b : "redis-cli";
 }
+
+/* ---- which server ---------------------------------------------------------------------------- */
+
+static pthread_once_t version_once = PTHREAD_ONCE_INIT;
+static char server_name[16] = "unknown";
+static int server_major;
+
+/* `BIN --version` through a pipe: "Redis server v=7.0.15 ..." or "Valkey server v=9.1.2 ...". */
+static void ask_version(void) {
+  int fd[2];
+  if (pipe(fd) != 0) return;
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fd[1], 1);
+    close(fd[0]);
+    close(fd[1]);
+    execlp(bgt_server_bin(), bgt_server_bin(), "--version", (char *)NULL);
+    _exit(127);
+  }
+  close(fd[1]);
+  char out[256] = "";
+  size_t n = 0;
+  ssize_t r;
+  while (pid > 0 && n < sizeof out - 1 && (r = read(fd[0], out + n, sizeof out - 1 - n)) > 0) n += (size_t)r;
+  out[n] = 0;
+  close(fd[0]);
+  if (pid > 0) waitpid(pid, NULL, 0);
+  const char *v = strstr(out, " v=");
+  if (!v) return;
+  if (!strncmp(out, "Valkey", 6)) snprintf(server_name, sizeof server_name, "valkey");
+  else if (!strncmp(out, "Redis", 5)) snprintf(server_name, sizeof server_name, "redis");
+  server_major = atoi(v + 3);
+}
+
+const char *bgt_server_name(void) {
+  pthread_once(&version_once, ask_version);
+  return server_name;
+}
+
+int bgt_server_major(void) {
+  pthread_once(&version_once, ask_version);
+  return server_major;
+}
+
+int bgt_server_is_valkey(void) { return !strcmp(bgt_server_name(), "valkey"); }
 
 /* ---- ports ---------------------------------------------------------------------------------- */
 

@@ -19,6 +19,13 @@ void bgt_sleep_ms(int ms);
 const char *bgt_server_bin(void);  /* $BG_REDIS_SERVER (or $BLOOMGUARD_REDIS_SERVER) or redis-server */
 const char *bgt_cli_bin(void);     /* $BG_REDIS_CLI or redis-cli */
 
+/* Which server the binary is, from its --version ("Redis server v=7.0.15", "Valkey server v=9.1.2"):
+ * "redis" or "valkey" (or "unknown": the binary could not be run) and its major version (0 when
+ * unknown); asked once. The tests that must say what they expect of each server read it. */
+const char *bgt_server_name(void);
+int bgt_server_major(void);
+int bgt_server_is_valkey(void);
+
 /* A port the kernel hands out on 127.0.0.1 right now (it may be taken again before use); exits 2. */
 int bgt_free_port(void);
 

@@ -65,8 +65,10 @@
  * The lease. One renewal thread per client and server (a standalone or Sentinel client's, or a
  * cluster client's for each master its handles' slots live on; started with the first hold,
  * ending when no such handle that held is open) renews every hold of those handles every third
- * of the handle's lease (a handle's holds in one round trip per 100), so a server that hangs
- * delays only the renewals of the holds on it. Only holds still held are renewed: a process that
+ * of the handle's lease, all that are due in one round trip (a pipeline, one step per handle and
+ * 100 holds), so a server that hangs delays only the renewals of the holds on it, and one slow
+ * answer does not delay the others behind it. No renewal waits past the first lease in it to run
+ * out (whatever the command timeout); a failed one is tried again after a quarter of a third. Only holds still held are renewed: a process that
  * dies (or a handle with BG_OPT_LOCK_RENEW = 0 held longer than the lease) loses the lock when
  * its lease runs out, and the next acquire succeeds. A renewal that finds the hold
  * gone marks it lost: the owner's next release (or reentrant acquire) of it fails with

@@ -89,6 +89,7 @@ typedef struct bgi_query {
   int interrupted;     /* an in-place rebuild's mark without its lock: it died half-way */
   int bits_only;       /* sent BITFIELD_RO alone, on the connection's verdict */
   int tracked;         /* sent the tracked block (CLIENT CACHING YES, PTTL) */
+  int plain;           /* the negative control: sent the block without MULTI / EXEC (query.c) */
   int stale;           /* bits_only, and a push arrived before the answer */
   uint64_t epoch;      /* the connection's push count when bits_only was sent */
 } bgi_query;

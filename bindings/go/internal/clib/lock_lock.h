@@ -12,6 +12,7 @@
 #include "client_client.h"
 #include "common_err.h"
 #include "common_wait.h"
+#include "client_step.h"
 #include "redis_conn.h"
 #include "redis_layout.h"
 #include "redis_names.h"
@@ -55,7 +56,8 @@ typedef struct bgi_hold {
   int lost;             /* the renewal found it gone */
   char lost_why[256];
   /* when the round trip that last set its lease was sent (the acquire's, then each renewal's): the
-   * server ran it later, so the lease runs at least until lease_from_ns + lease (the renewal trace) */
+   * server ran it later, so the lease runs at least until lease_from_ns + lease (how long a renewal
+   * waits for its answer, and the renewal trace) */
   uint64_t lease_from_ns;
   uint64_t held_from_ns; /* when its acquire's reply was recorded (from then on it is renewed) */
 } bgi_hold;
@@ -87,6 +89,14 @@ struct bg_lock {
 /* Writes "<uuid>:<owner seq>" into buf (at least 64 bytes); returns its length. */
 size_t bgi_lock_holder(const bg_lock *l, uint64_t seq, char *buf, size_t cap);
 
+/* Releases every hold of the handle in full, taking it off the renewal list first (a hold whose
+ * release fails then runs out on its own); the handle must be idle (no call on it: at close, or
+ * once a failed rotation handed it to its give-back). BG_OK once nothing is held, else the first
+ * failure (err): the holds that failed stay, for another try. */
+int bgi_lock_release_all(bg_lock *l, uint64_t deadline_ns, bgi_err *err);
+/* The handle's lease, for a caller that needs to know when what it holds runs out by itself. */
+static inline int64_t bgi_lock_lease_ms(const bg_lock *l) { return l->lease_ms; }
+
 /* ---- server-side steps (steps.c) ----------------------------------------------------------- */
 
 /* Outcome of an acquire step. */
@@ -104,9 +114,21 @@ int bgi_lock_step_acquire(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int ki
                           int64_t intent_ms, bgi_acq *out, bgi_err *err);
 /* *released: 1 the hold ended (final), 0 one count less; *held: 0 if the server no longer had our hold */
 int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int kind, int final, int *held, bgi_err *err);
-/* Renews n (<= BGI_RENEW_BATCH) holds of the handle in one step; held[i]: 1 renewed, 0 gone. */
+/* Up to BGI_RENEW_BATCH holds of one handle, renewed by one step. */
 #define BGI_RENEW_BATCH 100
-int bgi_lock_step_renew(bg_lock *l, const uint64_t *seqs, const int *kinds, size_t n, char *held, bgi_err *err);
+typedef struct bgi_renew_part {
+  bg_lock *l;
+  const uint64_t *seqs;
+  const int *kinds;
+  size_t n;             /* 1..BGI_RENEW_BATCH */
+  char *held;           /* out: held[i] 1 renewed, 0 gone (0 too when the part failed) */
+  int status;           /* out: BG_OK, or what failed (the round trip, or this part's step) */
+} bgi_renew_part;
+/* Renews the parts (at most BGI_STEPS_MAX, of one client, all on the node of parts[0]'s slot) in
+ * one round trip - a pipeline of their steps, no MULTI: each step is atomic on its own keys and
+ * the steps need not be atomic together. Returns the round trip's status (a redirect of one part
+ * sends the whole pipeline: group parts by the node that serves them). */
+int bgi_lock_step_renew(bgi_renew_part *parts, size_t n, uint64_t deadline_ns, bgi_err *err);
 /* Deletes the fence, readers and writers keys if nobody holds the lock and no writer waits
  * (one step). out->status 1: retired (out->token: 1 if the fence key existed), 0: held, 2: a
  * writer waits (out->pttl, holders, who, mode as for an acquire). */
@@ -155,8 +177,9 @@ typedef struct bgi_renew_rec {
   uint64_t held_ns;     /* the hold's held_from_ns: no renewal of it could come before */
   uint64_t sent_ns;     /* this renewal's round trip began */
   uint64_t done_ns;     /* ... and its reply was in */
-  int status;           /* the round trip's status (BG_OK, or an error: retried next period) */
+  int status;           /* the round trip's status (BG_OK, or an error: retried after a quarter period) */
   int held;             /* 1 renewed, 0 found gone */
+  uint64_t trip;        /* the round trip that carried it (numbered across the process) */
 } bgi_renew_rec;
 
 /* Starts recording every renewal into buf (up to cap, the rest are counted but dropped); NULL
@@ -167,6 +190,8 @@ void bgi_lock_renew_fault_delay(uint64_t ns);
 /* The frozen-server tests' negative control: handles registered while on share one renewal
  * thread whatever their client and server (the process-wide thread of 0.2). */
 void bgi_lock_renew_fault_one_thread(int on);
+/* The batching control: a round trip per handle (as before one pipeline per server and pass). */
+void bgi_lock_renew_fault_per_handle(int on);
 /* A fault: a first acquire sleeps this long between its reply and recording the hold (a thread
  * preempted there, as under a sanitizer on a loaded machine). */
 void bgi_lock_acquire_fault_delay(uint64_t ns);

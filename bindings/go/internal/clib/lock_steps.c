@@ -170,8 +170,8 @@ static bgi_script release_script = {
 };
 
 /*
- * KEYS K R; ARGV lease, then (holder, kind) pairs: the renewal thread renews every hold of a
- * handle in one round trip (BGI_RENEW_BATCH at most). {1, flags}: flags[i] '1' renewed, '0' the
+ * KEYS K R; ARGV lease, then (holder, kind) pairs: up to BGI_RENEW_BATCH holds of one handle (the
+ * renewal thread sends the steps of every handle of a server in one round trip). {1, flags}: flags[i] '1' renewed, '0' the
  * i-th hold is gone.
  */
 static bgi_script renew_script = {
@@ -301,43 +301,63 @@ int bgi_lock_step_release(bg_lock *l, uint64_t deadline_ns, uint64_t seq, int ki
   return BG_OK;
 }
 
-int bgi_lock_step_renew(bg_lock *l, const uint64_t *seqs, const int *kinds, size_t n, char *held, bgi_err *err) {
+int bgi_lock_step_renew(bgi_renew_part *parts, size_t n, uint64_t deadline_ns, bgi_err *err) {
   enum { HOLDER_MAX = 96 };
-  char lease[24];
   if (n == 0) return BG_OK;
-  if (n > BGI_RENEW_BATCH) return bgi_err_set(err, BG_EINVAL, "lock renew: batch of %zu", n);
-  size_t argc = 3 + 2 * n;
-  const char **argv = malloc(argc * sizeof *argv);
-  size_t *lens = malloc(argc * sizeof *lens);
-  char *holders = malloc(n * HOLDER_MAX);
-  int st;
-  if (!argv || !lens || !holders) {
+  if (n > BGI_STEPS_MAX) return bgi_err_set(err, BG_EINVAL, "lock renew: %zu parts in one round trip", n);
+  size_t args = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (parts[i].n == 0 || parts[i].n > BGI_RENEW_BATCH)
+      return bgi_err_set(err, BG_EINVAL, "lock renew: a part of %zu holds", parts[i].n);
+    args += 3 + 2 * parts[i].n;
+  }
+  int st = BG_OK;
+  bgi_step *steps = calloc(n, sizeof *steps);
+  bgi_step **ptrs = calloc(n, sizeof *ptrs);
+  const char **argv = malloc(args * sizeof *argv);
+  size_t *lens = malloc(args * sizeof *lens);
+  char *holders = malloc((args / 2) * HOLDER_MAX), (*leases)[24] = malloc(n * sizeof *leases);
+  if (!steps || !ptrs || !argv || !lens || !holders || !leases) {
     st = bgi_err_set(err, BG_ENOMEM, "out of memory");
     goto cleanup;
   }
-  snprintf(lease, sizeof lease, "%lld", (long long)l->lease_ms);
-  argv[0] = l->key.s, lens[0] = l->key.len;
-  argv[1] = l->readers_key.s, lens[1] = l->readers_key.len;
-  argv[2] = lease, lens[2] = strlen(lease);
+  size_t a = 0, hn = 0;
   for (size_t i = 0; i < n; i++) {
-    char *h = holders + i * HOLDER_MAX;
-    lens[3 + 2 * i] = bgi_lock_holder(l, seqs[i], h, HOLDER_MAX);
-    argv[3 + 2 * i] = h;
-    argv[4 + 2 * i] = kinds[i] == BGI_KIND_X ? "x" : "r";
-    lens[4 + 2 * i] = 1;
+    const bgi_renew_part *p = &parts[i];
+    bg_lock *l = p->l;
+    const char **av = argv + a;
+    size_t *ln = lens + a;
+    snprintf(leases[i], sizeof leases[i], "%lld", (long long)l->lease_ms);
+    av[0] = l->key.s, ln[0] = l->key.len;
+    av[1] = l->readers_key.s, ln[1] = l->readers_key.len;
+    av[2] = leases[i], ln[2] = strlen(leases[i]);
+    for (size_t j = 0; j < p->n; j++) {
+      char *h = holders + (hn++) * HOLDER_MAX;
+      ln[3 + 2 * j] = bgi_lock_holder(l, p->seqs[j], h, HOLDER_MAX);
+      av[3 + 2 * j] = h;
+      av[4 + 2 * j] = p->kinds[j] == BGI_KIND_X ? "x" : "r";
+      ln[4 + 2 * j] = 1;
+    }
+    steps[i] = (bgi_step){.script = &renew_script, .nkeys = 2, .nargs = 1 + 2 * p->n, .argv = av, .lens = ln,
+                          .slot = l->slot};
+    ptrs[i] = &steps[i];
+    a += 3 + 2 * p->n;
   }
-  bgi_step s = {.script = &renew_script, .nkeys = 2, .nargs = argc - 2, .argv = argv, .lens = lens};
-  st = run_step(l, 0, &s, err);
-  if (st != BG_OK) goto cleanup;
-  if (s.nstrs < 1 || strlen(s.str[0]) != n) {
-    st = bgi_err_set(err, BG_EPROTO, "lock renew: unexpected reply");
-    goto cleanup;
+  /* the node of the first part's slot: the caller groups parts by the node that serves them */
+  st = bgi_steps_run(parts[0].l->client, parts[0].l->slot, deadline_ns, ptrs, n, err);
+  for (size_t i = 0; i < n; i++) {
+    bgi_renew_part *p = &parts[i];
+    p->status = st != BG_OK ? st : steps[i].status;
+    if (p->status == BG_OK && (steps[i].nstrs < 1 || strlen(steps[i].str[0]) != p->n)) p->status = BG_EPROTO;
+    for (size_t j = 0; j < p->n; j++) p->held[j] = p->status == BG_OK && steps[i].str[0][j] == '1';
   }
-  for (size_t i = 0; i < n; i++) held[i] = s.str[0][i] == '1';
 cleanup:
+  free(steps);
+  free(ptrs);
   free(argv);
   free(lens);
   free(holders);
+  free(leases);
   return st;
 }
 

@@ -33,7 +33,10 @@ static int64_t renew_round(void *arg) {
   if (deadline > l->until_ns) deadline = l->until_ns;
   if (deadline < bgi_after_ms(sent, LATE_TRY_MS)) deadline = bgi_after_ms(sent, LATE_TRY_MS);
   int st = bgi_rot_step_renew(r, deadline, &err);
-  if (st == BG_OK) l->until_ns = bgi_after_ms(sent, r->opts.rotate_lease_ms);
+  if (st == BG_OK) {
+    l->until_ns = bgi_after_ms(sent, r->opts.rotate_lease_ms);
+    l->gone_by_ns = bgi_deadline_in_ms(r->opts.rotate_lease_ms);   /* the server ran it before its answer came */
+  }
   if (st == BG_EROTATING) {
     memcpy(l->lost_why, err.msg, sizeof l->lost_why - 1);
     atomic_store(&l->lost, 1);
@@ -46,7 +49,7 @@ static int64_t renew_round(void *arg) {
 int bgi_lease_start(bg_rotation *r) {
   bgi_lease *l = &r->lease;
   atomic_init(&l->lost, 0);
-  l->until_ns = bgi_deadline_in_ms(r->opts.rotate_lease_ms);   /* begin set it just before */
+  l->until_ns = l->gone_by_ns = bgi_deadline_in_ms(r->opts.rotate_lease_ms);   /* begin set it just before */
   return bgi_worker_start(&l->worker, period_ms(r), renew_round, r);
 }
 

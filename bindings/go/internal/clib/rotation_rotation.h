@@ -35,6 +35,8 @@ size_t bgi_bitmap_used_len(const bgi_bitmap *b);
 typedef struct bgi_lease {
   bgi_worker worker;
   uint64_t until_ns;    /* the keeper's: when the lease runs out unless renewed */
+  uint64_t gone_by_ns;  /* the keeper's: the lease has surely run out by then (the last answer + the
+                         * lease), what a give-back after a failure tries until (giveback.c) */
   atomic_int lost;      /* the server no longer holds our token */
   char lost_why[256];   /* written before lost is set */
 } bgi_lease;
@@ -84,6 +86,7 @@ struct bg_rotation {
   bgi_lease lease;      /* SWAP, LOCKED */
   bg_lock *lock;        /* LOCKED: the filter's write lock */
   int lock_held;        /* LOCKED: taken by the commit, on the committing thread */
+  int lock_left;        /* LOCKED: its release failed: the give-back takes the handle (giveback.c) */
   uint64_t items;
   uint64_t bytes_uploaded;   /* bytes actually sent (all-zero chunks are skipped) */
   uint64_t upload_pos;       /* how far the upload got, for progress */
@@ -106,6 +109,21 @@ int bgi_rot_step_commit(bg_rotation *r, bgi_err *err);
  * until what is left is short enough for the final step (rotation/delta.h). */
 int bgi_rot_drain_delta(bg_rotation *r, const bgi_key *target, bgi_err *err);
 int bgi_rot_step_abort(bg_rotation *r, bgi_err *err);
+
+/* What giving a lease back needs, without the handle (a give-back may outlive it: giveback.c). */
+typedef struct bgi_lease_ref {
+  bg_client *client;
+  int slot;
+  const char *keys[4];  /* rotation (the lease), staging, delta, spare */
+  size_t lens[4];
+  const char *token;    /* 32 hex digits */
+  int64_t spare_ttl_ms;
+} bgi_lease_ref;
+
+void bgi_rot_lease_ref(const bg_rotation *r, bgi_lease_ref *ref);
+/* The abort step for ref's token: the lease released if it is still that token's (*was_ours = 1),
+ * the staging key dropped or kept as the spare, the delta dropped; deadline_ns 0: the command timeout. */
+int bgi_rot_step_release(const bgi_lease_ref *ref, uint64_t deadline_ns, int *was_ours, bgi_err *err);
 /* BG_ESERVER: the bitmap key (staging for SWAP, live for LOCKED) was lost under the rotation. */
 int bgi_rot_vanished(bg_rotation *r, const char *what, const char *key, bgi_err *err);
 
@@ -124,6 +142,18 @@ void bgi_leased_abort(bg_rotation *r, bgi_err *err);
 
 int bgi_lease_start(bg_rotation *r);
 void bgi_lease_stop(bg_rotation *r);
+
+/* What an abort could not give back (giveback.c): the lease (lease_left: its abort step failed)
+ * and, if r->lock_left, the write lock, whose handle it takes (r->lock becomes NULL). A background
+ * thread tries again until each is given back or would have run out anyway. BG_OK, or BG_ENOMEM
+ * (then they just run out). */
+int bgi_giveback_start(bg_rotation *r, int lease_left);
+/* Begin found the lease held: if its token is one this process left behind, releases it. 1: it was
+ * (begin again at once), 0: it is another's, or a status (the round trip failed; err says why). */
+int bgi_giveback_take_over(bg_rotation *r, bgi_err *err);
+/* Tests only: switches the give-back's two halves off (BGI_FAULT_* bits; 0: both on). */
+enum { BGI_FAULT_NO_GIVEBACK = 1, BGI_FAULT_NO_TAKEOVER = 2 };
+void bgi_rotation_fault_giveback(int mask);
 
 
 #endif

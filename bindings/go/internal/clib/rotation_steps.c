@@ -293,14 +293,29 @@ int bgi_rot_step_commit(bg_rotation *r, bgi_err *err) {
   return st;
 }
 
-int bgi_rot_step_abort(bg_rotation *r, bgi_err *err) {
-  char ttl[24];
-  snprintf(ttl, sizeof ttl, "%lld", (long long)r->opts.rotate_staging_ttl_ms);
+void bgi_rot_lease_ref(const bg_rotation *r, bgi_lease_ref *ref) {
   const bg_filter *f = r->f;
-  const char *argv[] = {f->rotation_key.s, r->staging_key.s, f->delta_key.s, f->spare_key.s, r->token, ttl};
-  size_t lens[] = {f->rotation_key.len, r->staging_key.len, f->delta_key.len, f->spare_key.len, 32, strlen(ttl)};
+  *ref = (bgi_lease_ref){.client = f->client, .slot = f->slot, .token = r->token,
+                         .spare_ttl_ms = r->opts.rotate_staging_ttl_ms,
+                         .keys = {f->rotation_key.s, r->staging_key.s, f->delta_key.s, f->spare_key.s},
+                         .lens = {f->rotation_key.len, r->staging_key.len, f->delta_key.len, f->spare_key.len}};
+}
+
+int bgi_rot_step_release(const bgi_lease_ref *ref, uint64_t deadline_ns, int *was_ours, bgi_err *err) {
+  char ttl[24];
+  snprintf(ttl, sizeof ttl, "%lld", (long long)ref->spare_ttl_ms);
+  const char *argv[] = {ref->keys[0], ref->keys[1], ref->keys[2], ref->keys[3], ref->token, ttl};
+  size_t lens[] = {ref->lens[0], ref->lens[1], ref->lens[2], ref->lens[3], 32, strlen(ttl)};
   bgi_step s = {.script = &abort_script, .nkeys = 4, .nargs = 2, .argv = argv, .lens = lens};
-  return run_step(r, &s, err);
+  int st = bgi_step_run(ref->client, ref->slot, deadline_ns, &s, err);
+  if (was_ours) *was_ours = st == BG_OK && s.ints[0] == 1;
+  return st;
+}
+
+int bgi_rot_step_abort(bg_rotation *r, bgi_err *err) {
+  bgi_lease_ref ref;
+  bgi_rot_lease_ref(r, &ref);
+  return bgi_rot_step_release(&ref, 0, NULL, err);
 }
 
 int bgi_rot_drain_delta(bg_rotation *r, const bgi_key *target, bgi_err *err) {
