@@ -42,11 +42,12 @@ static void drain_fd(int fd) {
   (void)ignored;
 }
 
-/* Arms the timerfd for the earliest timer when that is earlier than what it is armed for (a
- * later one is re-armed by the poll its early wake causes). */
-static void sync_timerfd(bg_queue *q, int exact) {
+/* Arms the timerfd for the earliest timer when that is earlier than what it is armed for: a later
+ * one is re-armed by the poll its early wake causes (one system call per earlier timer, not one
+ * per change of the earliest, which moves with nearly every reply). */
+static void sync_timerfd(bg_queue *q) {
   uint64_t next = bgi_timers_next(&q->timers);
-  if (next == q->tfd_due || (!exact && next > q->tfd_due)) return;
+  if (next >= q->tfd_due) return;
   struct itimerspec its;
   memset(&its, 0, sizeof its);
   if (next != UINT64_MAX) its.it_value = bgi_timespec(next ? next : 1);
@@ -86,7 +87,8 @@ int bgi_queue_op_new(bg_queue *q, const bg_call *call, uint64_t tag, bgi_qop **o
   op->waiting = BGI_QOP_RUNNING;
   op->io = NULL;
   op->discovering = 0;
-  memset(&op->err, 0, sizeof op->err);
+  op->err.status = op->err.degraded = op->err.not_durable = 0;
+  op->err.msg[0] = 0;
   op->status = op->source = op->degraded = BG_OK;
   op->value = 0;
   op->present = NULL;
@@ -199,7 +201,7 @@ void bgi_queue_io_done(bgi_req_task *rt, int st, const char *msg) {
 
 int bgi_queue_timer_arm(bg_queue *q, bgi_timer *t, uint64_t due_ns) {
   int st = bgi_timers_arm(&q->timers, t, due_ns);
-  sync_timerfd(q, 0);
+  sync_timerfd(q);
   return st;
 }
 
@@ -289,7 +291,7 @@ void bgi_queue_op_start(bg_queue *q, bgi_qop *op, bgi_task *task, bgi_qop_finish
     q->signalled = 1;
     signal_fd(q);
   }
-  sync_timerfd(q, 0);
+  sync_timerfd(q);
 }
 
 /* Every live operation: fn(q, op). */
@@ -475,7 +477,6 @@ BG_API int bg_queue_poll(bg_queue *q, int64_t timeout_ms, bg_completion **out, s
       int64_t t = bgi_ms_until(next, now);
       if (wait < 0 || t < wait) wait = t;
     }
-    sync_timerfd(q, 1);
     nev = epoll_wait(q->epfd, ev, POLL_EVENTS, wait > INT32_MAX ? INT32_MAX : (int)wait);
     if (nev < 0 && errno != EINTR) break;
     run_once(q, ev, nev > 0 ? nev : 0);
@@ -488,7 +489,7 @@ BG_API int bg_queue_poll(bg_queue *q, int64_t timeout_ms, bg_completion **out, s
     q->handed = op;
     out[(*n)++] = (bg_completion *)op;
   }
-  sync_timerfd(q, 1);
+  sync_timerfd(q);
   /* completions still waiting keep the fd readable */
   if (q->done_head && !q->signalled) {
     q->signalled = 1;
