@@ -108,7 +108,7 @@ BG_API int  bg_filter_count_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, 
 BG_API int  bg_filter_info_submit(bg_filter *f, bg_queue *q, uint64_t tag);
 BG_API int  bg_filter_info_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag);
 /* init (value: 1 if this call wrote the config), delete (value: 1 if a key was deleted), expire
- * (value: 1 if applied) - the blocking calls' meanings. */
+ * and persist (value: 1 if applied) - the blocking calls' meanings. */
 BG_API int  bg_filter_init_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t expected_insertions, double fpp);
 BG_API int  bg_filter_init_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag,
                                      int64_t expected_insertions, double fpp);
@@ -116,6 +116,8 @@ BG_API int  bg_filter_delete_submit(bg_filter *f, bg_queue *q, uint64_t tag);
 BG_API int  bg_filter_delete_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag);
 BG_API int  bg_filter_expire_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t ttl_ms);
 BG_API int  bg_filter_expire_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, int64_t ttl_ms);
+BG_API int  bg_filter_persist_submit(bg_filter *f, bg_queue *q, uint64_t tag);
+BG_API int  bg_filter_persist_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag);
 
 /* ---- completions ---------------------------------------------------------------------------- */
 
