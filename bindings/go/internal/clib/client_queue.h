@@ -99,6 +99,7 @@ struct bg_queue {
   bgi_timer call_scan;              /* while operations with a bg_call are in flight: look at their
                                        cancel flags every BGI_WAIT_SLICE_MS */
   bgi_pipes *pipes;                 /* the queue's connections (client/pipes.c) */
+  bgi_qop *running;                 /* whose task runs now (bg_queue_running), else NULL */
   bgi_errslot err;
 };
 
