@@ -190,6 +190,52 @@ static void test_negative_control_no_discard(void) {
   CHECK_MSG(late_reply_round(1) > 0, "the negative control saw no crossed answer");
 }
 
+/*
+ * Without a deadline an operation waits up to the command timeout, and then times out
+ * (BG_ETIMEOUT), as the blocking call does - not a connection failure, whatever the order the
+ * queue's timers come in.
+ */
+static void test_command_timeout_is_a_timeout(void) {
+  char msg[256];
+  bg_options *o = NULL;
+  bg_client *c = NULL;
+  bg_filter *f = NULL;
+  bg_queue *q = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 200));
+  CHECK_OK(bgt_client_open(&c, srv.url, o, msg, sizeof msg));
+  CHECK_OK(bg_filter_open(&f, c, "q-cmd-timeout"));
+  CHECK_OK(bg_queue_open(&q, c));
+  CHECK_OK(bg_filter_init(f, 1000, 0.01, NULL));
+  CHECK_OK(bg_filter_contains_submit(f, q, 1, "warm", 4));
+  CHECK_OK(one(q, NULL, NULL, NULL));
+  pause_server(700);
+  uint64_t t0 = bgt_now_ns(), at = 0;
+  CHECK_OK(bg_filter_contains_submit(f, q, 2, "x", 1));
+  bg_completion *cs[1];
+  size_t n = 0;
+  CHECK_OK(bg_queue_poll(q, 5000, cs, 1, &n));
+  at = bgt_now_ns();
+  CHECK_EQ_INT((int)n, 1);
+  if (n == 1) {
+    CHECK_STATUS(bg_completion_status(cs[0]), BG_ETIMEOUT);
+    CHECK_CONTAINS(bg_completion_errmsg(cs[0]), "did not answer within 200 ms");
+  }
+  CHECK_MSG((at - t0) / 1000000u < 600, "timed out after %llu ms", (unsigned long long)((at - t0) / 1000000u));
+  /* the late reply is dropped: the next answer (after the pause) is the next operation's own */
+  char *r = bgt_redis_cmd(&srv, "PING");
+  CHECK_EQ_STR(r, "PONG");
+  free(r);
+  int64_t v = -1;
+  CHECK_OK(bg_filter_contains_submit(f, q, 3, "warm", 4));
+  CHECK_OK(one(q, NULL, &v, NULL));
+  CHECK_EQ_INT(v, 0);
+  bg_queue_close(q);
+  bg_filter_close(f);
+  bg_client_close(c);
+  bg_options_free(o);
+}
+
 static void test_cancel_by_tag(void) {
   env e;
   env_open(&e, "q-cancel");
@@ -270,6 +316,7 @@ static void teardown(void) { bgt_redis_stop(&srv); }
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_one_thread_many_in_flight), BGT_CASE(test_bad_input_is_refused_at_submit),
         BGT_CASE(test_not_initialized_goes_through_the_policy), BGT_CASE(test_deadline_drops_late_reply),
-        BGT_CASE(test_negative_control_no_discard), BGT_CASE(test_cancel_by_tag),
+        BGT_CASE(test_negative_control_no_discard), BGT_CASE(test_command_timeout_is_a_timeout),
+        BGT_CASE(test_cancel_by_tag),
         BGT_CASE(test_cancel_by_call_from_another_thread), BGT_CASE(test_close_with_operations_in_flight),
         BGT_CASE(teardown))
