@@ -6,17 +6,27 @@ package bloomguard
 #include <bloomguard.h>
 
 // The //export of callbacks.go (declared here: a file with //export may not define C functions).
-extern int bgoFallback(uintptr_t policy, uintptr_t query, void *items, size_t *lens, size_t n, uint8_t *present);
+extern int bgoFallback(uintptr_t policy, uintptr_t query, uintptr_t driver, uint64_t tag, void *items, size_t *lens,
+                       size_t n, uint8_t *present);
+
+// The queue a driver runs on this thread and the driver's cgo.Handle (queue.go).
+extern __thread bg_queue *bgo_driving;
+extern __thread uintptr_t bgo_driver;
 
 // The Go query running on this thread (a runtime/cgo.Handle), set around the library calls that
 // may run the fallback: the library calls it on the querying thread, so the fallback learns which
 // query it answers (its context, where to report a panic) without C holding a Go pointer.
 static __thread uintptr_t bgo_query;
 
-// The bg_fallback_fn of every policy with a Go fallback: userdata is the policy's cgo.Handle.
+// The bg_fallback_fn of every policy with a Go fallback: userdata is the policy's cgo.Handle. A
+// blocking query set bgo_query; for a submitted one the driver's queue says which operation
+// runs (bg_queue_running), and the driver maps its tag to the request.
 static int bgo_fallback(void *userdata, const void *const *items, const size_t *lens, size_t n,
                         uint8_t *present) {
-	return bgoFallback((uintptr_t)userdata, bgo_query, (void *)items, (size_t *)lens, n, present);
+	uintptr_t driver = 0;
+	uint64_t tag = 0;
+	if (!bgo_query && bgo_driving && bg_queue_running(bgo_driving, &tag) == BG_OK) driver = bgo_driver;
+	return bgoFallback((uintptr_t)userdata, bgo_query, driver, tag, (void *)items, (size_t *)lens, n, present);
 }
 
 static int bgo_policy_set_fallback(bg_policy *p, uintptr_t handle) {
