@@ -85,4 +85,3 @@ func (f *Filter) ContainsManySource(ctx context.Context, items [][]byte) (BatchA
 	}
 	return a, nil
 }
-
