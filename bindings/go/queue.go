@@ -245,6 +245,15 @@ func (s *queueSet) close() {
 	s.drivers = nil
 }
 
+// inflight is the number of operations submitted to the queues and not yet completed.
+func (s *queueSet) inflight() int64 {
+	var n int64
+	for _, d := range s.drivers {
+		n += d.inflight.Load()
+	}
+	return n
+}
+
 // pick is the queue for the next request: any of them (each has its own connections).
 func (s *queueSet) pick() *driver {
 	if len(s.drivers) == 1 {
@@ -262,6 +271,8 @@ type driver struct {
 	stop    chan struct{}
 	stopped chan struct{}
 	file    *os.File // a dup of the queue's fd, in the netpoller
+
+	inflight atomic.Int64 // operations submitted and not yet completed (for tests)
 
 	// the driver goroutine's own
 	tag     uint64
@@ -341,6 +352,9 @@ func (d *driver) run() {
 	for {
 		select {
 		case r := <-d.reqs:
+			// A caller's send made this goroutine the next to run: let the callers that are
+			// runnable too send theirs first, so that one turn takes them all (one write).
+			runtime.Gosched()
 			d.submit(r)
 		case <-d.ready:
 		case <-d.stop:
@@ -397,24 +411,34 @@ func (d *driver) submit(r *request) {
 		d.finish(r, st, C.GoString(C.bg_call_errmsg(r.call.p)))
 		return
 	}
+	d.inflight.Add(1)
 	if r.cancelled.Load() { // its ctx ended while it was being submitted: the caller's cancel may have missed it
 		C.bg_queue_cancel(d.q, C.uint64_t(tag))
 	}
 }
+
+// faultCrossed is the negative control of the tests of crossed answers (never set otherwise):
+// each completion of a batch goes to the request of the one before it.
+var faultCrossed atomic.Bool
 
 // poll hands out up to pollBatch completions to their requests. readable: more to do now.
 func (d *driver) poll() (n int, readable bool) {
 	var more C.int
 	n = int(C.bgo_poll(d.q, C.uintptr_t(d.handle), d.cs, d.out, pollBatch, &more))
 	outs := unsafe.Slice(d.out, n)
+	crossed := n > 1 && faultCrossed.Load()
 	for i := range outs {
 		o := &outs[i]
 		tag := uint64(o.tag)
+		if crossed {
+			tag = uint64(outs[(i+n-1)%n].tag)
+		}
 		r := d.pending[tag]
 		if r == nil {
 			continue
 		}
 		delete(d.pending, tag)
+		d.inflight.Add(-1)
 		r.status = C.int(o.status)
 		r.value = int64(o.value)
 		r.source = Source(o.source)
@@ -452,6 +476,7 @@ func (d *driver) shutdown() {
 	}
 	for tag, r := range d.pending {
 		delete(d.pending, tag)
+		d.inflight.Add(-1)
 		d.finish(r, C.BG_ECLOSED, "the client was closed")
 	}
 }
