@@ -524,8 +524,15 @@ func (d *driver) do(ctx context.Context, r *request) {
 // one with the tag bg_queue_running gave (fallback.go).
 func fallbackRequest(handle C.uintptr_t, tag C.uint64_t) *request {
 	d := cgo.Handle(handle).Value().(*driver)
+	if faultFallbackTag.Load() {
+		tag++
+	}
 	return d.pending[uint64(tag)]
 }
+
+// faultFallbackTag is the negative control of the test that a fallback gets its own query's
+// context (never set otherwise): the fallback is told the next operation's.
+var faultFallbackTag atomic.Bool
 
 // runIsolated runs a fallback that the driver's poll (or submit) called, on a goroutine of its
 // own while the driver waits: runtime.Goexit in it (t.FailNow) must not end the driver in the

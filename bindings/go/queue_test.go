@@ -372,3 +372,142 @@ func TestQueueChaosNegativeControls(t *testing.T) {
 		t.Errorf("crossed answers went unnoticed: %s", c)
 	}
 }
+
+// The end of a call's context ends its operation in C at once (bg_queue_cancel), even with its
+// request already sent to a paused server: the call returns within a few ms with ErrCanceled and
+// context.Canceled, nothing of it stays in the queue, and its late reply reaches no one. The
+// negative control is the same harness on blocking calls, whose sent round trip a cancel does not
+// end: it returns only after the pause.
+func TestQueueCancelReachesC(t *testing.T) {
+	round := func(queues int) (time.Duration, error, int64) {
+		bg := context.Background()
+		c := openClient(t, WithQueues(queues), WithCommandTimeout(5*time.Second))
+		f := initFilter(t, c, 1000, 0.01)
+		if _, err := f.AddString(bg, "present"); err != nil {
+			t.Fatal(err)
+		}
+		r := raw(t)
+		r.must(t, "CLIENT", "PAUSE", "800", "ALL")
+		ctx, cancel := context.WithCancel(bg)
+		time.AfterFunc(50*time.Millisecond, cancel)
+		start := time.Now()
+		_, err := f.ContainsString(ctx, "present")
+		elapsed := time.Since(start)
+		var left int64
+		if c.h.qs != nil {
+			left = c.h.qs.inflight()
+		}
+		r.must(t, "PING") // the pause is over
+		for _, item := range []string{"absent", "present"} {
+			if ok, err := f.ContainsString(bg, item); err != nil || ok != (item == "present") {
+				t.Errorf("queues %d: after the cancel, %s: %v %v", queues, item, ok, err)
+			}
+		}
+		return elapsed, err, left
+	}
+	elapsed, err, left := round(1)
+	t.Logf("queue: cancelled after %v: %v", elapsed, err)
+	wantCode(t, err, CodeCanceled, ErrCanceled)
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("not context.Canceled: %v", err)
+	}
+	if elapsed > 400*time.Millisecond || left != 0 {
+		t.Errorf("the cancel at 50 ms ended the call after %v, %d operations left in the queue", elapsed, left)
+	}
+	elapsed, err, _ = round(0)
+	t.Logf("negative control, blocking call: returned after %v: %v", elapsed, err)
+	if elapsed < 700*time.Millisecond {
+		t.Errorf("the blocking call's sent round trip ended after %v: the harness cannot tell", elapsed)
+	}
+}
+
+// A fallback run by the driver gets the context of the query it answers for, among many in
+// flight - run inside a poll (a missing filter), and inside a submit (an open breaker) - and its
+// panic fails that query only. The negative control tells the fallback another operation's tag
+// (faultFallbackTag): the harness sees the wrong contexts.
+func TestQueueFallbackKnowsItsQuery(t *testing.T) {
+	type key struct{}
+	run := func(t *testing.T, missing bool) (answered, wrong, panics, other int64) {
+		bg := context.Background()
+		c := openClient(t, WithCommandTimeout(100*time.Millisecond))
+		f := openFilter(t, c, uniqueName(t))
+		var chain PolicyOption = WithChain(FailNotInitialized, ActionCallback, ActionError)
+		if !missing {
+			if _, err := f.Init(bg, 1000, 0.01); err != nil {
+				t.Fatal(err)
+			}
+			chain = WithChain(FailTimeout, ActionCallback, ActionError)
+		}
+		var nWrong atomic.Int64
+		p := mustPolicy(t, chain, WithCallbackRate(0, 1), WithBreaker(1, time.Minute),
+			WithFallback(func(ctx context.Context, items [][]byte, present []bool) error {
+				want, _ := ctx.Value(key{}).(string)
+				if len(items) != 1 || string(items[0]) != want {
+					nWrong.Add(1)
+				}
+				if strings.HasSuffix(want, "-panic") {
+					panic(want)
+				}
+				present[0] = true
+				return nil
+			}))
+		if err := f.SetPolicy(p); err != nil {
+			t.Fatal(err)
+		}
+		if !missing { // one query times out on a paused server: the breaker opens, the rest go to the chain at submit
+			r := raw(t)
+			r.must(t, "CLIENT", "PAUSE", "400", "ALL")
+			if a, err := f.ContainsSource(context.WithValue(bg, key{}, "first"), []byte("first")); err != nil ||
+				a.Source != SourceCallback {
+				t.Fatalf("the first query: %+v %v", a, err)
+			}
+			defer r.must(t, "PING")
+		}
+		var nAnswered, nPanics, nOther atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < 100; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 20; i++ {
+					item := fmt.Sprintf("g%d-i%d", g, i)
+					if i == 7 {
+						item += "-panic"
+					}
+					a, err := f.ContainsSource(context.WithValue(bg, key{}, item), []byte(item))
+					var pe *PanicError
+					switch {
+					case errors.As(err, &pe) && pe.Value == item:
+						nPanics.Add(1)
+					case err == nil && a.Present && a.Source == SourceCallback:
+						nAnswered.Add(1)
+					default:
+						nOther.Add(1)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if s := stats(t, f); !missing && s.BreakerRejected < 2000 {
+			t.Errorf("%d queries went to the chain at submit (the breaker open), want 2000", s.BreakerRejected)
+		}
+		return nAnswered.Load(), nWrong.Load(), nPanics.Load(), nOther.Load()
+	}
+	for _, missing := range []bool{true, false} {
+		where := map[bool]string{true: "in the poll (missing filter)", false: "in the submit (open breaker)"}[missing]
+		answered, wrong, panics, other := run(t, missing)
+		t.Logf("%s: %d answered, %d panics, %d other; %d fallback calls with another query's context", where,
+			answered, panics, other, wrong)
+		if answered != 1900 || panics != 100 || other != 0 || wrong != 0 {
+			t.Errorf("%s: %d answered (want 1900), %d panics (want 100), %d other, %d with another context", where,
+				answered, panics, other, wrong)
+		}
+	}
+	faultFallbackTag.Store(true)
+	defer faultFallbackTag.Store(false)
+	_, wrong, _, _ := run(t, true)
+	t.Logf("negative control (the fallback told another tag): %d calls with another query's context", wrong)
+	if wrong == 0 {
+		t.Errorf("the negative control saw no fallback with another query's context")
+	}
+}
