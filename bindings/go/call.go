@@ -158,8 +158,8 @@ func (c *call) release() {
 	callPool.Put(c)
 }
 
-// gate bounds how many calls of one client (with its filters) are inside C at once. A call
-// blocked in C holds an OS thread: without the gate, thousands of goroutines queueing for a
+// gate bounds how many blocking calls of one client (with its filters) are inside C at once (the
+// queue's calls hold no thread and pass no gate). A call blocked in C holds an OS thread: without the gate, thousands of goroutines queueing for a
 // pool of 4 connections would each hold a thread (and Go aborts the program at 10,000 threads).
 // Waiting here costs a goroutine only. The bound is well above the pool size, so the library's
 // own pool wait (and its "all connections busy" error) still works as documented.

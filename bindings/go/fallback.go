@@ -61,16 +61,23 @@ import (
 
 // Fallback answers a degraded query when the chain reaches ActionCallback: it sets present[i] for
 // items[i] and returns nil, or returns an error to decline (the chain moves on to its next action;
-// what it wrote to present is dropped). It runs on the goroutine of the query, with that query's
-// ctx, and only during a query of a filter whose policy holds it (never after Filter.Close or
-// SetPolicy replaced it and the queries under way ended). items are copies: they may be kept.
-// It may be called by several goroutines at once, at most WithCallbackRate times per second per
-// filter handle. It must not use the same filter (that can deadlock against SetPolicy and Close).
+// what it wrote to present is dropped). It gets the query's ctx, and runs only during a query of a
+// filter whose policy holds it (never after Filter.Close or SetPolicy replaced it and the queries
+// under way ended). items are copies: they may be kept. It may be called by several goroutines at
+// once, at most WithCallbackRate times per second per filter handle. It must not use the same
+// filter (that can deadlock against SetPolicy and Close).
+//
+// Where it runs: the library calls it on the thread that drives the client's submission queue,
+// inside the queue's poll (or inside the submit, when an open breaker sends a query to the chain
+// at once); the driver runs it on a goroutine of its own and waits for it. Keep it quick: the
+// other operations of that queue wait meanwhile. With WithQueues(0) it runs on the goroutine of
+// the query, inside its blocking call.
 //
 // A panic in it is recovered before it can reach the library's frames: the library sees a
 // decline, and the query fails with a *PanicError (whatever the rest of the chain answered).
-// runtime.Goexit in it ends the goroutine; the filter stays usable, but the library's frames of
-// that query are abandoned with what they held (a reference to the policy): do not rely on it.
+// runtime.Goexit in it ends its goroutine and the query's (the query does not return); the filter
+// stays usable. With WithQueues(0) the library's frames of that query are abandoned with what
+// they held (a reference to the policy): do not rely on it.
 type Fallback func(ctx context.Context, items [][]byte, present []bool) error
 
 // PanicError is the error of a query whose Fallback panicked.
