@@ -429,7 +429,7 @@ func TestQueueFallbackKnowsItsQuery(t *testing.T) {
 	type key struct{}
 	run := func(t *testing.T, missing bool) (answered, wrong, panics, other int64) {
 		bg := context.Background()
-		c := openClient(t, WithCommandTimeout(100*time.Millisecond))
+		c := openClient(t, WithQueues(1), WithCommandTimeout(100*time.Millisecond))
 		f := openFilter(t, c, uniqueName(t))
 		var chain PolicyOption = WithChain(FailNotInitialized, ActionCallback, ActionError)
 		if !missing {
