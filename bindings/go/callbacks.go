@@ -66,12 +66,12 @@ func bgoFallback(policy, query, driver C.uintptr_t, tag C.uint64_t, items unsafe
 	var answered bool
 	if driver != 0 {
 		var goexit bool
-		answered, goexit = runIsolated(func() bool { return onFallback(box, q, goItems, answers) })
+		answered, goexit = runIsolated(func() bool { return onFallback(box, q, goItems, answers, true) })
 		if goexit && r != nil {
 			r.goexit = true
 		}
 	} else {
-		answered = onFallback(box, q, goItems, answers)
+		answered = onFallback(box, q, goItems, answers, false)
 	}
 	if !answered {
 		return 1

@@ -70,8 +70,10 @@ import (
 // Where it runs: the library calls it on the thread that drives the client's submission queue,
 // inside the queue's poll (or inside the submit, when an open breaker sends a query to the chain
 // at once); the driver runs it on a goroutine of its own and waits for it. Keep it quick: the
-// other operations of that queue wait meanwhile. With WithQueues(0) it runs on the goroutine of
-// the query, inside its blocking call.
+// other operations of that queue wait meanwhile. A filter call it makes with the ctx it was given
+// (or one derived from it) is a blocking call, so that it does not wait for that driver; one made
+// with another context may wait for ever. With WithQueues(0) it runs on the goroutine of the
+// query, inside its blocking call.
 //
 // A panic in it is recovered before it can reach the library's frames: the library sees a
 // decline, and the query fails with a *PanicError (whatever the rest of the chain answered).
@@ -114,10 +116,13 @@ type fallbackQuery struct {
 }
 
 // onFallback is the fallback callback (callbacks.go). It returns false to decline.
-func onFallback(box *fallbackBox, q *fallbackQuery, items [][]byte, present []bool) (answered bool) {
+func onFallback(box *fallbackBox, q *fallbackQuery, items [][]byte, present []bool, inDriver bool) (answered bool) {
 	ctx := context.Background()
 	if q != nil {
 		ctx = q.ctx
+	}
+	if inDriver { // filter calls made with this ctx must not wait for the driver that waits for this fallback
+		ctx = context.WithValue(ctx, inFallbackKey{}, true)
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -129,6 +134,11 @@ func onFallback(box *fallbackBox, q *fallbackQuery, items [][]byte, present []bo
 	}()
 	return box.fn(ctx, items, present) == nil
 }
+
+// inFallbackKey marks the ctx given to a fallback that a queue's driver runs (and the contexts
+// derived from it): a filter call made with it is a blocking call (Filter.do), since the driver
+// of its queue may be the one waiting for the fallback.
+type inFallbackKey struct{}
 
 // containsCallback is a query made while the filter's policy has a Go fallback: the batch is in C
 // memory, so is present; the query's cgo.Handle reaches the fallback through bgo_query.

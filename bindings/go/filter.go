@@ -204,7 +204,7 @@ func (f *Filter) do(ctx context.Context, r *request) error {
 	if err := checkContext(ctx); err != nil {
 		return err
 	}
-	if f.qs == nil {
+	if f.qs == nil || ctx.Value(inFallbackKey{}) != nil { // no queue, or called by a fallback a driver waits for
 		return f.doBlocking(ctx, r)
 	}
 	c, err := takeCall()

@@ -511,3 +511,40 @@ func TestQueueFallbackKnowsItsQuery(t *testing.T) {
 		t.Errorf("the negative control saw no fallback with another query's context")
 	}
 }
+
+// A fallback that asks another filter of the same client, with the ctx it was given, gets its
+// answer: that call is a blocking one, not a request to the driver that waits for the fallback.
+func TestQueueFallbackCallsTheSameClient(t *testing.T) {
+	bg := context.Background()
+	c := openClient(t, WithQueues(1))
+	backup := initFilter(t, c, 1000, 0.01)
+	if _, err := backup.AddString(bg, "in-backup"); err != nil {
+		t.Fatal(err)
+	}
+	f := openFilter(t, c, uniqueName(t)) // missing: its queries go to the fallback
+	p := mustPolicy(t, WithChain(FailNotInitialized, ActionCallback, ActionError), WithCallbackRate(0, 1),
+		WithFallback(func(ctx context.Context, items [][]byte, present []bool) error {
+			got, err := backup.ContainsMany(ctx, items)
+			copy(present, got)
+			return err
+		}))
+	if err := f.SetPolicy(p); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		a, err := f.ContainsManySource(bg, [][]byte{[]byte("in-backup"), []byte("not-anywhere")})
+		if err == nil && (!a.Present[0] || a.Present[1] || a.Source != SourceCallback) {
+			err = fmt.Errorf("answers %v from %v", a.Present, a.Source)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fallback's call to the same client did not return (the driver waits for it)")
+	}
+}
