@@ -18,15 +18,17 @@ extern __thread uintptr_t bgo_driver;
 // query it answers (its context, where to report a panic) without C holding a Go pointer.
 static __thread uintptr_t bgo_query;
 
-// The bg_fallback_fn of every policy with a Go fallback: userdata is the policy's cgo.Handle. A
-// blocking query set bgo_query; for a submitted one the driver's queue says which operation
-// runs (bg_queue_running), and the driver maps its tag to the request.
+// The bg_fallback_fn of every policy with a Go fallback: userdata is the policy's cgo.Handle. For
+// a submitted query the driver's queue says which operation runs (bg_queue_running), and the
+// driver maps its tag to the request; a blocking query set bgo_query. The driver's side is asked
+// first: a blocking query whose fallback called runtime.Goexit never restored bgo_query, and the
+// thread may drive a queue later.
 static int bgo_fallback(void *userdata, const void *const *items, const size_t *lens, size_t n,
                         uint8_t *present) {
-	uintptr_t driver = 0;
 	uint64_t tag = 0;
-	if (!bgo_query && bgo_driving && bg_queue_running(bgo_driving, &tag) == BG_OK) driver = bgo_driver;
-	return bgoFallback((uintptr_t)userdata, bgo_query, driver, tag, (void *)items, (size_t *)lens, n, present);
+	if (bgo_driving && bg_queue_running(bgo_driving, &tag) == BG_OK)
+		return bgoFallback((uintptr_t)userdata, 0, bgo_driver, tag, (void *)items, (size_t *)lens, n, present);
+	return bgoFallback((uintptr_t)userdata, bgo_query, 0, 0, (void *)items, (size_t *)lens, n, present);
 }
 
 static int bgo_policy_set_fallback(bg_policy *p, uintptr_t handle) {
