@@ -417,13 +417,19 @@ void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t) {
     pipe_fail(pp, BG_ECONN, msg);
     return;
   }
+  /* e's own wait ended: it times out, as a blocking call does (redis/mux.c). The connection is
+   * given up only when the oldest request on it, another one, got no reply for its whole wait
+   * (at least the command timeout) and e still waited after that. */
   uint64_t now = bgi_now_ns(), cmd = bgi_ms_ns(pp->ep->command_timeout_ms);
-  uint64_t since = e->linked_ns > pp->progress_ns ? e->linked_ns : pp->progress_ns;
-  uint64_t limit = e->wait_ns > cmd ? e->wait_ns : cmd;
-  if (pp->head && (pp->head == e || pp->head == &pp->hs) && now >= since + limit) {
-    /* no reply for this long: the server or the network is gone */
-    pipe_fail(pp, BG_ECONN, "the server did not answer on the connection in time");
-    return;
+  pentry *h = pp->head;
+  if (h && h != e && h != &pp->hs) {
+    uint64_t since = h->linked_ns > pp->progress_ns ? h->linked_ns : pp->progress_ns;
+    uint64_t limit = h->wait_ns > cmd ? h->wait_ns : cmd;
+    if (now >= since + limit) {
+      /* no reply for this long: the server or the network is gone */
+      pipe_fail(pp, BG_ECONN, "the server did not answer on the connection in time");
+      return;
+    }
   }
   bgi_req_task *rt = e->waiter;
   if (!rt) return;

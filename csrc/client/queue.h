@@ -108,6 +108,7 @@ struct bg_queue {
   bgi_err disc_err;
   int disc_status;
   bgi_qop *disc_waiters;
+  bgi_qop *running;                 /* whose task runs now (bg_queue_running), else NULL */
   bgi_errslot err;
 };
 

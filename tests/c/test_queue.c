@@ -1,6 +1,7 @@
 /*
  * The submission queue (include/bloomguard/queue.h) against a real redis-server: the same answers
- * as the blocking calls, from one thread with many operations in flight, driven through the fd.
+ * as the blocking calls, from one thread with many operations in flight, driven through the fd;
+ * what a host's callback (the policy's fallback) learns of the operation it serves.
  */
 #include <bloomguard.h>
 #include <poll.h>
@@ -192,6 +193,52 @@ static void test_negative_control_no_discard(void) {
   CHECK_MSG(late_reply_round(1) > 0, "the negative control saw no crossed answer");
 }
 
+/*
+ * Without a deadline an operation waits up to the command timeout, and then times out
+ * (BG_ETIMEOUT), as the blocking call does - not a connection failure, whatever the order the
+ * queue's timers come in.
+ */
+static void test_command_timeout_is_a_timeout(void) {
+  char msg[256];
+  bg_options *o = NULL;
+  bg_client *c = NULL;
+  bg_filter *f = NULL;
+  bg_queue *q = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 200));
+  CHECK_OK(bgt_client_open(&c, srv.url, o, msg, sizeof msg));
+  CHECK_OK(bg_filter_open(&f, c, "q-cmd-timeout"));
+  CHECK_OK(bg_queue_open(&q, c));
+  CHECK_OK(bg_filter_init(f, 1000, 0.01, NULL));
+  CHECK_OK(bg_filter_contains_submit(f, q, 1, "warm", 4));
+  CHECK_OK(one(q, NULL, NULL, NULL));
+  pause_server(700);
+  uint64_t t0 = bgt_now_ns(), at = 0;
+  CHECK_OK(bg_filter_contains_submit(f, q, 2, "x", 1));
+  bg_completion *cs[1];
+  size_t n = 0;
+  CHECK_OK(bg_queue_poll(q, 5000, cs, 1, &n));
+  at = bgt_now_ns();
+  CHECK_EQ_INT((int)n, 1);
+  if (n == 1) {
+    CHECK_STATUS(bg_completion_status(cs[0]), BG_ETIMEOUT);
+    CHECK_CONTAINS(bg_completion_errmsg(cs[0]), "did not answer within 200 ms");
+  }
+  CHECK_MSG((at - t0) / 1000000u < 600, "timed out after %llu ms", (unsigned long long)((at - t0) / 1000000u));
+  /* the late reply is dropped: the next answer (after the pause) is the next operation's own */
+  char *r = bgt_redis_cmd(&srv, "PING");
+  CHECK_EQ_STR(r, "PONG");
+  free(r);
+  int64_t v = -1;
+  CHECK_OK(bg_filter_contains_submit(f, q, 3, "warm", 4));
+  CHECK_OK(one(q, NULL, &v, NULL));
+  CHECK_EQ_INT(v, 0);
+  bg_queue_close(q);
+  bg_filter_close(f);
+  bg_client_close(c);
+  bg_options_free(o);
+}
+
 static void test_cancel_by_tag(void) {
   env e;
   env_open(&e, "q-cancel");
@@ -337,12 +384,145 @@ static void test_opened_during_an_outage(void) {
   env_close(&e);
 }
 
+/* What the fallback saw of each call: the tag bg_queue_running gave and the item it was asked. */
+typedef struct seen {
+  bg_queue *q;
+  int calls, running_status;
+  uint64_t tags[8];
+  char items[8][16];
+} seen;
+
+static int record(void *userdata, const void *const *items, const size_t *lens, size_t n, uint8_t *present) {
+  seen *s = userdata;
+  uint64_t tag = 0;
+  int st = bg_queue_running(s->q, &tag);
+  if (st != BG_OK) s->running_status = st;
+  if (s->calls < 8 && n == 1) {
+    s->tags[s->calls] = tag;
+    snprintf(s->items[s->calls], sizeof s->items[0], "%.*s", (int)lens[0], (const char *)items[0]);
+  }
+  s->calls++;
+  for (size_t i = 0; i < n; i++) present[i] = 1;
+  return 0;
+}
+
+static void set_policy(bg_filter *f, int cls, seen *s, int breaker) {
+  bg_policy *p = NULL;
+  int chain[] = {BG_ACT_CALLBACK, BG_ACT_ERROR};
+  CHECK_OK(bg_policy_new(&p));
+  CHECK_OK(bg_policy_set_chain(p, cls, chain, 2));
+  CHECK_OK(bg_policy_set_fallback(p, record, s));
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_CALLBACK_RATE, 0));
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_BREAKER_THRESHOLD, breaker));
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_BREAKER_COOLDOWN_MS, 60000));
+  CHECK_OK(bg_filter_set_policy(f, p));
+  bg_policy_free(p);
+}
+
+/* Three queries of a missing filter in flight at once: each fallback call, made inside the poll,
+ * names the tag of the query it answers. */
+static void test_fallback_in_poll_knows_its_operation(void) {
+  env e;
+  env_open(&e, "qcb-notinit");
+  seen s = {.q = e.q};
+  set_policy(e.f, BG_FAIL_NOTINIT, &s, 0);
+  const char *items[] = {"eleven", "twelve", "thirteen"};
+  for (uint64_t i = 0; i < 3; i++) CHECK_OK(bg_filter_contains_submit(e.f, e.q, 11 + i, items[i], strlen(items[i])));
+  for (int i = 0; i < 3; i++) {
+    int64_t v = 0;
+    CHECK_OK(one(e.q, NULL, &v, NULL));   /* the filter is missing: only the fallback answers */
+    CHECK_EQ_INT(v, 1);
+  }
+  CHECK_EQ_INT(s.calls, 3);
+  CHECK_OK(s.running_status);
+  for (int i = 0; i < 3 && i < s.calls; i++) {
+    uint64_t t = s.tags[i];
+    CHECK_MSG(t >= 11 && t <= 13 && strcmp(s.items[i], items[t - 11]) == 0,
+              "the fallback asked about \"%s\" was told tag %llu", s.items[i], (unsigned long long)t);
+  }
+  /* outside a callback: nothing runs */
+  uint64_t tag = 99;
+  CHECK_STATUS(bg_queue_running(e.q, &tag), BG_EINVAL);
+  CHECK_EQ_U64(tag, 99);
+  CHECK_STATUS(bg_queue_running(NULL, &tag), BG_EINVAL);
+  CHECK_STATUS(bg_queue_running(e.q, NULL), BG_EINVAL);
+  env_close(&e);
+}
+
+/* With the breaker open a query goes to the chain at once: the fallback runs inside the submit,
+ * and is told that submit's tag. */
+static void test_fallback_in_submit_knows_its_operation(void) {
+  env e;
+  env_open(&e, "qcb-breaker");
+  CHECK_OK(bg_filter_init(e.f, 1000, 0.01, NULL));
+  seen s = {.q = e.q};
+  set_policy(e.f, BG_FAIL_TIMEOUT, &s, 1);
+  CHECK_OK(bg_filter_contains_submit(e.f, e.q, 1, "warm", 4));   /* connects the queue */
+  CHECK_OK(one(e.q, NULL, NULL, NULL));
+  pause_server(400);
+  bg_call *call = NULL;
+  CHECK_OK(bg_call_new(&call));
+  CHECK_OK(bg_call_set_timeout_ms(call, 50));
+  CHECK_OK(bg_filter_contains_submit_ex(e.f, call, e.q, 21, "first", 5));
+  int64_t v = 0;
+  CHECK_OK(one(e.q, NULL, &v, NULL));   /* timed out: the breaker opened, the fallback answered */
+  CHECK_EQ_INT(v, 1);                   /* (never added: Redis would say 0) */
+  CHECK_EQ_INT(s.calls, 1);
+  CHECK_OK(bg_filter_contains_submit(e.f, e.q, 22, "second", 6));
+  CHECK_EQ_INT(s.calls, 2);   /* answered by the submit itself */
+  v = 0;
+  CHECK_OK(one(e.q, NULL, &v, NULL));
+  CHECK_EQ_INT(v, 1);
+  CHECK_OK(s.running_status);
+  CHECK_EQ_U64(s.tags[0], 21);
+  CHECK_EQ_STR(s.items[0], "first");
+  CHECK_EQ_U64(s.tags[1], 22);
+  CHECK_EQ_STR(s.items[1], "second");
+  char *r = bgt_redis_cmd(&srv, "PING");   /* the pause is over */
+  CHECK_EQ_STR(r, "PONG");
+  free(r);
+  bg_call_free(call);
+  env_close(&e);
+}
+
+/* persist clears the time to live of both keys, as bg_filter_persist does: 1, then 0. */
+static void test_persist_submit(void) {
+  env e;
+  env_open(&e, "qcb-persist");
+  CHECK_OK(bg_filter_init(e.f, 1000, 0.01, NULL));
+  CHECK_OK(bg_filter_add(e.f, "x", 1, NULL));
+  int applied = 0;
+  CHECK_OK(bg_filter_expire(e.f, 60000, &applied));
+  int64_t v = -1;
+  CHECK_OK(bg_filter_persist_submit(e.f, e.q, 5));
+  CHECK_OK(one(e.q, NULL, &v, NULL));
+  CHECK_EQ_INT(v, 1);
+  char *ttl = bgt_redis_cmd(&srv, "PTTL %s", "qcb-persist");
+  CHECK_EQ_STR(ttl, "-1");
+  free(ttl);
+  ttl = bgt_redis_cmd(&srv, "PTTL %s", "{qcb-persist}:config");
+  CHECK_EQ_STR(ttl, "-1");
+  free(ttl);
+  bg_call *call = NULL;
+  CHECK_OK(bg_call_new(&call));
+  CHECK_OK(bg_filter_persist_submit_ex(e.f, call, e.q, 6));
+  CHECK_OK(one(e.q, NULL, &v, NULL));
+  CHECK_EQ_INT(v, 0);   /* nothing had a time to live */
+  CHECK_STATUS(bg_filter_persist_submit(NULL, e.q, 7), BG_EINVAL);
+  CHECK_STATUS(bg_filter_persist_submit_ex(e.f, call, NULL, 7), BG_EINVAL);
+  CHECK_CONTAINS(bg_call_errmsg(call), "queue handle is NULL");
+  bg_call_free(call);
+  env_close(&e);
+}
+
 static void setup(void) { bgt_redis_start(&srv, NULL); }
 static void teardown(void) { bgt_redis_stop(&srv); }
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_one_thread_many_in_flight), BGT_CASE(test_bad_input_is_refused_at_submit),
         BGT_CASE(test_not_initialized_goes_through_the_policy), BGT_CASE(test_deadline_drops_late_reply),
-        BGT_CASE(test_negative_control_no_discard), BGT_CASE(test_cancel_by_tag),
+        BGT_CASE(test_negative_control_no_discard), BGT_CASE(test_command_timeout_is_a_timeout),
+        BGT_CASE(test_cancel_by_tag), BGT_CASE(test_fallback_in_poll_knows_its_operation),
+        BGT_CASE(test_fallback_in_submit_knows_its_operation), BGT_CASE(test_persist_submit),
         BGT_CASE(test_cancel_by_call_from_another_thread), BGT_CASE(test_close_with_operations_in_flight),
         BGT_CASE(test_over_tls), BGT_CASE(test_opened_during_an_outage),
         BGT_CASE(teardown))

@@ -20,8 +20,9 @@
  * Every guarantee of the blocking calls holds for a submitted operation, by the same code: the
  * atomic config + write-lock check (and the tracked bits-only read), retries after a config
  * change, the write lock waited out, the degrade policy (breaker, retry backoff, snapshot,
- * fallback callback - which runs on the thread that polls, inside bg_queue_poll), Cluster
- * redirects, Sentinel failover, TLS. Waits are timers, never sleeps. A deadline (the bg_call's
+ * fallback callback - which runs on the thread that drives the queue, inside bg_queue_poll, or
+ * inside the submit when the chain answers at once: an open breaker), Cluster redirects, Sentinel
+ * failover, TLS. Waits are timers, never sleeps. A deadline (the bg_call's
  * timeout, else none beyond the client's command timeout per request) completes the operation
  * with BG_ETIMEOUT when it passes, at once; a reply that arrives later is read and dropped, never
  * given to another operation. A connection that drops fails or retries (as the blocking calls
@@ -84,6 +85,12 @@ BG_API int  bg_queue_poll(bg_queue *q, int64_t timeout_ms, bg_completion **out, 
  * Async-signal-safe; the operation itself completes with BG_ECANCELED unless it already ended. */
 BG_API int  bg_queue_cancel(bg_queue *q, uint64_t tag);
 
+/* Inside a callback the library makes while it runs one of q's operations - the policy's fallback,
+ * called from bg_queue_poll or from a submit, on that thread - the tag of the operation it serves
+ * (BG_OK); BG_EINVAL anywhere else. For a host whose callback must know whom it answers for (its
+ * context, where to report a failure). */
+BG_API int  bg_queue_running(const bg_queue *q, uint64_t *tag);
+
 /* ---- submitting ----------------------------------------------------------------------------- */
 
 /* contains: the answer is bg_completion_present (n entries of 0/1), or value for one item. */
@@ -108,7 +115,7 @@ BG_API int  bg_filter_count_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, 
 BG_API int  bg_filter_info_submit(bg_filter *f, bg_queue *q, uint64_t tag);
 BG_API int  bg_filter_info_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag);
 /* init (value: 1 if this call wrote the config), delete (value: 1 if a key was deleted), expire
- * (value: 1 if applied) - the blocking calls' meanings. */
+ * and persist (value: 1 if applied) - the blocking calls' meanings. */
 BG_API int  bg_filter_init_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t expected_insertions, double fpp);
 BG_API int  bg_filter_init_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag,
                                      int64_t expected_insertions, double fpp);
@@ -116,6 +123,8 @@ BG_API int  bg_filter_delete_submit(bg_filter *f, bg_queue *q, uint64_t tag);
 BG_API int  bg_filter_delete_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag);
 BG_API int  bg_filter_expire_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t ttl_ms);
 BG_API int  bg_filter_expire_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, int64_t ttl_ms);
+BG_API int  bg_filter_persist_submit(bg_filter *f, bg_queue *q, uint64_t tag);
+BG_API int  bg_filter_persist_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag);
 
 /* ---- completions ---------------------------------------------------------------------------- */
 

@@ -148,7 +148,7 @@ static void complete(bg_queue *q, bgi_qop *op, int st) {
 }
 
 /* Resumes op's task with st and runs it (and the tasks it starts) until it waits or ends. */
-static void advance(bg_queue *q, bgi_qop *op, int st) {
+static void run_task(bg_queue *q, bgi_qop *op, int st) {
   op->waiting = BGI_QOP_RUNNING;
   op->io = NULL;
   for (;;) {
@@ -192,6 +192,15 @@ static void advance(bg_queue *q, bgi_qop *op, int st) {
         break;
     }
   }
+}
+
+/* run_task, with op as the queue's running operation meanwhile (bg_queue_running): an operation
+ * may resume another (a connection's failure fails every request on it), hence the restore. */
+static void advance(bg_queue *q, bgi_qop *op, int st) {
+  bgi_qop *outer = q->running;
+  q->running = op;
+  run_task(q, op, st);
+  q->running = outer;
 }
 
 void bgi_queue_io_done(bgi_req_task *rt, int st, const char *msg) {
@@ -450,6 +459,12 @@ BG_API int bg_queue_cancel(bg_queue *q, uint64_t tag) {
   }
   atomic_store(&q->cancel_asked, 1);
   signal_fd(q);
+  return BG_OK;
+}
+
+BG_API int bg_queue_running(const bg_queue *q, uint64_t *tag) {
+  if (!q || !tag || !q->running) return BG_EINVAL;
+  *tag = atomic_load(&q->running->tag);
   return BG_OK;
 }
 

@@ -16,7 +16,7 @@ typedef struct fop {
   bg_filter *f;
   union {
     bgi_guarded_op g;   /* contains, add */
-    bgi_admin a;        /* init, count, info, delete, expire */
+    bgi_admin a;        /* init, count, info, delete, expire, persist */
   } u;
 } fop;
 
@@ -162,4 +162,10 @@ BG_API int bg_filter_expire_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, 
 }
 BG_API int bg_filter_expire_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t ttl_ms) {
   return bg_filter_expire_submit_ex(f, NULL, q, tag, ttl_ms);
+}
+BG_API int bg_filter_persist_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag) {
+  return submit_admin(f, call, q, tag, BGI_ADMIN_PERSIST, 0, 0);
+}
+BG_API int bg_filter_persist_submit(bg_filter *f, bg_queue *q, uint64_t tag) {
+  return bg_filter_persist_submit_ex(f, NULL, q, tag);
 }
