@@ -178,7 +178,6 @@ typedef struct bgi_req_task {
   int waits;
   int64_t wait_ms;
   bgi_redirect r;
-  unsigned char is_asking[BGI_MAX_REPLIES];
 } bgi_req_task;
 
 void bgi_req_task_init(bgi_req_task *rt, const bgi_req *req, bgi_transport *tr);

@@ -24,7 +24,7 @@
 #include "common/timers.h"
 
 /* Room for the submitting layer's record of an operation (checked there at compile time). */
-#define BGI_QOP_BODY_BYTES 4096
+#define BGI_QOP_BODY_BYTES 640
 
 typedef struct bgi_qop bgi_qop;
 typedef struct bgi_pipes bgi_pipes;

@@ -60,6 +60,8 @@ typedef struct bgi_conn {
   bgi_arena arena;         /* replies of the current call */
   bgi_buf out;             /* commands of the current call */
   bgi_buf alt;             /* scratch: the commands rewritten for an ASK redirect */
+  unsigned char *is_asking;   /* scratch of an ASK's rewrite: which replies are its ASKINGs' (made
+                                 at the first ASK: a workspace of many in flight stays small) */
   uint64_t *idx;           /* scratch: bit indexes of the current call */
   size_t idx_cap;
   uint64_t calls;          /* round trips completed since connecting */

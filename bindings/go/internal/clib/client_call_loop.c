@@ -6,6 +6,7 @@
 #include "client_client.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -160,7 +161,8 @@ static int acquired(bgi_req_task *rt, int st, bgi_err *err) {
   if (rt->waits) st = append_wait(c, cl, err);
   if (st == BG_OK && rt->ask) {
     /* the rewrite goes to the scratch buffer, which then becomes the one that is sent */
-    st = bgi_asking_rewrite(&c->out, &c->alt, rt->is_asking, BGI_MAX_REPLIES, &rt->added);
+    if (!c->is_asking && !(c->is_asking = malloc(BGI_MAX_REPLIES))) st = BG_ENOMEM;
+    else st = bgi_asking_rewrite(&c->out, &c->alt, c->is_asking, BGI_MAX_REPLIES, &rt->added);
     bgi_buf t = c->out;
     c->out = c->alt;
     c->alt = t;
@@ -219,7 +221,7 @@ static int sent(bgi_req_task *rt, int st, bgi_err *err) {
     rt->redirected = 1;
     return attempt(rt, err);
   }
-  if (st == BG_OK && rt->added) drop_asking(reps, total, rt->is_asking);
+  if (st == BG_OK && rt->added) drop_asking(reps, total, c->is_asking);
   int waits = rt->waits;
   size_t n = rt->n;
   long long acked = waits && st == BG_OK && reps[n]->type == REDIS_REPLY_INTEGER ? reps[n]->integer : -1;

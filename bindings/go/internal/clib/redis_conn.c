@@ -369,6 +369,8 @@ void bgi_conn_free(bgi_conn *c) {
   bgi_arena_free(&c->arena);
   bgi_buf_free(&c->out);
   bgi_buf_free(&c->alt);
+  free(c->is_asking);
+  c->is_asking = NULL;
   free(c->idx);
   c->idx = NULL;
   c->idx_cap = 0;
