@@ -2,7 +2,7 @@
 # The whole test suite: C tests (plain, ASan+UBSan, TSan: all with hiredis >= 1.0, the vendored one
 # on Debian 12), the CLI, the C tests against Debian's hiredis 0.14, the Python and Go bindings (and
 # the Python wheel in a fresh virtualenv), a newcomer's installs from scratch (scripts/newcomer-check.sh),
-# and live interop with Redisson.
+# the examples (examples/run.sh), the documentation (scripts/docs.sh), and live interop with Redisson.
 # Every part starts its own redis-server on a free loopback port.
 #   bash scripts/test.sh
 # BG_NO_INSTALL=1: don't install missing packages.  BG_SKIP_INTEROP=1: skip the Java step (and the
@@ -68,6 +68,12 @@ python3 scripts/go-amalgamate.py --check
 
 step "Newcomer check: pip install, python -m build, a Go module outside the tree - fresh, no caches"
 bash scripts/newcomer-check.sh
+
+step "Examples: each service for 3 s against a redis-server of its own, then the naive rebuild as their control"
+BG_EXAMPLES_BUILD=$TOP/build BG_EXAMPLES_PYTHON=${BG_PY_VENV:-build-python/venv}/bin/python bash examples/run.sh 3
+
+step "Documentation: no internal references (planted control), mkdocs build --strict (planted control)"
+bash scripts/docs.sh
 
 if [ "${BG_SKIP_INTEROP:-0}" != 1 ]; then
   step "Live interop with Redisson (Java)"
