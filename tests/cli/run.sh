@@ -576,6 +576,11 @@ run rotate "$R" --expected 30000 --fpp 0.001 --from "$WORK/in3000" --wait-ms 400
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 expect_rc "--wait-ms 400 while another rotation runs" 2
 if [ "$ms" -ge 350 ]; then ok "--wait-ms 400 waited (${ms} ms)"; else bad "--wait-ms 400 waited (${ms} ms)"; fi
+# add --from into the (empty) filter while that rotation holds it: not the bulk path (it would be a
+# second rotation) but the plain adds, which the running rotation records
+run --json add "$R" --from "$WORK/in3000"
+expect_rc "add --from into an empty filter another rotation holds" 0
+expect_json "add --from during a rotation: the plain path" "d['bulk'] is False and d['items'] == 3000"
 # A background job of a shell without job control starts with SIGINT ignored, and so does every
 # process when this script itself was started in the background (nohup, `cmd &` from a script,
 # many CI runners): bash cannot undo a disposition it inherited, not even under set -m. `rotate`
