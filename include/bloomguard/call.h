@@ -7,7 +7,7 @@
  * (bg_filter_open_ex(&f, call, client, name), bg_client_open_ex(&c, call, url, opts)); a function
  * with neither takes it first (bg_optimal_params_ex(call, n, fpp, &size, &k)). The other
  * parameters are X's, in X's order. call may be NULL: X is exactly X_ex with NULL, a thin
- * wrapper. The rule has no other meaning of _ex (0.2.0 changed the three that had one: README,
+ * wrapper. The rule has no other meaning of _ex (0.2.0 changed the three that had one: docs/changelog.md,
  * "Changelog"). It exempts only functions whose failures the status tells completely and that
  * have no handle message to replace: destructors and accessors returning no status, the settings
  * objects' own functions (bg_call_*, bg_options_*, bg_policy_* but bg_filter_set_policy), the

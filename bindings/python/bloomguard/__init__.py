@@ -79,7 +79,7 @@ def version() -> str:
 def features() -> frozenset[str]:
     """What the C library in this module was built to do (bg_features()): ``"tracking"`` when it
     has hiredis >= 1.0, so queries can take the tracked path (given Redis >= 6 and
-    ``tracking=True``); ``"tls"`` once it can connect with TLS (never, in this version)."""
+    ``tracking=True``); ``"tls"`` when it was built with TLS (OpenSSL), as the wheel is."""
     mask = _lib.bg_features()
     names = [("tracking", _lib.BG_FEATURE_TRACKING), ("tls", _lib.BG_FEATURE_TLS)]
     return frozenset(name for name, bit in names if mask & bit)
