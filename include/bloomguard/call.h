@@ -15,6 +15,7 @@
  * outside 1..BG_MAX_SIZE), and the in-memory readers bg_filter_stat, bg_rotation_stats and
  * bg_rotation_set_progress (BG_EINVAL / BG_ENOTSUP for a NULL handle or an unknown counter), and
  * a submission queue's own calls (queue.h): the accessors of a completion, bg_queue_fd,
+ * bg_queue_running (an in-memory read),
  * bg_queue_poll (its one driving thread's; BG_EINVAL for bad arguments only) and bg_queue_cancel
  * (async-signal-safe, as bg_call_cancel). The submit functions follow the rule.
  * tests/python/test_ex_rule.py checks the headers against the rule.

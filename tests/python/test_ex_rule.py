@@ -34,6 +34,7 @@ EXEMPT: Dict[str, str] = {
     "bg_queue_poll": "the queue's one driving thread's call: BG_EINVAL for bad arguments only, told on the queue (no other thread shares it)",
     "bg_queue_cancel": "async-signal-safe like bg_call_cancel: an atomic store and a wake-up; BG_EINVAL for NULL only",
     "bg_queue_fd": "returns an fd, not a status",
+    "bg_queue_running": "an in-memory read for a callback on the driving thread: BG_EINVAL for NULL only",
     "bg_version": "returns a number, not a status",
     "bg_features": "returns a mask, not a status",
 }
