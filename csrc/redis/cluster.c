@@ -148,8 +148,8 @@ static void map_event(bgi_cluster *cl, size_t moved, size_t masters, int first_l
   if (first_load)
     bgi_obs_emit(o, BG_EVENT_CLUSTER_MAP, "", v, "cluster slot map loaded: %zu slots on %zu masters", moved, masters);
   else
-    bgi_obs_emit(o, BG_EVENT_CLUSTER_MAP, "", v, "cluster slot map changed: %zu slots are served by other masters "
-                 "now (%zu masters)", moved, masters);
+    bgi_obs_emit(o, BG_EVENT_CLUSTER_MAP, "", v, "cluster slot map changed: %zu slot%s now (%zu masters)", moved,
+                 moved == 1 ? " is served by another master" : "s are served by other masters", masters);
 }
 
 /* [host, port, ...] of a CLUSTER SLOTS entry; an empty host means the node that answered. */
