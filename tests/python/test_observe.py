@@ -202,7 +202,8 @@ def parse(registry):
     out = {}
     for family in text_string_to_metric_families(generate_latest(registry).decode()):
         for s in family.samples:
-            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+            # an empty label is an absent one (Prometheus's rule)
+            out[(s.name, tuple(sorted((k, v) for k, v in s.labels.items() if v != "")))] = s.value
     return out
 
 

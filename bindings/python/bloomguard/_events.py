@@ -101,7 +101,7 @@ class Sink:
 
     def remove(self, fn: EventListener) -> None:
         with self._lock:
-            self.listeners = [f for f in self.listeners if f is not fn]
+            self.listeners = [f for f in self.listeners if f != fn]
 
     def deliver(self, event: Event) -> None:
         if LOGGER.isEnabledFor(event.level):

@@ -248,7 +248,6 @@ class Filter:
         finally:
             self._handle.leave()
 
-    @property
     def histogram(self, operation: str, outcome: str = "ok") -> "Histogram":
         """The latency histogram of this handle's ``operation`` (``"contains"``, ``"add"``,
         ``"init"``, ``"count"``, ``"info"``, ``"delete"``, ``"expire"``, ``"persist"``,
@@ -263,6 +262,7 @@ class Filter:
         finally:
             self._handle.leave()
 
+    @property
     def breaker_state(self) -> str:
         """The circuit breaker now: ``"closed"``, ``"open"`` or ``"half_open"`` (a probe is in flight)."""
         ptr = self._handle.enter()
