@@ -27,8 +27,9 @@ type Client struct {
 }
 
 type clientHandle struct {
-	mu sync.RWMutex // held for reading by every call, for writing by close
-	p  *C.bg_client // nil once closed
+	mu   sync.RWMutex // held for reading by every call, for writing by close
+	p    *C.bg_client // nil once closed
+	sink uintptr      // its events' sink (observe.go), 0: none
 }
 
 func (h *clientHandle) close() {
@@ -37,6 +38,8 @@ func (h *clientHandle) close() {
 	h.p = nil
 	h.mu.Unlock()
 	if p != nil {
+		detachObserver(p, h.sink)
+		openFilters.Delete(h)
 		C.bg_client_close(p)
 	}
 }
@@ -72,6 +75,10 @@ func Open(url string, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	h := &clientHandle{p: p}
+	if h.sink, err = attachObserver(p, opts); err != nil {
+		C.bg_client_close(p)
+		return nil, err
+	}
 	c := &Client{h: h, g: newGate(poolSize)}
 	c.cleanup = runtime.AddCleanup(c, (*clientHandle).close, h)
 	return c, nil
@@ -152,5 +159,6 @@ func (c *Client) Filter(name string, opts ...FilterOption) (*Filter, error) {
 	}
 	f := &Filter{h: h, g: c.g, name: name}
 	f.cleanup = runtime.AddCleanup(f, (*filterHandle).close, h)
+	trackFilter(c.h, f)
 	return f, nil
 }

@@ -6,6 +6,7 @@ import "C"
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unsafe"
@@ -17,6 +18,9 @@ type Option func(*openSettings)
 
 type openSettings struct {
 	sets []setting
+	// events (observe.go): not options of the library, the binding's own
+	logger  *slog.Logger
+	onEvent func(Event)
 }
 
 type setting struct {
