@@ -311,3 +311,31 @@ def test_metrics_cost_no_python_per_query(url, fname, monkeypatch):
         assert one(points(reader, "db.client.operation.duration"), db__operation__name="contains").count == 500
         assert calls["snapshot"] == 1  # one read of the library for the whole collection
     provider.shutdown()
+
+
+def test_aio_client_submitted_operations(url, fname):
+    """The submission queue's operations are counted where the blocking ones are: an aio client's
+    contains in its histogram, exported by the collector given the aio client itself."""
+    import asyncio
+
+    import bloomguard.aio
+
+    async def main():
+        async with await bloomguard.aio.connect(url) as client:
+            registry = CollectorRegistry()
+            registry.register(BloomguardCollector(client))
+            f = client.filter(fname)
+            await f.init(1000, 0.01)
+            await asyncio.gather(*(f.contains("x%d" % i) for i in range(20)))
+            prom = parse(registry)
+            key = tuple(sorted((("bloomguard_filter_name", fname), ("db_system_name", "redis"),
+                                ("db_operation_name", "contains"))))
+            assert prom[("db_client_operation_duration_seconds_count", key)] == 20
+            init_key = tuple(sorted((("bloomguard_filter_name", fname), ("db_system_name", "redis"),
+                                     ("db_operation_name", "init"))))
+            assert prom[("db_client_operation_duration_seconds_count", init_key)] == 1
+            await f.delete()
+
+    asyncio.run(main())
+    with pytest.raises(TypeError):
+        BloomguardCollector(object())

@@ -139,8 +139,20 @@ def _filter_part(fptr: Any, name: Optional[str], snap: Snapshot, counts: Any, to
         snap.breaker[name] = state
 
 
+def blocking_client(client: Any) -> Any:
+    """The bloomguard.Client of client (itself, or a bloomguard.aio.Client's underneath)."""
+    from ._client import Client
+
+    if isinstance(client, Client):
+        return client
+    inner = getattr(client, "sync", None)
+    if isinstance(inner, Client):
+        return inner
+    raise TypeError("client must be a bloomguard.Client or a bloomguard.aio.Client, not %s" % type(client).__name__)
+
+
 def snapshot(client: Any, filter_names: bool = True, filters: Optional[Iterable[Any]] = None) -> Snapshot:
-    """Reads everything for client and its open filters (or those given)."""
+    """Reads everything for client (a bloomguard.Client) and its open filters (or those given)."""
     snap = Snapshot({}, {}, {}, {}, 0, {"moved": 0, "ask": 0}, 0)
     counts = ffi.new("uint64_t[]", lib.BG_HIST_BUCKETS)
     total, total_sum = ffi.new("uint64_t *"), ffi.new("double *")

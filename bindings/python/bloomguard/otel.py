@@ -62,7 +62,7 @@ class Instrumentation:
     """What :func:`instrument` registered for one client; :meth:`close` stops its reporting."""
 
     def __init__(self, client: Any, filter_names: bool) -> None:
-        self.client = client
+        self.client = _metrics.blocking_client(client)
         self.filter_names = filter_names
         self.closed = False
         self.start_ns = time.time_ns()
@@ -123,8 +123,8 @@ class Instrumentation:
 
 
 def instrument(client: Any, meter_provider: Any = None, *, filter_names: bool = True) -> Instrumentation:
-    """Reports ``client``'s metrics through ``meter_provider`` (default: the global one): see the
-    module's docstring. ``filter_names=False`` leaves ``bloomguard.filter.name`` out (every filter
+    """Reports ``client``'s metrics (a :class:`bloomguard.Client` or a ``bloomguard.aio.Client``)
+    through ``meter_provider`` (default: the global one): see the module's docstring. ``filter_names=False`` leaves ``bloomguard.filter.name`` out (every filter
     summed into one series), for when filters are many. Returns the :class:`Instrumentation`."""
     provider = meter_provider if meter_provider is not None else _otel_metrics.get_meter_provider()
     version = cstr(lib.bg_version_string())
@@ -190,10 +190,17 @@ class _Hook:
         self.reader._set_collect_callback(self.collect)
 
     def collect(self, reader: Any, timeout_millis: float = 10_000) -> Any:
-        self.inst.begin_collection()
+        try:
+            self.inst.begin_collection()
+        except Exception:  # bloomguard's read must never break the SDK's collection
+            _LOG.debug("bloomguard.otel: reading the library failed", exc_info=True)
         try:
             data = self.inner(reader, timeout_millis=timeout_millis) if self.inner else None
-            return self.merge(data, self.inst.snapshot())
+            try:
+                return self.merge(data, self.inst.snapshot())
+            except Exception:
+                _LOG.debug("bloomguard.otel: the histograms could not be added", exc_info=True)
+                return data
         finally:
             self.inst.end_collection()
 

@@ -47,7 +47,7 @@ class BloomguardCollector(Collector):
     """Collects a client's metrics at each scrape (see the module's docstring)."""
 
     def __init__(self, client: Any, *, filter_names: bool = True) -> None:
-        self.client = client
+        self.client = _metrics.blocking_client(client)  # a bloomguard.Client, or an aio one's underneath
         self.filter_names = filter_names
 
     def describe(self) -> List[Any]:
