@@ -1,6 +1,7 @@
 """bloomguard.Client: a pool of connections to one Redis server (bloomguard/client.h)."""
 from __future__ import annotations
 
+import threading
 import weakref
 from types import TracebackType
 from typing import Any, Dict, List, Optional, Type
@@ -16,6 +17,8 @@ from ._options import build_options
 from ._policy import Policy
 
 __all__ = ["Client"]
+
+_track_lock = threading.Lock()  # Client._track
 
 
 class Client:
@@ -59,7 +62,7 @@ class Client:
     keep working until they are closed themselves.
     """
 
-    __slots__ = ("_handle", "_sink", "_filters", "__weakref__")
+    __slots__ = ("_handle", "_sink", "_filters", "_prune_at", "__weakref__")
 
     def __init__(self, url: str, **options: Any) -> None:
         if not isinstance(url, str):
@@ -80,7 +83,10 @@ class Client:
         # events go to the logger "bloomguard" and the listeners (_events.py); the filters opened on
         # it are what bloomguard.otel and bloomguard.prometheus read
         self._sink: Sink = install(out[0])
-        self._filters: "weakref.WeakSet[Filter]" = weakref.WeakSet()
+        # weak references without callbacks (no Python code runs in a finalizer: _handle.py), the
+        # dead ones dropped as the list grows
+        self._filters: List["weakref.ref[Filter]"] = []
+        self._prune_at = 64
 
     def filter(self, name: str, policy: Optional[Policy] = None) -> Filter:
         """The Redisson-compatible Bloom filter ``name`` on this server (no I/O).
@@ -136,7 +142,16 @@ class Client:
     def open_filters(self) -> List[Filter]:
         """The filters opened on this client that are still open (what bloomguard.otel and
         bloomguard.prometheus export)."""
-        return [f for f in list(self._filters) if not f.closed]
+        alive = [f for f in (r() for r in list(self._filters)) if f is not None]
+        return [f for f in alive if not f.closed]
+
+    def _track(self, f: Filter) -> None:
+        """Filter.__init__: f is one of this client's filters."""
+        with _track_lock:
+            self._filters.append(weakref.ref(f))
+            if len(self._filters) >= self._prune_at:
+                self._filters[:] = [r for r in self._filters if r() is not None]
+                self._prune_at = max(64, 2 * len(self._filters))
 
     def close(self) -> None:
         """Releases this reference to the pool (idempotent). Open filters keep working."""

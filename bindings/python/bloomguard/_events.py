@@ -26,7 +26,7 @@ import itertools
 import logging
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, NamedTuple
+from typing import Any, Callable, Dict, List
 
 from ._call import park_callback_error
 from ._ffi import cstr, ffi, lib
@@ -46,7 +46,7 @@ EVENT_KINDS: Dict[int, str] = {
 _WARNING_KINDS = {"breaker_open", "degraded", "failover", "connection_lost", "lock_lost"}
 
 
-class Event(NamedTuple):
+class Event:
     """One event of a client (bloomguard/observe.h): ``kind`` (``"breaker_open"``, ``"degraded"``,
     ``"rotation_commit"``, ...), ``name`` (the filter or lock, ``""`` for the client's own:
     connections, the cluster map, a failover), ``message`` (for a human), and the values: ``status``
@@ -57,17 +57,30 @@ class Event(NamedTuple):
     its begin, how long the breaker was not closed, or its cooldown when it opens), ``first`` (the
     cluster map: the first one loaded)."""
 
-    kind: str
-    name: str
-    message: str
-    status: int
-    source: int
-    count: int
-    strategy: int
-    items: int
-    bytes: int
-    duration: float
-    first: bool
+    __slots__ = ("kind", "name", "message", "status", "source", "count", "strategy", "items", "bytes", "duration",
+                 "first")
+
+    def __init__(self, kind: str, name: str, message: str, status: int = 0, source: int = 0, count: int = 0,
+                 strategy: int = 0, items: int = 0, bytes: int = 0, duration: float = 0.0, first: bool = False) -> None:
+        self.kind = kind
+        self.name = name
+        self.message = message
+        self.status = status
+        self.source = source
+        self.count = count
+        self.strategy = strategy
+        self.items = items
+        self.bytes = bytes
+        self.duration = duration
+        self.first = first
+
+    def __repr__(self) -> str:
+        return "Event(%s)" % ", ".join("%s=%r" % (k, getattr(self, k)) for k in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Event) and all(getattr(self, k) == getattr(other, k) for k in self.__slots__)
+
+    __hash__ = None  # type: ignore[assignment]
 
     @property
     def level(self) -> int:
@@ -89,9 +102,8 @@ class Sink:
     def __init__(self) -> None:
         self.listeners: List[EventListener] = []
         self._lock = threading.Lock()
-        with _ids_lock:
-            self.id = next(_ids)
-        _sinks[self.id] = self
+        self.id = 0
+        _register(self)
 
     def add(self, fn: EventListener) -> None:
         if not callable(fn):
@@ -113,9 +125,26 @@ class Sink:
                 LOGGER.debug("an event listener failed", exc_info=True)
 
 
-_sinks: "weakref.WeakValueDictionary[int, Sink]" = weakref.WeakValueDictionary()
+# id -> weak reference to the Sink. Plain references, no callbacks, and no WeakValueDictionary
+# (whose callbacks run Python code when a client is freed: no Python code runs in a finalizer,
+# _handle.py); dead entries are dropped when sinks are made, the table rebuilt whole (a reader on
+# another thread sees the old table or the new one).
+_sinks: Dict[int, "weakref.ref[Sink]"] = {}
+_prune_at = 64
 _ids = itertools.count(1)
 _ids_lock = threading.Lock()
+
+
+def _register(sink: "Sink") -> None:
+    global _sinks, _prune_at
+    with _ids_lock:
+        sink.id = next(_ids)
+        table = dict(_sinks)
+        table[sink.id] = weakref.ref(sink)
+        if len(table) >= _prune_at:
+            table = {k: r for k, r in table.items() if r() is not None}
+            _prune_at = max(64, 2 * len(table))
+        _sinks = table
 
 
 def _event(kind: int, name: Any, values: Any, nvalues: int, message: Any) -> Event:
@@ -137,7 +166,8 @@ def _event(kind: int, name: Any, values: Any, nvalues: int, message: Any) -> Eve
 
 def _on_event(userdata: Any, kind: int, name: Any, values: Any, nvalues: int, message: Any) -> None:
     try:
-        sink = _sinks.get(int(ffi.cast("uintptr_t", userdata)))
+        ref = _sinks.get(int(ffi.cast("uintptr_t", userdata)))
+        sink = ref() if ref is not None else None
         if sink is not None:
             sink.deliver(_event(kind, name, values, nvalues, message))
     except Exception:  # nothing may cross into C

@@ -93,7 +93,7 @@ class Filter:
             chandle.leave()
         self._name = name if isinstance(name, str) else raw.decode("utf-8", "replace")
         self._client = client
-        client._filters.add(self)  # what bloomguard.otel / bloomguard.prometheus read
+        client._track(self)  # what bloomguard.otel / bloomguard.prometheus read
         if policy is not None:
             try:
                 self.policy = policy

@@ -43,15 +43,21 @@ _CLIENT_STATS = {name[len("BG_CLIENT_STAT_"):].lower(): getattr(lib, name)
                  for name in dir(lib) if name.startswith("BG_CLIENT_STAT_")}
 
 
-class Histogram(NamedTuple):
+class Histogram:
     """A latency histogram: ``bounds`` (upper bounds in seconds; bucket i counts durations d with
     bounds[i-1] < d <= bounds[i], the last bucket those longer than every bound), ``counts``
     (len(bounds) + 1), ``count`` and ``sum`` (seconds)."""
 
-    bounds: Tuple[float, ...]
-    counts: Tuple[int, ...]
-    count: int
-    sum: float
+    __slots__ = ("bounds", "counts", "count", "sum")
+
+    def __init__(self, bounds: Tuple[float, ...], counts: Tuple[int, ...], count: int, sum: float) -> None:
+        self.bounds = bounds
+        self.counts = counts
+        self.count = count
+        self.sum = sum
+
+    def __repr__(self) -> str:
+        return "Histogram(count=%d, sum=%r, counts=%r)" % (self.count, self.sum, self.counts)
 
 
 #: the bounds of every histogram (seconds): 2^i microseconds (bloomguard/observe.h)
