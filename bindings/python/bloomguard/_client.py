@@ -50,6 +50,10 @@ class Client:
     ``tls_server_name`` (the name the server's certificate must be for; default the URL's host),
     ``tls_verify`` (default True; False checks nothing). A refused certificate raises
     :class:`~bloomguard.TlsError`.
+    Observability (docs/observability.md): ``histograms`` (bool, default True: every filter keeps
+    latency histograms, :meth:`Filter.histogram`), ``degraded_events_per_s`` (int, default 1: at
+    most this many "degraded" events per filter a second); events go to the logger "bloomguard"
+    and to :meth:`on_event` listeners.
     Opening checks the URL (:class:`~bloomguard.BadURL`), the options, the TLS files and that
     credentials are complete, and connects nothing: the first call that needs the server connects
     (within its timeout), so a client opened while Redis is down works once it is back, its calls
