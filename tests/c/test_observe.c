@@ -525,6 +525,40 @@ static void test_lock_lost(void) {
   recorder_free(r);
 }
 
+/* A rotation's lease deleted under it: its keeper's next renewal finds it gone (LOCK_LOST, on the
+ * keeper's thread), and the commit fails (ROTATION_ABORT with BG_EROTATING). */
+static void test_rotation_lease_lost(void) {
+  flush();
+  recorder *r = recorder_new();
+  bg_client *c = open_client(1000, -1, -1);
+  bg_filter *f = NULL;
+  bg_rotation *rot = NULL;
+  bg_options *o = NULL;
+  CHECK_OK(bg_client_set_observer(c, on_event, r));
+  CHECK_OK(bg_filter_open(&f, c, "obs-lease"));
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_LEASE_MS, 300));   /* renewed every 100 ms */
+  CHECK_OK(bg_rotation_begin(&rot, f, 1000, 0.01, BG_ROTATE_SWAP, o));
+  bg_options_free(o);
+  free(bgt_redis_cmd(&srv, "DEL {obs-lease}:rotation"));
+  long at = wait_for(r, BG_EVENT_LOCK_LOST, 5000);
+  CHECK_MSG(at >= 0, "no LOCK_LOST event within 5 s of the rotation's lease being deleted");
+  if (at >= 0) {
+    CHECK_EQ_STR(r->ev[at].name, "obs-lease");
+    CHECK_CONTAINS(r->ev[at].msg, "rotation lease");
+    CHECK(!pthread_equal(r->ev[at].thread, pthread_self()));   /* the lease keeper */
+  }
+  CHECK_STATUS(bg_rotation_commit(rot), BG_EROTATING);
+  long ab = find(r, BG_EVENT_ROTATION_ABORT, 0);
+  CHECK_MSG(ab >= 0, "no ROTATION_ABORT after the failed commit");
+  if (ab >= 0) CHECK_EQ_INT(r->ev[ab].v[BG_EV_STATUS], BG_EROTATING);
+  CHECK_EQ_U64(hist_count(f, BG_OP_ROTATE_SWAP, BG_FAIL_OTHER), 1);   /* BG_EROTATING's class */
+  bg_rotation_free(rot);
+  bg_filter_close(f);
+  bg_client_close(c);
+  recorder_free(r);
+}
+
 /* The faults of the cases above, on one client: a breaker trip and recovery, degraded answers, a
  * rotation committed and one aborted, the connections killed. Returns the events heard. */
 static void faults(bg_client *c) {
@@ -655,6 +689,7 @@ int main(int argc, char **argv) {
     BGT_CASE(test_rotation_events),
     BGT_CASE(test_connections_counted_and_lost),
     BGT_CASE(test_lock_lost),
+    BGT_CASE(test_rotation_lease_lost),
     BGT_CASE(test_no_observer_no_cost),
     BGT_CASE(test_observer_set_while_querying),
   };
