@@ -121,17 +121,39 @@ static void run_round(side *sides, size_t batch, int threads, double seconds, do
 
 static atomic_int sink;
 
-static int noop_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done, bgi_err *err) {
-  (void)deadline_ns, (void)from, (void)err;
+/* The steps are tasks (common/task.h) that end when first resumed: one per thread. */
+typedef struct step_task {
+  bgi_task t;
+  size_t *done;
+} step_task;
+
+static int resume_noop(bgi_task *t, int st, bgi_err *err) {
+  (void)st, (void)err;
   atomic_fetch_add_explicit(&sink, 1, memory_order_relaxed);
-  *done = *(size_t *)ctx;
-  return BG_OK;
+  *((step_task *)t)->done = 1;
+  return bgi_task_done(t, BG_OK);
 }
 
-static int refused_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done, bgi_err *err) {
-  (void)ctx, (void)deadline_ns;
-  *done = from;
-  return bgi_err_set(err, BG_ECONN, "connection refused");
+static int resume_refused(bgi_task *t, int st, bgi_err *err) {
+  (void)st;
+  *((step_task *)t)->done = 0;
+  return bgi_task_done(t, bgi_err_set(err, BG_ECONN, "connection refused"));
+}
+
+static bgi_task *step_of(step_task *s, bgi_resume_fn fn, size_t *done) {
+  bgi_task_init(&s->t, fn);
+  s->done = done;
+  return &s->t;
+}
+
+static bgi_task *noop_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done) {
+  (void)deadline_ns, (void)from;
+  return step_of(ctx, resume_noop, done);
+}
+
+static bgi_task *refused_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done) {
+  (void)deadline_ns, (void)from;
+  return step_of(ctx, resume_refused, done);
 }
 
 typedef struct layer_run {
@@ -143,23 +165,24 @@ typedef struct layer_run {
 
 static void *layer_work(void *arg) {
   layer_run *r = arg;
-  size_t one = 1;
+  step_task step;
   const void *item = "x";
   size_t len = 1;
   uint8_t present;
-  bgi_op op = {0, r->fn, &one, &item, &len, 1, &present};
+  bgi_op op = {0, r->fn, &step, &item, &len, 1, &present, NULL};
   double t0 = bgb_now_s();
   for (long i = 0; i < r->calls; i++) {
     if (r->g) {
       bgi_err err;
       int source;
       err.status = 0, err.msg[0] = 0;
-      bgi_guard_run(r->g, &op, 0, &source, &err);
+      bgi_guard_run(r->g, &op, 0, NULL, &source, &err);
     } else {
       bgi_err err;
       size_t done;
       err.status = 0;
-      r->fn(&one, 0, 0, &done, &err);
+      bgi_task *t = r->fn(&step, 0, 0, &done);
+      t->resume(t, BG_OK, &err);
     }
   }
   r->ns = (bgb_now_s() - t0) * 1e9 / (double)r->calls;
@@ -299,10 +322,10 @@ int main(int argc, char **argv) {
   bg_policy_set_int(policy, BG_POLICY_BREAKER_COOLDOWN_MS, 3600000);
   bgi_guard_set_policy(&g_open, policy, &e);
   {
-    size_t one = 1;
-    bgi_op op = {0, refused_attempt, &one, NULL, NULL, 0, NULL};
+    step_task step;
+    bgi_op op = {0, refused_attempt, &step, NULL, NULL, 0, NULL, NULL};
     int source;
-    bgi_guard_run(&g_open, &op, 0, &source, &e);   /* opens the breaker */
+    bgi_guard_run(&g_open, &op, 0, NULL, &source, &e);   /* opens the breaker */
   }
   printf("\nthe layer alone (no I/O), ns per call, best of 5 runs of 2M calls per thread:\n");
   printf("%-7s %10s %12s %14s %16s\n", "threads", "direct", "no policy", "default+chain", "breaker open");

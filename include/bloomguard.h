@@ -19,5 +19,7 @@
 #include "bloomguard/stats.h"
 #include "bloomguard/policy.h"
 #include "bloomguard/lock.h"
+#include "bloomguard/queue.h"
+#include "bloomguard/observe.h"
 
 #endif

@@ -12,7 +12,7 @@
 # sudo, like scripts/deps.sh (which installs the whole test toolchain: JDK, Maven, Python headers ...).
 # hiredis: a system hiredis >= 1.0 if there is one, else the vendored hiredis 1.5 (third_party/) is
 # built into the command (cmake/hiredis.cmake), so queries take the
-# tracked path (README, "Queries and tracking"); Debian 12's libhiredis-dev (0.14) is not needed.
+# tracked path (docs/concepts.md, "Queries and tracking"); Debian 12's libhiredis-dev (0.14) is not needed.
 # redis-server: the one on PATH, or $BG_REDIS_SERVER.
 # BG_NO_INSTALL=1 only reports what is missing. BG_DEMO_BUILD_DIR: build directory (default
 # build-demo at the top of the repository).

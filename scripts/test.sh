@@ -2,7 +2,7 @@
 # The whole test suite: C tests (plain, ASan+UBSan, TSan: all with hiredis >= 1.0, the vendored one
 # on Debian 12), the CLI, the C tests against Debian's hiredis 0.14, the Python and Go bindings (and
 # the Python wheel in a fresh virtualenv), a newcomer's installs from scratch (scripts/newcomer-check.sh),
-# and live interop with Redisson.
+# the examples (examples/run.sh), the documentation (scripts/docs.sh), and live interop with Redisson.
 # Every part starts its own redis-server on a free loopback port.
 #   bash scripts/test.sh
 # BG_NO_INSTALL=1: don't install missing packages.  BG_SKIP_INTEROP=1: skip the Java step (and the
@@ -56,17 +56,28 @@ bash scripts/check-hiredis014.sh build-hiredis014
 step "Python binding (cffi) and its pytest suite"
 bash bindings/python/ci.sh
 
-step "Go binding (cgo): its C copy is current, vet, test -race, test (static binary)"
+step "Go binding (cgo): its C copy is current, vet, test -race, test (static binary, blocking calls); its otel module"
 python3 scripts/go-amalgamate.py --check
 (
   cd bindings/go
   go vet ./...
   go test -race -count=1 ./...
-  go test -tags bloomguard_static -count=1 ./... 2>&1 | grep -v 'statically linked applications requires\|^/usr/bin/ld: .*in function'
+  # the second run on the blocking calls (WithQueues(0) for every client of the tests)
+  BG_TEST_QUEUES=0 go test -tags bloomguard_static -count=1 ./... 2>&1 | grep -v 'statically linked applications requires\|^/usr/bin/ld: .*in function'
+  # the OpenTelemetry / Prometheus instrumentation: a module of its own (the binding keeps no dependencies)
+  cd otel
+  go vet ./...
+  go test -race -count=1 ./...
 )
 
 step "Newcomer check: pip install, python -m build, a Go module outside the tree - fresh, no caches"
 bash scripts/newcomer-check.sh
+
+step "Examples: each service for 3 s against a redis-server of its own, then the naive rebuild as their control"
+BG_EXAMPLES_BUILD=$TOP/build BG_EXAMPLES_PYTHON=${BG_PY_VENV:-build-python/venv}/bin/python bash examples/run.sh 3
+
+step "Documentation: no internal references (planted control), mkdocs build --strict (planted control)"
+bash scripts/docs.sh
 
 if [ "${BG_SKIP_INTEROP:-0}" != 1 ]; then
   step "Live interop with Redisson (Java)"

@@ -6,7 +6,6 @@ import "C"
 import (
 	"context"
 	"strconv"
-	"unsafe"
 )
 
 // Source is where a query's answer came from (BG_SOURCE_*).
@@ -66,65 +65,23 @@ func (f *Filter) ContainsSource(ctx context.Context, item []byte) (Answer, error
 
 // ContainsManySource is ContainsMany with the answer's provenance.
 func (f *Filter) ContainsManySource(ctx context.Context, items [][]byte) (BatchAnswer, error) {
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return BatchAnswer{}, err
-	}
 	a := BatchAnswer{Present: make([]bool, len(items))}
 	if len(items) == 0 {
-		return a, f.end(ctx, c, C.BG_OK)
+		return a, f.ready(ctx)
 	}
-	var cause C.int
-	a.Source, a.Reason, cause, err = f.query(ctx, p, c, items, a.Present, true)
+	r, err := f.containsMany(ctx, items, a.Present, true)
+	if r != nil {
+		defer r.release()
+	}
 	if err != nil {
 		return BatchAnswer{}, err
 	}
-	if cause != C.BG_OK {
-		a.Cause = newError(cause, a.Reason)
-	}
-	return a, nil
-}
-
-// query runs one query on a call begun by f.begin (and ends it): through the callback path when
-// the filter's policy has a Go fallback. With want, it also returns the answer's source and, for a
-// degraded answer, the failure's message and status.
-func (f *Filter) query(ctx context.Context, p *C.bg_filter, c *call, items [][]byte, present []bool,
-	want bool) (src Source, reason string, cause C.int, err error) {
-	b, err := marshalItems(items)
-	if err != nil {
-		f.end(ctx, c, C.BG_OK)
-		return 0, "", C.BG_OK, err
-	}
-	defer b.free()
-	var st C.int
-	var pe *PanicError
-	if f.h.fallback != 0 { // read under the handle's read lock: SetPolicy cannot change it meanwhile
-		// A fallback calling runtime.Goexit (t.FailNow in a test) ends this goroutine inside the
-		// library call: let go of the handle and the gate then, so that SetPolicy and Close do not
-		// wait for ever (the bg_call is dropped, not reused; the library's frames are abandoned).
-		returned := false
-		defer func() {
-			if !returned {
-				f.h.mu.RUnlock()
-				f.g.leave()
-			}
-		}()
-		st, pe = containsCallback(ctx, p, c, b, len(items), present)
-		returned = true
-	} else {
-		st = C.bg_filter_contains_many_ex(p, c.p, b.ptrs, b.lens, C.size_t(len(items)),
-			(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(present))))
-	}
-	if want && st == C.BG_OK {
-		src = Source(C.bg_call_source(c.p))
-		if src.Degraded() {
-			reason = C.GoString(C.bg_call_errmsg(c.p))
-			cause = C.bg_call_degraded_status(c.p)
+	a.Source = r.source
+	if a.Source.Degraded() {
+		a.Reason = r.msg
+		if r.degraded != C.BG_OK {
+			a.Cause = newError(r.degraded, r.msg)
 		}
 	}
-	err = f.end(ctx, c, st)
-	if pe != nil {
-		return 0, "", C.BG_OK, pe
-	}
-	return src, reason, cause, err
+	return a, nil
 }

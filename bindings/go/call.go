@@ -120,16 +120,36 @@ func cancelled(ctx context.Context, code Code, msg string) error {
 func (c *call) end(ctx context.Context, st C.int) error {
 	c.unwatch()
 	var err error
-	if st == C.BG_ECANCELED {
-		err = cancelled(ctx, CodeCanceled, C.GoString(C.bg_call_errmsg(c.p)))
-	} else if st != C.BG_OK {
-		err = newError(st, C.GoString(C.bg_call_errmsg(c.p)))
-		if c.hasDeadline {
-			err = withDeadline(ctx, err)
-		}
+	if st != C.BG_OK {
+		err = statusError(ctx, st, C.GoString(C.bg_call_errmsg(c.p)), c.hasDeadline)
 	}
 	callPool.Put(c)
 	return err
+}
+
+// statusError is the error of a filter call that ended with st and its message msg (nil for
+// BG_OK): a cancel by ctx is ErrCanceled and ctx.Err() (see cancelled); a timeout of a call whose
+// timeout was ctx's deadline also unwraps to context.DeadlineExceeded.
+func statusError(ctx context.Context, st C.int, msg string, hasDeadline bool) error {
+	switch {
+	case st == C.BG_OK:
+		return nil
+	case st == C.BG_ECANCELED:
+		return cancelled(ctx, CodeCanceled, msg)
+	case hasDeadline:
+		return withDeadline(ctx, newError(st, msg))
+	}
+	return newError(st, msg)
+}
+
+// takeCall is a pooled bg_call for a submitted operation: the driver sets its timeout; the
+// queue, not the call, is what a cancel goes through (bg_queue_cancel), so it needs no watch.
+func takeCall() (*call, error) {
+	c, _ := callPool.Get().(*call)
+	if c == nil {
+		return nil, errorf(CodeNoMemory, "bg_call_new: out of memory")
+	}
+	return c, nil
 }
 
 // release returns an unused call to the pool.
@@ -138,8 +158,8 @@ func (c *call) release() {
 	callPool.Put(c)
 }
 
-// gate bounds how many calls of one client (with its filters) are inside C at once. A call
-// blocked in C holds an OS thread: without the gate, thousands of goroutines queueing for a
+// gate bounds how many blocking calls of one client (with its filters) are inside C at once (the
+// queue's calls hold no thread and pass no gate). A call blocked in C holds an OS thread: without the gate, thousands of goroutines queueing for a
 // pool of 4 connections would each hold a thread (and Go aborts the program at 10,000 threads).
 // Waiting here costs a goroutine only. The bound is well above the pool size, so the library's
 // own pool wait (and its "all connections busy" error) still works as documented.

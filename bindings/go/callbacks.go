@@ -36,16 +36,24 @@ func bgoProgress(handle C.uintptr_t, phase C.int, items, bytesDone, bytesTotal C
 }
 
 // bgoFallback is the bg_fallback_fn of every policy with a Go fallback (through bgo_fallback in
-// fallback.go). policy is the cgo.Handle of the filter's *fallbackBox, query that of the
-// *fallbackQuery of the query running on this thread (0 would mean a query that did not take the
-// callback path; it cannot happen, see filterHandle.fallback). Non-zero declines.
+// fallback.go). policy is the cgo.Handle of the filter's *fallbackBox. For a blocking query,
+// query is the cgo.Handle of the *fallbackQuery of the query running on this thread; for a
+// submitted one, driver is the cgo.Handle of the driver polling (or submitting to) its queue and
+// tag the operation's. (Neither would mean a query that did not take the callback path; it
+// cannot happen, see filterHandle.fallback.) Non-zero declines.
 //
 //export bgoFallback
-func bgoFallback(policy, query C.uintptr_t, items unsafe.Pointer, lens *C.size_t, n C.size_t, present *C.uint8_t) C.int {
+func bgoFallback(policy, query, driver C.uintptr_t, tag C.uint64_t, items unsafe.Pointer, lens *C.size_t, n C.size_t,
+	present *C.uint8_t) C.int {
 	box := cgo.Handle(policy).Value().(*fallbackBox)
 	var q *fallbackQuery
+	var r *request
 	if query != 0 {
 		q = cgo.Handle(query).Value().(*fallbackQuery)
+	} else if driver != 0 {
+		if r = fallbackRequest(driver, tag); r != nil {
+			q = r.fb
+		}
 	}
 	// copies: the fallback may keep them, and C's memory is only valid during the call
 	ptrs := unsafe.Slice((*unsafe.Pointer)(items), int(n))
@@ -55,7 +63,17 @@ func bgoFallback(policy, query C.uintptr_t, items unsafe.Pointer, lens *C.size_t
 		goItems[i] = C.GoBytes(ptrs[i], C.int(ls[i]))
 	}
 	answers := make([]bool, int(n))
-	if !onFallback(box, q, goItems, answers) {
+	var answered bool
+	if driver != 0 {
+		var goexit bool
+		answered, goexit = runIsolated(func() bool { return onFallback(box, q, goItems, answers, true) })
+		if goexit && r != nil {
+			r.goexit = true
+		}
+	} else {
+		answered = onFallback(box, q, goItems, answers, false)
+	}
+	if !answered {
 		return 1
 	}
 	out := unsafe.Slice((*byte)(unsafe.Pointer(present)), int(n))

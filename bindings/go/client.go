@@ -27,16 +27,21 @@ type Client struct {
 }
 
 type clientHandle struct {
-	mu sync.RWMutex // held for reading by every call, for writing by close
-	p  *C.bg_client // nil once closed
+	mu   sync.RWMutex // held for reading by every call, for writing by close
+	p    *C.bg_client // nil once closed
+	qs   *queueSet    // the client's reference to its queues (nil: WithQueues(0))
+	sink uintptr      // its events' sink (observe.go), 0: none
 }
 
 func (h *clientHandle) close() {
 	h.mu.Lock()
-	p := h.p
-	h.p = nil
+	p, qs := h.p, h.qs
+	h.p, h.qs = nil, nil
 	h.mu.Unlock()
 	if p != nil {
+		qs.unref() // the queues hold their own references to the C client
+		detachObserver(p, h.sink)
+		openFilters.Delete(h)
 		C.bg_client_close(p)
 	}
 }
@@ -53,7 +58,7 @@ func Open(url string, opts ...Option) (*Client, error) {
 	if strings.IndexByte(url, 0) >= 0 {
 		return nil, errorf(CodeBadURL, "the URL contains a NUL byte")
 	}
-	o, poolSize, err := buildOptions(opts)
+	o, set, err := buildOptions(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -72,7 +77,18 @@ func Open(url string, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	h := &clientHandle{p: p}
-	c := &Client{h: h, g: newGate(poolSize)}
+	if h.sink, err = attachObserver(p, opts); err != nil {
+		C.bg_client_close(p)
+		return nil, err
+	}
+	if set.queues > 0 {
+		if h.qs, err = openQueues(p, set.queues); err != nil {
+			detachObserver(p, h.sink)
+			C.bg_client_close(p)
+			return nil, err
+		}
+	}
+	c := &Client{h: h, g: newGate(set.poolSize)}
 	c.cleanup = runtime.AddCleanup(c, (*clientHandle).close, h)
 	return c, nil
 }
@@ -143,14 +159,15 @@ func (c *Client) Filter(name string, opts ...FilterOption) (*Filter, error) {
 	if err := openWithCall(func(call *C.bg_call) C.int { return C.bg_filter_open_ex(&p, call, c.h.p, cname) }); err != nil {
 		return nil, err
 	}
-	h := newFilterHandle(p)
+	h := newFilterHandle(p, c.h.qs.ref())
 	if s.policySet && s.policy != nil {
 		if err := h.setPolicy(s.policy); err != nil {
 			h.close()
 			return nil, err
 		}
 	}
-	f := &Filter{h: h, g: c.g, name: name}
+	f := &Filter{h: h, g: c.g, qs: h.qs, name: name}
 	f.cleanup = runtime.AddCleanup(f, (*filterHandle).close, h)
+	trackFilter(c.h, f)
 	return f, nil
 }

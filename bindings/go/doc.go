@@ -13,16 +13,31 @@
 //
 // Every method that talks to Redis takes a context.Context first. A context that is already
 // cancelled or past its deadline returns ctx.Err() without calling the library. Otherwise the
-// deadline becomes the timeout of that call (a per-call bg_call): it bounds each network wait of
-// the call — getting a pooled connection, connecting, sending, each reply. When the deadline is
-// what made the call time out, the error satisfies both errors.Is(err, ErrTimeout) and
+// deadline becomes the timeout of that call (a per-call bg_call). When the deadline is what made
+// the call time out, the error satisfies both errors.Is(err, ErrTimeout) and
 // errors.Is(err, context.DeadlineExceeded). Without a deadline the client's command timeout
-// (WithCommandTimeout) applies. The end of a context (cancel or deadline) cancels the call in C
-// (context.AfterFunc calls bg_call_cancel): every wait of the library - a lock, another
-// rotation, a write-locked filter, the policy's backoff - ends within about 50ms; a filter call
-// then fails with ErrCanceled and context.Canceled (ErrTimeout and context.DeadlineExceeded for
-// a deadline), Lock.Acquire with ErrLocked and ctx.Err(), Rotate's wait with
-// ErrRotationInProgress and ctx.Err(). A round trip already sent ends by its own timeout.
+// (WithCommandTimeout) applies.
+//
+// A filter call (on the submission queue, below) ends when its deadline passes, whatever it
+// waits for; the cancel of its context ends it at once (bg_queue_cancel), also while its request
+// waits for the server: ErrCanceled and context.Canceled. A blocking call (Rotate, locks, Ping,
+// RefreshSnapshot, filter calls with WithQueues(0)) is bounded in each network wait by the
+// timeout, and the end of its context cancels it in C (context.AfterFunc calls bg_call_cancel):
+// every wait of the library - a lock, another rotation, a write-locked filter, the policy's
+// backoff - ends within about 50ms; Lock.Acquire then fails with ErrLocked and ctx.Err(),
+// Rotate's wait with ErrRotationInProgress and ctx.Err(). A round trip a blocking call already
+// sent ends by its own timeout.
+//
+// # Calls in flight
+//
+// Filter calls (Init, Add, AddMany, Contains, ContainsMany, ContainsSource, Count, Info, Delete,
+// Expire, Persist) hold no OS thread while Redis answers: each Client has WithQueues(n) (default
+// 1) submission queues of the C library (bloomguard/queue.h), each with its own connections and
+// one driver goroutine. A call sends its request to a driver and waits on a channel; the driver
+// submits requests (one cgo call each, which returns at once) and polls the queue (one cgo call
+// per batch of completions) when requests came or when the queue's fd, watched by Go's
+// netpoller, becomes readable. 1,024 goroutines with a call in flight each run on a handful of OS
+// threads.
 //
 // # Errors
 //
@@ -71,9 +86,10 @@
 // A Policy (NewPolicy) decides what a filter answers when Redis cannot: per failure class a chain
 // of actions (retry, local snapshot, a Go Fallback rate-limited by a token bucket, assume present
 // or absent, error), with a circuit breaker. WithPolicy or Filter.SetPolicy installs it;
-// ContainsSource tells where an answer came from, Stats reads the counters. The Fallback runs on
-// the querying goroutine with the query's ctx, reached through a //export trampoline
-// (callbacks.go) and runtime/cgo.Handle values; a panic in it becomes a *PanicError of the query.
+// ContainsSource tells where an answer came from, Stats reads the counters. The Fallback gets the
+// query's ctx, reached through a //export trampoline (callbacks.go) and runtime/cgo.Handle values;
+// a panic in it becomes a *PanicError of the query. It runs on behalf of the driver of the
+// client's queue, inside its poll, while the queue's other operations wait (see Fallback).
 //
 // # Concurrency and lifetime
 //
@@ -81,8 +97,8 @@
 // is idempotent on both and waits for calls in flight; later calls fail with ErrClosed. Filters
 // keep their client's pool alive, so closing the Client before its filters is safe. A cleanup
 // (runtime.AddCleanup) closes handles that were never closed, as a safety net only. Each client
-// lets at most max(256, 2*pool size) calls into C at once (a call blocked in C holds an OS
-// thread); the others wait as goroutines, and their context ends that wait too.
+// lets at most max(256, 2*pool size) blocking calls into C at once (a call blocked in C holds an
+// OS thread); the others wait as goroutines, and their context ends that wait too.
 //
 // # Layout of the package
 //
@@ -93,7 +109,8 @@
 //	options.go   Option values for Open (bg_options)
 //	call.go      the per-call bg_call (context deadline in, status and message out), the gate
 //	client.go    Client, Open, Filter, FilterOption
-//	filter.go    Filter operations (the _ex functions)
+//	filter.go    Filter operations: a request each, run on the queue or by a blocking _ex call
+//	queue.go     the submission queue's driver: requests, submits, polls, the fd in the netpoller
 //	items.go     batches laid out in C memory
 //	hash.go      Hash128, Indexes, OptimalParams (no server)
 //	version.go   library and header versions
@@ -104,6 +121,9 @@
 //	             the query path that may call back)
 //	answer.go    Source, Answer, ContainsSource, ContainsManySource, the query path choice
 //	stats.go     Stats, BreakerState, Filter.Stats, RefreshSnapshot (bg_filter_stat, snapshot)
+//	observe.go   events (WithLogger, WithEventHandler, Event: a C ring and a pipe to a goroutine, never
+//	             a call into Go on the library's thread), Filter.Histogram(s), Client.Stats,
+//	             Client.OpenFilters; the otel module (bindings/go/otel) exports them
 //	callbacks.go the //export trampolines through which C calls Go functions (runtime/cgo.Handle
 //	             as userdata); a file with //export may only declare, not define, C functions in
 //	             its preamble, hence its own file

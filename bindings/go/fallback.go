@@ -6,17 +6,29 @@ package bloomguard
 #include <bloomguard.h>
 
 // The //export of callbacks.go (declared here: a file with //export may not define C functions).
-extern int bgoFallback(uintptr_t policy, uintptr_t query, void *items, size_t *lens, size_t n, uint8_t *present);
+extern int bgoFallback(uintptr_t policy, uintptr_t query, uintptr_t driver, uint64_t tag, void *items, size_t *lens,
+                       size_t n, uint8_t *present);
+
+// The queue a driver runs on this thread and the driver's cgo.Handle (queue.go).
+extern __thread bg_queue *bgo_driving;
+extern __thread uintptr_t bgo_driver;
 
 // The Go query running on this thread (a runtime/cgo.Handle), set around the library calls that
 // may run the fallback: the library calls it on the querying thread, so the fallback learns which
 // query it answers (its context, where to report a panic) without C holding a Go pointer.
 static __thread uintptr_t bgo_query;
 
-// The bg_fallback_fn of every policy with a Go fallback: userdata is the policy's cgo.Handle.
+// The bg_fallback_fn of every policy with a Go fallback: userdata is the policy's cgo.Handle. For
+// a submitted query the driver's queue says which operation runs (bg_queue_running), and the
+// driver maps its tag to the request; a blocking query set bgo_query. The driver's side is asked
+// first: a blocking query whose fallback called runtime.Goexit never restored bgo_query, and the
+// thread may drive a queue later.
 static int bgo_fallback(void *userdata, const void *const *items, const size_t *lens, size_t n,
                         uint8_t *present) {
-	return bgoFallback((uintptr_t)userdata, bgo_query, (void *)items, (size_t *)lens, n, present);
+	uint64_t tag = 0;
+	if (bgo_driving && bg_queue_running(bgo_driving, &tag) == BG_OK)
+		return bgoFallback((uintptr_t)userdata, 0, bgo_driver, tag, (void *)items, (size_t *)lens, n, present);
+	return bgoFallback((uintptr_t)userdata, bgo_query, 0, 0, (void *)items, (size_t *)lens, n, present);
 }
 
 static int bgo_policy_set_fallback(bg_policy *p, uintptr_t handle) {
@@ -51,16 +63,25 @@ import (
 
 // Fallback answers a degraded query when the chain reaches ActionCallback: it sets present[i] for
 // items[i] and returns nil, or returns an error to decline (the chain moves on to its next action;
-// what it wrote to present is dropped). It runs on the goroutine of the query, with that query's
-// ctx, and only during a query of a filter whose policy holds it (never after Filter.Close or
-// SetPolicy replaced it and the queries under way ended). items are copies: they may be kept.
-// It may be called by several goroutines at once, at most WithCallbackRate times per second per
-// filter handle. It must not use the same filter (that can deadlock against SetPolicy and Close).
+// what it wrote to present is dropped). It gets the query's ctx, and runs only during a query of a
+// filter whose policy holds it (never after Filter.Close or SetPolicy replaced it and the queries
+// under way ended). items are copies: they may be kept. It may be called by several goroutines at
+// once, at most WithCallbackRate times per second per filter handle. It must not use the same
+// filter (that can deadlock against SetPolicy and Close).
+//
+// Where it runs: the library calls it on the thread that drives the client's submission queue,
+// inside the queue's poll (or inside the submit, when an open breaker sends a query to the chain
+// at once); the driver runs it on a goroutine of its own and waits for it. Keep it quick: the
+// other operations of that queue wait meanwhile. A filter call it makes with the ctx it was given
+// (or one derived from it) is a blocking call, so that it does not wait for that driver; one made
+// with another context may wait for ever. With WithQueues(0) it runs on the goroutine of the
+// query, inside its blocking call.
 //
 // A panic in it is recovered before it can reach the library's frames: the library sees a
 // decline, and the query fails with a *PanicError (whatever the rest of the chain answered).
-// runtime.Goexit in it ends the goroutine; the filter stays usable, but the library's frames of
-// that query are abandoned with what they held (a reference to the policy): do not rely on it.
+// runtime.Goexit in it ends its goroutine and the query's (the query does not return); the filter
+// stays usable. With WithQueues(0) the library's frames of that query are abandoned with what
+// they held (a reference to the policy): do not rely on it.
 type Fallback func(ctx context.Context, items [][]byte, present []bool) error
 
 // PanicError is the error of a query whose Fallback panicked.
@@ -97,10 +118,13 @@ type fallbackQuery struct {
 }
 
 // onFallback is the fallback callback (callbacks.go). It returns false to decline.
-func onFallback(box *fallbackBox, q *fallbackQuery, items [][]byte, present []bool) (answered bool) {
+func onFallback(box *fallbackBox, q *fallbackQuery, items [][]byte, present []bool, inDriver bool) (answered bool) {
 	ctx := context.Background()
 	if q != nil {
 		ctx = q.ctx
+	}
+	if inDriver { // filter calls made with this ctx must not wait for the driver that waits for this fallback
+		ctx = context.WithValue(ctx, inFallbackKey{}, true)
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -112,6 +136,11 @@ func onFallback(box *fallbackBox, q *fallbackQuery, items [][]byte, present []bo
 	}()
 	return box.fn(ctx, items, present) == nil
 }
+
+// inFallbackKey marks the ctx given to a fallback that a queue's driver runs (and the contexts
+// derived from it): a filter call made with it is a blocking call (Filter.do), since the driver
+// of its queue may be the one waiting for the fallback.
+type inFallbackKey struct{}
 
 // containsCallback is a query made while the filter's policy has a Go fallback: the batch is in C
 // memory, so is present; the query's cgo.Handle reaches the fallback through bgo_query.

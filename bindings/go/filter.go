@@ -66,7 +66,8 @@ import (
 // forgotten one, but only when the garbage collector gets to it.
 type Filter struct {
 	h       *filterHandle
-	g       gate // shared with the client
+	g       gate      // shared with the client: bounds its blocking calls in C
+	qs      *queueSet // the client's queues (nil: WithQueues(0), every call blocks in C)
 	name    string
 	cleanup runtime.Cleanup
 }
@@ -85,10 +86,11 @@ type filterHandle struct {
 	// take the callback path (fallback.go). Written under mu held for writing; deleted once the
 	// library can no longer call it (policy replaced, or the C filter closed).
 	fallback cgo.Handle
+	qs       *queueSet // a reference to the client's queues, given back with the C filter
 }
 
-func newFilterHandle(p *C.bg_filter) *filterHandle {
-	h := &filterHandle{p: p, c: p}
+func newFilterHandle(p *C.bg_filter, qs *queueSet) *filterHandle {
+	h := &filterHandle{p: p, c: p, qs: qs}
 	h.refs.Store(1)
 	return h
 }
@@ -122,6 +124,7 @@ func (h *filterHandle) unref() {
 			h.fallback = 0
 			fallbacksLive.Add(-1)
 		}
+		h.qs.unref()
 	}
 }
 
@@ -165,7 +168,7 @@ func (f *Filter) Close() error {
 }
 
 // begin checks ctx, waits for a slot of the client's gate, takes a bg_call (its timeout computed
-// after that wait) and holds the handle open for the call.
+// after that wait) and holds the handle open for the call: a blocking call (WithQueues(0)).
 func (f *Filter) begin(ctx context.Context) (*C.bg_filter, *call, error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, nil, err
@@ -194,19 +197,173 @@ func (f *Filter) end(ctx context.Context, c *call, st C.int) error {
 	return c.end(ctx, st)
 }
 
+// do runs r and fills in its outcome: submitted to one of the client's queues while the calling
+// goroutine waits on a channel, or, with WithQueues(0), by the blocking call (doBlocking). Either
+// way the handle stays open until the operation ended.
+func (f *Filter) do(ctx context.Context, r *request) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
+	if f.qs == nil || ctx.Value(inFallbackKey{}) != nil { // no queue, or called by a fallback a driver waits for
+		return f.doBlocking(ctx, r)
+	}
+	c, err := takeCall()
+	if err != nil {
+		return err
+	}
+	defer callPool.Put(c)
+	f.h.mu.RLock()
+	defer f.h.mu.RUnlock()
+	if f.h.p == nil {
+		return errFilterClosed()
+	}
+	r.f, r.call, r.ctx = f.h.p, c, ctx
+	r.deadline, r.hasDeadline = ctx.Deadline()
+	if f.h.fallback != 0 && (r.op == opContains || r.op == opContainsMany) {
+		r.fb = &fallbackQuery{ctx: ctx}
+	}
+	f.qs.pick().do(ctx, r)
+	if r.goexit { // the fallback ended its goroutine: so ends the query's, as when it ran on it
+		runtime.Goexit()
+	}
+	return r.err()
+}
+
+// doBlocking is do by a blocking call, holding this goroutine's OS thread in C (WithQueues(0)).
+func (f *Filter) doBlocking(ctx context.Context, r *request) error {
+	p, c, err := f.begin(ctx)
+	if err != nil {
+		return err
+	}
+	var st C.int
+	switch r.op {
+	case opContains, opContainsMany:
+		return f.query(ctx, p, c, r)
+	case opAdd:
+		var added C.size_t
+		st = C.bgo_add1(p, c.p, r.item, C.size_t(r.n), &added)
+		r.value = int64(added)
+	case opAddMany:
+		var n C.size_t
+		st = C.bg_filter_add_many_ex(p, c.p, r.items.ptrs, r.items.lens, C.size_t(r.n), &n)
+		r.value = int64(n)
+	case opCount:
+		var n C.int64_t
+		st = C.bg_filter_count_ex(p, c.p, &n)
+		r.value = int64(n)
+	case opInfo:
+		var (
+			size C.uint64_t
+			k    C.uint32_t
+			n    C.int64_t
+			fpp  C.double
+		)
+		st = C.bg_filter_info_ex(p, c.p, &size, &k, &n, &fpp)
+		r.info = Info{Size: uint64(size), HashIterations: uint32(k), ExpectedInsertions: int64(n),
+			FalseProbability: float64(fpp)}
+	case opInit:
+		var cr C.int
+		st = C.bg_filter_init_ex(p, c.p, C.int64_t(r.arg), C.double(r.fpp), &cr)
+		r.value = int64(cr)
+	case opDelete:
+		var d C.int
+		st = C.bg_filter_delete_ex(p, c.p, &d)
+		r.value = int64(d)
+	case opExpire:
+		var a C.int
+		st = C.bg_filter_expire_ex(p, c.p, C.int64_t(r.arg), &a)
+		r.value = int64(a)
+	case opPersist:
+		var a C.int
+		st = C.bg_filter_persist_ex(p, c.p, &a)
+		r.value = int64(a)
+	}
+	return f.end(ctx, c, st)
+}
+
+// query is doBlocking for a query (it ends the call begun by f.begin): through the callback path
+// when the filter's policy has a Go fallback. The source, and a degraded answer's failure, are
+// read when r.wantSource.
+func (f *Filter) query(ctx context.Context, p *C.bg_filter, c *call, r *request) (err error) {
+	var st C.int
+	var pe *PanicError
+	if f.h.fallback != 0 { // read under the handle's read lock: SetPolicy cannot change it meanwhile
+		b, n := r.items, r.n
+		if r.op == opContains {
+			one := [][]byte{unsafe.Slice((*byte)(r.item), r.n)}
+			if b, err = marshalItems(one); err != nil {
+				f.end(ctx, c, C.BG_OK)
+				return err
+			}
+			defer b.free()
+			n = 1
+		}
+		var present [1]bool
+		out := r.present
+		if r.op == opContains {
+			out = present[:]
+		}
+		// A fallback calling runtime.Goexit (t.FailNow in a test) ends this goroutine inside the
+		// library call: let go of the handle and the gate then, so that SetPolicy and Close do not
+		// wait for ever (the bg_call is dropped, not reused; the library's frames are abandoned).
+		returned := false
+		defer func() {
+			if !returned {
+				f.h.mu.RUnlock()
+				f.g.leave()
+			}
+		}()
+		st, pe = containsCallback(ctx, p, c, b, n, out)
+		returned = true
+		if present[0] {
+			r.value = 1
+		}
+	} else if r.op == opContains {
+		var present C.uint8_t
+		st = C.bgo_contains1(p, c.p, r.item, C.size_t(r.n), &present)
+		r.value = int64(present)
+	} else {
+		st = C.bg_filter_contains_many_ex(p, c.p, r.items.ptrs, r.items.lens, C.size_t(r.n),
+			(*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(r.present))))
+	}
+	if r.wantSource && st == C.BG_OK {
+		r.source = Source(C.bg_call_source(c.p))
+		if r.source.Degraded() {
+			r.msg = C.GoString(C.bg_call_errmsg(c.p))
+			r.degraded = C.bg_call_degraded_status(c.p)
+		}
+	}
+	err = f.end(ctx, c, st)
+	if pe != nil {
+		return pe
+	}
+	return err
+}
+
+// ready checks what a call with nothing to send checks: ctx, and that the handle is open.
+func (f *Filter) ready(ctx context.Context) error {
+	if err := checkContext(ctx); err != nil {
+		return err
+	}
+	f.h.mu.RLock()
+	defer f.h.mu.RUnlock()
+	if f.h.p == nil {
+		return errFilterClosed()
+	}
+	return nil
+}
+
 // Init is Redisson's tryInit: it computes the bitmap size and hash count for expectedInsertions
 // items at false probability fpp (see OptimalParams) and writes the config hash only if it does
 // not exist. created is true if this call wrote it; when a config was already there it is kept
 // and used from then on, even if its parameters differ. Rejected parameters give ErrBadParams
 // with Redisson's message.
 func (f *Filter) Init(ctx context.Context, expectedInsertions int64, fpp float64) (created bool, err error) {
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	var cr C.int
-	st := C.bg_filter_init_ex(p, c.p, C.int64_t(expectedInsertions), C.double(fpp), &cr)
-	return cr != 0, f.end(ctx, c, st)
+	r := newRequest(opInit)
+	defer r.release()
+	r.arg, r.fpp = expectedInsertions, fpp
+	err = f.do(ctx, r)
+	return r.value != 0, err
 }
 
 // Add adds one item (nil and empty are the same, valid, item). added is true if at least one of
@@ -221,37 +378,34 @@ func (f *Filter) AddString(ctx context.Context, s string) (added bool, err error
 }
 
 func (f *Filter) add1(ctx context.Context, data unsafe.Pointer, n int) (bool, error) {
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return false, err
+	r := newRequest(opAdd)
+	defer r.release()
+	if n > 0 {
+		r.item, r.n = data, n
 	}
-	if n == 0 {
-		data = nil
-	}
-	var added C.size_t
-	st := C.bgo_add1(p, c.p, data, C.size_t(n), &added)
-	return added != 0, f.end(ctx, c, st)
+	err := f.do(ctx, r)
+	return r.value != 0, err
 }
 
 // AddMany adds items in one round trip (the library splits a huge batch into windows). added is
 // how many items set at least one new bit. Items are copied into one C buffer for the call.
 func (f *Filter) AddMany(ctx context.Context, items [][]byte) (added int, err error) {
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return 0, err
-	}
 	if len(items) == 0 {
-		return 0, f.end(ctx, c, C.BG_OK)
+		return 0, f.ready(ctx)
+	}
+	if err := checkContext(ctx); err != nil {
+		return 0, err
 	}
 	b, err := marshalItems(items)
 	if err != nil {
-		f.end(ctx, c, C.BG_OK)
 		return 0, err
 	}
-	var n C.size_t
-	st := C.bg_filter_add_many_ex(p, c.p, b.ptrs, b.lens, C.size_t(len(items)), &n)
-	b.free()
-	return int(n), f.end(ctx, c, st)
+	defer b.free()
+	r := newRequest(opAddMany)
+	defer r.release()
+	r.items, r.n = b, len(items)
+	err = f.do(ctx, r)
+	return int(r.value), err
 }
 
 // Contains reports whether item may be in the filter (false: certainly not). A filter that does
@@ -266,81 +420,77 @@ func (f *Filter) ContainsString(ctx context.Context, s string) (bool, error) {
 }
 
 func (f *Filter) contains1(ctx context.Context, data unsafe.Pointer, n int) (bool, error) {
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return false, err
+	r := newRequest(opContains)
+	defer r.release()
+	if n > 0 {
+		r.item, r.n = data, n
 	}
-	if n == 0 {
-		data = nil
-	}
-	if f.h.fallback != 0 { // the policy's Go fallback may run: the callback path
-		var present [1]bool
-		_, _, _, err := f.query(ctx, p, c, [][]byte{unsafe.Slice((*byte)(data), n)}, present[:], false)
-		return present[0], err
-	}
-	var present C.uint8_t
-	st := C.bgo_contains1(p, c.p, data, C.size_t(n), &present)
-	return present != 0, f.end(ctx, c, st)
+	err := f.do(ctx, r)
+	return err == nil && r.value != 0, err
 }
 
 // ContainsMany asks for every item in one round trip; present[i] answers items[i].
 func (f *Filter) ContainsMany(ctx context.Context, items [][]byte) (present []bool, err error) {
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return nil, err
-	}
 	if len(items) == 0 {
-		return []bool{}, f.end(ctx, c, C.BG_OK)
+		if err := f.ready(ctx); err != nil {
+			return nil, err
+		}
+		return []bool{}, nil
 	}
 	// A Go bool is one byte holding 0 or 1, which is exactly what the library writes.
 	present = make([]bool, len(items))
-	if _, _, _, err := f.query(ctx, p, c, items, present, false); err != nil {
+	if _, err := f.containsMany(ctx, items, present, false); err != nil {
 		return nil, err
 	}
 	return present, nil
 }
 
+// containsMany runs a query of items (at least one), its answers into present; with source,
+// the request's outcome is kept for the caller's provenance (a *request the caller releases).
+func (f *Filter) containsMany(ctx context.Context, items [][]byte, present []bool, source bool) (*request, error) {
+	if err := checkContext(ctx); err != nil {
+		return nil, err
+	}
+	b, err := marshalItems(items)
+	if err != nil {
+		return nil, err
+	}
+	defer b.free()
+	r := newRequest(opContainsMany)
+	r.items, r.n, r.present, r.wantSource = b, len(items), present, source
+	err = f.do(ctx, r)
+	if !source {
+		r.release()
+		return nil, err
+	}
+	return r, err
+}
+
 // Count is Redisson's estimate of the number of items added:
 // round(-size / k * ln(1 - bitsSet / size)).
 func (f *Filter) Count(ctx context.Context) (int64, error) {
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var n C.int64_t
-	st := C.bg_filter_count_ex(p, c.p, &n)
-	return int64(n), f.end(ctx, c, st)
+	r := newRequest(opCount)
+	defer r.release()
+	err := f.do(ctx, r)
+	return r.value, err
 }
 
 // Info reads the filter's config hash in one round trip.
 func (f *Filter) Info(ctx context.Context) (Info, error) {
-	p, c, err := f.begin(ctx)
-	if err != nil {
+	r := newRequest(opInfo)
+	defer r.release()
+	if err := f.do(ctx, r); err != nil {
 		return Info{}, err
 	}
-	var (
-		size C.uint64_t
-		k    C.uint32_t
-		n    C.int64_t
-		fpp  C.double
-	)
-	st := C.bg_filter_info_ex(p, c.p, &size, &k, &n, &fpp)
-	if err := f.end(ctx, c, st); err != nil {
-		return Info{}, err
-	}
-	return Info{Size: uint64(size), HashIterations: uint32(k), ExpectedInsertions: int64(n),
-		FalseProbability: float64(fpp)}, nil
+	return r.info, nil
 }
 
 // Delete removes the bitmap and the config hash; deleted is true if anything existed.
 func (f *Filter) Delete(ctx context.Context) (deleted bool, err error) {
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	var d C.int
-	st := C.bg_filter_delete_ex(p, c.p, &d)
-	return d != 0, f.end(ctx, c, st)
+	r := newRequest(opDelete)
+	defer r.release()
+	err = f.do(ctx, r)
+	return r.value != 0, err
 }
 
 // Expire sets a time to live on both keys (PEXPIRE; a positive ttl, rounded up to a whole
@@ -350,22 +500,17 @@ func (f *Filter) Expire(ctx context.Context, ttl time.Duration) (applied bool, e
 	if ttl > 0 && ttl%time.Millisecond != 0 {
 		ms++
 	}
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	var a C.int
-	st := C.bg_filter_expire_ex(p, c.p, C.int64_t(ms), &a)
-	return a != 0, f.end(ctx, c, st)
+	r := newRequest(opExpire)
+	defer r.release()
+	r.arg = ms
+	err = f.do(ctx, r)
+	return r.value != 0, err
 }
 
 // Persist clears the time to live of both keys (PERSIST); applied is true if any key changed.
 func (f *Filter) Persist(ctx context.Context) (applied bool, err error) {
-	p, c, err := f.begin(ctx)
-	if err != nil {
-		return false, err
-	}
-	var a C.int
-	st := C.bg_filter_persist_ex(p, c.p, &a)
-	return a != 0, f.end(ctx, c, st)
+	r := newRequest(opPersist)
+	defer r.release()
+	err = f.do(ctx, r)
+	return r.value != 0, err
 }

@@ -21,14 +21,29 @@ func uniqueName(t testing.TB) string {
 	return fmt.Sprintf("go:%s:%d", t.Name(), nameSeq.Add(1))
 }
 
+// openClient opens a client of the test server. BG_TEST_QUEUES=n gives every client of the tests
+// WithQueues(n) unless the test sets it (scripts/test.sh runs the suite once with 0: the
+// blocking calls).
 func openClient(t testing.TB, opts ...Option) *Client {
 	t.Helper()
-	c, err := Open(testServer.url, opts...)
+	c, err := Open(testServer.url, append(testQueues(), opts...)...)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", testServer.url, err)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+func testQueues() []Option {
+	v, ok := os.LookupEnv("BG_TEST_QUEUES")
+	if !ok {
+		return nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		panic("BG_TEST_QUEUES=" + v + ": not a number")
+	}
+	return []Option{WithQueues(n)}
 }
 
 func openFilter(t testing.TB, c *Client, name string) *Filter {
@@ -1044,8 +1059,9 @@ func TestRepeatedQueriesTakeTheTrackedPath(t *testing.T) {
 	}
 }
 
-// Thousands of goroutines on one client do not become thousands of OS threads blocked in C: the
-// client's gate lets a bounded number into C and the rest wait as goroutines.
+// Thousands of goroutines on one client without queues do not become thousands of OS threads
+// blocked in C: the client's gate lets a bounded number into C and the rest wait as goroutines.
+// (With queues no call holds a thread: TestThreadsWithCallsInFlight.)
 func TestManyGoroutinesBoundedThreads(t *testing.T) {
 	threads := func() int {
 		b, err := os.ReadFile("/proc/self/status")
@@ -1062,7 +1078,7 @@ func TestManyGoroutinesBoundedThreads(t *testing.T) {
 		return 0
 	}
 	ctx := context.Background()
-	c := openClient(t, WithCommandTimeout(30*time.Second))
+	c := openClient(t, WithCommandTimeout(30*time.Second), WithQueues(0))
 	f := initFilter(t, c, 1000, 0.01)
 	before := threads()
 	var wg sync.WaitGroup
@@ -1090,9 +1106,10 @@ func TestManyGoroutinesBoundedThreads(t *testing.T) {
 	}
 }
 
-// A context ends the wait for the gate like it ends a wait in C.
+// A context ends the wait for the gate like it ends a wait in C (the gate bounds the blocking
+// calls: every filter call of a client without queues, Ping of any client).
 func TestGateWaitHonoursContext(t *testing.T) {
-	c := openClient(t, WithPoolSize(1000))
+	c := openClient(t, WithPoolSize(1000), WithQueues(0))
 	if cap(c.g) != 2000 {
 		t.Fatalf("gate %d for a pool of 1000", cap(c.g))
 	}

@@ -6,6 +6,7 @@ import "C"
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unsafe"
@@ -16,7 +17,19 @@ import (
 type Option func(*openSettings)
 
 type openSettings struct {
-	sets []setting
+	sets   []setting
+	queues int  // WithQueues
+	badQ   bool // WithQueues out of range
+	// events (observe.go): not options of the library, the binding's own
+	logger  *slog.Logger
+	onEvent func(Event)
+}
+
+// openPlan is what buildOptions found besides the library's options: what the binding itself
+// does with them.
+type openPlan struct {
+	poolSize int64 // asked for (0: the library's default)
+	queues   int   // submission queues (0: blocking calls)
 }
 
 type setting struct {
@@ -86,6 +99,26 @@ func WithCommandTimeout(d time.Duration) Option {
 // WithPoolSize sets how many connections the client keeps (BG_OPT_POOL_SIZE; default 4, 1..1024).
 // A call waits for a free connection when all are busy.
 func WithPoolSize(n int) Option { return intOption("WithPoolSize", C.BG_OPT_POOL_SIZE, int64(n)) }
+
+// WithQueues sets how many submission queues carry the client's filter calls (Init, Add,
+// AddMany, Contains, ContainsMany, ContainsSource, Count, Info, Delete, Expire, Persist): each
+// is a queue of the C library with connections of its own (WithPipelineConns per server), driven
+// by one goroutine that submits the calls and polls the queue when its fd, watched by Go's
+// netpoller, becomes readable; a calling goroutine waits on a channel, holding no OS thread.
+// Default 1; 0..64. 0: no queue - each filter call blocks an OS thread in C until Redis answers
+// (at most max(256, 2*pool size) calls of a client in C at once; the others wait as goroutines).
+// Rotations, locks and Ping are blocking calls either way.
+func WithQueues(n int) Option {
+	return func(o *openSettings) {
+		o.queues = n
+		o.badQ = n < 0 || n > maxQueues
+	}
+}
+
+const (
+	defaultQueues = 1
+	maxQueues     = 64
+)
 
 // WithDB selects the database, overriding the URL's (BG_OPT_DB; 0..1000000).
 func WithDB(db int) Option { return intOption("WithDB", C.BG_OPT_DB, int64(db)) }
@@ -233,24 +266,27 @@ func WithClientName(name string) Option {
 }
 
 // buildOptions turns opts into a bg_options object (nil when there are none; the caller frees it)
-// and returns the pool size asked for (0: the library's default).
-func buildOptions(opts []Option) (*C.bg_options, int64, error) {
-	var s openSettings
+// and returns what the binding does with them (openPlan).
+func buildOptions(opts []Option) (*C.bg_options, openPlan, error) {
+	s := openSettings{queues: defaultQueues}
 	apply(&s, opts)
-	if len(s.sets) == 0 {
-		return nil, 0, nil
+	plan := openPlan{queues: s.queues}
+	if s.badQ {
+		return nil, plan, errorf(CodeInvalid, fmt.Sprintf("WithQueues(%d): must be 0..%d", s.queues, maxQueues))
 	}
-	var poolSize int64
+	if len(s.sets) == 0 {
+		return nil, plan, nil
+	}
 	for _, set := range s.sets {
 		if set.id == C.BG_OPT_POOL_SIZE {
-			poolSize = set.i
+			plan.poolSize = set.i
 		}
 	}
 	p, err := newOptions(s.sets)
 	if err != nil {
-		return nil, 0, err
+		return nil, plan, err
 	}
-	return p, poolSize, nil
+	return p, plan, nil
 }
 
 // newOptions makes a bg_options object holding sets, in order (a later value of an option

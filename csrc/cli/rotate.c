@@ -204,6 +204,9 @@ int cli_rotation_load(const cli_opts *o, bg_filter *f, cli_load *l) {
       return cli_error(o->cmd, BG_ECANCELED, CLI_EXIT_INTERRUPTED,
                        "interrupted by %s while waiting for another rotation of %s; nothing was changed",
                        signal_name(stop_signal), o->name);
+    /* `add`'s bulk path only: another rotation holds the filter, so its items go the plain way
+     * (recorded by that rotation as any add is) */
+    if (l->only_if_empty && st == BG_EROTATING) return CLI_LOAD_NOT_EMPTY;
     return cli_fail_filter(o->cmd, st, f);
   }
   if (l->only_if_empty) {

@@ -66,17 +66,7 @@ static int parse_load(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   return st;
 }
 
-int bgi_filter_load_config(bg_filter *f, uint64_t deadline_ns, bgi_err *err) {
-  return bgi_client_call(f->client, f->slot, deadline_ns, build_load, parse_load, f, err);
-}
-
-int bgi_filter_config(bg_filter *f, uint64_t deadline_ns, uint64_t *cfg, bgi_err *err) {
-  uint64_t v = atomic_load(&f->cfg);
-  if (!v) {
-    int st = bgi_filter_load_config(f, deadline_ns, err);
-    if (st != BG_OK) return st;
-    v = atomic_load(&f->cfg);
-  }
-  *cfg = v;
-  return BG_OK;
+void bgi_filter_config_req(bgi_req *r, bg_filter *f, uint64_t deadline_ns) {
+  *r = (bgi_req){.client = f->client, .slot = f->slot, .deadline_ns = deadline_ns, .build = build_load,
+                 .parse = parse_load, .ctx = f};
 }

@@ -8,6 +8,7 @@
 #include "bloomguard/filter.h"
 #include "common/call.h"
 #include "client/client.h"
+#include "common/task.h"
 #include "common/wait.h"
 #include "filter/stats.h"
 #include "hash/hash.h"
@@ -55,10 +56,8 @@ int bgi_parse_u64(const char *s, size_t len, uint64_t *out);
 int bgi_cfg_from_pair(const bg_filter *f, const bgi_reply *size, const bgi_reply *k, uint64_t *cfg,
                       bgi_err *err);
 
-/* Reads the config (HMGET) into f->cfg. */
-int bgi_filter_load_config(bg_filter *f, uint64_t deadline_ns, bgi_err *err);
-/* The cached config, loading it first if needed. */
-int bgi_filter_config(bg_filter *f, uint64_t deadline_ns, uint64_t *cfg, bgi_err *err);
+/* The request that reads the config (HMGET) into f->cfg, as a task's CALL. */
+void bgi_filter_config_req(bgi_req *r, bg_filter *f, uint64_t deadline_ns);
 
 /* Appends "HMGET config size hashIterations". */
 void bgi_append_hmget_config(bgi_buf *b, const bg_filter *f);
@@ -76,17 +75,110 @@ int bgi_compute_indexes(bgi_conn *c, const void *const *items, const size_t *len
 int bgi_check_items(const char *fn, const void *const *items, const size_t *lens, size_t n, const void *out,
                     bgi_err *err);
 
+/* One window of a query (query.c): its build and parse context. */
+typedef struct bgi_query {
+  bg_filter *f;
+  const void *const *items;
+  const size_t *lens;
+  size_t from, to;
+  uint64_t cfg;        /* the config the indexes were computed with */
+  uint64_t seen_cfg;   /* the server's config when it differed, else 0 */
+  uint8_t *present;
+  int locked;          /* the write lock was held */
+  int interrupted;     /* an in-place rebuild's mark without its lock: it died half-way */
+  int bits_only;       /* sent BITFIELD_RO alone, on the connection's verdict */
+  int tracked;         /* sent the tracked block (CLIENT CACHING YES, PTTL) */
+  int plain;           /* the negative control: sent the block without MULTI / EXEC (query.c) */
+  int stale;           /* bits_only, and a push arrived before the answer */
+  uint64_t epoch;      /* the connection's push count when bits_only was sent */
+} bgi_query;
+
+/* The wait of one query for the filter's write lock to go. */
+typedef struct bgi_lock_wait {
+  int64_t wait_ms;
+  uint64_t deadline_ns;  /* the call's, 0 for none */
+  uint64_t until_ns;     /* set at the first sight of the lock */
+  uint64_t nap_ns;
+  uint64_t look_ns;      /* how long the last look at the lock took (a round trip) */
+} bgi_lock_wait;
+
 /*
- * Queries / adds items[0..n) against Redis, without the policy (filter/guarded.c wraps them). On
- * failure *done is how many leading items were answered / added before it (whole windows).
+ * Queries items[0..n) against Redis, without the policy (filter/guarded.c wraps it), as a task
+ * (common/task.h): window by window, a config change recomputed and asked again, a write lock
+ * waited out in naps. *done: how many leading items are answered (whole windows; n at the end).
  */
-int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
-                            size_t n, uint8_t *present, size_t *done, bgi_err *err);
+typedef struct bgi_contains_task {
+  bgi_task t;
+  bgi_query q;
+  bgi_req req;
+  bgi_lock_wait w;
+  size_t n, *done;
+  uint64_t deadline_ns, look_started;
+  int64_t retries, attempt;
+  int state;
+} bgi_contains_task;
+
+void bgi_contains_task_init(bgi_contains_task *ct, bg_filter *f, uint64_t deadline_ns, const void *const *items,
+                            const size_t *lens, size_t n, uint8_t *present, size_t *done);
+
+/* One window of an add (add.c): its build and parse context. */
+typedef struct bgi_adder {
+  bg_filter *f;
+  const void *const *items;
+  const size_t *lens;
+  size_t from, to;
+  uint64_t cfg;
+  uint64_t next_cfg;   /* a rotation's next config (0: none known) */
+  uint64_t seen_cfg;   /* the server's config when it differed, else 0 */
+  uint64_t seen_next;  /* the rotation's next config when it differed, else 0 */
+  uint64_t seen_next_after_cfg;  /* with seen_cfg: the rotation running then (0: none) */
+  int rotation_seen;   /* some step found a rotation running */
+  bgi_script_run run;
+  size_t added;
+} bgi_adder;
+
+/* Adds items[0..n) without the policy, as a task: *added counts the items that were new, *done
+ * the leading items added (whole windows; n at the end). */
+typedef struct bgi_add_task {
+  bgi_task t;
+  bgi_adder a;
+  bgi_req req;
+  size_t n, *added, *done;
+  uint64_t deadline_ns;
+  int64_t retries, attempt, rot_attempt;
+  int state;
+} bgi_add_task;
+
+void bgi_add_task_init(bgi_add_task *at, bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
+                       size_t n, size_t *added, size_t *done);
+/* The add task run on this thread (for the library's own blocking callers: the naive rotation). */
 int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
                        size_t *added, size_t *done, bgi_err *err);
 
-/* The same through the handle's policy (filter/guarded.c): the engine runs the raw forms above as its
- * attempts. *source: the answer's BG_SOURCE_*. */
+/*
+ * A query or add through the handle's policy (filter/guarded.c), as a task: the policy engine's
+ * task (policy/guard.h) with the raw task above as its attempt. gt.source: the answer's BG_SOURCE_*.
+ */
+typedef struct bgi_guarded_op {
+  bgi_guard_task gt;
+  bg_filter *f;
+  const void *const *items;
+  const size_t *lens;
+  size_t n;
+  uint8_t *present;
+  size_t added, attempt_added;   /* adds: the new items of the attempts before the last, and of the last */
+  union {
+    bgi_contains_task contains;
+    bgi_add_task add;
+  } u;
+} bgi_guarded_op;
+
+void bgi_guarded_op_init(bgi_guarded_op *op, int is_add, bg_filter *f, uint64_t deadline_ns, const void *const *items,
+                         const size_t *lens, size_t n, uint8_t *present);
+/* How many items an add found new (after it ended). */
+static inline size_t bgi_guarded_op_added(const bgi_guarded_op *op) { return op->added + op->attempt_added; }
+
+/* The op run on this thread. *source: the answer's BG_SOURCE_*. */
 int bgi_filter_guarded_contains(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
                                 size_t n, uint8_t *present, int *source, bgi_err *err);
 int bgi_filter_guarded_add(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
@@ -94,6 +186,68 @@ int bgi_filter_guarded_add(bg_filter *f, uint64_t deadline_ns, const void *const
 /* Ends a query or add: like bgi_call_finish, and a degraded answer's cause goes to the call's
  * message (or the handle's, without a call). */
 int bgi_filter_guarded_finish(bg_filter *f, bg_call *call, const bgi_err *err, int source);
+
+/* The whole-filter operations (admin.c): their build and parse contexts. */
+typedef struct bgi_initer {
+  bg_filter *f;
+  uint64_t size;
+  uint32_t k;
+  int64_t n;
+  char fpp[32];
+  bgi_script_run run;
+  int created;
+} bgi_initer;
+
+typedef struct bgi_counter {
+  bg_filter *f;
+  int64_t count;
+} bgi_counter;
+
+typedef struct bgi_infoer {
+  bg_filter *f;
+  uint64_t cfg;
+  int64_t n;
+  double fpp;
+} bgi_infoer;
+
+typedef struct bgi_keyop {
+  bg_filter *f;
+  const char *cmd;     /* DEL, PEXPIRE or PERSIST */
+  int64_t ttl_ms;
+  int result;
+} bgi_keyop;
+
+#define BGI_ADMIN_INIT 1
+#define BGI_ADMIN_COUNT 2
+#define BGI_ADMIN_INFO 3
+#define BGI_ADMIN_DELETE 4
+#define BGI_ADMIN_EXPIRE 5
+#define BGI_ADMIN_PERSIST 6
+
+/* One whole-filter operation as a task: its one request. */
+typedef struct bgi_admin {
+  bgi_task t;
+  bg_filter *f;
+  int kind, sent;
+  uint64_t started_ns;   /* for the histogram */
+  bgi_req req;
+  union {
+    bgi_initer init;
+    bgi_counter count;
+    bgi_infoer info;
+    bgi_keyop key;
+  } u;
+} bgi_admin;
+
+/* Checks the arguments (init: expected insertions = arg and fpp; expire: the ttl in ms = arg) and
+ * prepares the task: BG_OK, or BG_EBADPARAMS / BG_EINVAL with the message. */
+int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind, int64_t arg, double fpp,
+                      bgi_err *err);
+/* Runs it on this thread. */
+int bgi_admin_run(bgi_admin *a, bgi_err *err);
+/* After it ended: init 1 if it wrote the config, count the estimate, delete / expire / persist
+ * 1 if it applied; info 0 (its values are in u.info). */
+int64_t bgi_admin_value(const bgi_admin *a);
 
 /* Downloads a consistent snapshot of f (filter/download.c): the engine's bgi_download_fn, ctx = f. */
 int bgi_filter_download(void *f, uint64_t deadline_ns, int64_t chunk_bytes, atomic_int *stop, bgi_snapshot **out,

@@ -27,7 +27,10 @@
 
 #include "bloomguard/policy.h"
 #include "common/clock.h"
+#include "common/task.h"
 #include "common/err.h"
+#include "common/histogram.h"
+#include "common/observe.h"
 #include "common/worker.h"
 
 #define BGI_FAIL_CLASSES 9   /* 1..BG_FAIL_OTHER; 0: not a failure (success, or BG_EINVAL) */
@@ -59,6 +62,9 @@ void bgi_policy_defaults(bgi_policy_cfg *c);
 
 /* BG_FAIL_* of a status; 0 for BG_OK and BG_EINVAL (never degraded). */
 int bgi_fail_class(int status);
+/* BG_OUTCOME_* of a status (observe.h: the histograms' error.type): BG_OK, BG_ECANCELED, else its
+ * failure class (BG_EINVAL among the others). */
+int bgi_outcome(int status);
 
 /* Wait before retry number `attempt` (0-based) in ns: min(max, base << attempt), shortened by a
  * random part of jitter_pct percent drawn from r (uniform 64 bits). */
@@ -73,6 +79,7 @@ typedef struct bgi_breaker {
   atomic_int_fast64_t threshold;     /* 0: off */
   atomic_int_fast64_t cooldown_ns;
   uint64_t since_ns;                 /* when it opened, or when the probe went through (under mu) */
+  uint64_t left_closed_ns;           /* when it last left CLOSED (under mu) */
   int trip_status;                   /* BG_ECONN or BG_ETIMEOUT that opened it (under mu) */
   char trip_msg[BGI_ERRMSG_MAX];     /* its message (under mu) */
   atomic_llong trips, rejected, probes;
@@ -82,11 +89,16 @@ void bgi_breaker_init(bgi_breaker *b);
 void bgi_breaker_destroy(bgi_breaker *b);
 /* Closed, counts kept, with these settings (threshold 0: off). */
 void bgi_breaker_reset(bgi_breaker *b, int64_t threshold, int64_t cooldown_ms);
-/* 1: send the call (closed, off, or this call is the probe after a cooldown); 0: rejected, err set
- * to the status that opened it with a message saying so. */
+/* 1: send the call (closed, off); 2: send it, it is the probe after a cooldown (the breaker went
+ * HALF_OPEN); 0: rejected, err set to the status that opened it with a message saying so. */
 int bgi_breaker_admit(bgi_breaker *b, uint64_t now_ns, bgi_err *err);
-/* Outcome of an admitted call: BG_OK or its failure status (msg: its message, may be NULL). */
-void bgi_breaker_record(bgi_breaker *b, uint64_t now_ns, int status, const char *msg);
+/* Outcome of an admitted call: BG_OK or its failure status (msg: its message, may be NULL). Returns
+ * the state it moved to (BG_BREAKER_OPEN, _CLOSED), or -1 when it stayed as it was. */
+int bgi_breaker_record(bgi_breaker *b, uint64_t now_ns, int status, const char *msg);
+/* What an event of a transition tells (observe.h): the status that opened it, its message, the
+ * consecutive failures, the cooldown, and how long ago it left CLOSED. */
+void bgi_breaker_describe(bgi_breaker *b, uint64_t now_ns, int *status, char *msg, size_t cap, int64_t *consecutive,
+                          int64_t *cooldown_ms, int64_t *not_closed_us);
 static inline int bgi_breaker_state(bgi_breaker *b) { return atomic_load_explicit(&b->state, memory_order_relaxed); }
 
 /* ---- token bucket --------------------------------------------------------------------------- */
@@ -165,11 +177,18 @@ typedef struct bgi_guard {
   /* background refresher (snapshot.c; started and stopped under admin_mu) */
   bgi_worker rf;
   int64_t rf_interval_ms;
+  /* where its events go (the filter's client's hub, or NULL) and the name they carry */
+  bgi_obs *obs;
+  const char *name;
+  bgi_sampler degraded;
 } bgi_guard;
 
 void bgi_guard_init(bgi_guard *g);
 /* Stops the refresher, drops the policy and the snapshot. */
 void bgi_guard_destroy(bgi_guard *g);
+
+/* Where its events go (observe.h: breaker transitions, sampled degraded answers); before use. */
+void bgi_guard_set_observer(bgi_guard *g, bgi_obs *obs, const char *name);
 
 /* Where snapshots come from (before the first bgi_guard_set_policy; fn NULL: nowhere, so no refresher). */
 void bgi_guard_set_source(bgi_guard *g, bgi_download_fn fn, void *ctx);
@@ -190,10 +209,11 @@ static inline int64_t bgi_guard_load(const bgi_guard *g, int slot) {
 }
 
 /*
- * One step against Redis for items [from, n) of an operation: returns its status; *done is how
- * many items (counted from 0) are finished - answered, or added - when it returns (n on success).
+ * The attempt against Redis for items [from, n) of an operation: a task (common/task.h) at its
+ * start, which ends with the attempt's status having set *done to how many of the items from
+ * `from` on are finished - answered, or added (n - from on success).
  */
-typedef int (*bgi_attempt_fn)(void *ctx, uint64_t deadline_ns, size_t from, size_t *done, bgi_err *err);
+typedef bgi_task *(*bgi_attempt_fn)(void *ctx, uint64_t deadline_ns, size_t from, size_t *done);
 
 typedef struct bgi_op {
   int is_add;
@@ -203,14 +223,34 @@ typedef struct bgi_op {
   const size_t *lens;
   size_t n;
   uint8_t *present;
+  bgi_hist *hist;              /* the operation's histograms by BG_OUTCOME_* (NULL: not recorded) */
 } bgi_op;
 
 /*
- * Runs op under g's policy: breaker, attempt, then the chain of the failure's class. Returns the
- * status; *source is the answer's BG_SOURCE_* (BG_SOURCE_REDIS for a successful add). After a
- * degraded answer err->status is BG_OK and err->msg says what was degraded.
+ * One operation under g's policy, as a task: the breaker, the attempt, then the chain of the
+ * failure's class (retries wait their backoff as SLEEPs). It ends with the status; source is the
+ * answer's BG_SOURCE_* (BG_SOURCE_REDIS for a successful add). After a degraded answer the status
+ * is BG_OK, err->status BG_OK and err->msg says what was degraded.
  */
-int bgi_guard_run(bgi_guard *g, const bgi_op *op, uint64_t deadline_ns, int *source, bgi_err *err);
+typedef struct bgi_guard_task {
+  bgi_task t;
+  int source;
+  /* what it runs */
+  bgi_guard *g;
+  bgi_op op;
+  uint64_t deadline_ns;
+  /* where it is */
+  int state, guarded, rejected, st, cls, chain_i;
+  int64_t retry;
+  size_t from, done;
+  bgi_policy *p;
+  uint64_t started_ns;   /* for the histogram (0 when op.hist is NULL) */
+} bgi_guard_task;
+
+void bgi_guard_task_init(bgi_guard_task *gt, bgi_guard *g, const bgi_op *op, uint64_t deadline_ns);
+
+/* Runs op under g's policy on this thread (bgi_guard_task through bgi_task_run, CALLs via exec). */
+int bgi_guard_run(bgi_guard *g, const bgi_op *op, uint64_t deadline_ns, bgi_exec_fn exec, int *source, bgi_err *err);
 
 /* ---- snapshot refresh (snapshot.c) ------------------------------------------------------------- */
 

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 
 #include "common/clock.h"
+#include "common/observe.h"
 #include "common/wait.h"
 
 void bgi_endpoint_label_url(bgi_endpoint *ep, const char *what) {
@@ -23,8 +24,7 @@ static const char *label(const bgi_endpoint *ep) { return ep->label[0] ? ep->lab
 
 /* Records the context's failure as a status (BG_ECONN for a closed or reset connection wherever it
  * happens; BG_ETLS only for a failure of TLS itself) and marks the connection unusable. */
-static int transport_error(bgi_conn *c, bgi_err *err) {
-  c->broken = 1;
+static int transport_status(bgi_conn *c, bgi_err *err) {
   if (c->tls && bgi_tls_failure(c->ctx, err) != BG_OK) return err->status;
   if (c->ctx->err == REDIS_ERR_EOF) return bgi_err_set(err, BG_ECONN, "the server closed the connection");
   if (c->ctx->err == REDIS_ERR_PROTOCOL) return bgi_err_set(err, BG_EPROTO, "protocol error: %s", c->ctx->errstr);
@@ -33,19 +33,35 @@ static int transport_error(bgi_conn *c, bgi_err *err) {
   return bgi_err_set(err, BG_ECONN, "connection error: %s", c->ctx->errstr);
 }
 
+static int transport_error(bgi_conn *c, bgi_err *err) {
+  int st = transport_status(c, err);
+  bgi_conn_mark_lost(c, st);
+  return st;
+}
+
+void bgi_conn_pushed(bgi_conn *c) {
+  bgi_tracking_pushed(c->track);
+  bgi_obs_add(c->up_obs, BGI_OBS_INVALIDATIONS, 1);
+}
+
+void bgi_conn_mark_lost(bgi_conn *c, int st) {
+  c->broken = 1;
+  if (!c->lost_status) c->lost_status = st;
+}
+
 ssize_t bgi_conn_send_some(bgi_conn *c, const char *p, size_t n, bgi_err *err) {
   ssize_t k;
   if (c->tls) {
     if ((k = bgi_tls_send(c->ctx, p, n)) >= 0) return k;
-    c->broken = 1;
     if (bgi_tls_failure(c->ctx, err) == BG_OK) bgi_err_set(err, BG_ECONN, "the connection was closed or reset");
+    bgi_conn_mark_lost(c, err->status);
     return -1;
   }
   do k = send(c->ctx->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
   while (k < 0 && errno == EINTR);
   if (k >= 0) return k;
   if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-  c->broken = 1;
+  bgi_conn_mark_lost(c, BG_ECONN);
   bgi_err_set(err, BG_ECONN, "writing to the server failed: %s", strerror(errno));
   return -1;
 }
@@ -62,7 +78,7 @@ int bgi_conn_buffered(const bgi_conn *c) { return c->tls && bgi_tls_buffered(c->
 static int wait_ready(bgi_conn *c, short events, uint64_t deadline_ns, uint64_t started_ns, bgi_err *err) {
   int r = bgi_poll_until(c->ctx->fd, events, deadline_ns, 0, NULL);
   if (r == 1) return BG_OK;
-  c->broken = 1;
+  bgi_conn_mark_lost(c, r == 0 ? BG_ETIMEOUT : BG_ECONN);
   if (r == 0)
     return bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within %lld ms",
                        (long long)bgi_ns_ms_ceil(deadline_ns - started_ns));
@@ -80,7 +96,7 @@ static int read_reply(bgi_conn *c, bgi_reply **out, uint64_t deadline_ns, uint64
 #ifdef REDIS_REPLY_PUSH
       if (((bgi_reply *)obj)->type == REDIS_REPLY_PUSH) {
         /* an invalidation: the replies behind it see the tracking epoch moved */
-        bgi_tracking_pushed(c->track);
+        bgi_conn_pushed(c);
         continue;
       }
 #endif
@@ -139,51 +155,55 @@ int bgi_reply_error(const bgi_reply *r, const char *what, bgi_err *err) {
   return bgi_err_set(err, BG_ESERVER, "%s: server error: %s", what, s);
 }
 
-static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, uint64_t deadline_ns, bgi_err *err) {
-  bgi_reply *rep[4 + BGI_TRACKING_HANDSHAKE_REPLIES];
+/* 1 when the handshake asks for RESP3 and tracking. */
+static int wants_tracking(const bgi_endpoint *ep, int flags) {
+  return ep->tracking && !(flags & BGI_CONN_NO_TRACKING) && bgi_tracking_supported();
+}
+
+int bgi_conn_handshake_build(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_buf *out, size_t *nreplies,
+                             bgi_err *err) {
   size_t n = 0;
   size_t ulen = ep->user ? strlen(ep->user) : 0, plen = ep->password ? strlen(ep->password) : 0;
   const char *name = ep->client_name ? ep->client_name : "bloomguard";
   int st;
-
-  bgi_buf_reset(&c->out);
-  if ((st = bgi_buf_reserve(&c->out, bgi_resp_bound(9, ulen + plen + strlen(name) + 64))) != BG_OK)
+  if ((st = bgi_buf_reserve(out, bgi_resp_bound(9, ulen + plen + strlen(name) + 64))) != BG_OK)
     return bgi_err_set(err, st, "out of memory");
   if (ep->password) {
-    bgi_resp_array(&c->out, ep->user ? 3 : 2);
-    bgi_resp_cstr(&c->out, "AUTH");
-    if (ep->user) bgi_resp_bulk(&c->out, ep->user, ulen);
-    bgi_resp_bulk(&c->out, ep->password, plen);
+    bgi_resp_array(out, ep->user ? 3 : 2);
+    bgi_resp_cstr(out, "AUTH");
+    if (ep->user) bgi_resp_bulk(out, ep->user, ulen);
+    bgi_resp_bulk(out, ep->password, plen);
     n++;
   }
   if (ep->db) {
-    bgi_resp_array(&c->out, 2);
-    bgi_resp_cstr(&c->out, "SELECT");
-    bgi_resp_u64(&c->out, (uint64_t)ep->db);
+    bgi_resp_array(out, 2);
+    bgi_resp_cstr(out, "SELECT");
+    bgi_resp_u64(out, (uint64_t)ep->db);
     n++;
   }
-  bgi_resp_array(&c->out, 3);
-  bgi_resp_cstr(&c->out, "CLIENT");
-  bgi_resp_cstr(&c->out, "SETNAME");
-  bgi_resp_cstr(&c->out, name);
+  bgi_resp_array(out, 3);
+  bgi_resp_cstr(out, "CLIENT");
+  bgi_resp_cstr(out, "SETNAME");
+  bgi_resp_cstr(out, name);
   n++;
   if (ep->require_master) {
-    bgi_resp_array(&c->out, 1);
-    bgi_resp_cstr(&c->out, "ROLE");
+    bgi_resp_array(out, 1);
+    bgi_resp_cstr(out, "ROLE");
     n++;
   }
-  int want_tracking = ep->tracking && !(flags & BGI_CONN_NO_TRACKING) && bgi_tracking_supported();
-  uint64_t epoch_before = bgi_tracking_epoch(c->track);
-  if (want_tracking) {
-    if (bgi_tracking_append_handshake(&c->out, __atomic_load_n(&ep->probe_slot, __ATOMIC_RELAXED)) != BG_OK)
+  c->hs_tracking = wants_tracking(ep, flags);
+  c->hs_epoch = bgi_tracking_epoch(c->track);
+  if (c->hs_tracking) {
+    if (bgi_tracking_append_handshake(out, __atomic_load_n(&ep->probe_slot, __ATOMIC_RELAXED)) != BG_OK)
       return bgi_err_set(err, BG_ENOMEM, "out of memory");
     n += BGI_TRACKING_HANDSHAKE_REPLIES;
   }
-  st = bgi_conn_roundtrip(c, rep, n, deadline_ns, err);
-  /* the handshake secret must not linger in the reusable buffer */
-  memset(c->out.data, 0, c->out.len);
-  if (st != BG_OK) return st;
+  *nreplies = n;
+  return BG_OK;
+}
 
+int bgi_conn_handshake_take(bgi_conn *c, const bgi_endpoint *ep, bgi_reply **rep, size_t n, bgi_err *err) {
+  (void)n;
   size_t i = 0;
   if (ep->password) {
     bgi_reply *r = rep[i++];
@@ -219,7 +239,46 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, uint64_t de
   /* Tracking is an optimisation: a server before 6.0 (no HELLO), a read-only replica (the probe
    * writes), or one whose ACL or renamed commands refuse a step, is used with the full check on
    * every query. A connection whose HELLO worked stays in RESP3, which every parse accepts. */
-  if (want_tracking) bgi_tracking_take_handshake(c->track, rep + i + 1, epoch_before);
+  if (c->hs_tracking) bgi_tracking_take_handshake(c->track, rep + i + 1, c->hs_epoch);
+  /* up: counted among the client's connections until it is dropped */
+  c->up = 1;
+  c->up_ep = ep;
+  c->up_obs = ep->obs;
+  bgi_obs_add(ep->obs, BGI_OBS_CONNS, 1);
+  return BG_OK;
+}
+
+
+static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, uint64_t deadline_ns, bgi_err *err) {
+  bgi_reply *rep[4 + BGI_TRACKING_HANDSHAKE_REPLIES];
+  size_t n = 0;
+  bgi_buf_reset(&c->out);
+  int st = bgi_conn_handshake_build(c, ep, flags, &c->out, &n, err);
+  if (st == BG_OK) st = bgi_conn_roundtrip(c, rep, n, deadline_ns, err);
+  /* the handshake secret must not linger in the reusable buffer */
+  memset(c->out.data, 0, c->out.len);
+  if (st != BG_OK) return st;
+  return bgi_conn_handshake_take(c, ep, rep, n, err);
+}
+
+/* The TCP (or unix) connect on a non-blocking socket, waiting for it by until_ns; timeout_st: the
+ * status when that passes. */
+/* The non-blocking TCP (or unix) connect begun. */
+static int start_connect(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
+  if (ep->url.is_unix) c->ctx = redisConnectUnixNonBlock(ep->url.path);
+  else c->ctx = redisConnectNonBlock(ep->url.host, ep->url.port);
+  if (!c->ctx) return bgi_err_set(err, BG_ENOMEM, "out of memory creating a connection");
+  if (c->ctx->err) return bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", label(ep), c->ctx->errstr);
+  return BG_OK;
+}
+
+/* The socket became writable (or failed): whether the connect worked. */
+static int connect_done(bgi_conn *c, const bgi_endpoint *ep, int poll_failed, bgi_err *err) {
+  int soerr = 0;
+  socklen_t len = sizeof soerr;
+  if (poll_failed || getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
+  if (soerr) return bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", label(ep), strerror(soerr));
+  if (!ep->url.is_unix) redisEnableKeepAlive(c->ctx);
   return BG_OK;
 }
 
@@ -227,20 +286,60 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, uint64_t de
  * status when that passes. */
 static int tcp_connect(bgi_conn *c, const bgi_endpoint *ep, uint64_t until_ns, int timeout_st, int64_t budget_ms,
                        bgi_err *err) {
-  if (ep->url.is_unix) c->ctx = redisConnectUnixNonBlock(ep->url.path);
-  else c->ctx = redisConnectNonBlock(ep->url.host, ep->url.port);
-  if (!c->ctx) return bgi_err_set(err, BG_ENOMEM, "out of memory creating a connection");
-  if (c->ctx->err) return bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", label(ep), c->ctx->errstr);
+  int st = start_connect(c, ep, err);
+  if (st != BG_OK) return st;
   int r = bgi_poll_until(c->ctx->fd, POLLOUT, until_ns, 1, NULL);
   if (r == BG_ECANCELED) return bgi_cancel_err(err, "connecting");
   if (r == 0)
     return bgi_err_set(err, timeout_st, "cannot connect to %s within %lld ms%s", label(ep), (long long)budget_ms,
                        timeout_st == BG_ETIMEOUT ? " (the call's deadline)" : "");
-  int soerr = 0;
-  socklen_t len = sizeof soerr;
-  if (r < 0 || getsockopt(c->ctx->fd, SOL_SOCKET, SO_ERROR, &soerr, &len) != 0) soerr = errno;
-  if (soerr) return bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", label(ep), strerror(soerr));
-  if (!ep->url.is_unix) redisEnableKeepAlive(c->ctx);
+  return connect_done(c, ep, r < 0, err);
+}
+
+/* bgi_conn_connecting states */
+#define CONNECTING_TCP 1
+#define CONNECTING_TLS 2
+
+/* The host a TLS connection checks the certificate against. */
+static const char *tls_host(const bgi_endpoint *ep) { return ep->url.is_unix ? "localhost" : ep->url.host; }
+
+int bgi_conn_start(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
+  bgi_conn_drop(c);
+  if (!c->track) c->track = &c->own_track;
+  c->broken = 0;
+  c->calls = 0;
+  int st = start_connect(c, ep, err);
+  if (st != BG_OK) {
+    bgi_conn_drop(c);
+    return st;
+  }
+  c->connecting = CONNECTING_TCP;
+  return BG_OK;
+}
+
+int bgi_conn_connect_step(bgi_conn *c, const bgi_endpoint *ep, short *want, bgi_err *err) {
+  int st = BG_OK;
+  if (c->connecting == CONNECTING_TCP) {
+    if ((st = connect_done(c, ep, 0, err)) != BG_OK) return st;
+    c->connecting = 0;
+    if (ep->tls) {
+      if ((st = bgi_tls_start(ep->tls, c->ctx, tls_host(ep), label(ep), err)) != BG_OK) {
+        bgi_err_prefix(err, label(ep));
+        return st;
+      }
+      c->connecting = CONNECTING_TLS;
+    }
+  }
+  if (c->connecting == CONNECTING_TLS) {
+    if ((st = bgi_tls_step(c->ctx, want, err)) == 1) return 1;
+    if (st != BG_OK) {
+      bgi_err_prefix(err, label(ep));
+      return st;
+    }
+    c->connecting = 0;
+    c->tls = 1;
+  }
+  bgi_reply_attach(c->ctx, &c->arena);
   return BG_OK;
 }
 
@@ -259,8 +358,7 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, uint64_t deadline_ns, int
   /* a call with no deadline of its own: the handshakes are a round trip like any other of its */
   if (!deadline_ns) until = bgi_deadline_in_ms(ep->command_timeout_ms);
   if (ep->tls) {
-    if ((st = bgi_tls_connect(ep->tls, c->ctx, ep->url.is_unix ? "localhost" : ep->url.host, label(ep), until,
-                              err)) != BG_OK) {
+    if ((st = bgi_tls_connect(ep->tls, c->ctx, tls_host(ep), label(ep), until, err)) != BG_OK) {
       if (st != BG_ECANCELED) bgi_err_prefix(err, label(ep));
       goto fail;
     }
@@ -276,10 +374,33 @@ fail:
   return st;
 }
 
+/* A connection that was up goes: uncounted, and told when it broke. */
+static void went_down(bgi_conn *c) {
+  bgi_obs *o = c->up_obs;
+  c->up = 0;
+  c->up_obs = NULL;
+  if (!o) return;
+  bgi_obs_add(o, BGI_OBS_CONNS, -1);
+  if (!c->broken) return;
+  bgi_obs_add(o, BGI_OBS_CONNS_LOST, 1);
+  if (bgi_obs_on(o)) {
+    int st = c->lost_status ? c->lost_status : BG_ECONN;
+    int64_t v[BG_EVENT_NVALUES] = {0};
+    v[BG_EV_STATUS] = st;
+    v[BG_EV_COUNT] = (int64_t)c->calls;
+    bgi_obs_emit(o, BG_EVENT_CONNECTION_LOST, "", v, "connection to %s lost after %llu round trips (%s: %s); the "
+                 "next call reconnects", label(c->up_ep), (unsigned long long)c->calls, bg_status_name(st),
+                 bg_strerror(st));
+  }
+}
+
 void bgi_conn_drop(bgi_conn *c) {
-  if (c->ctx) redisFree(c->ctx);
+  if (c->up) went_down(c);
+  c->lost_status = 0;
+  if (c->ctx) redisFree(c->ctx);   /* and a TLS handshake's state under way (bgi_tls_start) */
   c->ctx = NULL;
   c->tls = 0;
+  c->connecting = 0;
   if (c->track) bgi_tracking_reset(c->track);
   c->no_verdict = 0;
   c->broken = 0;
@@ -290,6 +411,8 @@ void bgi_conn_free(bgi_conn *c) {
   bgi_arena_free(&c->arena);
   bgi_buf_free(&c->out);
   bgi_buf_free(&c->alt);
+  free(c->is_asking);
+  c->is_asking = NULL;
   free(c->idx);
   c->idx = NULL;
   c->idx_cap = 0;

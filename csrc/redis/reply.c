@@ -14,7 +14,7 @@ static void *arena_alloc(bgi_arena *a, size_t n) {
   n = (n + 15) & ~(size_t)15;
   a->total += n;
   if (!a->head || a->head->cap - a->head->used < n) {
-    size_t cap = a->head ? a->head->cap * 2 : 64 * 1024;
+    size_t cap = a->head ? a->head->cap * 2 : a->first_cap ? a->first_cap : 64 * 1024;
     while (cap < n) cap *= 2;
     bgi_arena_block *b = malloc(sizeof *b + cap);
     if (!b) {

@@ -27,6 +27,8 @@ typedef struct bgi_arena {
   bgi_arena_block *head;         /* block being filled; older blocks follow */
   size_t total;                  /* bytes handed out since the last reset */
   int failed;                    /* an allocation failed while parsing the current reply */
+  size_t first_cap;              /* the first block's size (0: 64 KiB); a workspace of many small
+                                    requests in flight (a submission queue's) starts small */
 } bgi_arena;
 
 /* An array, or (RESP3, hiredis >= 1.0) a map: both hold key, value, key, value, ... */

@@ -181,6 +181,7 @@ typedef struct tls_conn {
   int ssl_error;            /* SSL_get_error of the last failed read or write */
   unsigned long err_code;   /* OpenSSL's error queue then (SSL_ERROR_SSL) */
   int in_write;             /* that was a write */
+  char name_shown[256];     /* the name checked, as a message may show it (during the handshake) */
 } tls_conn;
 
 /* A failed SSL call's SSL_get_error, with OpenSSL's error recorded for bgi_tls_failure. */
@@ -312,14 +313,13 @@ int bgi_tls_failure(redisContext *ctx, bgi_err *err) {
   return st;
 }
 
-int bgi_tls_connect(const bgi_tls *t, redisContext *ctx, const char *host, const char *shown, uint64_t deadline_ns,
-                    bgi_err *err) {
+int bgi_tls_start(const bgi_tls *t, redisContext *ctx, const char *host, const char *shown, bgi_err *err) {
   const char *name = t->server_name ? t->server_name : host;
-  /* the name checked, in a message: the option's, or an IP address; a name of the URL by its place */
-  const char *name_shown = t->server_name || is_ip(host) ? name : shown;
   tls_conn *tc = calloc(1, sizeof *tc);
   int st = BG_OK;
   if (!tc) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  /* the name checked, in a message: the option's, or an IP address; a name of the URL by its place */
+  snprintf(tc->name_shown, sizeof tc->name_shown, "%s", t->server_name || is_ip(host) ? name : shown);
   ERR_clear_error();
   SSL *ssl = tc->ssl = SSL_new(t->ctx);
   BIO *bio = ssl ? bio_new(ctx->fd) : NULL;
@@ -337,42 +337,62 @@ int bgi_tls_connect(const bgi_tls *t, redisContext *ctx, const char *host, const
     X509_VERIFY_PARAM *p = SSL_get0_param(ssl);
     X509_VERIFY_PARAM_set_hostflags(p, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
     if (is_ip(name) ? X509_VERIFY_PARAM_set1_ip_asc(p, name) != 1 : X509_VERIFY_PARAM_set1_host(p, name, 0) != 1) {
-      st = bgi_err_set(err, BG_ETLS, "TLS: cannot check the server's name \"%.200s\"", name_shown);
+      st = bgi_err_set(err, BG_ETLS, "TLS: cannot check the server's name \"%.200s\"", tc->name_shown);
       goto fail;
     }
   }
   SSL_set_connect_state(ssl);
-  for (;;) {
-    ERR_clear_error();
-    int r = SSL_do_handshake(ssl);
-    if (r == 1) break;
-    int e = note_failure(tc, r);
-    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
-      int w = bgi_poll_until(ctx->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT, deadline_ns, 1, NULL);
-      if (w == 1) continue;
-      if (w == BG_ECANCELED) st = bgi_cancel_err(err, "the TLS handshake");
-      else if (w == 0) st = bgi_err_set(err, BG_ETIMEOUT, "TLS: the handshake did not finish in time");
-      else st = bgi_err_set(err, BG_ECONN, "TLS: poll failed: %s", strerror(errno));
-      goto fail;
-    }
-    long verify = SSL_get_verify_result(ssl);
-    int name_err = verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH;
-    if (verify != X509_V_OK)
-      st = bgi_err_set(err, BG_ETLS, "TLS: the server's certificate was refused: %s%s%.200s%s",
-                       X509_verify_cert_error_string(verify), name_err ? " (it is not for " : "", name_err ? name_shown : "",
-                       name_err ? "; BG_OPT_TLS_SERVER_NAME names the one to expect)" : "");
-    else if ((st = tls_own_failure(e, tc->err_code, "during the handshake", err)) == BG_OK)
-      st = bgi_err_set(err, BG_ECONN, "the server closed the connection during the TLS handshake%s%s",
-                       e == SSL_ERROR_SYSCALL && errno ? ": " : "", e == SSL_ERROR_SYSCALL && errno ? strerror(errno) : "");
-    goto fail;
-  }
   ERR_clear_error();
+  /* the context owns it from now on (freed with the context, handshake done or not) */
   ctx->privctx = tc;
   ctx->funcs = funcs_for(ctx);
   return BG_OK;
 fail:
   ERR_clear_error();
   tls_free(tc);
+  return st;
+}
+
+int bgi_tls_step(redisContext *ctx, short *want, bgi_err *err) {
+  tls_conn *tc = ctx->privctx;
+  int st;
+  ERR_clear_error();
+  errno = 0;
+  int r = SSL_do_handshake(tc->ssl);
+  if (r == 1) {
+    ERR_clear_error();
+    return BG_OK;
+  }
+  int e = note_failure(tc, r);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    *want = e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT;
+    ERR_clear_error();
+    return 1;
+  }
+  long verify = SSL_get_verify_result(tc->ssl);
+  int name_err = verify == X509_V_ERR_HOSTNAME_MISMATCH || verify == X509_V_ERR_IP_ADDRESS_MISMATCH;
+  if (verify != X509_V_OK)
+    st = bgi_err_set(err, BG_ETLS, "TLS: the server's certificate was refused: %s%s%.200s%s",
+                     X509_verify_cert_error_string(verify), name_err ? " (it is not for " : "",
+                     name_err ? tc->name_shown : "", name_err ? "; BG_OPT_TLS_SERVER_NAME names the one to expect)" : "");
+  else if ((st = tls_own_failure(e, tc->err_code, "during the handshake", err)) == BG_OK)
+    st = bgi_err_set(err, BG_ECONN, "the server closed the connection during the TLS handshake%s%s",
+                     e == SSL_ERROR_SYSCALL && errno ? ": " : "", e == SSL_ERROR_SYSCALL && errno ? strerror(errno) : "");
+  ERR_clear_error();
+  return st;
+}
+
+int bgi_tls_connect(const bgi_tls *t, redisContext *ctx, const char *host, const char *shown, uint64_t deadline_ns,
+                    bgi_err *err) {
+  int st = bgi_tls_start(t, ctx, host, shown, err);
+  short want = 0;
+  while (st == BG_OK && (st = bgi_tls_step(ctx, &want, err)) == 1) {
+    int w = bgi_poll_until(ctx->fd, want, deadline_ns, 1, NULL);
+    if (w == 1) st = BG_OK;
+    else if (w == BG_ECANCELED) st = bgi_cancel_err(err, "the TLS handshake");
+    else if (w == 0) st = bgi_err_set(err, BG_ETIMEOUT, "TLS: the handshake did not finish in time");
+    else st = bgi_err_set(err, BG_ECONN, "TLS: poll failed: %s", strerror(errno));
+  }
   return st;
 }
 
@@ -393,6 +413,16 @@ void bgi_tls_free(bgi_tls *t) { (void)t; }
 int bgi_tls_connect(const bgi_tls *t, redisContext *ctx, const char *host, const char *shown, uint64_t deadline_ns,
                     bgi_err *err) {
   (void)t, (void)ctx, (void)host, (void)shown, (void)deadline_ns;
+  return bgi_err_set(err, BG_ENOTSUP, "TLS is not available in this build");
+}
+
+int bgi_tls_start(const bgi_tls *t, redisContext *ctx, const char *host, const char *shown, bgi_err *err) {
+  (void)t, (void)ctx, (void)host, (void)shown;
+  return bgi_err_set(err, BG_ENOTSUP, "TLS is not available in this build");
+}
+
+int bgi_tls_step(redisContext *ctx, short *want, bgi_err *err) {
+  (void)ctx, (void)want;
   return bgi_err_set(err, BG_ENOTSUP, "TLS is not available in this build");
 }
 

@@ -283,10 +283,48 @@ static int fake_query_attempt(void *ctx, uint64_t deadline_ns, size_t from, size
 static const void *ITEMS[3] = {"a", "b", "c"};
 static const size_t LENS[3] = {1, 1, 1};
 
+/* The engine takes its attempts as tasks (common/task.h): this one runs a fake step (above) when
+ * resumed and ends at once. */
+typedef int (*fake_step_fn)(void *ctx, uint64_t deadline_ns, size_t from, size_t *done, bgi_err *err);
+typedef struct fake_op {
+  bgi_task t;
+  fake_step_fn fn;
+  void *inner;
+  uint64_t deadline_ns;
+  size_t from, *done;
+} fake_op;
+
+static int resume_fake(bgi_task *t, int st, bgi_err *err) {
+  fake_op *fo = (fake_op *)t;
+  size_t d = fo->from;
+  (void)st;
+  st = fo->fn(fo->inner, fo->deadline_ns, fo->from, &d, err);
+  /* the engine's attempts count what they finished from `from` on */
+  *fo->done = st != BG_OK && d > fo->from ? d - fo->from : 0;
+  return bgi_task_done(t, st);
+}
+
+static bgi_task *fake_task(void *ctx, uint64_t deadline_ns, size_t from, size_t *done) {
+  fake_op *fo = ctx;
+  bgi_task_init(&fo->t, resume_fake);
+  fo->deadline_ns = deadline_ns;
+  fo->from = from;
+  fo->done = done;
+  return &fo->t;
+}
+
+/* An op whose attempts run fn(inner, ...). */
+static bgi_op fake_op_of(fake_op *fo, int is_add, fake_step_fn fn, void *inner, uint8_t *present) {
+  fo->fn = fn;
+  fo->inner = inner;
+  return (bgi_op){is_add, fake_task, fo, ITEMS, LENS, 3, present, NULL};
+}
+
 static int run_query(bgi_guard *g, fake_query *q, uint64_t deadline, int *source, bgi_err *err) {
-  bgi_op op = {0, fake_query_attempt, q, ITEMS, LENS, 3, q->present};
+  fake_op fo;
+  bgi_op op = fake_op_of(&fo, 0, fake_query_attempt, q, q->present);
   memset(err, 0, sizeof *err);
-  return bgi_guard_run(g, &op, deadline, source, err);
+  return bgi_guard_run(g, &op, deadline, NULL, source, err);
 }
 
 static bg_policy *quick_policy(void) {
@@ -487,8 +525,9 @@ static void test_engine_adds(void) {
   bgi_guard_publish_snapshot(&g, s);
   int conn[] = {BG_ECONN};
   fake fk = {conn, 1, 0, 0, 0};
-  bgi_op op = {1, fake_attempt, &fk, ITEMS, LENS, 3, NULL};
-  CHECK_STATUS(bgi_guard_run(&g, &op, 0, &source, &err), BG_ECONN);
+  fake_op fo;
+  bgi_op op = fake_op_of(&fo, 1, fake_attempt, &fk, NULL);
+  CHECK_STATUS(bgi_guard_run(&g, &op, 0, NULL, &source, &err), BG_ECONN);
   CHECK_EQ_INT(atomic_load(&fk.calls), 3);   /* the first attempt and two retries */
   CHECK_EQ_INT(atomic_load(&cb.calls), 0);
   CHECK_EQ_INT(stat(&g, BG_STAT_ADDS), 1);
@@ -497,8 +536,8 @@ static void test_engine_adds(void) {
   /* a retry that works */
   int then_ok[] = {BG_ECONN, BG_ECONN, BG_OK};
   fake fk2 = {then_ok, 3, 0, 0, 0};
-  op.ctx = &fk2;
-  CHECK_OK(bgi_guard_run(&g, &op, 0, &source, &err));
+  op = fake_op_of(&fo, 1, fake_attempt, &fk2, NULL);
+  CHECK_OK(bgi_guard_run(&g, &op, 0, NULL, &source, &err));
   CHECK_EQ_INT(source, BG_SOURCE_REDIS);
   CHECK_EQ_INT(stat(&g, BG_STAT_ADDS), 2);
   CHECK_EQ_INT(stat(&g, BG_STAT_ADD_ERRORS), 1);
@@ -549,9 +588,10 @@ static void test_engine_breaker(void) {
   for (int i = 0; i < 2; i++) run_query(&g, &q, 0, &source, &err);
   CHECK_EQ_INT(stat(&g, BG_STAT_BREAKER_STATE), BG_BREAKER_OPEN);
   fake fk = {conn, 1, 0, 0, 0};
-  bgi_op add = {1, fake_attempt, &fk, ITEMS, LENS, 3, NULL};
+  fake_op fo;
+  bgi_op add = fake_op_of(&fo, 1, fake_attempt, &fk, NULL);
   memset(&err, 0, sizeof err);
-  CHECK_STATUS(bgi_guard_run(&g, &add, 0, &source, &err), BG_ECONN);
+  CHECK_STATUS(bgi_guard_run(&g, &add, 0, NULL, &source, &err), BG_ECONN);
   CHECK_EQ_INT(atomic_load(&fk.calls), 0);
   CHECK_CONTAINS(err.msg, "circuit breaker open");
   /* a new policy resets it */

@@ -120,7 +120,7 @@ expect_out "--help lists exit codes" '^  64  usage error'
 expect_out "--help lists the commands" 'contains NAME \[ITEM\.\.\.\]'
 run_raw -h
 expect_rc "-h" 0
-for c in info init add contains count delete expire persist rotate version; do
+for c in info init add contains count delete expire persist rotate stats version; do
   run_raw "$c" --help
   if [ "$RC" -eq 0 ] && grep -q "usage: bloomguard .*$c" "$OUT"; then ok "$c --help"; else bad "$c --help"; fi
 done
@@ -576,6 +576,11 @@ run rotate "$R" --expected 30000 --fpp 0.001 --from "$WORK/in3000" --wait-ms 400
 ms=$(( ($(date +%s%N) - start) / 1000000 ))
 expect_rc "--wait-ms 400 while another rotation runs" 2
 if [ "$ms" -ge 350 ]; then ok "--wait-ms 400 waited (${ms} ms)"; else bad "--wait-ms 400 waited (${ms} ms)"; fi
+# add --from into the (empty) filter while that rotation holds it: not the bulk path (it would be a
+# second rotation) but the plain adds, which the running rotation records
+run --json add "$R" --from "$WORK/in3000"
+expect_rc "add --from into an empty filter another rotation holds" 0
+expect_json "add --from during a rotation: the plain path" "d['bulk'] is False and d['items'] == 3000"
 # A background job of a shell without job control starts with SIGINT ignored, and so does every
 # process when this script itself was started in the background (nohup, `cmd &` from a script,
 # many CI runners): bash cannot undo a disposition it inherited, not even under set -m. `rotate`
@@ -788,6 +793,10 @@ expect_rc "info after delete" 2
 # ---- --version, help, --json errors, add --from and its bulk path, add's progress bar ------------
 # shellcheck source=tests/cli/usability_checks.sh
 . "$(dirname "$0")/usability_checks.sh"
+
+# ---- stats: probes, counters, latency histograms -----------------------------------------
+# shellcheck source=tests/cli/stats_checks.sh
+. "$(dirname "$0")/stats_checks.sh"
 
 # ---- passwords and messages (issue 11) ----------------------------------------------------
 # shellcheck source=tests/cli/password_checks.sh

@@ -14,7 +14,7 @@
 #   BG_RACE_REINSTALL=1  reinstall the binding there first (it embeds the C library: after a C
 #                     change, unless bindings/python/ci.sh ran since)
 #   BG_SKIP_INTEROP=1 no Java (Redisson) reader, so no Maven and no JDK needed
-#   BG_RACE_LANGS     the languages to run (default c,python,go,java)
+#   BG_RACE_LANGS     the languages to run (default c,c1,python,pyaio,go,java)
 # Exits with pytest's status; "no tests collected" (5) is a failure like any other non-zero one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -62,7 +62,7 @@ export BG_RACE_GO_WORKER=$BUILD/race/race_worker_go
 
 # Java (Redisson) reader: compiled, and its classpath written by the dependency plugin
 if [ "${BG_SKIP_INTEROP:-0}" = 1 ]; then
-  export BG_RACE_LANGS=${BG_RACE_LANGS:-c,c1,python,go}
+  export BG_RACE_LANGS=${BG_RACE_LANGS:-c,c1,python,pyaio,go}
   say "BG_SKIP_INTEROP=1: no Redisson reader"
 else
   mvn_build() {
@@ -76,5 +76,5 @@ else
   export BG_RACE_JAVA_CP="$TOP/tests/race/java/target/classes:$(cat tests/race/java/target/classpath.txt)"
 fi
 
-say "workers built; running the suite (${BG_RACE_LANGS:-c,python,go,java})"
+say "workers built; running the suite (${BG_RACE_LANGS:-c,c1,python,pyaio,go,java})"
 "$VENV/bin/python" -m pytest -p no:cacheprovider -q tests/race "$@"

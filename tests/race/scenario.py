@@ -27,7 +27,7 @@ from workers import WRITERS, fault_command
 
 #: pauses between two operations, in microseconds: enough readers' traffic to land inside every
 #: rotation, without starving the rotators on a 2-core machine shared with builds
-QUERY_PAUSE_US = {"c": 500, "c1": 500, "cfault": 500, "go": 500, "python": 0, "java": 500}
+QUERY_PAUSE_US = {"c": 500, "c1": 500, "cfault": 500, "go": 500, "python": 0, "pyaio": 0, "java": 500}
 ADD_PAUSE_US = 5000
 ADD_CAP = 3000
 #: caps for a worker that never sees the stop file, and for waiting on workers

@@ -29,7 +29,7 @@ from workers import WRITERS
 
 SAME = [20000]
 RESIZE = [20000, 30000]   # alternating: every other rotation changes size and k under the readers
-BLOOMGUARD_READERS = ("c", "c1", "python", "go")
+BLOOMGUARD_READERS = ("c", "c1", "python", "pyaio", "go")
 #: A library defect the cluster scenarios find (reported, not fixed here: csrc/ is not this
 #: suite's to change). The delta merge of a rotation's drain and commit scripts (LRANGE, then
 #: LTRIM that deletes the list once consumed, then LRANGE again) touches a key it deleted
@@ -79,7 +79,7 @@ def every_worker_worked(o: Outcome, langs: List[str]) -> None:
     assert sorted(rotators) == sorted(set(langs) & set(WRITERS)), "a writing language did not rotate"
     if "c1" in langs:  # built against hiredis 1.x: its queries must have taken the tracked path
         assert readers["c1"].get("tracked", 0) > 0, "the c1 reader never read the bits alone (tracking off?)"
-    for lang in ("python", "go"):  # the bindings, built with hiredis >= 1.0 by default, too
+    for lang in ("python", "pyaio", "go"):  # the bindings, built with hiredis >= 1.0 by default, too
         if lang in langs and readers.get(lang, {}).get("can_track"):
             assert readers[lang].get("tracked", 0) > 0, "the %s reader never read the bits alone" % lang
 

@@ -27,7 +27,7 @@ ROOT = HERE.parents[1]
 #: Languages that rotate and add (the Redisson worker only reads: Redisson knows nothing of a
 #: rotation, and its add() would bypass the delta a swap rotation merges).
 WRITERS = ("c", "python", "go")
-ALL = ("c", "c1", "python", "go", "java")
+ALL = ("c", "c1", "python", "pyaio", "go", "java")
 
 
 def languages() -> List[str]:
@@ -58,6 +58,8 @@ def commands(langs: List[str]) -> Dict[str, List[str]]:
     for lang in langs:
         if lang == "python":
             out[lang] = [sys.executable, str(HERE / "workers" / "race_worker.py")]
+        elif lang == "pyaio":  # the same worker, its queries through bloomguard.aio (a reader only)
+            out[lang] = [sys.executable, str(HERE / "workers" / "race_worker.py"), "--aio"]
         elif lang == "java":
             out[lang] = _java_command()
         else:

@@ -34,7 +34,8 @@ from ._ffi import cstr, ffi, lib
 from ._handle import Handle
 from ._options import seconds_to_ms
 
-__all__ = ["TimeoutArg", "invoke", "invoke_answer", "run_with_call", "run_or_raise", "timeout_ms", "park_callback_error", "SOURCES"]
+__all__ = ["TimeoutArg", "invoke", "invoke_answer", "run_with_call", "run_or_raise", "timeout_ms", "park_callback_error",
+           "take_callback_error", "SOURCES"]
 
 TimeoutArg = Optional[float]
 
@@ -99,6 +100,12 @@ def _take_parked() -> Optional[BaseException]:
         _local.cb_error = None
         _parked -= 1
     return exc
+
+
+def take_callback_error() -> Optional[BaseException]:
+    """The exception a callback parked on this thread, taken (None when there is none): for the
+    callers that run callbacks outside :func:`invoke` (bloomguard.aio's poll)."""
+    return _take_parked() if _parked else None
 
 
 def timeout_ms(timeout: TimeoutArg) -> int:

@@ -4,7 +4,9 @@
 // Roles, as in the C worker (tests/race/c/race_worker.c):
 //
 //	query   queries base items and items whose add already returned OK (read from the added
-//	        file before they are queried), one at a time and in batches;
+//	        file before they are queried), one at a time and in batches, from -goroutines
+//	        goroutines at once on one Filter: their calls go through the binding's submission
+//	        queue (-queues; 0: the blocking calls);
 //	add     appends each new item to the database file, adds it, and appends it to the added
 //	        file only once the add returned OK;
 //	rotate  -count rotations in a row, each reading the database file after the rotation began.
@@ -23,6 +25,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	bloomguard "github.com/bloomguard/bloomguard/bindings/go"
@@ -37,6 +40,7 @@ type args struct {
 	expected                                                       []int64
 	fpp                                                            float64
 	holdMS, pauseUS                                                int
+	goroutines, queues                                             int
 }
 
 type counts struct {
@@ -120,59 +124,85 @@ func stopper(a *args) func() bool {
 	}
 }
 
+// runQuery runs a.goroutines readers at once on the one Filter (the binding's submission queue
+// carries their calls: many in flight, no OS thread each), each as the C worker's loop; one of
+// them keeps the shared pool of items fresh.
 func runQuery(ctx context.Context, a *args, f *bloomguard.Filter, c *counts) {
 	pool, _ := readLines(a.items, 0)
 	if len(pool) == 0 {
 		fail("no base items in %s", a.items)
 	}
+	var mu sync.RWMutex // guards pool
 	var addedOff int64
 	var refreshed time.Time
 	stop := stopper(a)
-	batch := make([][]byte, batchSize)
-	for first := true; !stop(); first = false {
-		if time.Since(refreshed) > 20*time.Millisecond { // items added meanwhile: checked from now on
-			var more [][]byte
-			more, addedOff = readLines(a.added, addedOff)
-			pool = append(pool, more...)
-			refreshed = time.Now()
-		}
-		item := pool[rand.IntN(len(pool))]
-		c.Queries++
-		c.Checked++
-		if ok, err := f.Contains(ctx, item); err != nil {
-			c.Errors++
-			if errors.Is(err, bloomguard.ErrLocked) {
-				c.Locked++
-			}
-			c.note("contains: %v", err)
-		} else if !ok {
-			c.FalseNegatives++
-			c.note("false negative: %s", item)
-		}
-		for j := range batch {
-			batch[j] = pool[rand.IntN(len(pool))]
-		}
-		c.Queries++
-		c.Checked += batchSize
-		if present, err := f.ContainsMany(ctx, batch); err != nil {
-			c.Errors++
-			if errors.Is(err, bloomguard.ErrLocked) {
-				c.Locked++
-			}
-			c.note("contains_many: %v", err)
-		} else {
-			for j, ok := range present {
-				if !ok {
+	var wg sync.WaitGroup
+	var ready sync.Once
+	all := make([]counts, a.goroutines)
+	for g := range all {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := &all[g]
+			batch := make([][]byte, batchSize)
+			for !stop() {
+				if g == 0 && time.Since(refreshed) > 20*time.Millisecond { // items added meanwhile: checked from now on
+					more, off := readLines(a.added, addedOff)
+					mu.Lock()
+					pool, addedOff = append(pool, more...), off
+					mu.Unlock()
+					refreshed = time.Now()
+				}
+				mu.RLock()
+				item := pool[rand.IntN(len(pool))]
+				for j := range batch {
+					batch[j] = pool[rand.IntN(len(pool))]
+				}
+				mu.RUnlock()
+				c.Queries++
+				c.Checked++
+				if ok, err := f.Contains(ctx, item); err != nil {
+					c.Errors++
+					if errors.Is(err, bloomguard.ErrLocked) {
+						c.Locked++
+					}
+					c.note("contains: %v", err)
+				} else if !ok {
 					c.FalseNegatives++
-					c.note("false negative: %s", batch[j])
+					c.note("false negative: %s", item)
+				}
+				c.Queries++
+				c.Checked += batchSize
+				if present, err := f.ContainsMany(ctx, batch); err != nil {
+					c.Errors++
+					if errors.Is(err, bloomguard.ErrLocked) {
+						c.Locked++
+					}
+					c.note("contains_many: %v", err)
+				} else {
+					for j, ok := range present {
+						if !ok {
+							c.FalseNegatives++
+							c.note("false negative: %s", batch[j])
+						}
+					}
+				}
+				ready.Do(func() { touch(a.ready) })
+				if a.pauseUS > 0 {
+					time.Sleep(time.Duration(a.pauseUS) * time.Microsecond)
 				}
 			}
-		}
-		if first {
-			touch(a.ready)
-		}
-		if a.pauseUS > 0 {
-			time.Sleep(time.Duration(a.pauseUS) * time.Microsecond)
+		}()
+	}
+	wg.Wait()
+	for _, x := range all {
+		c.Queries += x.Queries
+		c.Checked += x.Checked
+		c.Errors += x.Errors
+		c.Locked += x.Locked
+		c.FalseNegatives += x.FalseNegatives
+		if x.FirstError != "" {
+			c.note("%s", x.FirstError)
 		}
 	}
 }
@@ -252,6 +282,8 @@ func parseArgs() *args {
 	flag.Float64Var(&a.fpp, "fpp", 0.01, "false probability")
 	flag.IntVar(&a.holdMS, "hold-ms", 0, "pause before each commit")
 	flag.IntVar(&a.pauseUS, "pause-us", 0, "pause between operations")
+	flag.IntVar(&a.goroutines, "goroutines", 8, "query: readers at once (each pausing --pause-us between loops)")
+	flag.IntVar(&a.queues, "queues", 1, "the client's submission queues (bloomguard.WithQueues; 0: blocking calls)")
 	flag.Parse()
 	a.duration = time.Duration(duration * float64(time.Second))
 	for _, s := range strings.Split(expected, ",") {
@@ -279,7 +311,8 @@ func main() {
 	// generous timeouts: the suite judges correctness, not latency on a loaded machine; a query
 	// waits out a LOCKED rewrite for up to 10 s (the default 100 ms is for services)
 	client, err := bloomguard.Open(a.url, bloomguard.WithCommandTimeout(10*time.Second),
-		bloomguard.WithConnectTimeout(10*time.Second), bloomguard.WithWriteLockWait(10*time.Second))
+		bloomguard.WithConnectTimeout(10*time.Second), bloomguard.WithWriteLockWait(10*time.Second),
+		bloomguard.WithQueues(a.queues))
 	if err != nil {
 		fail("connect %s: %v", a.url, err)
 	}

@@ -1,5 +1,7 @@
 """The Python worker of the cross-language race suite (tests/race/README.md), through the
-bloomguard binding installed in the running interpreter.
+bloomguard binding installed in the running interpreter; with --aio (language "pyaio") its
+queries go through bloomguard.aio: AIO_TASKS asyncio tasks at once on one client, each doing the
+query loop below.
 
 Roles, as in the C worker (tests/race/c/race_worker.c):
   query   queries base items and items whose add already returned OK (read from the added file
@@ -114,6 +116,69 @@ def run_query(args: argparse.Namespace, f: bloomguard.Filter, c: Counts) -> None
             time.sleep(args.pause_us / 1e6)
 
 
+AIO_TASKS = 32
+
+
+def run_query_aio(args: argparse.Namespace, url: str, c: Counts) -> None:
+    """The query role through bloomguard.aio: AIO_TASKS tasks share one client's queue."""
+    import asyncio
+
+    import bloomguard.aio
+
+    pool, _ = read_lines(args.items, 0)
+    if not pool:
+        raise SystemExit("race worker: no base items in %s" % args.items)
+    stop = Stopper(args)
+    state = {"added_off": 0, "refreshed": 0.0, "first": True}
+
+    def refresh() -> None:
+        if time.monotonic() - state["refreshed"] > 0.02:
+            more, state["added_off"] = read_lines(args.added, state["added_off"])
+            pool.extend(more)
+            state["refreshed"] = time.monotonic()
+
+    async def task(af: "bloomguard.aio.Filter") -> None:
+        while not stop():
+            refresh()
+            item = random.choice(pool)
+            c.queries += 1
+            c.checked += 1
+            try:
+                if not await af.contains(item):
+                    c.false_negatives += 1
+                    c.note("false negative: %s" % item.decode())
+            except bloomguard.BloomGuardError as e:
+                c.errors += 1
+                c.locked += isinstance(e, bloomguard.Locked)
+                c.note("aio contains: %r" % e)
+            batch = random.choices(pool, k=BATCH)
+            c.queries += 1
+            c.checked += BATCH
+            try:
+                for it, present in zip(batch, await af.contains_many(batch)):
+                    if not present:
+                        c.false_negatives += 1
+                        c.note("false negative: %s" % it.decode())
+            except bloomguard.BloomGuardError as e:
+                c.errors += 1
+                c.locked += isinstance(e, bloomguard.Locked)
+                c.note("aio contains_many: %r" % e)
+            if state["first"]:
+                touch(args.ready)
+                state["first"] = False
+
+    async def main() -> "dict[str, int]":
+        async with await bloomguard.aio.connect(url, command_timeout=10, connect_timeout=10,
+                                                write_lock_wait=10) as client:
+            af = client.filter(args.filter)
+            await asyncio.gather(*(task(af) for _ in range(AIO_TASKS)))
+            return dict(af.stats())
+
+    st = asyncio.run(main())
+    c.tracked = st["tracked_reads"]
+    c.aio_stats = st  # type: ignore[attr-defined]
+
+
 def run_add(args: argparse.Namespace, f: bloomguard.Filter, c: Counts) -> None:
     db = os.open(args.db, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     added = os.open(args.added, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
@@ -180,7 +245,10 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--fpp", type=float, default=0.01)
     p.add_argument("--hold-ms", type=int, default=0)
     p.add_argument("--pause-us", type=int, default=0)
+    p.add_argument("--aio", action="store_true", help="queries through bloomguard.aio (language pyaio)")
     args = p.parse_args(argv)
+    if args.aio and args.role != "query":
+        p.error("--aio is a reader's (role query)")
     if args.role == "rotate" and not args.expected:
         p.error("rotate needs --expected")
     return args
@@ -189,6 +257,11 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
 def main(argv: List[str]) -> int:
     args = parse_args(argv)
     c = Counts()
+    if args.aio:
+        run_query_aio(args, args.url, c)
+        st = getattr(c, "aio_stats")
+        delattr(c, "aio_stats")
+        return report(args, "pyaio", c, st)
     # generous timeouts: the suite judges correctness, not latency on a loaded machine
     # and a query waits out a LOCKED rewrite for up to 10 s (the default 100 ms is for services)
     with bloomguard.Client(args.url, command_timeout=10, connect_timeout=10, write_lock_wait=10) as client:
@@ -196,9 +269,13 @@ def main(argv: List[str]) -> int:
             {"query": run_query, "add": run_add, "rotate": run_rotate}[args.role](args, f, c)
             st = f.stats()  # the client's Redis Cluster counters (0 standalone)
             c.tracked = st["tracked_reads"]
+    return report(args, "python", c, st)
+
+
+def report(args: argparse.Namespace, lang: str, c: Counts, st: "dict[str, int]") -> int:
     cluster = {"cluster_moved": st["cluster_moved"], "cluster_ask": st["cluster_ask"],
                "cluster_busy": st["cluster_busy_retries"], "cluster_reloads": st["cluster_map_reloads"]}
-    out = {"lang": "python", "role": args.role, "strategy": args.strategy}
+    out = {"lang": lang, "role": args.role, "strategy": args.strategy}
     out.update(vars(c))
     out.update(cluster)
     print(json.dumps(out), flush=True)

@@ -20,5 +20,7 @@
 #include "bloomguard_stats.h"
 #include "bloomguard_policy.h"
 #include "bloomguard_lock.h"
+#include "bloomguard_queue.h"
+#include "bloomguard_observe.h"
 
 #endif

@@ -7,12 +7,15 @@
 
 #include "bloomguard_client.h"
 #include "common_err.h"
+#include "common_observe.h"
 #include "common_options.h"
 #include "common_wait.h"
 #include "redis_cluster.h"
 #include "redis_mux.h"
 #include "redis_pool.h"
+#include "redis_redirect.h"
 #include "redis_script.h"
+#include "client_transport.h"
 
 /* Finding where calls go, by the first call that needs it (discover.c). */
 typedef struct bgi_discovery {
@@ -40,6 +43,8 @@ struct bg_client {
                                   until its first reload succeeds) */
   bgi_tls *tls;                /* TLS settings of every connection (ep.tls), or NULL */
   bgi_errslot err;
+  /* the observer, the client's counters (common/observe.h); ep.obs points here */
+  bgi_obs obs;
   /* Calls built on a multiplexed workspace, then found to need a pooled connection (too big,
    * WATCH, WAIT) and built again there: the wasted build and copy BGI_CALL_BULK avoids. Read by
    * the tests (tests/c/test_bulk.c), nothing else. */
@@ -132,6 +137,63 @@ int bgi_client_call_script(bg_client *cl, int slot, uint64_t deadline_ns, bgi_sc
 /* ... with the flags of bgi_client_call_ex */
 int bgi_client_call_script_ex(bg_client *cl, int slot, uint64_t deadline_ns, unsigned flags, bgi_script_run *run,
                               const char *what, bgi_build_fn build, bgi_parse_fn parse, void *ctx, bgi_err *err);
+
+/*
+ * One request to Redis as a task's CALL (common/task.h): the arguments of bgi_client_call_ex, and
+ * for a Lua step its script run (sent again with the body after NOSCRIPT: bgi_client_call_script_ex).
+ */
+typedef struct bgi_req {
+  bg_client *client;
+  int slot;
+  unsigned flags;
+  uint64_t deadline_ns;
+  bgi_build_fn build;
+  bgi_parse_fn parse;
+  void *ctx;
+  bgi_script_run *run;   /* NULL: not a Lua step */
+  const char *what;      /* a Lua step's name in messages */
+} bgi_req;
+
+/* Sends a bgi_req on this thread and waits for it: the bgi_exec_fn of bgi_task_run. */
+int bgi_req_exec(const void *req, bgi_err *err);
+
+/*
+ * The call loop as a task (call_loop.c): one bgi_req to its end - routing, the transport's
+ * connection, MOVED / ASK / busy backoff, WAIT, NOSCRIPT, stale connections - as bgi_client_call_ex
+ * describes, through tr (client/transport.h). bgi_client_call_ex runs it with the blocking
+ * transport; a submission queue with its own.
+ */
+typedef struct bgi_req_task {
+  bgi_task t;
+  const bgi_req *req;
+  bgi_transport *tr;
+  int state;
+  /* the loop */
+  struct bgi_node *ask;      /* the node of an ASK, for the next attempt only */
+  int redirects, redirected, busy_tries, own;
+  int64_t backoff_ms;
+  uint64_t busy_end;         /* until when TRYAGAIN / CLUSTERDOWN / LOADING are waited out */
+  size_t stale_tries;
+  /* the attempt */
+  struct bgi_node *node;
+  bgi_route route;
+  bgi_xfer x;
+  size_t n, added;
+  int waits;
+  int64_t wait_ms;
+  bgi_redirect r;
+} bgi_req_task;
+
+void bgi_req_task_init(bgi_req_task *rt, const bgi_req *req, bgi_transport *tr);
+
+/* The blocking transport (blocking.c): pooled and multiplexed connections, waits on this thread. */
+typedef struct bgi_blocking_transport {
+  bgi_transport tr;
+  bgi_mux_call *mc;
+  bgi_reply *rep[BGI_MAX_REPLIES];   /* a pooled connection's replies */
+} bgi_blocking_transport;
+
+void bgi_blocking_transport_init(bgi_blocking_transport *b);
 
 /* The endpoint of the node serving slot (the server's own standalone), for connections of a
  * caller's own (lock waiters' subscriptions), once the client is ready (bgi_client_ready, with

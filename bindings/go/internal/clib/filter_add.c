@@ -4,23 +4,11 @@
 
 #include "filter_scripts.h"
 
-typedef struct adder {
-  bg_filter *f;
-  const void *const *items;
-  const size_t *lens;
-  size_t from, to;
-  uint64_t cfg;
-  uint64_t next_cfg;   /* a rotation's next config (0: none known) */
-  uint64_t seen_cfg;   /* the server's config when it differed, else 0 */
-  uint64_t seen_next;  /* the rotation's next config when it differed, else 0 */
-  uint64_t seen_next_after_cfg;  /* with seen_cfg: the rotation running then (0: none) */
-  int rotation_seen;   /* some step found a rotation running */
-  bgi_script_run run;
-  size_t added;
-} adder;
+#include <string.h>
+
 
 static int build_add(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
-  adder *a = ctx;
+  bgi_adder *a = ctx;
   const bg_filter *f = a->f;
   uint32_t k = bgi_cfg_k(a->cfg), nk = bgi_cfg_k(a->next_cfg);
   int st = bgi_compute_indexes(c, a->items, a->lens, a->from, a->to, a->cfg, a->next_cfg, err);
@@ -50,7 +38,7 @@ static int build_add(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
 }
 
 static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err) {
-  adder *a = ctx;
+  bgi_adder *a = ctx;
   uint64_t cfg;
   (void)c;
   a->added = 0;
@@ -100,55 +88,106 @@ static int parse_add(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
   return BG_OK;
 }
 
+/* Where an add task is (bgi_add_task.state). */
+enum {
+  A_START,       /* the next window */
+  A_CONFIG,      /* the config was loaded */
+  A_SENT         /* the window's chunks were answered */
+};
+
+/* Sends the window's chunks with the config (loading it first when none is known). */
+static int send_window(bgi_add_task *at) {
+  bgi_adder *a = &at->a;
+  bg_filter *f = a->f;
+  a->cfg = atomic_load(&f->cfg);
+  if (!a->cfg) {
+    at->state = A_CONFIG;
+    bgi_filter_config_req(&at->req, f, at->deadline_ns);
+    return bgi_task_call(&at->t, &at->req);
+  }
+  a->next_cfg = atomic_load(&f->next_cfg);
+  a->seen_cfg = a->seen_next = 0;
+  a->rotation_seen = 0;
+  /* a window too big to multiplex says so before it is built (client.h, BGI_CALL_BULK): its
+   * offsets (k per item for the config, and for a rotation's next one) are about the least it takes */
+  uint64_t size = bgi_cfg_size(a->cfg) > bgi_cfg_size(a->next_cfg) ? bgi_cfg_size(a->cfg) : bgi_cfg_size(a->next_cfg);
+  size_t min_bytes = (a->to - a->from) * (bgi_cfg_k(a->cfg) + bgi_cfg_k(a->next_cfg)) * bgi_resp_offset_min_len(size);
+  at->req = (bgi_req){.client = f->client, .slot = f->slot, .flags = bgi_call_flags_for_min_size(min_bytes),
+                      .deadline_ns = at->deadline_ns, .build = build_add, .parse = parse_add, .ctx = a,
+                      .run = &a->run, .what = "add"};
+  at->state = A_SENT;
+  return bgi_task_call(&at->t, &at->req);
+}
+
+/* The next window (config changes and rotation changes each get the retry budget: a rebuild
+ * legitimately brings one of each - a rotation begins, then commits), or the end. */
+static int next_window(bgi_add_task *at) {
+  bgi_adder *a = &at->a;
+  if (a->to >= at->n) {
+    *at->done = at->n;
+    return bgi_task_done(&at->t, BG_OK);
+  }
+  a->from = a->to;
+  a->to = at->n - a->from < BGI_WINDOW_ITEMS ? at->n : a->from + BGI_WINDOW_ITEMS;
+  *at->done = a->from;
+  at->attempt = at->rot_attempt = 0;
+  return send_window(at);
+}
+
+static int resume_add(bgi_task *t, int st, bgi_err *err) {
+  bgi_add_task *at = (bgi_add_task *)t;
+  bgi_adder *a = &at->a;
+  bg_filter *f = a->f;
+  if (at->state == A_START) return next_window(at);
+  if (st != BG_OK) return bgi_task_done(t, st);
+  if (at->state == A_CONFIG) return send_window(at);
+  if (a->seen_next) {
+    atomic_store(&f->next_cfg, a->seen_next);
+    if (at->rot_attempt++ >= at->retries)
+      return bgi_task_done(t, bgi_err_set(err, BG_ECONFIG, "add: the rotation of \"%s\" changed on each of %lld "
+                                          "attempts", f->name.s, (long long)at->rot_attempt));
+    return send_window(at);
+  }
+  if (!a->seen_cfg) {
+    /* no rotation runs any more: stop hashing for one (unless another thread learnt of a new one) */
+    uint64_t known = a->next_cfg;
+    if (known && !a->rotation_seen) atomic_compare_exchange_strong(&f->next_cfg, &known, 0);
+    *at->added += a->added;
+    return next_window(at);
+  }
+  /* rebuilt with other parameters: nothing was written by the refused chunk; redo the window
+   * with the new config (setting bits twice is harmless) */
+  atomic_store(&f->cfg, a->seen_cfg);
+  atomic_store(&f->next_cfg, a->seen_next_after_cfg);
+  if (at->attempt++ >= at->retries)
+    return bgi_task_done(t, bgi_err_set(err, BG_ECONFIG, "add: the config of \"%s\" changed on each of %lld attempts",
+                                        f->name.s, (long long)at->attempt));
+  return send_window(at);
+}
+
+void bgi_add_task_init(bgi_add_task *at, bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
+                       size_t n, size_t *added, size_t *done) {
+  bgi_task_init(&at->t, resume_add);
+  memset(&at->a, 0, sizeof at->a);
+  at->a.f = f;
+  at->a.items = items;
+  at->a.lens = lens;
+  at->n = n;
+  at->added = added;
+  at->done = done;
+  at->deadline_ns = deadline_ns;
+  at->retries = f->client->opts.config_retries;
+  at->attempt = at->rot_attempt = 0;
+  at->state = A_START;
+  *added = 0;
+  *done = 0;
+}
+
 int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
                        size_t *added, size_t *done, bgi_err *err) {
-  adder a = {.f = f, .items = items, .lens = lens};
-  int64_t retries = f->client->opts.config_retries;
-  *added = 0;
-  for (size_t from = 0; from < n; from += BGI_WINDOW_ITEMS) {
-    a.from = from;
-    a.to = n - from < BGI_WINDOW_ITEMS ? n : from + BGI_WINDOW_ITEMS;
-    *done = from;
-    /* config changes and rotation changes each get the retry budget: a rebuild legitimately
-     * brings one of each (a rotation begins, then commits) */
-    for (int64_t attempt = 0, rot_attempt = 0;;) {
-      int st = bgi_filter_config(f, deadline_ns, &a.cfg, err);
-      if (st != BG_OK) return st;
-      a.next_cfg = atomic_load(&f->next_cfg);
-      a.seen_cfg = a.seen_next = 0;
-      a.rotation_seen = 0;
-      /* a window too big to multiplex says so before it is built (client.h, BGI_CALL_BULK): its
-       * offsets (k per item for the config, and for a rotation's next one) are about the least it takes */
-      uint64_t size = bgi_cfg_size(a.cfg) > bgi_cfg_size(a.next_cfg) ? bgi_cfg_size(a.cfg) : bgi_cfg_size(a.next_cfg);
-      size_t min_bytes = (a.to - a.from) * (bgi_cfg_k(a.cfg) + bgi_cfg_k(a.next_cfg)) * bgi_resp_offset_min_len(size);
-      st = bgi_client_call_script_ex(f->client, f->slot, deadline_ns, bgi_call_flags_for_min_size(min_bytes), &a.run,
-                                     "add", build_add, parse_add, &a, err);
-      if (st != BG_OK) return st;
-      if (a.seen_next) {
-        atomic_store(&f->next_cfg, a.seen_next);
-        if (rot_attempt++ >= retries)
-          return bgi_err_set(err, BG_ECONFIG, "add: the rotation of \"%s\" changed on each of %lld attempts",
-                             f->name.s, (long long)rot_attempt);
-        continue;
-      }
-      if (!a.seen_cfg) {
-        /* no rotation runs any more: stop hashing for one (unless another thread learnt of a new one) */
-        uint64_t known = a.next_cfg;
-        if (known && !a.rotation_seen) atomic_compare_exchange_strong(&f->next_cfg, &known, 0);
-        break;
-      }
-      /* rebuilt with other parameters: nothing was written by the refused chunk; redo the window
-       * with the new config (setting bits twice is harmless) */
-      atomic_store(&f->cfg, a.seen_cfg);
-      atomic_store(&f->next_cfg, a.seen_next_after_cfg);
-      if (attempt++ >= retries)
-        return bgi_err_set(err, BG_ECONFIG, "add: the config of \"%s\" changed on each of %lld attempts", f->name.s,
-                           (long long)attempt);
-    }
-    *added += a.added;
-  }
-  *done = n;
-  return BG_OK;
+  bgi_add_task at;
+  bgi_add_task_init(&at, f, deadline_ns, items, lens, n, added, done);
+  return bgi_task_run(&at.t, bgi_req_exec, err);
 }
 
 BG_API int bg_filter_add_many_ex(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,

@@ -16,18 +16,9 @@
 
 /* ---- init (Redisson's tryInit) ------------------------------------------------------------- */
 
-typedef struct initer {
-  bg_filter *f;
-  uint64_t size;
-  uint32_t k;
-  int64_t n;
-  char fpp[32];
-  bgi_script_run run;
-  int created;
-} initer;
 
 static int build_init(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
-  initer *in = ctx;
+  bgi_initer *in = ctx;
   const bg_filter *f = in->f;
   if (bgi_script_begin(&c->out, &bgi_script_init, in->run.use_body, 2, 4) != BG_OK ||
       bgi_buf_reserve(&c->out, bgi_resp_bound(6, f->name.len + f->config_key.len + 128)) != BG_OK)
@@ -43,7 +34,7 @@ static int build_init(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
 }
 
 static int parse_init(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
-  initer *in = ctx;
+  bgi_initer *in = ctx;
   const bgi_reply *x = rep[0];
   uint64_t cfg;
   (void)c, (void)n;
@@ -69,15 +60,27 @@ static int parse_init(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   return st;
 }
 
+static int prepare_init(bgi_admin *a, bg_filter *f, int64_t expected_insertions, double fpp, bgi_err *err) {
+  bgi_initer *in = &a->u.init;
+  char why[256];
+  *in = (bgi_initer){.f = f, .n = expected_insertions};
+  if (bgi_params(expected_insertions, fpp, &in->size, &in->k, why, sizeof why) != BG_OK)
+    return bgi_err_set(err, BG_EBADPARAMS, "init: %s", why);
+  bgi_format_java_double(fpp, in->fpp, sizeof in->fpp);
+  a->req.build = build_init;
+  a->req.parse = parse_init;
+  a->req.ctx = in;
+  a->req.run = &in->run;
+  a->req.what = "init";
+  return BG_OK;
+}
+
 int bgi_filter_init(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int *created,
                     bgi_err *err) {
-  initer in = {.f = f, .n = expected_insertions};
-  char why[256];
-  if (bgi_params(expected_insertions, fpp, &in.size, &in.k, why, sizeof why) != BG_OK)
-    return bgi_err_set(err, BG_EBADPARAMS, "init: %s", why);
-  bgi_format_java_double(fpp, in.fpp, sizeof in.fpp);
-  int st = bgi_client_call_script(f->client, f->slot, deadline_ns, &in.run, "init", build_init, parse_init, &in, err);
-  if (st == BG_OK && created) *created = in.created;
+  bgi_admin a;
+  int st = bgi_admin_prepare(&a, f, deadline_ns, BGI_ADMIN_INIT, expected_insertions, fpp, err);
+  if (st == BG_OK) st = bgi_admin_run(&a, err);
+  if (st == BG_OK && created) *created = (int)bgi_admin_value(&a);
   return st;
 }
 
@@ -94,13 +97,9 @@ BG_API int bg_filter_init(bg_filter *f, int64_t expected_insertions, double fpp,
 
 /* ---- count: Redisson's estimate from BITCOUNT, with the config of the same instant ---------- */
 
-typedef struct counter {
-  bg_filter *f;
-  int64_t count;
-} counter;
 
 static int build_count(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
-  const bg_filter *f = ((counter *)ctx)->f;
+  const bg_filter *f = ((bgi_counter *)ctx)->f;
   if (bgi_buf_reserve(&c->out, 64 + bgi_hmget_config_bound(f) + bgi_resp_bound(2, f->name.len + 8)) != BG_OK)
     return NOMEM(err);
   bgi_resp_array(&c->out, 1);
@@ -116,7 +115,7 @@ static int build_count(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
 }
 
 static int parse_count(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
-  counter *ct = ctx;
+  bgi_counter *ct = ctx;
   uint64_t cfg;
   (void)c, (void)n;
   for (int i = 0; i < 4; i++)
@@ -136,30 +135,36 @@ static int parse_count(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
   return BG_OK;
 }
 
-BG_API int bg_filter_count_ex(bg_filter *f, bg_call *call, int64_t *count) {
+/* The blocking form of an admin operation that needs no argument check beyond the handle's. */
+static int run_admin(bg_filter *f, bg_call *call, int kind, int64_t arg, bgi_admin *a) {
   bgi_err err = {0};
-  counter ct = {.f = f};
-  if (!f) return bgi_call_null_handle(call, "filter");
-  if (!count) bgi_err_set(&err, BG_EINVAL, "count: count must not be NULL");
-  else BGI_WITH_CALL(call, err.status = bgi_client_call(f->client, f->slot, bgi_call_deadline(call), build_count,
-                                                       parse_count, &ct, &err));
-  if (err.status == BG_OK) *count = ct.count;
+  BGI_WITH_CALL(call, {
+    err.status = bgi_admin_prepare(a, f, bgi_call_deadline(call), kind, arg, 0, &err);
+    if (err.status == BG_OK) err.status = bgi_admin_run(a, &err);
+  });
   return bgi_filter_finish(f, call, &err);
+}
+
+BG_API int bg_filter_count_ex(bg_filter *f, bg_call *call, int64_t *count) {
+  bgi_admin a;
+  if (!f) return bgi_call_null_handle(call, "filter");
+  if (!count) {
+    bgi_err err = {0};
+    bgi_err_set(&err, BG_EINVAL, "count: count must not be NULL");
+    return bgi_filter_finish(f, call, &err);
+  }
+  int st = run_admin(f, call, BGI_ADMIN_COUNT, 0, &a);
+  if (st == BG_OK) *count = bgi_admin_value(&a);
+  return st;
 }
 
 BG_API int bg_filter_count(bg_filter *f, int64_t *count) { return bg_filter_count_ex(f, NULL, count); }
 
 /* ---- info: the whole config hash ------------------------------------------------------------ */
 
-typedef struct infoer {
-  bg_filter *f;
-  uint64_t cfg;
-  int64_t n;
-  double fpp;
-} infoer;
 
 static int build_info(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
-  const bg_filter *f = ((infoer *)ctx)->f;
+  const bg_filter *f = ((bgi_infoer *)ctx)->f;
   if (bgi_buf_reserve(&c->out, bgi_resp_bound(2, f->config_key.len + 8)) != BG_OK) return NOMEM(err);
   bgi_resp_array(&c->out, 2);
   bgi_resp_bulk(&c->out, "HGETALL", 7);
@@ -184,7 +189,7 @@ static int parse_i64(const char *s, size_t len, int64_t *out) {
 }
 
 static int parse_info(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
-  infoer *in = ctx;
+  bgi_infoer *in = ctx;
   const bgi_reply *h = rep[0], *nil = &(bgi_reply){.type = REDIS_REPLY_NIL};
   (void)c, (void)n;
   if (h->type == REDIS_REPLY_ERROR) return bgi_reply_error(h, "info", err);
@@ -207,18 +212,17 @@ static int parse_info(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
 
 BG_API int bg_filter_info_ex(bg_filter *f, bg_call *call, uint64_t *size, uint32_t *hash_iterations,
                              int64_t *expected_insertions, double *fpp) {
-  bgi_err err = {0};
-  infoer in = {.f = f};
+  bgi_admin a;
   if (!f) return bgi_call_null_handle(call, "filter");
-  BGI_WITH_CALL(call, err.status = bgi_client_call(f->client, f->slot, bgi_call_deadline(call), build_info, parse_info,
-                                                   &in, &err));
-  if (err.status == BG_OK) {
-    if (size) *size = bgi_cfg_size(in.cfg);
-    if (hash_iterations) *hash_iterations = bgi_cfg_k(in.cfg);
-    if (expected_insertions) *expected_insertions = in.n;
-    if (fpp) *fpp = in.fpp;
+  int st = run_admin(f, call, BGI_ADMIN_INFO, 0, &a);
+  if (st == BG_OK) {
+    const bgi_infoer *in = &a.u.info;
+    if (size) *size = bgi_cfg_size(in->cfg);
+    if (hash_iterations) *hash_iterations = bgi_cfg_k(in->cfg);
+    if (expected_insertions) *expected_insertions = in->n;
+    if (fpp) *fpp = in->fpp;
   }
-  return bgi_filter_finish(f, call, &err);
+  return st;
 }
 
 BG_API int bg_filter_info(bg_filter *f, uint64_t *size, uint32_t *hash_iterations, int64_t *expected_insertions,
@@ -228,14 +232,8 @@ BG_API int bg_filter_info(bg_filter *f, uint64_t *size, uint32_t *hash_iteration
 
 /* ---- delete, expire, persist: both keys ----------------------------------------------------- */
 
-typedef struct keyop {
-  bg_filter *f;
-  const char *cmd;     /* DEL, PEXPIRE or PERSIST */
-  int64_t ttl_ms;
-  int result;
-} keyop;
 
-static void append_keyop(bgi_buf *b, const keyop *op, const bgi_key *key) {
+static void append_keyop(bgi_buf *b, const bgi_keyop *op, const bgi_key *key) {
   bgi_resp_array(b, op->ttl_ms > 0 ? 3 : 2);
   bgi_resp_cstr(b, op->cmd);
   bgi_resp_key(b, key);
@@ -243,7 +241,7 @@ static void append_keyop(bgi_buf *b, const keyop *op, const bgi_key *key) {
 }
 
 static int build_keyop(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
-  const keyop *op = ctx;
+  const bgi_keyop *op = ctx;
   const bg_filter *f = op->f;
   if (bgi_buf_reserve(&c->out, 64 + bgi_resp_bound(8, f->name.len + f->config_key.len + f->spare_key.len + 64)) != BG_OK)
     return NOMEM(err);
@@ -272,7 +270,7 @@ static int build_keyop(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
 }
 
 static int parse_keyop(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
-  keyop *op = ctx;
+  bgi_keyop *op = ctx;
   (void)c;
   for (size_t i = 0; i < n; i++)
     if (rep[i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[i], op->cmd, err);
@@ -291,22 +289,11 @@ static int parse_keyop(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
   return BG_OK;
 }
 
-static int keyop_run(bg_filter *f, uint64_t deadline_ns, keyop *op, int *result, bgi_err *err) {
-  int st = bgi_client_call(f->client, f->slot, deadline_ns, build_keyop, parse_keyop, op, err);
-  if (st == BG_OK && result) *result = op->result;
-  return st;
-}
-
-static int run_keyop(bg_filter *f, bg_call *call, keyop *op, int *result) {
-  bgi_err err = {0};
-  BGI_WITH_CALL(call, err.status = keyop_run(f, bgi_call_deadline(call), op, result, &err));
-  return bgi_filter_finish(f, call, &err);
-}
-
 int bgi_filter_delete(bg_filter *f, uint64_t deadline_ns, int *deleted, bgi_err *err) {
-  keyop op = {.f = f, .cmd = "DEL"};
-  int st = keyop_run(f, deadline_ns, &op, deleted, err);
-  if (st == BG_OK) atomic_store(&f->cfg, 0);
+  bgi_admin a;
+  int st = bgi_admin_prepare(&a, f, deadline_ns, BGI_ADMIN_DELETE, 0, 0, err);
+  if (st == BG_OK) st = bgi_admin_run(&a, err);
+  if (st == BG_OK && deleted) *deleted = (int)bgi_admin_value(&a);
   return st;
 }
 
@@ -324,26 +311,103 @@ BG_API int bg_filter_delete_ex(bg_filter *f, bg_call *call, int *deleted) {
  */
 #define MAX_TTL_MS (INT64_C(1) << 46)
 
+static int check_ttl(int64_t ttl_ms, bgi_err *err) {
+  if (ttl_ms <= 0)
+    return bgi_err_set(err, BG_EINVAL, "expire: ttl_ms must be positive (got %lld); use delete to remove the filter",
+                       (long long)ttl_ms);
+  if (ttl_ms > MAX_TTL_MS)
+    return bgi_err_set(err, BG_EINVAL, "expire: ttl_ms must be at most %lld (2^46 ms, about 2230 years; got %lld); "
+                       "use persist for no time to live", (long long)MAX_TTL_MS, (long long)ttl_ms);
+  return BG_OK;
+}
+
 BG_API int bg_filter_expire_ex(bg_filter *f, bg_call *call, int64_t ttl_ms, int *applied) {
-  keyop op = {.f = f, .cmd = "PEXPIRE", .ttl_ms = ttl_ms};
+  bgi_admin a;
   if (!f) return bgi_call_null_handle(call, "filter");
-  if (ttl_ms <= 0 || ttl_ms > MAX_TTL_MS) {
-    bgi_err err = {0};
-    if (ttl_ms <= 0)
-      bgi_err_set(&err, BG_EINVAL, "expire: ttl_ms must be positive (got %lld); use delete to remove the filter",
-                  (long long)ttl_ms);
-    else
-      bgi_err_set(&err, BG_EINVAL, "expire: ttl_ms must be at most %lld (2^46 ms, about 2230 years; got %lld); "
-                  "use persist for no time to live", (long long)MAX_TTL_MS, (long long)ttl_ms);
-    return bgi_filter_finish(f, call, &err);
-  }
-  return run_keyop(f, call, &op, applied);
+  int st = run_admin(f, call, BGI_ADMIN_EXPIRE, ttl_ms, &a);
+  if (st == BG_OK && applied) *applied = (int)bgi_admin_value(&a);
+  return st;
 }
 
 BG_API int bg_filter_persist_ex(bg_filter *f, bg_call *call, int *applied) {
-  keyop op = {.f = f, .cmd = "PERSIST"};
+  bgi_admin a;
   if (!f) return bgi_call_null_handle(call, "filter");
-  return run_keyop(f, call, &op, applied);
+  int st = run_admin(f, call, BGI_ADMIN_PERSIST, 0, &a);
+  if (st == BG_OK && applied) *applied = (int)bgi_admin_value(&a);
+  return st;
+}
+
+/* ---- one admin operation: its request, as a task ------------------------------------------ */
+
+/* The histogram's operation (observe.h) of an admin kind. */
+static int admin_op(int kind) {
+  switch (kind) {
+    case BGI_ADMIN_INIT: return BG_OP_INIT;
+    case BGI_ADMIN_COUNT: return BG_OP_COUNT;
+    case BGI_ADMIN_INFO: return BG_OP_INFO;
+    case BGI_ADMIN_EXPIRE: return BG_OP_EXPIRE;
+    case BGI_ADMIN_PERSIST: return BG_OP_PERSIST;
+    default: return BG_OP_DELETE;
+  }
+}
+
+static int resume_admin(bgi_task *t, int st, bgi_err *err) {
+  bgi_admin *a = (bgi_admin *)t;
+  (void)err;
+  if (!a->sent) {
+    a->sent = 1;
+    return bgi_task_call(t, &a->req);
+  }
+  /* a deleted filter's config is gone: the next operation reads it again */
+  if (st == BG_OK && a->kind == BGI_ADMIN_DELETE) atomic_store(&a->f->cfg, 0);
+  bgi_filter_record(&a->f->stats, admin_op(a->kind), st, a->started_ns);
+  return bgi_task_done(t, st);
+}
+
+int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind, int64_t arg, double fpp,
+                      bgi_err *err) {
+  bgi_task_init(&a->t, resume_admin);
+  a->f = f;
+  a->kind = kind;
+  a->sent = 0;
+  a->started_ns = f->stats.hist_on ? bgi_now_ns() : 0;
+  a->req = (bgi_req){.client = f->client, .slot = f->slot, .deadline_ns = deadline_ns};
+  switch (kind) {
+    case BGI_ADMIN_INIT:
+      return prepare_init(a, f, arg, fpp, err);
+    case BGI_ADMIN_COUNT:
+      a->u.count = (bgi_counter){.f = f};
+      a->req.build = build_count, a->req.parse = parse_count, a->req.ctx = &a->u.count;
+      return BG_OK;
+    case BGI_ADMIN_INFO:
+      a->u.info = (bgi_infoer){.f = f};
+      a->req.build = build_info, a->req.parse = parse_info, a->req.ctx = &a->u.info;
+      return BG_OK;
+    case BGI_ADMIN_EXPIRE:
+      if (check_ttl(arg, err) != BG_OK) return err->status;
+      a->u.key = (bgi_keyop){.f = f, .cmd = "PEXPIRE", .ttl_ms = arg};
+      break;
+    case BGI_ADMIN_PERSIST:
+      a->u.key = (bgi_keyop){.f = f, .cmd = "PERSIST"};
+      break;
+    case BGI_ADMIN_DELETE:
+    default:
+      a->u.key = (bgi_keyop){.f = f, .cmd = "DEL"};
+      break;
+  }
+  a->req.build = build_keyop, a->req.parse = parse_keyop, a->req.ctx = &a->u.key;
+  return BG_OK;
+}
+
+int bgi_admin_run(bgi_admin *a, bgi_err *err) { return bgi_task_run(&a->t, bgi_req_exec, err); }
+
+int64_t bgi_admin_value(const bgi_admin *a) {
+  switch (a->kind) {
+    case BGI_ADMIN_INIT: return a->u.init.created;
+    case BGI_ADMIN_COUNT: return a->u.count.count;
+    case BGI_ADMIN_INFO: return 0;
+    default: return a->u.key.result;
+  }
 }
 
 BG_API int bg_filter_delete(bg_filter *f, int *deleted) { return bg_filter_delete_ex(f, NULL, deleted); }

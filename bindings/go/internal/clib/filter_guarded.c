@@ -11,54 +11,50 @@
 /* p + i, without computing NULL + 0 (items may be NULL for an empty batch) */
 #define OFF(p, i) ((i) ? (p) + (i) : (p))
 
-typedef struct query_ctx {
-  bg_filter *f;
-  const void *const *items;
-  const size_t *lens;
-  size_t n;
-  uint8_t *present;
-} query_ctx;
+static bgi_task *contains_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done) {
+  bgi_guarded_op *op = ctx;
+  bgi_contains_task_init(&op->u.contains, op->f, deadline_ns, OFF(op->items, from), OFF(op->lens, from), op->n - from,
+                         OFF(op->present, from), done);
+  return &op->u.contains.t;
+}
 
-static int query_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done, bgi_err *err) {
-  query_ctx *q = ctx;
-  size_t d = 0;
-  int st = bgi_filter_contains_raw(q->f, deadline_ns, OFF(q->items, from), OFF(q->lens, from), q->n - from,
-                                   OFF(q->present, from), &d, err);
-  *done = from + d;
-  return st;
+static bgi_task *add_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done) {
+  bgi_guarded_op *op = ctx;
+  /* the items an earlier attempt added are counted: each attempt adds its own count */
+  op->added += op->attempt_added;
+  bgi_add_task_init(&op->u.add, op->f, deadline_ns, OFF(op->items, from), OFF(op->lens, from), op->n - from,
+                    &op->attempt_added, done);
+  return &op->u.add.t;
+}
+
+void bgi_guarded_op_init(bgi_guarded_op *op, int is_add, bg_filter *f, uint64_t deadline_ns, const void *const *items,
+                         const size_t *lens, size_t n, uint8_t *present) {
+  bgi_op o = {is_add, is_add ? add_attempt : contains_attempt, op, items, lens, n, present,
+              bgi_filter_hists(&f->stats, is_add ? BG_OP_ADD : BG_OP_CONTAINS)};
+  op->f = f;
+  op->items = items;
+  op->lens = lens;
+  op->n = n;
+  op->present = present;
+  op->added = op->attempt_added = 0;
+  bgi_guard_task_init(&op->gt, &f->guard, &o, deadline_ns);
 }
 
 int bgi_filter_guarded_contains(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
                                 size_t n, uint8_t *present, int *source, bgi_err *err) {
-  query_ctx q = {f, items, lens, n, present};
-  bgi_op op = {0, query_attempt, &q, items, lens, n, present};
-  return bgi_guard_run(&f->guard, &op, deadline_ns, source, err);
-}
-
-typedef struct add_ctx {
-  bg_filter *f;
-  const void *const *items;
-  const size_t *lens;
-  size_t n;
-  size_t added;
-} add_ctx;
-
-static int add_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done, bgi_err *err) {
-  add_ctx *a = ctx;
-  size_t d = 0, added = 0;
-  int st = bgi_filter_add_raw(a->f, deadline_ns, OFF(a->items, from), OFF(a->lens, from), a->n - from, &added, &d, err);
-  a->added += added;
-  *done = from + d;
+  bgi_guarded_op op;
+  bgi_guarded_op_init(&op, 0, f, deadline_ns, items, lens, n, present);
+  int st = bgi_task_run(&op.gt.t, bgi_req_exec, err);
+  *source = op.gt.source;
   return st;
 }
 
 int bgi_filter_guarded_add(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
                            size_t *added, bgi_err *err) {
-  add_ctx a = {f, items, lens, n, 0};
-  bgi_op op = {1, add_attempt, &a, items, lens, n, NULL};
-  int source;
-  int st = bgi_guard_run(&f->guard, &op, deadline_ns, &source, err);
-  if (st == BG_OK && added) *added = a.added;
+  bgi_guarded_op op;
+  bgi_guarded_op_init(&op, 1, f, deadline_ns, items, lens, n, NULL);
+  int st = bgi_task_run(&op.gt.t, bgi_req_exec, err);
+  if (st == BG_OK && added) *added = bgi_guarded_op_added(&op);
   return st;
 }
 

@@ -27,22 +27,6 @@
 /* the negative control's block (below): the three commands' own replies */
 #define PLAIN_BLOCK_REPLIES 3
 
-typedef struct query {
-  bg_filter *f;
-  const void *const *items;
-  const size_t *lens;
-  size_t from, to;
-  uint64_t cfg;        /* the config the indexes were computed with */
-  uint64_t seen_cfg;   /* the server's config when it differed, else 0 */
-  uint8_t *present;
-  int locked;          /* the write lock was held */
-  int interrupted;     /* an in-place rebuild's mark without its lock: it died half-way */
-  int bits_only;       /* sent BITFIELD_RO alone, on the connection's verdict */
-  int tracked;         /* sent the tracked block (CLIENT CACHING YES, PTTL) */
-  int plain;           /* the negative control: sent the block without MULTI / EXEC (below) */
-  int stale;           /* bits_only, and a push arrived before the answer */
-  uint64_t epoch;      /* the connection's push count when bits_only was sent */
-} query;
 
 /* per index: "$3\r\nGET\r\n" + "$2\r\nu1\r\n" + the offset */
 #define GET_U1 "$3\r\nGET\r\n$2\r\nu1\r\n"
@@ -102,7 +86,7 @@ static void append_block(bgi_buf *out, const bg_filter *f, const uint64_t *idx, 
 }
 
 static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
-  query *q = ctx;
+  bgi_query *q = ctx;
   const bg_filter *f = q->f;
   uint32_t k = bgi_cfg_k(q->cfg);
   int st = bgi_compute_indexes(c, q->items, q->lens, q->from, q->to, q->cfg, 0, err);
@@ -118,7 +102,8 @@ static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
    * any server (Redis 7.0 answers ASK per queued command too, Valkey >= 8 TRYAGAIN for the whole
    * EXEC), and the bits-only read that follows the ASK (c->fault_bits_only) finds the importing
    * node's missing bitmap: false negatives the harness must see. */
-  q->plain = !q->bits_only && f->client->cluster && f->client->cluster->fault_ask_bits_only;
+  bgi_cluster *cluster = atomic_load_explicit(&f->client->cluster, memory_order_relaxed);
+  q->plain = !q->bits_only && cluster && cluster->fault_ask_bits_only;
   q->tracked = !q->bits_only && !q->plain && bgi_tracking_on(c->track);
   size_t need = chunks * (96 + bgi_resp_bound(5, f->config_key.len + 32) + bgi_resp_bound(3, f->lock_key.len + 8) +
                           bgi_resp_bound(2, f->name.len + 16) + bgi_resp_bound(2, f->config_key.len + 8)) +
@@ -135,7 +120,7 @@ static int build_query(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
 }
 
 /* present[item..] from one BITFIELD_RO reply of k bits per item; *item moves past them. */
-static int take_bits(query *q, const bgi_reply *bits, size_t *item, bgi_err *err) {
+static int take_bits(bgi_query *q, const bgi_reply *bits, size_t *item, bgi_err *err) {
   uint32_t k = bgi_cfg_k(q->cfg);
   if (bits->type == REDIS_REPLY_ERROR) return bgi_reply_error(bits, "contains (bitmap)", err);
   size_t m = bits->elements / k;
@@ -149,7 +134,7 @@ static int take_bits(query *q, const bgi_reply *bits, size_t *item, bgi_err *err
   return BG_OK;
 }
 
-static int parse_bits_only(bgi_conn *c, bgi_reply **rep, size_t nreplies, query *q, bgi_err *err) {
+static int parse_bits_only(bgi_conn *c, bgi_reply **rep, size_t nreplies, bgi_query *q, bgi_err *err) {
   size_t item = q->from;
   /* a push came first: the config or the lock changed before (some of) these bits were read */
   if (bgi_tracking_epoch(c->track) != q->epoch) {
@@ -164,7 +149,7 @@ static int parse_bits_only(bgi_conn *c, bgi_reply **rep, size_t nreplies, query 
 }
 
 static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err) {
-  query *q = ctx;
+  bgi_query *q = ctx;
   size_t item = q->from;
   size_t per_block = q->plain ? PLAIN_BLOCK_REPLIES : q->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES;
   int has_ttl = 0;
@@ -221,25 +206,18 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
   return BG_OK;
 }
 
-/* The wait of one call for the filter's write lock to go: polled, the first waits short. */
-typedef struct lock_wait {
-  int64_t wait_ms;
-  uint64_t deadline_ns;  /* the call's, 0 for none */
-  uint64_t until_ns;     /* set at the first sight of the lock */
-  uint64_t nap_ns;
-  uint64_t look_ns;      /* how long the last look at the lock took (a round trip) */
-} lock_wait;
-
 #define LOCK_POLL_FIRST_NS 500000u
 #define LOCK_POLL_MAX_NS 20000000u
 
-static int locked_too_long(const bg_filter *f, const lock_wait *w, bgi_err *err) {
+static int locked_too_long(const bg_filter *f, const bgi_lock_wait *w, bgi_err *err) {
   return bgi_err_set(err, BG_ELOCKED, "contains: \"%s\" is write-locked (an in-place rebuild holds %s) and "
                      "stayed so for as long as this call may wait (BG_OPT_WRITE_LOCK_WAIT_MS = %lld, or the call's "
                      "deadline)", f->name.s, f->lock_key.s, (long long)w->wait_ms);
 }
 
-static int wait_for_lock(const bg_filter *f, lock_wait *w, bgi_err *err) {
+/* The end of the next nap while the write lock is held (polled, the first naps short), or
+ * BG_ELOCKED once the call may wait no longer. */
+static int lock_nap(const bg_filter *f, bgi_lock_wait *w, uint64_t *until, bgi_err *err) {
   uint64_t now = bgi_now_ns();
   if (!w->until_ns) {
     w->until_ns = bgi_after_ms(now, w->wait_ms);
@@ -252,57 +230,114 @@ static int wait_for_lock(const bg_filter *f, lock_wait *w, bgi_err *err) {
    * as long as the last one did, so a slow server does not turn the answer into a timeout: say
    * why now */
   if (w->until_ns == w->deadline_ns && now + nap + 2 * w->look_ns >= w->until_ns) return locked_too_long(f, w, err);
-  if (bgi_sleep_ns(nap) == BG_ECANCELED) return bgi_cancel_err(err, "contains (waiting out the write lock)");
+  *until = now + nap;
   w->nap_ns = w->nap_ns * 2 < LOCK_POLL_MAX_NS ? w->nap_ns * 2 : LOCK_POLL_MAX_NS;
   return BG_OK;
 }
 
-int bgi_filter_contains_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
-                            size_t n, uint8_t *present, size_t *done, bgi_err *err) {
-  query q = {.f = f, .items = items, .lens = lens, .present = present};
-  int64_t retries = f->client->opts.config_retries;
-  lock_wait w = {.wait_ms = f->client->opts.lock_wait_ms, .deadline_ns = deadline_ns};
-  for (size_t from = 0; from < n; from += BGI_WINDOW_ITEMS) {
-    q.from = from;
-    q.to = n - from < BGI_WINDOW_ITEMS ? n : from + BGI_WINDOW_ITEMS;
-    *done = from;
-    for (int64_t attempt = 0;; attempt++) {
-      int st = bgi_filter_config(f, deadline_ns, &q.cfg, err);
-      if (st != BG_OK) return st;
-      q.seen_cfg = 0;
-      q.locked = q.interrupted = q.stale = q.bits_only = q.tracked = 0;
-      uint64_t look_started = bgi_now_ns();
-      /* a window too big to multiplex says so before it is built (client.h, BGI_CALL_BULK): its
-       * bits' reads alone (k offsets per item) are about the least its commands take */
-      size_t min_bytes = (q.to - q.from) * bgi_cfg_k(q.cfg) * (GET_U1_LEN + bgi_resp_offset_min_len(bgi_cfg_size(q.cfg)));
-      st = bgi_client_call_ex(f->client, f->slot, deadline_ns, bgi_call_flags_for_min_size(min_bytes), build_query,
-                              parse_query, &q, err);
-      if (st != BG_OK) return st;
-      w.look_ns = bgi_now_ns() - look_started;
-      if (q.bits_only) bgi_filter_count_tracked(f, q.stale);
-      if (q.stale) {
-        attempt--;   /* the verdict is gone: the next attempt sends the full block */
-        continue;
-      }
-      if (q.interrupted)
-        return bgi_err_set(err, BG_ELOCKED, "contains: an in-place rebuild of \"%s\" stopped half-way (its "
-                           "rotator died or gave up: the config hash still has %s, the write lock is gone); "
-                           "the bitmap is incomplete until the next rotation", f->name.s, BGI_REBUILD_FIELD);
-      if (q.locked) {
-        if ((st = wait_for_lock(f, &w, err)) != BG_OK) return st;
-        attempt--;   /* waiting is not a config change: it has its own budget */
-        continue;
-      }
-      if (!q.seen_cfg) break;
-      /* the filter was rebuilt with other parameters: recompute with the new config and ask again */
-      atomic_store(&f->cfg, q.seen_cfg);
-      if (attempt >= retries)
-        return bgi_err_set(err, BG_ECONFIG, "contains: the config of \"%s\" changed on each of %lld attempts",
-                           f->name.s, (long long)attempt + 1);
-    }
+/* Where a contains task is (bgi_contains_task.state). */
+enum {
+  Q_START,       /* the next window */
+  Q_CONFIG,      /* the config was loaded */
+  Q_ASKED,       /* the window's block was answered */
+  Q_NAPPED       /* a nap while the write lock was held ended */
+};
+
+/* Sends the window's block with the config (loading it first when none is known). */
+static int ask(bgi_contains_task *ct, bgi_err *err) {
+  bgi_query *q = &ct->q;
+  q->cfg = atomic_load(&q->f->cfg);
+  if (!q->cfg) {
+    ct->state = Q_CONFIG;
+    bgi_filter_config_req(&ct->req, q->f, ct->deadline_ns);
+    return bgi_task_call(&ct->t, &ct->req);
   }
-  *done = n;
-  return BG_OK;
+  (void)err;
+  q->seen_cfg = 0;
+  q->locked = q->interrupted = q->stale = q->bits_only = q->tracked = q->plain = 0;
+  ct->look_started = bgi_now_ns();
+  /* a window too big to multiplex says so before it is built (client.h, BGI_CALL_BULK): its
+   * bits' reads alone (k offsets per item) are about the least its commands take */
+  size_t min_bytes = (q->to - q->from) * bgi_cfg_k(q->cfg) * (GET_U1_LEN + bgi_resp_offset_min_len(bgi_cfg_size(q->cfg)));
+  ct->req = (bgi_req){.client = q->f->client, .slot = q->f->slot, .flags = bgi_call_flags_for_min_size(min_bytes),
+                      .deadline_ns = ct->deadline_ns, .build = build_query, .parse = parse_query, .ctx = q};
+  ct->state = Q_ASKED;
+  return bgi_task_call(&ct->t, &ct->req);
+}
+
+/* The next window, or the end. */
+static int next_window(bgi_contains_task *ct, bgi_err *err) {
+  bgi_query *q = &ct->q;
+  if (q->to >= ct->n) {
+    *ct->done = ct->n;
+    return bgi_task_done(&ct->t, BG_OK);
+  }
+  q->from = q->to;
+  q->to = ct->n - q->from < BGI_WINDOW_ITEMS ? ct->n : q->from + BGI_WINDOW_ITEMS;
+  *ct->done = q->from;
+  ct->attempt = 0;
+  return ask(ct, err);
+}
+
+static int resume_contains(bgi_task *t, int st, bgi_err *err) {
+  bgi_contains_task *ct = (bgi_contains_task *)t;
+  bgi_query *q = &ct->q;
+  bg_filter *f = q->f;
+  switch (ct->state) {
+    case Q_START:
+      return next_window(ct, err);
+    case Q_CONFIG:
+      if (st != BG_OK) return bgi_task_done(t, st);
+      return ask(ct, err);
+    case Q_NAPPED:
+      if (st == BG_ECANCELED) return bgi_task_done(t, bgi_cancel_err(err, "contains (waiting out the write lock)"));
+      if (st != BG_OK) return bgi_task_done(t, st);
+      return ask(ct, err);   /* waiting is not a config change: it has its own budget */
+    case Q_ASKED:
+    default:
+      break;
+  }
+  if (st != BG_OK) return bgi_task_done(t, st);
+  ct->w.look_ns = bgi_now_ns() - ct->look_started;
+  if (q->bits_only) bgi_filter_count_tracked(f, q->stale);
+  if (q->stale) return ask(ct, err);   /* the verdict is gone: the next attempt sends the full block */
+  if (q->interrupted)
+    return bgi_task_done(t, bgi_err_set(err, BG_ELOCKED, "contains: an in-place rebuild of \"%s\" stopped half-way "
+                                        "(its rotator died or gave up: the config hash still has %s, the write lock "
+                                        "is gone); the bitmap is incomplete until the next rotation", f->name.s,
+                                        BGI_REBUILD_FIELD));
+  if (q->locked) {
+    uint64_t until = 0;
+    if ((st = lock_nap(f, &ct->w, &until, err)) != BG_OK) return bgi_task_done(t, st);
+    ct->state = Q_NAPPED;
+    return bgi_task_sleep(t, until);
+  }
+  if (!q->seen_cfg) return next_window(ct, err);
+  /* the filter was rebuilt with other parameters: recompute with the new config and ask again */
+  atomic_store(&f->cfg, q->seen_cfg);
+  if (ct->attempt >= ct->retries)
+    return bgi_task_done(t, bgi_err_set(err, BG_ECONFIG, "contains: the config of \"%s\" changed on each of %lld "
+                                        "attempts", f->name.s, (long long)ct->attempt + 1));
+  ct->attempt++;
+  return ask(ct, err);
+}
+
+void bgi_contains_task_init(bgi_contains_task *ct, bg_filter *f, uint64_t deadline_ns, const void *const *items,
+                            const size_t *lens, size_t n, uint8_t *present, size_t *done) {
+  bgi_task_init(&ct->t, resume_contains);
+  memset(&ct->q, 0, sizeof ct->q);
+  ct->q.f = f;
+  ct->q.items = items;
+  ct->q.lens = lens;
+  ct->q.present = present;
+  ct->n = n;
+  ct->done = done;
+  ct->deadline_ns = deadline_ns;
+  ct->retries = f->client->opts.config_retries;
+  ct->attempt = 0;
+  ct->w = (bgi_lock_wait){.wait_ms = f->client->opts.lock_wait_ms, .deadline_ns = deadline_ns};
+  ct->state = Q_START;
+  *done = 0;
 }
 
 BG_API int bg_filter_contains_many_ex(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,

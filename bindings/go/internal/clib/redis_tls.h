@@ -51,6 +51,15 @@ void bgi_tls_free(bgi_tls *t);
 int bgi_tls_connect(const bgi_tls *t, redisContext *ctx, const char *host, const char *shown, uint64_t deadline_ns,
                     bgi_err *err);
 
+/*
+ * The same handshake in non-blocking pieces (a submission queue's connections): bgi_tls_start sets
+ * up the SSL object on the connected context (which owns it from then on: bgi_conn_drop frees it,
+ * handshake done or not); bgi_tls_step moves the handshake on: BG_OK once done, 1 with *want
+ * (POLLIN / POLLOUT) to wait for, or the failure as bgi_tls_connect gives it.
+ */
+int bgi_tls_start(const bgi_tls *t, redisContext *ctx, const char *host, const char *shown, bgi_err *err);
+int bgi_tls_step(redisContext *ctx, short *want, bgi_err *err);
+
 /* A TLS connection's write of p[0..n): the bytes taken (0: the socket is full, wait for POLLOUT
  * and call again with the same bytes at least), or -1 (failed: bgi_tls_failure says how). */
 ssize_t bgi_tls_send(redisContext *ctx, const char *p, size_t n);

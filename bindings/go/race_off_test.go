@@ -1,0 +1,5 @@
+//go:build !race
+
+package bloomguard
+
+const raceEnabled = false

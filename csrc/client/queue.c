@@ -1,0 +1,558 @@
+/*
+ * The submission queue's engine (queue.h): the slab of operations, the runner that moves their
+ * tasks forward, timers, cancels, completions and the one fd the host watches.
+ *
+ * The fd is an epoll instance of the queue's own. It holds an eventfd (made readable when
+ * completions or writes wait that the host has not polled for yet, and by bg_queue_cancel), a
+ * timerfd armed for the earliest timer, and the sockets of the queue's connections; epoll fds
+ * are themselves pollable, so the host sees one fd, readable whenever any of them is.
+ */
+#include "client/queue.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
+
+#include "common/call.h"
+#include "common/clock.h"
+#include "common/wait.h"
+
+#define POLL_EVENTS 64
+
+#define QOP_OF(member_ptr, member) ((bgi_qop *)((char *)(member_ptr) - offsetof(bgi_qop, member)))
+
+/* ---- the fd --------------------------------------------------------------------------------- */
+
+/* Makes the fd readable (until the next poll reads the eventfd): async-signal-safe. */
+static void signal_fd(bg_queue *q) {
+  uint64_t one = 1;
+  ssize_t ignored = write(q->evfd, &one, sizeof one);
+  (void)ignored;
+}
+
+static void drain_fd(int fd) {
+  uint64_t v;
+  ssize_t ignored = read(fd, &v, sizeof v);
+  (void)ignored;
+}
+
+/* Arms the timerfd for the earliest timer when that is earlier than what it is armed for: a later
+ * one is re-armed by the poll its early wake causes (one system call per earlier timer, not one
+ * per change of the earliest, which moves with nearly every reply). */
+static void sync_timerfd(bg_queue *q) {
+  uint64_t next = bgi_timers_next(&q->timers);
+  if (next >= q->tfd_due) return;
+  struct itimerspec its;
+  memset(&its, 0, sizeof its);
+  if (next != UINT64_MAX) its.it_value = bgi_timespec(next ? next : 1);
+  timerfd_settime(q->tfd, TFD_TIMER_ABSTIME, &its, NULL);
+  q->tfd_due = next;
+}
+
+/* ---- the slab ------------------------------------------------------------------------------- */
+
+static int grow(bg_queue *q) {
+  size_t k = atomic_load(&q->nchunks);
+  if (k == BGI_QOP_MAX_CHUNKS) return BG_ENOMEM;
+  bgi_qop *chunk = calloc(BGI_QOP_CHUNK, sizeof *chunk);
+  if (!chunk) return BG_ENOMEM;
+  for (size_t i = BGI_QOP_CHUNK; i-- > 0;) {
+    chunk[i].q = q;
+    chunk[i].sleep_timer.kind = BGI_QTIMER_SLEEP;
+    chunk[i].deadline_timer.kind = BGI_QTIMER_DEADLINE;
+    chunk[i].next = q->free;
+    q->free = &chunk[i];
+  }
+  atomic_store(&q->chunks[k], chunk);
+  atomic_store(&q->nchunks, k + 1);   /* after the chunk: a cancel never sees a NULL one */
+  return BG_OK;
+}
+
+int bgi_queue_op_new(bg_queue *q, const bg_call *call, uint64_t tag, bgi_qop **out, bgi_err *err) {
+  if (!q->free && grow(q) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory (operations in flight)");
+  bgi_qop *op = q->free;
+  q->free = op->next;
+  op->next = NULL;
+  atomic_store(&op->tag, tag);
+  atomic_store(&op->cancel, 0);
+  op->call = call;
+  op->deadline_ns = bgi_call_deadline(call);
+  op->depth = 0;
+  op->waiting = BGI_QOP_RUNNING;
+  op->io = NULL;
+  op->discovering = 0;
+  op->err.status = op->err.degraded = op->err.not_durable = 0;
+  op->err.msg[0] = 0;
+  op->status = op->source = op->degraded = BG_OK;
+  op->value = 0;
+  op->present = NULL;
+  op->npresent = 0;
+  op->is_info = 0;
+  *out = op;
+  return BG_OK;
+}
+
+int bgi_queue_op_copy_items(bgi_qop *op, const void *const *items, const size_t *lens, size_t n, bgi_err *err) {
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) total += lens[i];
+  if (n > op->items_cap) {
+    size_t cap = op->items_cap ? op->items_cap : 16;
+    while (cap < n) cap *= 2;
+    const void **ptrs = realloc(op->item_ptrs, cap * sizeof *ptrs);
+    if (ptrs) op->item_ptrs = ptrs;
+    size_t *ls = ptrs ? realloc(op->item_lens, cap * sizeof *ls) : NULL;
+    if (ls) op->item_lens = ls;
+    uint8_t *ans = ls ? realloc(op->answers, cap) : NULL;
+    if (ans) op->answers = ans;
+    if (!ans) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    op->items_cap = op->answers_cap = cap;
+  }
+  bgi_buf_reset(&op->item_bytes);
+  if (bgi_buf_reserve(&op->item_bytes, total ? total : 1) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  for (size_t i = 0; i < n; i++) {
+    op->item_ptrs[i] = lens[i] ? op->item_bytes.data + op->item_bytes.len : NULL;
+    if (lens[i]) memcpy(op->item_bytes.data + op->item_bytes.len, items[i], lens[i]);
+    op->item_bytes.len += lens[i];
+    op->item_lens[i] = lens[i];
+  }
+  return BG_OK;
+}
+
+void bgi_queue_op_discard(bg_queue *q, bgi_qop *op) {
+  op->next = q->free;
+  q->free = op;
+}
+
+/* ---- running operations ------------------------------------------------------------------------- */
+
+static void complete(bg_queue *q, bgi_qop *op, int st) {
+  bgi_timers_cancel(&q->timers, &op->sleep_timer);
+  bgi_timers_cancel(&q->timers, &op->deadline_timer);
+  q->nlive--;
+  if (op->call) q->ncalls--;
+  op->status = st;
+  op->finish(op, st);
+  op->degraded = st == BG_OK && op->source > BG_SOURCE_REDIS ? op->err.degraded : BG_OK;
+  atomic_store(&op->live, 0);
+  if (q->done_tail) q->done_tail->next = op;
+  else q->done_head = op;
+  q->done_tail = op;
+  op->next = NULL;
+}
+
+/* Resumes op's task with st and runs it (and the tasks it starts) until it waits or ends. */
+static void run_task(bg_queue *q, bgi_qop *op, int st) {
+  op->waiting = BGI_QOP_RUNNING;
+  op->io = NULL;
+  for (;;) {
+    bgi_task *t = op->stack[op->depth];
+    switch (t->resume(t, st, &op->err)) {
+      case BGI_NEXT_CALL:
+        if (op->depth + 1 == BGI_TASK_MAX_DEPTH) {
+          st = bgi_err_set(&op->err, BG_EINVAL, "internal: tasks nested too deep");
+          break;
+        }
+        bgi_req_task_init(&op->rt, t->req, bgi_pipes_transport(q->pipes));
+        op->stack[++op->depth] = &op->rt.t;
+        st = BG_OK;
+        break;
+      case BGI_NEXT_SUB:
+        if (op->depth + 1 == BGI_TASK_MAX_DEPTH) {
+          st = bgi_err_set(&op->err, BG_EINVAL, "internal: tasks nested too deep");
+          break;
+        }
+        op->stack[++op->depth] = t->sub;
+        st = BG_OK;
+        break;
+      case BGI_NEXT_SLEEP:
+        if (bgi_timers_arm(&q->timers, &op->sleep_timer, t->until_ns) != BG_OK) {
+          st = bgi_err_set(&op->err, BG_ENOMEM, "out of memory (timers)");
+          break;
+        }
+        op->waiting = BGI_QOP_SLEEPING;
+        return;
+      case BGI_NEXT_WAIT:
+        op->waiting = BGI_QOP_IO;
+        op->io = op->discovering ? NULL : &op->rt.x;
+        return;
+      default:
+        st = t->status;
+        if (op->depth == 0) {
+          complete(q, op, st);
+          return;
+        }
+        op->depth--;
+        break;
+    }
+  }
+}
+
+/* run_task, with op as the queue's running operation meanwhile (bg_queue_running): an operation
+ * may resume another (a connection's failure fails every request on it), hence the restore. */
+static void advance(bg_queue *q, bgi_qop *op, int st) {
+  bgi_qop *outer = q->running;
+  q->running = op;
+  run_task(q, op, st);
+  q->running = outer;
+}
+
+void bgi_queue_io_done(bgi_req_task *rt, int st, const char *msg) {
+  bgi_qop *op = QOP_OF(rt, rt);
+  if (st != BG_OK) bgi_err_set(&op->err, st, "%s", msg);
+  advance(op->q, op, st);
+}
+
+int bgi_queue_timer_arm(bg_queue *q, bgi_timer *t, uint64_t due_ns) {
+  int st = bgi_timers_arm(&q->timers, t, due_ns);
+  sync_timerfd(q);
+  return st;
+}
+
+void bgi_queue_timer_cancel(bg_queue *q, bgi_timer *t) { bgi_timers_cancel(&q->timers, t); }
+
+/* ---- discovery: where the client's calls go, found on a thread of the queue's -------------------- */
+
+static void *discover_thread(void *p) {
+  bg_queue *q = p;
+  memset(&q->disc_err, 0, sizeof q->disc_err);
+  /* no deadline of a caller: the discovery's own bounds (a connect and its answer); each waiting
+   * operation's deadline ends its own wait */
+  q->disc_status = bgi_client_discover(q->client, 0, &q->disc_err);
+  atomic_store(&q->disc_done, 1);
+  signal_fd(q);
+  return NULL;
+}
+
+int bgi_queue_discover(bg_queue *q, bgi_req_task *rt, uint64_t deadline_ns, bgi_err *err) {
+  bgi_qop *op = QOP_OF(rt, rt);
+  (void)deadline_ns;
+  if (!q->disc_running) {
+    atomic_store(&q->disc_done, 0);
+    if (pthread_create(&q->disc_thread, NULL, discover_thread, q) != 0)
+      return bgi_err_set(err, BG_ENOMEM, "cannot start a thread to find the server");
+    q->disc_running = 1;
+  }
+  op->discovering = 1;
+  op->disc_next = q->disc_waiters;
+  q->disc_waiters = op;
+  return BGI_PENDING;
+}
+
+/* The discovery ended: every operation that waited for it goes on with its outcome. */
+static void discovery_ended(bg_queue *q) {
+  pthread_join(q->disc_thread, NULL);
+  q->disc_running = 0;
+  bgi_qop *op = q->disc_waiters;
+  q->disc_waiters = NULL;
+  while (op) {
+    bgi_qop *next = op->disc_next;
+    op->discovering = 0;
+    if (q->disc_status == BG_OK) advance(q, op, BG_OK);
+    else {
+      op->err = q->disc_err;
+      advance(q, op, q->disc_status);
+    }
+    op = next;
+  }
+}
+
+/* An operation stops waiting for the discovery (its deadline, a cancel). */
+static void stop_discovering(bg_queue *q, bgi_qop *op) {
+  for (bgi_qop **pp = &q->disc_waiters; *pp; pp = &(*pp)->disc_next)
+    if (*pp == op) {
+      *pp = op->disc_next;
+      break;
+    }
+  op->discovering = 0;
+}
+
+/* Ends op's wait with st (a deadline or a cancel): its I/O is abandoned to the connection. */
+static void interrupt(bg_queue *q, bgi_qop *op, int st, const char *why) {
+  if (op->waiting == BGI_QOP_IO && op->discovering) stop_discovering(q, op);
+  else if (op->waiting == BGI_QOP_IO) bgi_pipes_abandon(q->pipes, op->io);
+  else if (op->waiting == BGI_QOP_SLEEPING) bgi_timers_cancel(&q->timers, &op->sleep_timer);
+  else return;
+  if (st == BG_ECANCELED) bgi_err_set(&op->err, st, "cancelled (%s)", why);
+  else bgi_err_set(&op->err, st, "the call's deadline passed (%s)", why);
+  advance(q, op, st);
+}
+
+void bgi_queue_op_start(bg_queue *q, bgi_qop *op, bgi_task *task, bgi_qop_finish_fn finish) {
+  op->finish = finish;
+  op->stack[0] = task;
+  op->depth = 0;
+  atomic_store(&op->live, 1);
+  q->nlive++;
+  if (op->call) {
+    q->ncalls++;
+    if (!bgi_timer_armed(&q->call_scan)) bgi_timers_arm(&q->timers, &q->call_scan, bgi_now_ns() + bgi_ms_ns(BGI_WAIT_SLICE_MS));
+  }
+  if (op->deadline_ns) bgi_timers_arm(&q->timers, &op->deadline_timer, op->deadline_ns);
+  advance(q, op, BG_OK);
+  /* what it queued or finished waits for the host's next poll: wake it */
+  if (!q->signalled) {
+    q->signalled = 1;
+    signal_fd(q);
+  }
+  sync_timerfd(q);
+}
+
+/* Every live operation: fn(q, op). */
+static void for_each_live(bg_queue *q, void (*fn)(bg_queue *, bgi_qop *)) {
+  size_t k = atomic_load(&q->nchunks);
+  for (size_t c = 0; c < k; c++) {
+    bgi_qop *chunk = atomic_load(&q->chunks[c]);
+    for (size_t i = 0; i < BGI_QOP_CHUNK; i++)
+      if (atomic_load(&chunk[i].live)) fn(q, &chunk[i]);
+  }
+}
+
+static void cancel_if_asked(bg_queue *q, bgi_qop *op) {
+  if (atomic_load(&op->cancel)) interrupt(q, op, BG_ECANCELED, "bg_queue_cancel");
+  else if (op->call && atomic_load(&op->call->cancelled)) interrupt(q, op, BG_ECANCELED, "bg_call_cancel");
+}
+
+static void on_timer(bg_queue *q, bgi_timer *t) {
+  switch (t->kind) {
+    case BGI_QTIMER_CALL_SCAN:
+      for_each_live(q, cancel_if_asked);
+      if (q->ncalls) bgi_timers_arm(&q->timers, &q->call_scan, bgi_now_ns() + bgi_ms_ns(BGI_WAIT_SLICE_MS));
+      return;
+    case BGI_QTIMER_SLEEP:
+      advance(q, QOP_OF(t, sleep_timer), BG_OK);
+      return;
+    case BGI_QTIMER_IO:
+      bgi_pipes_on_timer(q->pipes, t);
+      return;
+    case BGI_QTIMER_DEADLINE:
+    default:
+      interrupt(q, QOP_OF(t, deadline_timer), BG_ETIMEOUT, "the bg_call's timeout");
+      return;
+  }
+}
+
+/* One pass: the I/O that is ready, cancels, due timers, then the writes everything queued. */
+static void run_once(bg_queue *q, const struct epoll_event *ev, int nev) {
+  for (int i = 0; i < nev; i++) {
+    void *p = ev[i].data.ptr;
+    if (p == &q->evfd) {
+      drain_fd(q->evfd);
+      q->signalled = 0;
+    } else if (p == &q->tfd) {
+      drain_fd(q->tfd);
+      q->tfd_due = UINT64_MAX;
+    } else {
+      bgi_pipes_event(q->pipes, p, ev[i].events);
+    }
+  }
+  if (q->disc_running && atomic_load(&q->disc_done)) discovery_ended(q);
+  if (atomic_exchange(&q->cancel_asked, 0)) for_each_live(q, cancel_if_asked);
+  uint64_t now = bgi_now_ns();
+  for (bgi_timer *t; (t = bgi_timers_pop_due(&q->timers, now));) on_timer(q, t);
+  bgi_pipes_flush(q->pipes);
+}
+
+/* ---- the ABI ---------------------------------------------------------------------------------- */
+
+static void queue_free(bg_queue *q) {
+  if (q->disc_running) pthread_join(q->disc_thread, NULL);   /* bounded by the connect and command timeouts */
+  /* first: the heap points into the pipes and the slots */
+  bgi_timers_free(&q->timers);
+  if (q->pipes) bgi_pipes_free(q->pipes);
+  for (size_t c = 0; c < atomic_load(&q->nchunks); c++) {
+    bgi_qop *chunk = atomic_load(&q->chunks[c]);
+    for (size_t i = 0; i < BGI_QOP_CHUNK; i++) {
+      bgi_buf_free(&chunk[i].item_bytes);
+      free(chunk[i].item_ptrs);
+      free(chunk[i].item_lens);
+      free(chunk[i].answers);
+    }
+    free(chunk);
+  }
+  if (q->epfd >= 0) close(q->epfd);
+  if (q->evfd >= 0) close(q->evfd);
+  if (q->tfd >= 0) close(q->tfd);
+  bgi_errslot_destroy(&q->err);
+  if (q->client) bgi_client_unref(q->client);
+  free(q);
+}
+
+static int watch(bg_queue *q, int fd, void *tag, bgi_err *err) {
+  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
+  if (epoll_ctl(q->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
+    return bgi_err_set(err, BG_ENOMEM, "cannot watch the queue's own fds: %s", strerror(errno));
+  return BG_OK;
+}
+
+static int open_queue(bg_queue **out, bg_client *c, bgi_err *err) {
+  if (!out) return bgi_err_set(err, BG_EINVAL, "bg_queue_open: out must not be NULL");
+  *out = NULL;
+  if (!c) return bgi_err_set(err, BG_EINVAL, "bg_queue_open: client handle is NULL");
+  bg_queue *q = calloc(1, sizeof *q);
+  if (!q) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  bgi_errslot_init(&q->err);
+  bgi_timers_init(&q->timers);
+  q->tfd_due = UINT64_MAX;
+  q->call_scan.kind = BGI_QTIMER_CALL_SCAN;
+  q->epfd = epoll_create1(EPOLL_CLOEXEC);
+  q->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  q->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+  int st = BG_OK;
+  if (q->epfd < 0 || q->evfd < 0 || q->tfd < 0)
+    st = bgi_err_set(err, BG_ENOMEM, "cannot make the queue's fds: %s", strerror(errno));
+  if (st == BG_OK) st = watch(q, q->evfd, &q->evfd, err);
+  if (st == BG_OK) st = watch(q, q->tfd, &q->tfd, err);
+  if (st == BG_OK) {
+    bgi_client_ref(c);
+    q->client = c;
+    if (bgi_pipes_new(q, &q->pipes) != BG_OK) st = bgi_err_set(err, BG_ENOMEM, "out of memory");
+  }
+  if (st != BG_OK) {
+    queue_free(q);
+    return st;
+  }
+  *out = q;
+  return BG_OK;
+}
+
+BG_API int bg_queue_open_ex(bg_queue **out, bg_call *call, bg_client *c) {
+  bgi_err err = {0};
+  if (!c) {
+    if (out) *out = NULL;
+    return bgi_call_null_handle(call, "client");
+  }
+  err.status = open_queue(out, c, &err);
+  return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
+}
+
+BG_API int bg_queue_open(bg_queue **out, bg_client *c) { return bg_queue_open_ex(out, NULL, c); }
+
+/* Ends a live operation at close: its task unwinds with BG_ECANCELED (freeing what it holds). */
+static void abort_op(bg_queue *q, bgi_qop *op) { interrupt(q, op, BG_ECANCELED, "the queue was closed"); }
+
+BG_API void bg_queue_close(bg_queue *q) {
+  if (!q) return;
+  for_each_live(q, abort_op);
+  queue_free(q);
+}
+
+BG_API int bg_queue_fd(const bg_queue *q) { return q ? q->epfd : -1; }
+
+BG_API const char *bg_queue_errmsg(const bg_queue *q) {
+  return q ? bgi_errslot_view((bgi_errslot *)&q->err) : "queue handle is NULL";
+}
+
+BG_API int bg_queue_cancel(bg_queue *q, uint64_t tag) {
+  if (!q) return BG_EINVAL;
+  size_t k = atomic_load(&q->nchunks);
+  for (size_t c = 0; c < k; c++) {
+    bgi_qop *chunk = atomic_load(&q->chunks[c]);
+    for (size_t i = 0; i < BGI_QOP_CHUNK; i++)
+      if (atomic_load(&chunk[i].live) && atomic_load(&chunk[i].tag) == tag) atomic_store(&chunk[i].cancel, 1);
+  }
+  atomic_store(&q->cancel_asked, 1);
+  signal_fd(q);
+  return BG_OK;
+}
+
+BG_API int bg_queue_running(const bg_queue *q, uint64_t *tag) {
+  if (!q || !tag || !q->running) return BG_EINVAL;
+  *tag = atomic_load(&q->running->tag);
+  return BG_OK;
+}
+
+BG_API int bg_queue_poll(bg_queue *q, int64_t timeout_ms, bg_completion **out, size_t max, size_t *n) {
+  struct epoll_event ev[POLL_EVENTS];
+  if (!q) return BG_EINVAL;
+  if (!n || (max && !out) || timeout_ms < -1)
+    return bgi_errslot_set(&q->err, BG_EINVAL, "bg_queue_poll: n must not be NULL, out must not be NULL when max > 0, "
+                           "and timeout_ms is -1 (no limit), 0 or a number of ms");
+  *n = 0;
+  /* the last batch's slots are free again */
+  while (q->handed) {
+    bgi_qop *op = q->handed;
+    q->handed = op->next;
+    bgi_queue_op_discard(q, op);
+  }
+  uint64_t until = timeout_ms > 0 ? bgi_deadline_in_ms(timeout_ms) : 0;
+  int nev = epoll_wait(q->epfd, ev, POLL_EVENTS, 0);
+  run_once(q, ev, nev > 0 ? nev : 0);
+  while (!q->done_head && timeout_ms != 0) {
+    uint64_t now = bgi_now_ns();
+    if (until && now >= until) break;
+    int64_t wait = until ? bgi_ms_until(until, now) : -1;
+    uint64_t next = bgi_timers_next(&q->timers);
+    if (next != UINT64_MAX) {
+      int64_t t = bgi_ms_until(next, now);
+      if (wait < 0 || t < wait) wait = t;
+    }
+    nev = epoll_wait(q->epfd, ev, POLL_EVENTS, wait > INT32_MAX ? INT32_MAX : (int)wait);
+    if (nev < 0 && errno != EINTR) break;
+    run_once(q, ev, nev > 0 ? nev : 0);
+  }
+  while (q->done_head && *n < max) {
+    bgi_qop *op = q->done_head;
+    q->done_head = op->next;
+    if (!q->done_head) q->done_tail = NULL;
+    op->next = q->handed;
+    q->handed = op;
+    out[(*n)++] = (bg_completion *)op;
+  }
+  sync_timerfd(q);
+  /* completions still waiting keep the fd readable */
+  if (q->done_head && !q->signalled) {
+    q->signalled = 1;
+    signal_fd(q);
+  }
+  return BG_OK;
+}
+
+/* ---- completions ------------------------------------------------------------------------------ */
+
+#define OP(c) ((const bgi_qop *)(c))
+
+BG_API uint64_t bg_completion_tag(const bg_completion *c) { return c ? atomic_load(&OP(c)->tag) : 0; }
+BG_API int bg_completion_status(const bg_completion *c) { return c ? OP(c)->status : BG_EINVAL; }
+BG_API int bg_completion_source(const bg_completion *c) { return c ? OP(c)->source : BG_SOURCE_NONE; }
+BG_API int bg_completion_degraded_status(const bg_completion *c) { return c ? OP(c)->degraded : BG_OK; }
+BG_API int64_t bg_completion_value(const bg_completion *c) { return c ? OP(c)->value : 0; }
+
+BG_API const char *bg_completion_errmsg(const bg_completion *c) {
+  if (!c) return "completion handle is NULL";
+  if (OP(c)->status != BG_OK) return bgi_err_text(&OP(c)->err);
+  return OP(c)->degraded ? OP(c)->err.msg : "";
+}
+
+BG_API const uint8_t *bg_completion_present(const bg_completion *c, size_t *n) {
+  if (n) *n = c ? OP(c)->npresent : 0;
+  return c ? OP(c)->present : NULL;
+}
+
+BG_API int bg_completion_info(const bg_completion *c, uint64_t *size, uint32_t *hash_iterations,
+                              int64_t *expected_insertions, double *fpp) {
+  if (!c || !OP(c)->is_info) return BG_EINVAL;
+  if (OP(c)->status != BG_OK) return OP(c)->status;
+  if (size) *size = OP(c)->info_size;
+  if (hash_iterations) *hash_iterations = OP(c)->info_k;
+  if (expected_insertions) *expected_insertions = OP(c)->info_expected;
+  if (fpp) *fpp = OP(c)->info_fpp;
+  return BG_OK;
+}
+
+BG_API void bg_completions_read(bg_completion *const *cs, size_t n, uint64_t *tags, int32_t *statuses,
+                                int32_t *sources, int64_t *values) {
+  if (!cs) return;
+  for (size_t i = 0; i < n; i++) {
+    const bgi_qop *op = OP(cs[i]);
+    if (tags) tags[i] = atomic_load(&op->tag);
+    if (statuses) statuses[i] = op->status;
+    if (sources) sources[i] = op->source;
+    if (values) values[i] = op->value;
+  }
+}

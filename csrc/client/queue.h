@@ -1,0 +1,156 @@
+/*
+ * Internal: a submission queue (include/bloomguard/queue.h) - operations run as tasks
+ * (common/task.h) by the thread that drives the queue, waiting through timers (common/timers.h)
+ * and the queue's own non-blocking connections (client/pipes.c) instead of sleeping.
+ *
+ * An operation (bgi_qop) lives in a slot of the queue's slab from its submit until the poll after
+ * the one that handed out its completion. The slab grows by whole chunks that are never freed
+ * before the queue, so a cancel from any thread (or a signal handler) can look at every slot
+ * without a lock: it reads a slot's tag and sets its cancel flag, both atomics.
+ *
+ * What an operation is - its task, its copy of the items, how its answer is read off it - belongs
+ * to the layer that submits it (filter/submit.c): the slot holds that layer's record in `body`.
+ */
+#ifndef BG_INTERNAL_QUEUE_H
+#define BG_INTERNAL_QUEUE_H
+
+#include <stdalign.h>
+#include <stdatomic.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "bloomguard/queue.h"
+#include "client/client.h"
+#include "common/timers.h"
+
+/* Room for the submitting layer's record of an operation (checked there at compile time). */
+#define BGI_QOP_BODY_BYTES 640
+
+typedef struct bgi_qop bgi_qop;
+typedef struct bgi_pipes bgi_pipes;
+
+/* Reads the answer off the submitting layer's record once the operation's task ended with st. */
+typedef void (*bgi_qop_finish_fn)(bgi_qop *op, int st);
+
+struct bgi_qop {
+  /* read by cancels on any thread */
+  _Atomic uint64_t tag;
+  atomic_int live;           /* submitted and not yet completed */
+  atomic_int cancel;         /* bg_queue_cancel asked */
+  /* the driving thread's */
+  bg_queue *q;
+  const bg_call *call;       /* the submit's (its timeout, its cancel flag), or NULL */
+  uint64_t deadline_ns;      /* 0: none */
+  bgi_task *stack[BGI_TASK_MAX_DEPTH];
+  int depth;
+  int waiting;               /* BGI_QOP_RUNNING / SLEEPING / IO */
+  bgi_timer sleep_timer, deadline_timer;
+  bgi_req_task rt;           /* the request of the CALL in progress (one at a time) */
+  int discovering;           /* rt waits for the client's discovery (on the queue's list) */
+  bgi_qop *disc_next;
+  bgi_xfer *io;              /* while IO: the transfer the transport holds */
+  bgi_err err;
+  bgi_qop_finish_fn finish;
+  /* the completion (bg_completion is a bgi_qop) */
+  int status, source, degraded;
+  int64_t value;
+  const uint8_t *present;
+  size_t npresent;
+  int is_info;
+  uint64_t info_size;
+  uint32_t info_k;
+  int64_t info_expected;
+  double info_fpp;
+  /* the operation's copy of its items and its answers (kept for the slot's next use) */
+  bgi_buf item_bytes;
+  const void **item_ptrs;
+  size_t *item_lens;
+  size_t items_cap;
+  uint8_t *answers;
+  size_t answers_cap;
+  bgi_qop *next;             /* free list / completed list */
+  alignas(16) unsigned char body[BGI_QOP_BODY_BYTES];
+};
+
+#define BGI_QOP_RUNNING 0
+#define BGI_QOP_SLEEPING 1
+#define BGI_QOP_IO 2
+
+/* bgi_timer.kind of the queue's timers */
+#define BGI_QTIMER_CALL_SCAN 0
+#define BGI_QTIMER_SLEEP 1
+#define BGI_QTIMER_DEADLINE 2
+#define BGI_QTIMER_IO 3
+
+#define BGI_QOP_CHUNK 128
+#define BGI_QOP_MAX_CHUNKS 8192
+
+struct bg_queue {
+  bg_client *client;
+  int epfd, evfd, tfd;
+  uint64_t tfd_due;              /* what the timerfd is armed for; UINT64_MAX: not armed */
+  _Atomic(bgi_qop *) chunks[BGI_QOP_MAX_CHUNKS];
+  atomic_size_t nchunks;
+  bgi_qop *free;
+  bgi_qop *done_head, *done_tail;   /* completed, not yet handed out */
+  bgi_qop *handed;                  /* handed out by the last poll: freed by the next */
+  size_t nlive, ncalls;             /* operations in flight; of them, with a bg_call */
+  atomic_int cancel_asked;          /* a cancel came since the last scan */
+  int signalled;                    /* the eventfd holds a count not yet read */
+  bgi_timers timers;
+  bgi_timer call_scan;              /* while operations with a bg_call are in flight: look at their
+                                       cancel flags every BGI_WAIT_SLICE_MS */
+  bgi_pipes *pipes;                 /* the queue's connections (client/pipes.c) */
+  /* a discovery of where the client's calls go (bgi_queue_discover) on a thread of its own */
+  pthread_t disc_thread;
+  int disc_running;
+  atomic_int disc_done;
+  bgi_err disc_err;
+  int disc_status;
+  bgi_qop *disc_waiters;
+  bgi_qop *running;                 /* whose task runs now (bg_queue_running), else NULL */
+  bgi_errslot err;
+};
+
+/*
+ * A slot for a new operation with this tag: its deadline from call's timeout (call may be NULL).
+ * BG_OK, or BG_ENOMEM (err set).
+ */
+int bgi_queue_op_new(bg_queue *q, const bg_call *call, uint64_t tag, bgi_qop **out, bgi_err *err);
+/* Gives back a slot bgi_queue_op_new made, unsubmitted (a submit that failed after it). */
+void bgi_queue_op_discard(bg_queue *q, bgi_qop *op);
+/* Copies items[0..n) into op (item_ptrs, item_lens) and makes room for n answers (answers).
+ * BG_OK or BG_ENOMEM (err set). */
+int bgi_queue_op_copy_items(bgi_qop *op, const void *const *items, const size_t *lens, size_t n, bgi_err *err);
+/* Starts the operation: runs its task on this thread as far as it goes without waiting. */
+void bgi_queue_op_start(bg_queue *q, bgi_qop *op, bgi_task *task, bgi_qop_finish_fn finish);
+
+/* The transport's side (client/pipes.c): the operation whose request task is rt waited for I/O
+ * and is resumed with st (a failure's message: msg). */
+void bgi_queue_io_done(bgi_req_task *rt, int st, const char *msg);
+/* The client does not know yet where calls go: the operation whose request task is rt waits for
+ * the discovery (bgi_client_discover, blocking, on a thread of the queue's, one at a time for all
+ * the queue's operations waiting for it). BGI_PENDING, or a failure (no thread could be made). */
+int bgi_queue_discover(bg_queue *q, bgi_req_task *rt, uint64_t deadline_ns, bgi_err *err);
+/* A timer of the transport's (kind BGI_QTIMER_IO) on the queue's heap. */
+int bgi_queue_timer_arm(bg_queue *q, bgi_timer *t, uint64_t due_ns);
+void bgi_queue_timer_cancel(bg_queue *q, bgi_timer *t);
+
+/* ---- the queue's connections (client/pipes.c) ------------------------------------------------ */
+
+int bgi_pipes_new(bg_queue *q, bgi_pipes **out);
+void bgi_pipes_free(bgi_pipes *p);
+bgi_transport *bgi_pipes_transport(bgi_pipes *p);
+/* Gives the transfer's workspace to its connection, which reads and drops the replies still due
+ * (a deadline or a cancel ended the wait): x->kept is set. */
+void bgi_pipes_abandon(bgi_pipes *p, bgi_xfer *x);
+/* One epoll event of a connection (its data.ptr and events): the I/O it allows. */
+void bgi_pipes_event(bgi_pipes *p, void *ptr, uint32_t events);
+/* A timer of the pipes' (BGI_QTIMER_IO) is due. */
+void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t);
+/* Tests only (the negative control of the late-reply tests): abandoned requests leave their FIFO. */
+void bgi_pipes_fault_no_discard(bgi_pipes *p, int on);
+/* Writes what submits and resumed operations queued since. */
+void bgi_pipes_flush(bgi_pipes *p);
+
+#endif

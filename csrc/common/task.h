@@ -1,0 +1,86 @@
+/*
+ * Internal: an operation as a resumable state machine (a task).
+ *
+ * A task never waits. Each time it is resumed it does what it can without waiting, then says
+ * what it needs next: one request to Redis (CALL), a wait until a time (SLEEP), another task run
+ * to its end (SUB), or nothing more (DONE); a request task that handed its wait to a transport
+ * which will resume it (client/transport.h) says WAIT. Whoever runs it - the blocking runner on
+ * the calling thread (bgi_task_run below, client/run.c), or a submission queue driven by the
+ * host's event loop (client/queue.c) - does that and resumes it with the outcome. So the
+ * blocking calls and the submitted ones share every line of protocol, policy and retry code:
+ * only the waiting differs.
+ *
+ * The contract of a resume function:
+ *   int resume(bgi_task *t, int st, bgi_err *err)
+ * st is the outcome of what the task asked for last: BG_OK the first time, then the CALL's status
+ * (its message in err), BG_OK after a SLEEP (BG_ECANCELED when the operation was cancelled during
+ * it; BG_ETIMEOUT when a queue ended it at its deadline), the SUB task's status, or after a
+ * WAIT what the transport resumes it with. It returns
+ * BGI_NEXT_*, with the matching field of t set; for BGI_NEXT_DONE, t->status is the result (the
+ * failure's message in err). A task is resumed on one thread at a time, but not always the same one.
+ */
+#ifndef BG_INTERNAL_TASK_H
+#define BG_INTERNAL_TASK_H
+
+#include <stdint.h>
+
+#include "common/err.h"
+
+#define BGI_NEXT_DONE 0
+#define BGI_NEXT_CALL 1
+#define BGI_NEXT_SLEEP 2
+#define BGI_NEXT_SUB 3
+#define BGI_NEXT_WAIT 4   /* a transport holds it (client/transport.h) and will resume it */
+
+/* Deepest nesting of SUB tasks a runner keeps (policy -> filter operation -> step). */
+#define BGI_TASK_MAX_DEPTH 6
+
+typedef struct bgi_task bgi_task;
+typedef int (*bgi_resume_fn)(bgi_task *t, int st, bgi_err *err);
+
+struct bgi_task {
+  bgi_resume_fn resume;
+  int status;            /* DONE: the result */
+  const void *req;       /* CALL: what to send (the client layer's bgi_req; opaque below it) */
+  uint64_t until_ns;     /* SLEEP: until this monotonic time */
+  bgi_task *sub;         /* SUB: the task to run (its resume function set, its state at the start) */
+};
+
+static inline void bgi_task_init(bgi_task *t, bgi_resume_fn resume) {
+  t->resume = resume;
+  t->status = BG_OK;
+  t->req = NULL;
+  t->until_ns = 0;
+  t->sub = NULL;
+}
+
+/* The returns of a resume function (t's field set first). */
+static inline int bgi_task_done(bgi_task *t, int status) {
+  t->status = status;
+  return BGI_NEXT_DONE;
+}
+static inline int bgi_task_call(bgi_task *t, const void *req) {
+  t->req = req;
+  return BGI_NEXT_CALL;
+}
+static inline int bgi_task_sleep(bgi_task *t, uint64_t until_ns) {
+  t->until_ns = until_ns;
+  return BGI_NEXT_SLEEP;
+}
+static inline int bgi_task_sub(bgi_task *t, bgi_task *sub) {
+  t->sub = sub;
+  return BGI_NEXT_SUB;
+}
+
+/* Sends one CALL's request and waits for its outcome (the client layer's, client/run.h). */
+typedef int (*bgi_exec_fn)(const void *req, bgi_err *err);
+
+/*
+ * Runs root to its end on this thread and returns its status: CALLs through exec (NULL: a CALL
+ * fails with BG_EINVAL - for tasks that never make one, as the policy engine's unit tests give
+ * it), SLEEPs through the one wait primitive (common/wait.h: the thread's current call may
+ * cancel them).
+ */
+int bgi_task_run(bgi_task *root, bgi_exec_fn exec, bgi_err *err);
+
+#endif
