@@ -56,6 +56,18 @@ int bgi_parse_u64(const char *s, size_t len, uint64_t *out);
 int bgi_cfg_from_pair(const bg_filter *f, const bgi_reply *size, const bgi_reply *k, uint64_t *cfg,
                       bgi_err *err);
 
+/*
+ * What a reply taught about the config: f->cfg becomes `seen` only if it still holds `used`, the
+ * config the request was built with. Many requests are in flight on one handle (the queue, the
+ * multiplexed connections); a reply to an older one would otherwise take the handle back to an
+ * older config, and the newer requests would keep meeting a change (BG_ECONFIG after the retries).
+ * 1 if it was replaced.
+ */
+static inline int bgi_filter_cfg_learnt(atomic_uint_fast64_t *slot, uint64_t used, uint64_t seen) {
+  uint_fast64_t expected = used;
+  return atomic_compare_exchange_strong(slot, &expected, seen);
+}
+
 /* The request that reads the config (HMGET) into f->cfg, as a task's CALL. */
 void bgi_filter_config_req(bgi_req *r, bg_filter *f, uint64_t deadline_ns);
 

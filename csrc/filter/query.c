@@ -242,10 +242,10 @@ enum {
   Q_NAPPED       /* a nap while the write lock was held ended */
 };
 
-/* Sends the window's block with the config (loading it first when none is known). */
-static int ask(bgi_contains_task *ct, bgi_err *err) {
+/* Sends the window's block with a config (loading it first when none is known). */
+static int ask_with(bgi_contains_task *ct, uint64_t cfg, bgi_err *err) {
   bgi_query *q = &ct->q;
-  q->cfg = atomic_load(&q->f->cfg);
+  q->cfg = cfg;
   if (!q->cfg) {
     ct->state = Q_CONFIG;
     bgi_filter_config_req(&ct->req, q->f, ct->deadline_ns);
@@ -263,6 +263,9 @@ static int ask(bgi_contains_task *ct, bgi_err *err) {
   ct->state = Q_ASKED;
   return bgi_task_call(&ct->t, &ct->req);
 }
+
+/* ... with the config the handle knows. */
+static int ask(bgi_contains_task *ct, bgi_err *err) { return ask_with(ct, atomic_load(&ct->q.f->cfg), err); }
 
 /* The next window, or the end. */
 static int next_window(bgi_contains_task *ct, bgi_err *err) {
@@ -312,13 +315,14 @@ static int resume_contains(bgi_task *t, int st, bgi_err *err) {
     return bgi_task_sleep(t, until);
   }
   if (!q->seen_cfg) return next_window(ct, err);
-  /* the filter was rebuilt with other parameters: recompute with the new config and ask again */
-  atomic_store(&f->cfg, q->seen_cfg);
+  /* the filter was rebuilt with other parameters: ask again with the config the server just
+   * named - fresher than the handle's, which replies to older requests may have set since */
+  bgi_filter_cfg_learnt(&f->cfg, q->cfg, q->seen_cfg);
   if (ct->attempt >= ct->retries)
     return bgi_task_done(t, bgi_err_set(err, BG_ECONFIG, "contains: the config of \"%s\" changed on each of %lld "
                                         "attempts", f->name.s, (long long)ct->attempt + 1));
   ct->attempt++;
-  return ask(ct, err);
+  return ask_with(ct, q->seen_cfg, err);
 }
 
 void bgi_contains_task_init(bgi_contains_task *ct, bg_filter *f, uint64_t deadline_ns, const void *const *items,

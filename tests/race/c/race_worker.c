@@ -177,7 +177,11 @@ int main(int argc, char **argv) {
    * that, and the answer would be BG_ELOCKED for the policy - no policy here) */
   if (bg_options_new(&o) != BG_OK || bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 10000) != BG_OK ||
       bg_options_set_int(o, BG_OPT_CONNECT_TIMEOUT_MS, 10000) != BG_OK ||
-      bg_options_set_int(o, BG_OPT_WRITE_LOCK_WAIT_MS, 10000) != BG_OK) return 2;
+      bg_options_set_int(o, BG_OPT_WRITE_LOCK_WAIT_MS, 10000) != BG_OK ||
+      /* tests/race/README.md, "Config retries" */
+      bg_options_set_int(o, BG_OPT_CONFIG_RETRIES, 20) != BG_OK ||
+      /* the fault reaches into the cluster map, which a lazy open makes only at the first call */
+      bg_options_set_int(o, BG_OPT_CONNECT_AT_OPEN, 1) != BG_OK) return 2;
   bg_call *call = NULL;
   int st = bg_call_new(&call);
   if (st == BG_OK) st = bg_client_open_ex(&client, call, a.url, o);

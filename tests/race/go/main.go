@@ -309,10 +309,11 @@ func main() {
 	a := parseArgs()
 	ctx := context.Background()
 	// generous timeouts: the suite judges correctness, not latency on a loaded machine; a query
-	// waits out a LOCKED rewrite for up to 10 s (the default 100 ms is for services)
+	// waits out a LOCKED rewrite for up to 10 s (the default 100 ms is for services); config retries:
+	// tests/race/README.md, "Config retries"
 	client, err := bloomguard.Open(a.url, bloomguard.WithCommandTimeout(10*time.Second),
 		bloomguard.WithConnectTimeout(10*time.Second), bloomguard.WithWriteLockWait(10*time.Second),
-		bloomguard.WithQueues(a.queues))
+		bloomguard.WithConfigRetries(20), bloomguard.WithQueues(a.queues))
 	if err != nil {
 		fail("connect %s: %v", a.url, err)
 	}

@@ -168,8 +168,9 @@ def run_query_aio(args: argparse.Namespace, url: str, c: Counts) -> None:
                 state["first"] = False
 
     async def main() -> "dict[str, int]":
+        # config retries: tests/race/README.md, "Config retries"
         async with await bloomguard.aio.connect(url, command_timeout=10, connect_timeout=10,
-                                                write_lock_wait=10) as client:
+                                                write_lock_wait=10, config_retries=20) as client:
             af = client.filter(args.filter)
             await asyncio.gather(*(task(af) for _ in range(AIO_TASKS)))
             return dict(af.stats())
@@ -264,7 +265,8 @@ def main(argv: List[str]) -> int:
         return report(args, "pyaio", c, st)
     # generous timeouts: the suite judges correctness, not latency on a loaded machine
     # and a query waits out a LOCKED rewrite for up to 10 s (the default 100 ms is for services)
-    with bloomguard.Client(args.url, command_timeout=10, connect_timeout=10, write_lock_wait=10) as client:
+    with bloomguard.Client(args.url, command_timeout=10, connect_timeout=10, write_lock_wait=10,
+                           config_retries=20) as client:   # tests/race/README.md, "Config retries"
         with client.filter(args.filter) as f:
             {"query": run_query, "add": run_add, "rotate": run_rotate}[args.role](args, f, c)
             st = f.stats()  # the client's Redis Cluster counters (0 standalone)

@@ -95,17 +95,18 @@ enum {
   A_SENT         /* the window's chunks were answered */
 };
 
-/* Sends the window's chunks with the config (loading it first when none is known). */
-static int send_window(bgi_add_task *at) {
+/* Sends the window's chunks with a config and a rotation's next one (loading the config first
+ * when none is known). */
+static int send_window_with(bgi_add_task *at, uint64_t cfg, uint64_t next_cfg) {
   bgi_adder *a = &at->a;
   bg_filter *f = a->f;
-  a->cfg = atomic_load(&f->cfg);
+  a->cfg = cfg;
   if (!a->cfg) {
     at->state = A_CONFIG;
     bgi_filter_config_req(&at->req, f, at->deadline_ns);
     return bgi_task_call(&at->t, &at->req);
   }
-  a->next_cfg = atomic_load(&f->next_cfg);
+  a->next_cfg = next_cfg;
   a->seen_cfg = a->seen_next = 0;
   a->rotation_seen = 0;
   /* a window too big to multiplex says so before it is built (client.h, BGI_CALL_BULK): its
@@ -117,6 +118,11 @@ static int send_window(bgi_add_task *at) {
                       .run = &a->run, .what = "add"};
   at->state = A_SENT;
   return bgi_task_call(&at->t, &at->req);
+}
+
+/* ... with what the handle knows. */
+static int send_window(bgi_add_task *at) {
+  return send_window_with(at, atomic_load(&at->a.f->cfg), atomic_load(&at->a.f->next_cfg));
 }
 
 /* The next window (config changes and rotation changes each get the retry budget: a rebuild
@@ -142,11 +148,11 @@ static int resume_add(bgi_task *t, int st, bgi_err *err) {
   if (st != BG_OK) return bgi_task_done(t, st);
   if (at->state == A_CONFIG) return send_window(at);
   if (a->seen_next) {
-    atomic_store(&f->next_cfg, a->seen_next);
+    bgi_filter_cfg_learnt(&f->next_cfg, a->next_cfg, a->seen_next);
     if (at->rot_attempt++ >= at->retries)
       return bgi_task_done(t, bgi_err_set(err, BG_ECONFIG, "add: the rotation of \"%s\" changed on each of %lld "
                                           "attempts", f->name.s, (long long)at->rot_attempt));
-    return send_window(at);
+    return send_window_with(at, a->cfg, a->seen_next);
   }
   if (!a->seen_cfg) {
     /* no rotation runs any more: stop hashing for one (unless another thread learnt of a new one) */
@@ -156,13 +162,13 @@ static int resume_add(bgi_task *t, int st, bgi_err *err) {
     return next_window(at);
   }
   /* rebuilt with other parameters: nothing was written by the refused chunk; redo the window
-   * with the new config (setting bits twice is harmless) */
-  atomic_store(&f->cfg, a->seen_cfg);
-  atomic_store(&f->next_cfg, a->seen_next_after_cfg);
+   * with the config the server just named (setting bits twice is harmless) - fresher than the
+   * handle's, which replies to older requests may have set since */
+  if (bgi_filter_cfg_learnt(&f->cfg, a->cfg, a->seen_cfg)) atomic_store(&f->next_cfg, a->seen_next_after_cfg);
   if (at->attempt++ >= at->retries)
     return bgi_task_done(t, bgi_err_set(err, BG_ECONFIG, "add: the config of \"%s\" changed on each of %lld attempts",
                                         f->name.s, (long long)at->attempt));
-  return send_window(at);
+  return send_window_with(at, a->seen_cfg, a->seen_next_after_cfg);
 }
 
 void bgi_add_task_init(bgi_add_task *at, bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,
