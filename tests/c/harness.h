@@ -57,6 +57,10 @@ typedef struct bgt_case { const char *name; void (*fn)(void); } bgt_case;
  * is printed so the mark can go. */
 void bgt_known_failure(const char *why);
 
+/* The current case cannot run against this server (why: a string that outlives the case); it
+ * returns at once. Printed as skipped; a binary whose every case skipped exits BGT_SKIP. */
+void bgt_skip_case(const char *why);
+
 /* Runs the cases whose name contains argv[1] (all when absent); prints "N passed, N failed". */
 int bgt_main(int argc, char **argv, const bgt_case *cases, size_t n);
 #define BGT_RUN(...) \

