@@ -68,6 +68,11 @@ struct bgi_qop {
   size_t items_cap;
   uint8_t *answers;
   size_t answers_cap;
+  /* a fan-out (common/task.h): each of its tasks runs as a child operation of the one that asked
+   * (same tag, call and deadline; never handed out): the parent waits for its children */
+  bgi_qop *parent;           /* a child's; NULL for an operation that was submitted */
+  bgi_subtask *sub;          /* a child's task and its err */
+  size_t children;           /* a parent's children still running (+1 while it starts them) */
   bgi_qop *next;             /* free list / completed list */
   alignas(16) unsigned char body[BGI_QOP_BODY_BYTES];
 };
@@ -75,6 +80,7 @@ struct bgi_qop {
 #define BGI_QOP_RUNNING 0
 #define BGI_QOP_SLEEPING 1
 #define BGI_QOP_IO 2
+#define BGI_QOP_CHILDREN 3   /* a fan-out's children run */
 
 /* bgi_timer.kind of the queue's timers */
 #define BGI_QTIMER_CALL_SCAN 0

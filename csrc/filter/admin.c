@@ -172,20 +172,7 @@ static int build_info(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   return BG_OK;
 }
 
-static const bgi_reply *field(const bgi_reply *h, const char *name) {
-  size_t len = strlen(name);
-  for (size_t i = 0; i + 1 < h->elements; i += 2)
-    if (h->element[i]->len == len && memcmp(h->element[i]->str, name, len) == 0) return h->element[i + 1];
-  return NULL;
-}
-
-static int parse_i64(const char *s, size_t len, int64_t *out) {
-  uint64_t v;
-  int neg = len > 0 && s[0] == '-';
-  if (bgi_parse_u64(s + neg, len - (size_t)neg, &v) != 0 || v > (uint64_t)INT64_MAX) return -1;
-  *out = neg ? -(int64_t)v : (int64_t)v;
-  return 0;
-}
+static const bgi_reply *field(const bgi_reply *h, const char *name) { return bgi_reply_field(h, name, strlen(name)); }
 
 static int parse_info(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
   bgi_infoer *in = ctx;
@@ -200,7 +187,7 @@ static int parse_info(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   const bgi_reply *ei = field(h, BGI_CONFIG_N), *fp = field(h, BGI_CONFIG_FPP);
   in->n = 0;
   in->fpp = 0;
-  if (ei && parse_i64(ei->str, ei->len, &in->n) != 0)
+  if (ei && bgi_parse_i64(ei->str, ei->len, &in->n) != 0)
     return bgi_err_set(err, BG_ECORRUPT, "config hash %s: expectedInsertions \"%.40s\" is not a decimal integer",
                        in->f->config_key.s, ei->str);
   if (fp && bgi_parse_double(fp->str, fp->len, &in->fpp) != 0)
@@ -384,7 +371,7 @@ int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind
   return BG_OK;
 }
 
-int bgi_admin_run(bgi_admin *a, bgi_err *err) { return bgi_task_run(&a->t, bgi_req_exec, err); }
+int bgi_admin_run(bgi_admin *a, bgi_err *err) { return bgi_task_run_with(&a->t, &bgi_req_executor, err); }
 
 int64_t bgi_admin_value(const bgi_admin *a) {
   switch (a->kind) {

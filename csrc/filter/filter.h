@@ -10,6 +10,7 @@
 #include "client/client.h"
 #include "common/task.h"
 #include "common/wait.h"
+#include "filter/partition.h"
 #include "filter/stats.h"
 #include "hash/hash.h"
 #include "policy/guard.h"
@@ -40,6 +41,13 @@ struct bg_filter {
   bgi_guard guard;
   /* the handle's own counters, not the policy's (filter/stats.h) */
   bgi_filter_stats stats;
+  /* BGI_KIND_* (filter/partitioned.h): which steps its operations take */
+  atomic_int kind;
+  /* a partitioned filter's central config as last read (under pmu) */
+  pthread_mutex_t pmu;
+  bgi_pconf pconf;
+  /* a partitioned filter: a recent add found a rotation recording (adds send the items' hashes) */
+  atomic_int p_recording;
 };
 
 /* Items hashed and sent per round trip, and per atomic server step within it: bounds client
@@ -49,6 +57,8 @@ struct bg_filter {
 
 /* Strict parses of config fields (plain decimal, no sign, no leading zeros): 0 ok, -1 bad. */
 int bgi_parse_u64(const char *s, size_t len, uint64_t *out);
+/* The same with an optional '-'. */
+int bgi_parse_i64(const char *s, size_t len, int64_t *out);
 /*
  * Turns the [size, hashIterations] pair of an HMGET reply into a packed config.
  * BG_ENOTINIT if either is missing, BG_ECORRUPT if unparsable or out of range.

@@ -42,7 +42,7 @@ int bgi_filter_guarded_contains(bg_filter *f, uint64_t deadline_ns, const void *
                                 size_t n, uint8_t *present, int *source, bgi_err *err) {
   bgi_guarded_op op;
   bgi_guarded_op_init(&op, 0, f, deadline_ns, items, lens, n, present);
-  int st = bgi_task_run(&op.gt.t, bgi_req_exec, err);
+  int st = bgi_task_run_with(&op.gt.t, &bgi_req_executor, err);
   *source = op.gt.source;
   return st;
 }
@@ -51,7 +51,7 @@ int bgi_filter_guarded_add(bg_filter *f, uint64_t deadline_ns, const void *const
                            size_t *added, bgi_err *err) {
   bgi_guarded_op op;
   bgi_guarded_op_init(&op, 1, f, deadline_ns, items, lens, n, NULL);
-  int st = bgi_task_run(&op.gt.t, bgi_req_exec, err);
+  int st = bgi_task_run_with(&op.gt.t, &bgi_req_executor, err);
   if (st == BG_OK && added) *added = bgi_guarded_op_added(&op);
   return st;
 }

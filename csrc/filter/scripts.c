@@ -26,27 +26,7 @@ bgi_script bgi_script_add = {
     "local k = tonumber(ARGV[2])\n"
     "local nk = tonumber(ARGV[4])\n"
     "local n = (#ARGV - 4) / (k + nk)\n"
-    "local function setbits(key, first, last, width)\n"
-    "  local added = 0\n"
-    "  local per = math.max(1, math.floor(1024 / width)) * width\n"
-    "  local i = first\n"
-    "  while i <= last do\n"
-    "    local stop = math.min(i + per - 1, last)\n"
-    "    local ops = {}\n"
-    "    for j = i, stop do\n"
-    "      local o = (j - i) * 4\n"
-    "      ops[o + 1] = 'SET'; ops[o + 2] = 'u1'; ops[o + 3] = ARGV[j]; ops[o + 4] = '1'\n"
-    "    end\n"
-    "    local old = redis.call('BITFIELD', key, unpack(ops))\n"
-    "    for j = 1, #old, width do\n"
-    "      for b = j, j + width - 1 do\n"
-    "        if old[b] == 0 then added = added + 1; break end\n"
-    "      end\n"
-    "    end\n"
-    "    i = stop + 1\n"
-    "  end\n"
-    "  return added\n"
-    "end\n"
+    BGI_LUA_SETBITS
     /* an in-place rebuild is rewriting the live bitmap for the next parameters: bits for the
      * current ones would stay in it as noise; the delta alone carries the item into it */
     "local rewriting = cfg[3] and active == 1\n"
@@ -83,4 +63,44 @@ bgi_script bgi_script_init = {
     "redis.call('HSET', KEYS[1], '" BGI_CONFIG_N "', ARGV[3])\n"
     "redis.call('HSET', KEYS[1], '" BGI_CONFIG_FPP "', ARGV[4])\n"
     "return {1}\n",
+};
+
+/*
+ * While a rotation's marker is on the partition and its delta not yet drained (no forward), each
+ * item's hash is appended to the delta: the rotation adds it to the next generation, whatever
+ * partition it lands in there. A locked partition (rewritten in place for another geometry) gets
+ * no bits: the delta alone carries the item in. The delta lives as long as the marker, and at
+ * least the TTL the marker names (the rotation's staging TTL).
+ */
+bgi_script bgi_script_padd = {
+  .name = "partition add",
+  .body =
+    "local m = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "', '" BGI_PCONF_PARTITIONS "', '"
+    BGI_PMETA_MODE "', '" BGI_PMETA_FORWARD "')\n"
+    "if not m[1] then return {0} end\n"
+    "if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return {2, m[1], m[2], m[3]} end\n"
+    "local ttl = redis.call('HGET', KEYS[3], '" BGI_LEASE_TTL "')\n"
+    "local rotating = ttl ~= false\n"
+    "local record = rotating and not m[5]\n"
+    "if record and ARGV[4] ~= '1' then return {3} end\n"
+    "local k = tonumber(ARGV[2])\n"
+    "local per = k\n"
+    "if ARGV[4] == '1' then per = k + 2 end\n"
+    "local n = (#ARGV - 4) / per\n"
+    BGI_LUA_SETBITS
+    "local added = n\n"
+    "if not (rotating and m[4] == '" BGI_PMETA_MODE_LOCKED "') then added = setbits(KEYS[2], 5, 4 + n * k, k) end\n"
+    "if record and n > 0 then\n"
+    "  local last = 4 + n * per\n"
+    "  for i = 5 + n * k, last, 1024 do\n"
+    "    redis.call('RPUSH', KEYS[4], unpack(ARGV, i, math.min(i + 1023, last)))\n"
+    "  end\n"
+    "  local t = tonumber(ttl) or 0\n"
+    "  local lease = redis.call('PTTL', KEYS[3])\n"
+    "  if lease > t then t = lease end\n"
+    "  if t > 0 then redis.call('PEXPIRE', KEYS[4], t) end\n"
+    "end\n"
+    "local rec = 0\n"
+    "if record then rec = 1 end\n"
+    "return {1, added, rec, m[5] or '0'}\n",
 };
