@@ -169,7 +169,7 @@ static void *layer_work(void *arg) {
   const void *item = "x";
   size_t len = 1;
   uint8_t present;
-  bgi_op op = {0, r->fn, &step, &item, &len, 1, &present};
+  bgi_op op = {0, r->fn, &step, &item, &len, 1, &present, NULL};
   double t0 = bgb_now_s();
   for (long i = 0; i < r->calls; i++) {
     if (r->g) {
@@ -323,7 +323,7 @@ int main(int argc, char **argv) {
   bgi_guard_set_policy(&g_open, policy, &e);
   {
     step_task step;
-    bgi_op op = {0, refused_attempt, &step, NULL, NULL, 0, NULL};
+    bgi_op op = {0, refused_attempt, &step, NULL, NULL, 0, NULL, NULL};
     int source;
     bgi_guard_run(&g_open, &op, 0, NULL, &source, &e);   /* opens the breaker */
   }

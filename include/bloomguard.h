@@ -20,5 +20,6 @@
 #include "bloomguard/policy.h"
 #include "bloomguard/lock.h"
 #include "bloomguard/queue.h"
+#include "bloomguard/observe.h"
 
 #endif

@@ -56,7 +56,7 @@ bash scripts/check-hiredis014.sh build-hiredis014
 step "Python binding (cffi) and its pytest suite"
 bash bindings/python/ci.sh
 
-step "Go binding (cgo): its C copy is current, vet, test -race, test (static binary, blocking calls)"
+step "Go binding (cgo): its C copy is current, vet, test -race, test (static binary, blocking calls); its otel module"
 python3 scripts/go-amalgamate.py --check
 (
   cd bindings/go
@@ -64,6 +64,10 @@ python3 scripts/go-amalgamate.py --check
   go test -race -count=1 ./...
   # the second run on the blocking calls (WithQueues(0) for every client of the tests)
   BG_TEST_QUEUES=0 go test -tags bloomguard_static -count=1 ./... 2>&1 | grep -v 'statically linked applications requires\|^/usr/bin/ld: .*in function'
+  # the OpenTelemetry / Prometheus instrumentation: a module of its own (the binding keeps no dependencies)
+  cd otel
+  go vet ./...
+  go test -race -count=1 ./...
 )
 
 step "Newcomer check: pip install, python -m build, a Go module outside the tree - fresh, no caches"

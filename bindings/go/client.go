@@ -27,9 +27,10 @@ type Client struct {
 }
 
 type clientHandle struct {
-	mu sync.RWMutex // held for reading by every call, for writing by close
-	p  *C.bg_client // nil once closed
-	qs *queueSet    // the client's reference to its queues (nil: WithQueues(0))
+	mu   sync.RWMutex // held for reading by every call, for writing by close
+	p    *C.bg_client // nil once closed
+	qs   *queueSet    // the client's reference to its queues (nil: WithQueues(0))
+	sink uintptr      // its events' sink (observe.go), 0: none
 }
 
 func (h *clientHandle) close() {
@@ -39,6 +40,8 @@ func (h *clientHandle) close() {
 	h.mu.Unlock()
 	if p != nil {
 		qs.unref() // the queues hold their own references to the C client
+		detachObserver(p, h.sink)
+		openFilters.Delete(h)
 		C.bg_client_close(p)
 	}
 }
@@ -74,8 +77,13 @@ func Open(url string, opts ...Option) (*Client, error) {
 		return nil, err
 	}
 	h := &clientHandle{p: p}
+	if h.sink, err = attachObserver(p, opts); err != nil {
+		C.bg_client_close(p)
+		return nil, err
+	}
 	if set.queues > 0 {
 		if h.qs, err = openQueues(p, set.queues); err != nil {
+			detachObserver(p, h.sink)
 			C.bg_client_close(p)
 			return nil, err
 		}
@@ -160,5 +168,6 @@ func (c *Client) Filter(name string, opts ...FilterOption) (*Filter, error) {
 	}
 	f := &Filter{h: h, g: c.g, qs: h.qs, name: name}
 	f.cleanup = runtime.AddCleanup(f, (*filterHandle).close, h)
+	trackFilter(c.h, f)
 	return f, nil
 }

@@ -121,6 +121,9 @@
 //	             the query path that may call back)
 //	answer.go    Source, Answer, ContainsSource, ContainsManySource, the query path choice
 //	stats.go     Stats, BreakerState, Filter.Stats, RefreshSnapshot (bg_filter_stat, snapshot)
+//	observe.go   events (WithLogger, WithEventHandler, Event: a C ring and a pipe to a goroutine, never
+//	             a call into Go on the library's thread), Filter.Histogram(s), Client.Stats,
+//	             Client.OpenFilters; the otel module (bindings/go/otel) exports them
 //	callbacks.go the //export trampolines through which C calls Go functions (runtime/cgo.Handle
 //	             as userdata); a file with //export may only declare, not define, C functions in
 //	             its preamble, hence its own file

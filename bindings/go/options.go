@@ -6,6 +6,7 @@ import "C"
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 	"unsafe"
@@ -19,6 +20,9 @@ type openSettings struct {
 	sets   []setting
 	queues int  // WithQueues
 	badQ   bool // WithQueues out of range
+	// events (observe.go): not options of the library, the binding's own
+	logger  *slog.Logger
+	onEvent func(Event)
 }
 
 // openPlan is what buildOptions found besides the library's options: what the binding itself

@@ -21,10 +21,10 @@ INCLUDE_DIR = ROOT / "include"
 MODULE_NAME = "bloomguard._bloomguard_cffi"
 
 # Binding-local helpers (prefix bgpy_, not part of the C ABI; test_cdef.py tells them apart).
-# bgpy_progress, bgpy_fallback and bgpy_interrupt are implemented in Python (bloomguard/_rotation.py,
-# bloomguard/_fallback.py and bloomguard/_call.py, ffi.def_extern): static C functions with the
-# signatures of bg_progress_fn, bg_fallback_fn and bg_interrupt_fn that take the GIL and call the
-# Python callback.
+# bgpy_progress, bgpy_fallback, bgpy_interrupt and bgpy_observe are implemented in Python
+# (bloomguard/_rotation.py, bloomguard/_fallback.py, bloomguard/_call.py and bloomguard/_events.py,
+# ffi.def_extern): static C functions with the signatures of bg_progress_fn, bg_fallback_fn,
+# bg_interrupt_fn and bg_observer_fn that take the GIL and call the Python callback.
 HELPERS_CDEF = """
 void bgpy_item_ptrs(const char *blob, const size_t *lens, size_t n, const void **out);
 extern "Python" int bgpy_progress(void *userdata, int phase, uint64_t items, uint64_t bytes_done,
@@ -32,8 +32,16 @@ extern "Python" int bgpy_progress(void *userdata, int phase, uint64_t items, uin
 extern "Python" int bgpy_fallback(void *userdata, const void *const *items, const size_t *lens, size_t n,
                                   uint8_t *present);
 extern "Python" int bgpy_interrupt(void *userdata);
+extern "Python" void bgpy_observe(void *userdata, int kind, const char *name, const int64_t *values, size_t nvalues,
+                                  const char *message);
+void bgpy_observe_gate(void *userdata, int kind, const char *name, const int64_t *values, size_t nvalues,
+                       const char *message);
+void bgpy_observe_stop(void);
 """
 HELPERS_SRC = r"""
+#include <stdatomic.h>
+#include <unistd.h>
+
 /* Pointers to n items laid end to end in blob (lens[i] bytes each): one pass in C instead of one
    cffi conversion per item when a batch goes to bg_filter_add_many_ex / contains_many_ex. */
 static void bgpy_item_ptrs(const char *blob, const size_t *lens, size_t n, const void **out) {
@@ -41,6 +49,24 @@ static void bgpy_item_ptrs(const char *blob, const size_t *lens, size_t n, const
     out[i] = blob;
     blob += lens[i];
   }
+}
+
+/* The client observer the binding installs (bloomguard/_events.py): bgpy_observe behind a gate
+   that bgpy_observe_stop closes at interpreter exit, so that no library thread (a lock's renewal,
+   a map refresh) enters Python while it finalizes; the stop waits (bounded) for those inside. */
+static atomic_int bgpy_observe_open = 1;
+static atomic_int bgpy_observe_inside = 0;
+static void bgpy_observe(void *userdata, int kind, const char *name, const int64_t *values, size_t nvalues,
+                         const char *message);
+static void bgpy_observe_gate(void *userdata, int kind, const char *name, const int64_t *values, size_t nvalues,
+                              const char *message) {
+  atomic_fetch_add(&bgpy_observe_inside, 1);
+  if (atomic_load(&bgpy_observe_open)) bgpy_observe(userdata, kind, name, values, nvalues, message);
+  atomic_fetch_sub(&bgpy_observe_inside, 1);
+}
+static void bgpy_observe_stop(void) {
+  atomic_store(&bgpy_observe_open, 0);
+  for (int i = 0; i < 500 && atomic_load(&bgpy_observe_inside); i++) usleep(1000);
 }
 """
 

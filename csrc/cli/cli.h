@@ -5,6 +5,7 @@
  *   commands.c  one function per subcommand
  *   items.c     item sources: arguments or stdin lines, delivered in batches
  *   rotate.c    the rotate subcommand: rotation and signals (add's bulk load uses it too)
+ *   stats.c     the stats subcommand: probes, counters and latency histograms
  *   progress.c  the progress bar on stderr (rotate, add)
  *   output.c    JSON string escaping, number formatting, error reporting
  *   secret.c    what messages may show of an argument; the password from a file or $BLOOMGUARD_*
@@ -65,6 +66,9 @@ typedef struct cli_opts {
   int64_t threads;         /* --threads; 0 = library default (online CPUs - 1) */
   int64_t chunk_bytes;     /* --chunk-bytes; 0 = library default */
   int64_t staging_ttl_ms;  /* --staging-ttl-ms; 0 = library default */
+  int have_probes;
+  int64_t probes;          /* stats --probes; default 100 */
+  bg_client *client;       /* the connected client (set before a command runs) */
   const char *name;        /* filter name (first positional) */
   char **items;            /* remaining positionals */
   size_t nitems;
@@ -82,6 +86,7 @@ int cli_cmd_delete(const cli_opts *o, bg_filter *f);
 int cli_cmd_expire(const cli_opts *o, bg_filter *f);
 int cli_cmd_persist(const cli_opts *o, bg_filter *f);
 int cli_cmd_rotate(const cli_opts *o, bg_filter *f);   /* rotate.c */
+int cli_cmd_stats(const cli_opts *o, bg_filter *f);    /* stats.c */
 /* lock_cmd.c: `bloomguard lock NAME ...`, which parses its own arguments */
 int cli_is_lock_command(int argc, char **argv);
 int cli_lock_main(int argc, char **argv);

@@ -19,6 +19,7 @@
 #define OPT_THREADS  0x100
 #define OPT_CHUNK    0x200
 #define OPT_STAGING  0x400
+#define OPT_PROBES   0x800
 #define OPT_ROTATE   (OPT_EXPECTED | OPT_FPP | OPT_BATCH | OPT_STRATEGY | OPT_FROM | OPT_LEASE | \
                       OPT_WAIT | OPT_THREADS | OPT_CHUNK | OPT_STAGING)
 
@@ -119,6 +120,19 @@ static const command commands[] = {
    "lease released, the live filter untouched (swap); exit 130. A second Ctrl-C exits at\n"
    "once (the lease and the staging keys then expire on their own).\n",
    cli_cmd_rotate},
+  {"stats", ARGS_NAME, OPT_PROBES, "stats NAME [--probes N]",
+   "Measures and prints what this process sees of the filter: it makes N single-item queries\n"
+   "(default 100; 0: none) of items that are not meant to be in it, then prints the handle's\n"
+   "counters (queries, answers by source, failures by class, breaker, tracked reads), the\n"
+   "client's (connections, lost connections, tracking invalidations, cluster redirects) and\n"
+   "every latency histogram that counted an operation (operation, outcome, count, mean, the\n"
+   "bucket bounds p50 and p99 fall under, and the non-empty buckets). Counters are this\n"
+   "process's: a service reports its own through OpenTelemetry or Prometheus\n"
+   "(docs/observability.md).\n"
+   "  --probes N     queries to measure (0..1000000)\n"
+   "With --json: {\"name\",\"probes\",\"node\",\"slot\",\"stats\":{...},\"client\":{...},\n"
+   "\"histograms\":[{\"operation\",\"outcome\",\"count\",\"sumSeconds\",\"bounds\",\"counts\"}]}.\n",
+   cli_cmd_stats},
   {"version", ARGS_NONE, 0, "version",
    "Prints the versions of the command and of the library it loaded, and the hash\n"
    "implementation picked for this CPU. Needs no server.\n",
@@ -394,6 +408,14 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       seen |= OPT_FPP;
       continue;
     }
+    if ((r = take_value(argc, argv, &i, "--probes", &val)) != 0) {
+      if (r < 0) FAIL("option %s needs a value", a);
+      if (parse_i64(val, 0, 1000000, &o->probes) != 0)
+        FAIL("--probes: %s is not a number of queries in 0..1000000", cli_shown(val));
+      o->have_probes = 1;
+      seen |= OPT_PROBES;
+      continue;
+    }
     if ((r = take_value(argc, argv, &i, "--ttl-ms", &val)) != 0) {
       if (r < 0) FAIL("option %s needs a value", a);
       /* the library's bound (bg_filter_expire): Redis refuses a TTL that overflows its clock */
@@ -425,7 +447,7 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       {OPT_EXPECTED, "--expected"}, {OPT_FPP, "--fpp"}, {OPT_TTL, "--ttl-ms"},
       {OPT_BATCH, "--batch"}, {OPT_STRATEGY, "--strategy"}, {OPT_FROM, "--from"},
       {OPT_LEASE, "--lease-ms"}, {OPT_WAIT, "--wait-ms"}, {OPT_THREADS, "--threads"},
-      {OPT_CHUNK, "--chunk-bytes"}, {OPT_STAGING, "--staging-ttl-ms"}};
+      {OPT_CHUNK, "--chunk-bytes"}, {OPT_STAGING, "--staging-ttl-ms"}, {OPT_PROBES, "--probes"}};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
       if (seen & ~cmd->opts & names[k].bit) FAIL("option %s does not apply to this command",
                                                  names[k].name);
@@ -550,6 +572,7 @@ int main(int argc, char **argv) {
     return rc;
   }
 
+  o.client = client;
   rc = cmd->run(&o, f);
 
   bg_filter_close(f);

@@ -81,6 +81,22 @@ static int finished(bgi_req_task *rt, int st, bgi_err *err) {
   return rt->t.resume(&rt->t, BG_OK, err);
 }
 
+/* The end of waiting out a busy server: BG_ESERVER with what it last said. */
+static int still_busy(bgi_req_task *rt, bgi_err *err) {
+  if (!cluster_of(rt))
+    return bgi_task_done(&rt->t, bgi_err_set(err, BG_ESERVER, "server error: %s (still after %d retries)", rt->r.what,
+                                             rt->busy_tries));
+  return bgi_task_done(&rt->t, bgi_err_set(err, BG_ESERVER, "slot %u: server error: %s (still after %d retries)",
+                                           route_slot(rt), rt->r.what, rt->busy_tries));
+}
+
+/* A retry of a busy server that the deadline cut short says what the server last said (a busy
+ * server under load answers late; BG_ETIMEOUT would hide why): the policy's server class. */
+static int timed_out(bgi_req_task *rt, int st, bgi_err *err) {
+  if (st == BG_ETIMEOUT && rt->busy_tries > 0) return still_busy(rt, err);
+  return bgi_task_done(&rt->t, st);
+}
+
 /* The slot is half migrated (TRYAGAIN), the cluster is failing over (CLUSTERDOWN) or a node (or
  * the one server) is loading: the same route later, while the deadline (or the command timeout)
  * allows, then BG_ESERVER (the degrade policy's server class). */
@@ -91,13 +107,7 @@ static int busy(bgi_req_task *rt, bgi_err *err) {
     rt->busy_end = rt->req->deadline_ns ? rt->req->deadline_ns : bgi_after_ms(now, rt->req->client->ep.command_timeout_ms);
   if (cluster && (strncmp(rt->r.what, "CLUSTERDOWN", 11) == 0 || strncmp(rt->r.what, "READONLY", 8) == 0))
     bgi_cluster_want_reload(cluster);
-  if (bgi_after_ms(now, rt->backoff_ms) >= rt->busy_end) {
-    if (!cluster)
-      return bgi_task_done(&rt->t, bgi_err_set(err, BG_ESERVER, "server error: %s (still after %d retries)", rt->r.what,
-                                               rt->busy_tries));
-    return bgi_task_done(&rt->t, bgi_err_set(err, BG_ESERVER, "slot %u: server error: %s (still after %d retries)",
-                                             route_slot(rt), rt->r.what, rt->busy_tries));
-  }
+  if (bgi_after_ms(now, rt->backoff_ms) >= rt->busy_end) return still_busy(rt, err);
   rt->busy_tries++;
   if (cluster) atomic_fetch_add(&cluster->stats.busy, 1);
   rt->state = R_BUSY_SLEPT;
@@ -113,7 +123,7 @@ static int attempt(bgi_req_task *rt, bgi_err *err) {
    * one that much for its write and for each of its replies (bgi_conn_roundtrip_paced) */
   rt->wait_ms = cl->ep.command_timeout_ms;
   if (q->deadline_ns && bgi_now_ns() >= q->deadline_ns)
-    return bgi_task_done(&rt->t, bgi_err_set(err, BG_ETIMEOUT, "the call's deadline passed"));
+    return timed_out(rt, bgi_err_set(err, BG_ETIMEOUT, "the call's deadline passed"), err);
   rt->route = (bgi_route){&cl->ep, &cl->pool, &cl->mux};
   rt->node = NULL;
   rt->r.kind = BGI_REDIR_NONE;
@@ -139,7 +149,7 @@ static int acquired(bgi_req_task *rt, int st, bgi_err *err) {
   bgi_cluster *cluster = cluster_of(rt);
   if (st != BG_OK) {
     if (cluster && (st == BG_ECONN || st == BG_ETIMEOUT)) bgi_cluster_want_reload(cluster);
-    return bgi_task_done(&rt->t, st);
+    return timed_out(rt, st, err);
   }
   bgi_conn *c = rt->x.ws;
   rt->n = rt->added = 0;
@@ -188,7 +198,7 @@ static int sent(bgi_req_task *rt, int st, bgi_err *err) {
   if (st == BG_ETIMEOUT && rt->x.kept) {
     /* the workspace is the connection's now: it drops the late replies and frees it */
     if (cluster) bgi_cluster_want_reload(cluster);
-    return bgi_task_done(&rt->t, st);
+    return timed_out(rt, st, err);
   }
   bgi_reply **reps = rt->x.rep;
   c->fault_bits_only = c->fault_no_guard = 0;
@@ -254,7 +264,7 @@ static int sent(bgi_req_task *rt, int st, bgi_err *err) {
     bgi_err_clear(err);
     return attempt(rt, err);
   }
-  return finished(rt, st, err);
+  return st == BG_ETIMEOUT ? timed_out(rt, st, err) : finished(rt, st, err);
 }
 
 static int resume_req(bgi_task *t, int st, bgi_err *err) {

@@ -22,6 +22,7 @@ static void client_free(bg_client *c) {
   bgi_url_free(&c->ep.url);
   bgi_options_clear(&c->opts);
   bgi_errslot_destroy(&c->err);
+  bgi_obs_destroy(&c->obs);
   pthread_mutex_destroy(&c->disc.mu);
   pthread_cond_destroy(&c->disc.cv);
   free(c);
@@ -96,6 +97,7 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   if (!(c = calloc(1, sizeof *c))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   atomic_init(&c->refs, 1);
   bgi_errslot_init(&c->err);
+  bgi_obs_init(&c->obs, 0);
   pthread_mutex_init(&c->disc.mu, NULL);
   bgi_cond_init_monotonic(&c->disc.cv);
   /* c is zeroed: client_free undoes whatever was done when a step fails */
@@ -112,6 +114,8 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   c->ep.client_name = c->opts.client_name;
   c->ep.tracking = c->opts.tracking != 0;
   c->ep.probe_slot = -1;
+  c->ep.obs = &c->obs;
+  c->obs.degraded_per_s = c->opts.degraded_events_per_s;
   bgi_endpoint_label_url(&c->ep, c->ep.url.nhosts > 1 ? "seed 1 of the URL" : "the URL's host");
   const struct bg_options *o = &c->opts;
   if (c->ep.url.tls || o->tls_ca_file || o->tls_ca_dir || o->tls_cert_file || o->tls_key_file || o->tls_server_name) {
@@ -203,4 +207,31 @@ int bgi_client_node_addr(bg_client *cl, int slot, uint64_t deadline_ns, char *bu
   else if (ep->url.is_unix) snprintf(buf, cap, "unix:%s", ep->url.path);
   else snprintf(buf, cap, strchr(ep->url.host, ':') ? "[%s]:%d" : "%s:%d", ep->url.host, ep->url.port);
   return st;
+}
+
+/* ---- the observer and the client's counters (observe.h) --------------------------------------- */
+
+BG_API int bg_client_set_observer(bg_client *c, bg_observer_fn fn, void *userdata) {
+  if (!c) return BG_EINVAL;
+  return bgi_obs_set(&c->obs, fn, userdata);
+}
+
+BG_API int bg_client_stat(const bg_client *c, int stat, int64_t *value) {
+  if (!c || !value) return BG_EINVAL;
+  const bgi_cluster *cl = atomic_load(&((bg_client *)c)->cluster);
+  const bgi_cluster_stats *s = cl ? &cl->stats : NULL;
+  switch (stat) {
+    case BG_CLIENT_STAT_CONNECTIONS: *value = bgi_obs_get(&c->obs, BGI_OBS_CONNS); break;
+    case BG_CLIENT_STAT_CONNECTIONS_LOST: *value = bgi_obs_get(&c->obs, BGI_OBS_CONNS_LOST); break;
+    case BG_CLIENT_STAT_TRACKING_INVALIDATIONS: *value = bgi_obs_get(&c->obs, BGI_OBS_INVALIDATIONS); break;
+    case BG_CLIENT_STAT_CLUSTER_MOVED: *value = s ? atomic_load(&((bgi_cluster_stats *)s)->moved) : 0; break;
+    case BG_CLIENT_STAT_CLUSTER_ASK: *value = s ? atomic_load(&((bgi_cluster_stats *)s)->ask) : 0; break;
+    case BG_CLIENT_STAT_CLUSTER_BUSY_RETRIES: *value = s ? atomic_load(&((bgi_cluster_stats *)s)->busy) : 0; break;
+    case BG_CLIENT_STAT_CLUSTER_MAP_RELOADS: *value = s ? atomic_load(&((bgi_cluster_stats *)s)->reloads) : 0; break;
+    case BG_CLIENT_STAT_CLUSTER_MAP_CHANGES: *value = bgi_obs_get(&c->obs, BGI_OBS_MAP_CHANGES); break;
+    case BG_CLIENT_STAT_FAILOVERS: *value = bgi_obs_get(&c->obs, BGI_OBS_FAILOVERS); break;
+    case BG_CLIENT_STAT_EVENTS: *value = bgi_obs_get(&c->obs, BGI_OBS_EVENTS); break;
+    default: return BG_ENOTSUP;
+  }
+  return BG_OK;
 }

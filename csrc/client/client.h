@@ -6,6 +6,7 @@
 
 #include "bloomguard/client.h"
 #include "common/err.h"
+#include "common/observe.h"
 #include "common/options.h"
 #include "common/wait.h"
 #include "redis/cluster.h"
@@ -41,6 +42,8 @@ struct bg_client {
                                   until its first reload succeeds) */
   bgi_tls *tls;                /* TLS settings of every connection (ep.tls), or NULL */
   bgi_errslot err;
+  /* the observer, the client's counters (common/observe.h); ep.obs points here */
+  bgi_obs obs;
   /* Calls built on a multiplexed workspace, then found to need a pooled connection (too big,
    * WATCH, WAIT) and built again there: the wasted build and copy BGI_CALL_BULK avoids. Read by
    * the tests (tests/c/test_bulk.c), nothing else. */

@@ -23,6 +23,8 @@ struct bg_options {
   int64_t pipeline_conns;
   int64_t pipeline_spin_us;
   int64_t connect_at_open;       /* 0 or 1 */
+  int64_t degraded_events_per_s;
+  int64_t histograms;            /* 0 or 1 */
   int64_t rotate_lease_ms;
   int64_t rotate_wait_ms;
   int64_t rotate_staging_ttl_ms;

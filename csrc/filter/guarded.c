@@ -28,7 +28,8 @@ static bgi_task *add_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_
 
 void bgi_guarded_op_init(bgi_guarded_op *op, int is_add, bg_filter *f, uint64_t deadline_ns, const void *const *items,
                          const size_t *lens, size_t n, uint8_t *present) {
-  bgi_op o = {is_add, is_add ? add_attempt : contains_attempt, op, items, lens, n, present};
+  bgi_op o = {is_add, is_add ? add_attempt : contains_attempt, op, items, lens, n, present,
+              bgi_filter_hists(&f->stats, is_add ? BG_OP_ADD : BG_OP_CONTAINS)};
   op->f = f;
   op->items = items;
   op->lens = lens;

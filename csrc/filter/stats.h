@@ -10,6 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "common/histogram.h"
 #include "policy/guard.h"
 
 typedef struct bg_filter bg_filter;
@@ -18,9 +19,19 @@ typedef struct bgi_filter_stats {
   _Alignas(64) atomic_llong rotations;   /* BG_STAT_ROTATIONS */
   atomic_llong tracked;                  /* BG_STAT_TRACKED_READS */
   atomic_llong tracked_stale;            /* BG_STAT_TRACKED_STALE */
+  int hist_on;                           /* BG_OPT_HISTOGRAMS of the client */
+  /* latency by BG_OP_* (- 1) and BG_OUTCOME_* (observe.h) */
+  _Alignas(64) bgi_hist hist[BG_OP_MAX][BG_OUTCOME_MAX + 1];
 } bgi_filter_stats;
 
-void bgi_filter_stats_init(bgi_filter_stats *s);
+void bgi_filter_stats_init(bgi_filter_stats *s, int hist_on);
+
+/* The histograms of an operation (BG_OP_*) by outcome, or NULL when they are off. */
+static inline bgi_hist *bgi_filter_hists(bgi_filter_stats *s, int op) { return s->hist_on ? s->hist[op - 1] : NULL; }
+/* Records an operation (BG_OP_*) that started at started_ns and ended with st now. */
+static inline void bgi_filter_record(bgi_filter_stats *s, int op, int st, uint64_t started_ns) {
+  if (s->hist_on) bgi_hist_record(&s->hist[op - 1][bgi_outcome(st)], bgi_now_ns() - started_ns);
+}
 
 /* A query round trip that sent the bits alone (filter/query.c); stale: its answer was dropped. */
 void bgi_filter_count_tracked(bg_filter *f, int stale);

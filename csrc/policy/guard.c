@@ -30,6 +30,8 @@ void bgi_guard_init(bgi_guard *g) {
   pthread_mutex_init(&g->dl_mu, NULL);
   bgi_breaker_init(&g->breaker);
   bgi_bucket_init(&g->bucket);
+  atomic_init(&g->degraded.window, 0);
+  atomic_init(&g->degraded.pending, 0);
 }
 
 void bgi_guard_destroy(bgi_guard *g) {
@@ -118,15 +120,60 @@ enum {
   G_RETRY_ENDED     /* a retry ended */
 };
 
+void bgi_guard_set_observer(bgi_guard *g, bgi_obs *obs, const char *name) {
+  g->obs = obs;
+  g->name = name;
+}
+
+/* ---- events (observe.h) ------------------------------------------------------------------------ */
+
+/* The breaker moved to state `to` (BG_BREAKER_*); an observer is set. */
+static void breaker_event(bgi_guard *g, int to) {
+  char msg[BGI_ERRMSG_MAX];
+  int status;
+  int64_t consecutive, cooldown_ms, not_closed_us, v[BG_EVENT_NVALUES] = {0};
+  bgi_breaker_describe(&g->breaker, bgi_now_ns(), &status, msg, sizeof msg, &consecutive, &cooldown_ms,
+                       &not_closed_us);
+  if (to == BG_BREAKER_OPEN) {
+    v[BG_EV_STATUS] = status;
+    v[BG_EV_COUNT] = consecutive;
+    v[BG_EV_DURATION_US] = cooldown_ms * 1000;
+    bgi_obs_emit(g->obs, BG_EVENT_BREAKER_OPEN, g->name, v, "circuit breaker of filter \"%.200s\" open after %lld "
+                 "consecutive connection/timeout failures: queries are answered by the policy for %lld ms; the last "
+                 "failure: %s", g->name, (long long)consecutive, (long long)cooldown_ms, msg);
+  } else if (to == BG_BREAKER_HALF_OPEN) {
+    bgi_obs_emit(g->obs, BG_EVENT_BREAKER_HALF_OPEN, g->name, v, "circuit breaker of filter \"%.200s\" half-open: "
+                 "its cooldown of %lld ms ended, one probe call goes to the server", g->name, (long long)cooldown_ms);
+  } else {
+    v[BG_EV_DURATION_US] = not_closed_us;
+    bgi_obs_emit(g->obs, BG_EVENT_BREAKER_CLOSED, g->name, v, "circuit breaker of filter \"%.200s\" closed: the "
+                 "server answered again after %lld ms", g->name, (long long)(not_closed_us / 1000));
+  }
+}
+
+/* A query was answered by the policy (source) for the failure st: counted, and now and then told. */
+static void degraded_event(bgi_guard *g, int source, int st, const bgi_err *err) {
+  int64_t count, v[BG_EVENT_NVALUES] = {0};
+  if (!bgi_sampler_hit(&g->degraded, g->obs->degraded_per_s, bgi_now_ns(), &count)) return;
+  v[BG_EV_STATUS] = st;
+  v[BG_EV_SOURCE] = source;
+  v[BG_EV_COUNT] = count;
+  bgi_obs_emit(g->obs, BG_EVENT_DEGRADED, g->name, v, "filter \"%.200s\": %lld answer%s from the degrade policy "
+               "since the last report; the last %s", g->name, (long long)count, count == 1 ? "" : "s", err->msg);
+}
+
 /* Starts an attempt at Redis for items [from, n) (through the breaker when there is a policy):
  * SUB, or - the breaker refused it - the guard resumed at once with err set (rejected). */
 static int start_attempt(bgi_guard_task *gt, int next_state, bgi_err *err) {
   gt->rejected = 0;
   gt->state = next_state;
-  if (gt->guarded && bgi_breaker_state(&gt->g->breaker) != BG_BREAKER_CLOSED &&
-      !bgi_breaker_admit(&gt->g->breaker, bgi_now_ns(), err)) {
-    gt->rejected = 1;
-    return -1;
+  if (gt->guarded && bgi_breaker_state(&gt->g->breaker) != BG_BREAKER_CLOSED) {
+    int admitted = bgi_breaker_admit(&gt->g->breaker, bgi_now_ns(), err);
+    if (!admitted) {
+      gt->rejected = 1;
+      return -1;
+    }
+    if (admitted == 2 && bgi_obs_on(gt->g->obs)) breaker_event(gt->g, BG_BREAKER_HALF_OPEN);
   }
   gt->done = 0;
   return bgi_task_sub(&gt->t, gt->op.attempt(gt->op.ctx, gt->deadline_ns, gt->from, &gt->done));
@@ -137,7 +184,10 @@ static void attempt_ended(bgi_guard_task *gt, int st, const bgi_err *err) {
   if (gt->rejected) return;
   gt->from += gt->done;
   /* a cancel says nothing about the server */
-  if (gt->guarded && st != BG_ECANCELED) bgi_breaker_record(&gt->g->breaker, st == BG_OK ? 0 : bgi_now_ns(), st, err->msg);
+  if (gt->guarded && st != BG_ECANCELED) {
+    int moved = bgi_breaker_record(&gt->g->breaker, st == BG_OK ? 0 : bgi_now_ns(), st, err->msg);
+    if (moved >= 0 && bgi_obs_on(gt->g->obs)) breaker_event(gt->g, moved);
+  }
   if (st != BG_OK) {
     int cls = bgi_fail_class(st);
     if (cls) count(gt->g, BGI_ST_FAIL + cls);
@@ -147,6 +197,7 @@ static void attempt_ended(bgi_guard_task *gt, int st, const bgi_err *err) {
 static int finish(bgi_guard_task *gt, int st) {
   bgi_policy_unref(gt->p);
   gt->p = NULL;
+  if (gt->op.hist) bgi_hist_record(&gt->op.hist[bgi_outcome(st)], bgi_now_ns() - gt->started_ns);
   if (gt->op.is_add) count(gt->g, st == BG_OK ? BGI_ST_ADDS_OK : BGI_ST_ADD_ERRORS);
   else count(gt->g, st == BG_OK ? BGI_ST_ANSWERS + gt->source : BGI_ST_QUERY_ERRORS);
   return bgi_task_done(&gt->t, st);
@@ -215,6 +266,7 @@ static int run_chain(bgi_guard_task *gt, bgi_err *err) {
       err->degraded = gt->st;
       err->status = BG_OK;
       gt->source = answered;
+      if (bgi_obs_on(gt->g->obs)) degraded_event(gt->g, answered, gt->st, err);
       return finish(gt, BG_OK);
     }
   }
@@ -287,6 +339,7 @@ void bgi_guard_task_init(bgi_guard_task *gt, bgi_guard *g, const bgi_op *op, uin
   gt->retry = 0;
   gt->from = gt->done = 0;
   gt->p = NULL;
+  gt->started_ns = op->hist ? bgi_now_ns() : 0;
 }
 
 int bgi_guard_run(bgi_guard *g, const bgi_op *op, uint64_t deadline_ns, bgi_exec_fn exec, int *source, bgi_err *err) {

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common/cond.h"
+#include "common/observe.h"
 
 int bgi_cluster_init(bgi_cluster *cl, const bgi_endpoint *base, size_t pool_size, const bgi_hostport *seeds,
                      size_t nseeds) {
@@ -122,6 +123,35 @@ void bgi_cluster_moved(bgi_cluster *cl, unsigned slot, bgi_node *n) {
   pthread_mutex_unlock(&cl->mu);
 }
 
+/* cl->mu held: the nodes that serve a slot now. */
+static size_t count_masters(const bgi_cluster *cl) {
+  size_t n = 0;
+  unsigned char *seen = calloc(cl->nnodes + 1, 1);
+  if (!seen) return 0;
+  for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++)
+    if (cl->owner[s] && !seen[cl->owner[s]]) {
+      seen[cl->owner[s]] = 1;
+      n++;
+    }
+  free(seen);
+  return n;
+}
+
+/* A reload found `moved` slots served by other masters than the last one found. */
+static void map_event(bgi_cluster *cl, size_t moved, size_t masters, int first_load) {
+  bgi_obs *o = cl->base->obs;
+  if (!first_load) bgi_obs_add(o, BGI_OBS_MAP_CHANGES, 1);
+  if (!bgi_obs_on(o)) return;
+  int64_t v[BG_EVENT_NVALUES] = {0};
+  v[BG_EV_COUNT] = (int64_t)moved;
+  v[BG_EV_FIRST] = first_load;
+  if (first_load)
+    bgi_obs_emit(o, BG_EVENT_CLUSTER_MAP, "", v, "cluster slot map loaded: %zu slots on %zu masters", moved, masters);
+  else
+    bgi_obs_emit(o, BG_EVENT_CLUSTER_MAP, "", v, "cluster slot map changed: %zu slot%s now (%zu masters)", moved,
+                 moved == 1 ? " is served by another master" : "s are served by other masters", masters);
+}
+
 /* [host, port, ...] of a CLUSTER SLOTS entry; an empty host means the node that answered. */
 static int node_of(const bgi_reply *r, const char *from, const char **host, int *port) {
   if (r->type != REDIS_REPLY_ARRAY || r->elements < 2 || r->element[0]->type != REDIS_REPLY_STRING ||
@@ -168,18 +198,26 @@ int bgi_cluster_load(bgi_cluster *cl, const bgi_reply *slots, const char *from, 
     for (size_t j = 3; j < e->elements; j++)
       if (node_of(e->element[j], from, &host, &port) == 0) (void)add_node(cl, host, port, NULL);
   }
-  size_t gaps = 0;
+  size_t gaps = 0, moved = 0, masters = 0;
   unsigned first = 0;
+  int first_load = 0;
   if (st == BG_OK) {
     for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++)
       if (!owner[s] && !gaps++) first = s;
+    first_load = !cl->loaded_once;
+    cl->loaded_once = 1;
     /* keep serving the old routes for slots a reload found uncovered (a master failing over) */
     for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++)
-      if (owner[s]) cl->owner[s] = owner[s];
+      if (owner[s]) {
+        moved += cl->loaded[s] != owner[s];
+        cl->owner[s] = cl->loaded[s] = owner[s];
+      }
+    masters = count_masters(cl);
     cl->last_reload_ns = bgi_now_ns();
   }
   pthread_mutex_unlock(&cl->mu);
   free(owner);
+  if (moved) map_event(cl, moved, masters, first_load);
   if (uncovered) *uncovered = gaps;
   if (first_gap) *first_gap = first;
   return st;
@@ -288,6 +326,15 @@ static int check_role(bgi_node *n, uint64_t deadline_ns, bgi_err *err) {
   return st;
 }
 
+/* The sentinels named another master than the one calls went to. */
+static void failover_event(bgi_cluster *cl, const char *was, const char *now) {
+  bgi_obs *o = cl->base->obs;
+  bgi_obs_add(o, BGI_OBS_FAILOVERS, 1);
+  if (bgi_obs_on(o))
+    bgi_obs_emit(o, BG_EVENT_FAILOVER, "", NULL, "Sentinel failover of master \"%s\": calls go to %s now (was %s)",
+                 cl->master_name, now, was);
+}
+
 /*
  * Sentinel mode, as the Sentinel client guidelines say: the sentinels in turn until one names an
  * address whose server confirms it is the master (ROLE). A sentinel that fails (unreachable, a
@@ -328,9 +375,13 @@ static int reload_from_sentinels(bgi_cluster *cl, uint64_t deadline_ns, bgi_err 
       cl->seeds[0] = first;
     }
     pthread_mutex_lock(&cl->mu);
-    for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++) cl->owner[s] = (uint16_t)(m + 1);
+    long before = (long)cl->loaded[0] - 1;
+    char was[sizeof n->ep.label];
+    snprintf(was, sizeof was, "%s", before >= 0 ? cl->nodes[before]->ep.label : "");
+    for (unsigned s = 0; s < BGI_CLUSTER_SLOTS; s++) cl->owner[s] = cl->loaded[s] = (uint16_t)(m + 1);
     cl->last_reload_ns = bgi_now_ns();
     pthread_mutex_unlock(&cl->mu);
+    if (before >= 0 && before != m) failover_event(cl, was, n->ep.label);
     return BG_OK;
   }
   if (not_master)

@@ -116,6 +116,7 @@ static void teardown(bgi_mux *m) {
   m->state = BGI_MUX_DOWN;
   m->failed = m->want_out = 0;
   pthread_mutex_lock(&m->io);
+  bgi_conn_mark_lost(&m->conn, BG_ECONN);   /* a teardown follows a failure (m->failed) */
   bgi_conn_drop(&m->conn);
   m->pend.len = m->pend_off = 0;
   /* here, not when the next connection is in: a writer still holding a batch of this one's
@@ -196,7 +197,7 @@ static void parse_all(bgi_mux *m) {
 #ifdef REDIS_REPLY_PUSH
     if (r->type == REDIS_REPLY_PUSH) {
       /* in stream order: the calls whose replies follow see the epoch moved */
-      bgi_tracking_pushed(m->conn.track);
+      bgi_conn_pushed(&m->conn);
       continue;
     }
 #endif

@@ -15,6 +15,48 @@
 
 static int finish(bg_rotation *r, const bgi_err *err) { return bgi_errslot_store(&r->err, err); }
 
+/* ---- what operators see (observe.h) ---------------------------------------------------------- */
+
+static int strategy_of(const bg_rotation *r) {
+  return r->ops == &bgi_rot_swap ? BG_ROTATE_SWAP : r->ops == &bgi_rot_locked ? BG_ROTATE_LOCKED : BG_ROTATE_NAIVE;
+}
+
+/* A rotation event: kind, with st its status (BG_EV_STATUS) and why its cause (NULL: none). */
+static void rotation_event(bg_rotation *r, int kind, int st, const char *why) {
+  bgi_obs *o = &r->f->client->obs;
+  if (!bgi_obs_on(o)) return;
+  int64_t v[BG_EVENT_NVALUES] = {0};
+  uint64_t us = (bgi_now_ns() - r->started_ns) / 1000;
+  v[BG_EV_STATUS] = st;
+  v[BG_EV_STRATEGY] = strategy_of(r);
+  v[BG_EV_ITEMS] = (int64_t)r->items;
+  v[BG_EV_BYTES] = (int64_t)r->bytes_uploaded;
+  v[BG_EV_DURATION_US] = kind == BG_EVENT_ROTATION_BEGIN ? 0 : (int64_t)us;
+  const char *name = r->f->name.s;
+  if (kind == BG_EVENT_ROTATION_BEGIN)
+    bgi_obs_emit(o, kind, name, v, "rotation of filter \"%.200s\" began (%s, to %lld expected insertions at %s)",
+                 name, r->ops->name, (long long)r->n, r->fpp);
+  else if (kind == BG_EVENT_ROTATION_COMMIT)
+    bgi_obs_emit(o, kind, name, v, "rotation of filter \"%.200s\" committed (%s): %llu items, %llu bytes uploaded, "
+                 "%.3f s after its begin", name, r->ops->name, (unsigned long long)r->items,
+                 (unsigned long long)r->bytes_uploaded, (double)us / 1e6);
+  else
+    bgi_obs_emit(o, kind, name, v, "rotation of filter \"%.200s\" aborted (%s) after %.3f s, %llu items: %s", name,
+                 r->ops->name, (double)us / 1e6, (unsigned long long)r->items, why ? why : "asked by its caller");
+}
+
+/* The rotation ended: committed (st BG_OK), aborted when asked (asked), or failed with st. */
+static void rotation_ended(bg_rotation *r, int st, int asked, const char *why) {
+  static const int ops[] = {[BG_ROTATE_SWAP] = BG_OP_ROTATE_SWAP, [BG_ROTATE_NAIVE] = BG_OP_ROTATE_NAIVE,
+                            [BG_ROTATE_LOCKED] = BG_OP_ROTATE_LOCKED};
+  bgi_filter_stats *fs = &r->f->stats;
+  if (fs->hist_on)
+    bgi_hist_record(&fs->hist[ops[strategy_of(r)] - 1][asked ? BG_OUTCOME_ABORTED : bgi_outcome(st)],
+                    bgi_now_ns() - r->started_ns);
+  rotation_event(r, st == BG_OK && !asked ? BG_EVENT_ROTATION_COMMIT : BG_EVENT_ROTATION_ABORT,
+                 asked ? BG_EABORTED : st, why);
+}
+
 /* The strategy table of a BG_ROTATE_* value; NULL for an unknown one. */
 static const bgi_rot_ops *strategy_ops(int strategy) {
   static const bgi_rot_ops *const ops[] = {
@@ -96,6 +138,7 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
 
   st = named != BG_OK ? bgi_err_set(err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
   if (st == BG_OK) st = ops->begin(r, err);
+  if (st == BG_OK) rotation_event(r, BG_EVENT_ROTATION_BEGIN, BG_OK, NULL);
   if (st != BG_OK) {
     bg_lock_close(r->lock);
     bgi_key_free(&r->staging_key);
@@ -116,11 +159,13 @@ BG_API int bg_rotation_set_progress(bg_rotation *r, bg_progress_fn fn, void *use
   return BG_OK;
 }
 
-/* Ends the rotation after a failure: nothing of it may linger on the server. */
-static void fail(bg_rotation *r) {
+/* Ends the rotation after the failure why (BG_EABORTED: its progress callback asked): nothing of it
+ * may linger on the server. */
+static void fail(bg_rotation *r, const bgi_err *why) {
   bgi_err ignored = {0};
   r->ops->abort(r, &ignored);
   r->state = BGI_ROT_FAILED;
+  rotation_ended(r, why->status, why->status == BG_EABORTED, bgi_err_text(why));
 }
 
 static int add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n) {
@@ -130,7 +175,7 @@ static int add_many(bg_rotation *r, const void *const *items, const size_t *lens
     return finish(r, &err);
   r->ops->add(r, items, lens, n, &err);
   if (err.status == BG_OK) bgi_rot_report(r, BG_PHASE_BUILDING, 0, &err);
-  if (err.status == BG_EABORTED) fail(r);
+  if (err.status == BG_EABORTED) fail(r, &err);
   return finish(r, &err);
 }
 
@@ -178,15 +223,16 @@ BG_API int bg_rotation_commit(bg_rotation *r) { return bg_rotation_commit_ex(r, 
 static int commit(bg_rotation *r) {
   bgi_err err = {0};
   if (bgi_rot_check_active(r, "commit", &err) != BG_OK) {
-    if (err.status == BG_EROTATING) fail(r);
+    if (err.status == BG_EROTATING) fail(r, &err);
     return finish(r, &err);
   }
   if (r->ops->commit(r, &err) != BG_OK) {
-    fail(r);
+    fail(r, &err);
     return finish(r, &err);
   }
   r->state = BGI_ROT_COMMITTED;
   bgi_filter_count_rotation(r->f);
+  rotation_ended(r, BG_OK, 0, NULL);
   bgi_rot_report(r, BG_PHASE_DONE, 1, &(bgi_err){0});
   return finish(r, &err);
 }
@@ -196,6 +242,7 @@ static int abort_rotation(bg_rotation *r) {
   if (r->state != BGI_ROT_ACTIVE) return BG_OK;
   r->ops->abort(r, &err);
   r->state = BGI_ROT_ABORTED;
+  rotation_ended(r, BG_EABORTED, 1, NULL);
   return finish(r, &err);
 }
 

@@ -2,7 +2,7 @@
  * bloomguard/options.h - connection options, set by enum so the ABI grows without frozen structs.
  *
  * Three consumers read a bg_options object, each only its own options: bg_client_open (the options
- * from BG_OPT_CONNECT_TIMEOUT_MS to BG_OPT_CONNECT_AT_OPEN and the string options), bg_rotation_begin
+ * from BG_OPT_CONNECT_TIMEOUT_MS to BG_OPT_HISTOGRAMS and the string options), bg_rotation_begin
  * (BG_OPT_ROTATE_*) and bg_lock_open / bg_lock_open_filter (BG_OPT_LOCK_*). A consumer given an
  * object in which an option of another was set explicitly refuses it with BG_ENOTSUP, its message
  * naming the option and where it belongs ("BG_OPT_ROTATE_LEASE_MS is a rotation option
@@ -69,6 +69,14 @@ typedef struct bg_options bg_options;
                                           sentinels and their master) by its call's deadline and fails as the
                                           first call would (a wrong address or password, a refused
                                           certificate) */
+#define BG_OPT_DEGRADED_EVENTS_PER_S 16  /* degraded answers told to the client's observer (observe.h): at most
+                                            this many events per filter handle per second, each counting the
+                                            answers since the one before; default 1; 0: none (still counted,
+                                            stats.h); 0..1000000 */
+#define BG_OPT_HISTOGRAMS          17  /* 1 (default): every filter of the client keeps latency histograms of its
+                                          operations (observe.h; two relaxed atomic additions and two clock
+                                          reads per call); 0: none (they read empty) */
+
 #define BG_CLUSTER_OFF  0
 #define BG_CLUSTER_ON   1
 #define BG_CLUSTER_AUTO 2

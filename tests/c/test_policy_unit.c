@@ -317,7 +317,7 @@ static bgi_task *fake_task(void *ctx, uint64_t deadline_ns, size_t from, size_t 
 static bgi_op fake_op_of(fake_op *fo, int is_add, fake_step_fn fn, void *inner, uint8_t *present) {
   fo->fn = fn;
   fo->inner = inner;
-  return (bgi_op){is_add, fake_task, fo, ITEMS, LENS, 3, present};
+  return (bgi_op){is_add, fake_task, fo, ITEMS, LENS, 3, present, NULL};
 }
 
 static int run_query(bgi_guard *g, fake_query *q, uint64_t deadline, int *source, bgi_err *err) {

@@ -7,7 +7,8 @@
 #    naive fail is the negative control of swap's zeros; locked shows no false negative;
 #  - degrade answers from the policy (assumed present) and has no false negative;
 #  - the SVG parses as XML and has a panel per scenario with the rotations marked;
-#  - the server it started is gone afterwards (it prints its pid).
+#  - the server it started is gone afterwards (it prints its pid);
+#  - the library's events are printed as they come (rotations, the degrade run's breaker).
 # Then: the clear message when redis-server is not on PATH, usage errors, and --url mode
 # (degrade skipped, JSON summary, no key left behind).
 
@@ -23,6 +24,12 @@ timeout 120 "$DEMO" --items 20000 --seconds 2 --plot "$DEMO_SVG" </dev/null >"$O
 RC=$?
 expect_rc "demo runs with its own redis-server" 0
 cp "$OUT" "$WORK/demo-table"
+# the library's events, printed as they come (on stderr): a rotation committed in each scenario,
+# the degrade run's breaker opening and closing again once the server is back
+expect_err "demo prints the events: swap's rotations" '^demo: swap +event \+ *[0-9.]+ s rotator: rotation_commit: rotation of filter "[^"]*swap" committed \(swap\)'
+expect_err "demo prints the events: the breaker opens" '^demo: degrade +event .* readers: breaker_open: circuit breaker of filter'
+expect_err "demo prints the events: the breaker closes" '^demo: degrade +event .* readers: breaker_closed: '
+expect_err "demo prints the events: degraded answers" '^demo: degrade +event .* readers: degraded: filter .*answers? from the degrade policy'
 expect_out "demo table header" '^strategy +queries +errors +false-neg +p50 ms +p99 ms +max ms +rebuilds +rebuild s +redis +assumed +other$'
 # a measured row: name, then 11 fields (counts, latencies, "ok/total", seconds, answers)
 ROW_RE='^%s +[0-9]+ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9]+/[0-9]+ +[0-9.]+ +[0-9]+ +[0-9]+ +[0-9]+$'

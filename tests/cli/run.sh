@@ -120,7 +120,7 @@ expect_out "--help lists exit codes" '^  64  usage error'
 expect_out "--help lists the commands" 'contains NAME \[ITEM\.\.\.\]'
 run_raw -h
 expect_rc "-h" 0
-for c in info init add contains count delete expire persist rotate version; do
+for c in info init add contains count delete expire persist rotate stats version; do
   run_raw "$c" --help
   if [ "$RC" -eq 0 ] && grep -q "usage: bloomguard .*$c" "$OUT"; then ok "$c --help"; else bad "$c --help"; fi
 done
@@ -793,6 +793,10 @@ expect_rc "info after delete" 2
 # ---- --version, help, --json errors, add --from and its bulk path, add's progress bar ------------
 # shellcheck source=tests/cli/usability_checks.sh
 . "$(dirname "$0")/usability_checks.sh"
+
+# ---- stats: probes, counters, latency histograms -----------------------------------------
+# shellcheck source=tests/cli/stats_checks.sh
+. "$(dirname "$0")/stats_checks.sh"
 
 # ---- passwords and messages (issue 11) ----------------------------------------------------
 # shellcheck source=tests/cli/password_checks.sh

@@ -243,9 +243,11 @@ def test_compiled_module_matches_cdef_and_headers():
     headers = header_decls()
     names = set(dir(lib))
     helpers = {n for n in names if n.startswith("bgpy_")}
-    # bgpy_item_ptrs: C helper; bgpy_progress / bgpy_fallback / bgpy_interrupt: extern "Python"
+    # bgpy_item_ptrs: C helper; bgpy_progress / bgpy_fallback / bgpy_interrupt / bgpy_observe: extern "Python"
     # (the rotation progress, policy fallback and wait interrupt trampolines)
-    assert helpers == {"bgpy_item_ptrs", "bgpy_progress", "bgpy_fallback", "bgpy_interrupt"}
+    # bgpy_observe_gate / bgpy_observe_stop: C, the observer's gate closed at exit (_events.py)
+    assert helpers == {"bgpy_item_ptrs", "bgpy_progress", "bgpy_fallback", "bgpy_interrupt", "bgpy_observe",
+                       "bgpy_observe_gate", "bgpy_observe_stop"}
     assert names - helpers == set(cdef.functions) | set(cdef.macros)
     for name in cdef.macros:
         value = headers.macros[name]

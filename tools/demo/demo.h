@@ -5,6 +5,7 @@
  *   scenario.c  one scenario: load the catalogue, query threads, the rotator's timeline
  *   latency.c   per-thread latency histograms per time bucket, preallocated
  *   svg.c       the plot, written by hand (no dependencies)
+ *   events.c    the library's events, printed as they come
  *
  * Its private redis-server comes from the launcher the tests and benchmarks use too
  * (tools/server_proc). Like the CLI it uses only the public API (bloomguard.h), and the CLI's
@@ -24,6 +25,17 @@
 #define DEMO_MAX_THREADS   64
 #define DEMO_MAX_MARKS     32     /* rotations and outages drawn in one panel */
 #define DEMO_ITEM_MAX      32     /* bytes of one product id, NUL included */
+
+/* ---- events.c ------------------------------------------------------------------- */
+/* What one client's events are printed with; must outlive the client. */
+typedef struct demo_events {
+  const char *scenario;   /* "swap", ... */
+  const char *who;        /* "readers", "rotator" */
+  uint64_t t0_ns;         /* times are printed from here */
+} demo_events;
+
+/* Prints c's events on stderr from now on (bg_client_set_observer). */
+void demo_events_attach(demo_events *e, bg_client *c, const char *scenario, const char *who);
 
 /* ---- latency.c ------------------------------------------------------------------ */
 /*

@@ -337,6 +337,7 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
   reader *readers = NULL;
   atomic_int done;
   int rc = 0, started = 0;
+  demo_events rotator_events, reader_events;   /* outlive both clients (closed below) */
   r->name = demo_kind_name(r->kind);
   atomic_init(&done, 0);
 
@@ -347,6 +348,7 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
   int64_t rotator_timeout = cfg->timeout_ms > ROTATOR_COMMAND_TIMEOUT_MS ? cfg->timeout_ms : ROTATOR_COMMAND_TIMEOUT_MS;
   if (open_client(cfg, 4, rotator_timeout, "bloomguard-demo-rotator", &rclient, err, sizeof err) != BG_OK)
     return harness_fail(r, "cannot connect", err);
+  demo_events_attach(&rotator_events, rclient, r->name, "rotator");
   if (r->kind == DEMO_LOCKED) {
     bg_filter *probe = NULL;
     snprintf(name, sizeof name, "%slocked-probe", cfg->prefix);
@@ -368,6 +370,8 @@ int demo_run_scenario(const demo_config *cfg, demo_result *r) {
     bg_client_close(rclient);
     return harness_fail(r, "cannot connect", err);
   }
+  demo_events_attach(&reader_events, client, r->name, "readers");
+  reader_events.t0_ns = rotator_events.t0_ns;
   if (bg_filter_open(&f, client, name) != BG_OK || bg_filter_open(&rf, rclient, name) != BG_OK) {
     bg_filter_close(f);
     bg_client_close(client);

@@ -27,12 +27,15 @@ Modules, one per concept of the C API: ``_client`` (Client), ``_filter`` (Filter
 ``_call`` (per-call objects: timeout and message of one call), ``_handle`` (native handle
 ownership), ``_rotation`` (Rotation: ``Filter.rotate``, rebuilding a live filter), ``_lock``
 (Lock), ``_policy`` (Policy), ``_fallback`` (the policy's Python fallback behind the C callback),
-``_answer`` (Answer, Answers: answers with provenance), ``_stats`` (a filter's counters).
+``_answer`` (Answer, Answers: answers with provenance), ``_stats`` (a filter's counters), ``_events``
+(Event: the client's events, logged to ``logging.getLogger("bloomguard")``), ``_metrics`` (what
+``bloomguard.otel`` and ``bloomguard.prometheus`` export: the C library's histograms and counters).
 """
 from __future__ import annotations
 
 from ._answer import Answer, Answers
 from ._client import Client
+from ._events import Event
 from ._errors import (
     Aborted,
     AuthError,
@@ -86,7 +89,7 @@ def features() -> frozenset[str]:
 
 
 __all__ = [
-    "Client", "Filter", "FilterInfo", "Rotation", "RotationStats", "Lock", "LockOwner", "Hold", "Policy", "Answer", "Answers",
+    "Client", "Event", "Filter", "FilterInfo", "Rotation", "RotationStats", "Lock", "LockOwner", "Hold", "Policy", "Answer", "Answers",
     "hash128", "indexes", "optimal_params", "hash_impl", "MAX_SIZE", "MAX_HASH_ITERATIONS",
     "version", "__version__", "features", "error_for", "strerror",
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",

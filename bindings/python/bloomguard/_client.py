@@ -1,11 +1,14 @@
 """bloomguard.Client: a pool of connections to one Redis server (bloomguard/client.h)."""
 from __future__ import annotations
 
+import threading
+import weakref
 from types import TracebackType
-from typing import Any, Optional, Type
+from typing import Any, Dict, List, Optional, Type
 
 from ._call import invoke, run_or_raise
 from ._errors import InvalidArgument
+from ._events import EventListener, Sink, install
 from ._ffi import ffi, lib
 from ._filter import Filter
 from ._handle import Handle
@@ -14,6 +17,8 @@ from ._options import build_options
 from ._policy import Policy
 
 __all__ = ["Client"]
+
+_track_lock = threading.Lock()  # Client._track
 
 
 class Client:
@@ -45,6 +50,10 @@ class Client:
     ``tls_server_name`` (the name the server's certificate must be for; default the URL's host),
     ``tls_verify`` (default True; False checks nothing). A refused certificate raises
     :class:`~bloomguard.TlsError`.
+    Observability (docs/observability.md): ``histograms`` (bool, default True: every filter keeps
+    latency histograms, :meth:`Filter.histogram`), ``degraded_events_per_s`` (int, default 1: at
+    most this many "degraded" events per filter a second); events go to the logger "bloomguard"
+    and to :meth:`on_event` listeners.
     Opening checks the URL (:class:`~bloomguard.BadURL`), the options, the TLS files and that
     credentials are complete, and connects nothing: the first call that needs the server connects
     (within its timeout), so a client opened while Redis is down works once it is back, its calls
@@ -57,7 +66,7 @@ class Client:
     keep working until they are closed themselves.
     """
 
-    __slots__ = ("_handle", "__weakref__")
+    __slots__ = ("_handle", "_sink", "_filters", "_prune_at", "__weakref__")
 
     def __init__(self, url: str, **options: Any) -> None:
         if not isinstance(url, str):
@@ -75,6 +84,13 @@ class Client:
             if opts is not None:
                 ffi.release(opts)  # the client copied what it needs
         self._handle = Handle(out[0], lib.bg_client_close, "client")
+        # events go to the logger "bloomguard" and the listeners (_events.py); the filters opened on
+        # it are what bloomguard.otel and bloomguard.prometheus read
+        self._sink: Sink = install(out[0])
+        # weak references without callbacks (no Python code runs in a finalizer: _handle.py), the
+        # dead ones dropped as the list grows
+        self._filters: List["weakref.ref[Filter]"] = []
+        self._prune_at = 64
 
     def filter(self, name: str, policy: Optional[Policy] = None) -> Filter:
         """The Redisson-compatible Bloom filter ``name`` on this server (no I/O).
@@ -99,6 +115,47 @@ class Client:
         # the per-call form: a failure raises with this ping's own message, not the client's
         # shared slot (where another thread's failure may have landed meanwhile)
         invoke(self._handle, lib.bg_client_ping_ex, None)
+
+    def on_event(self, listener: EventListener) -> EventListener:
+        """Calls ``listener(event)`` for each event of this client and its filters, locks and
+        rotations (a :class:`~bloomguard.Event`: a breaker opened, degraded answers, a rotation
+        begun / committed / aborted, a failover, a cluster map change, a lost connection or lock),
+        on the thread where it happens, possibly several at once. It must return quickly and must
+        not call bloomguard (the library may hold a lock of the connection concerned); what it
+        raises is dropped. Every event is also logged to ``logging.getLogger("bloomguard")``.
+        Returns the listener (usable as a decorator)."""
+        self._sink.add(listener)
+        return listener
+
+    def remove_event_listener(self, listener: EventListener) -> None:
+        """Stops calling a listener given to :meth:`on_event` (no error if it was not)."""
+        self._sink.remove(listener)
+
+    def stats(self) -> Dict[str, int]:
+        """The client's counters (bg_client_stat): ``connections`` (open now), ``connections_lost``,
+        ``tracking_invalidations``, ``cluster_moved``, ``cluster_ask``, ``cluster_busy_retries``,
+        ``cluster_map_reloads``, ``cluster_map_changes``, ``failovers``, ``events``."""
+        from ._metrics import read_client_stats
+
+        ptr = self._handle.enter()
+        try:
+            return read_client_stats(ptr)
+        finally:
+            self._handle.leave()
+
+    def open_filters(self) -> List[Filter]:
+        """The filters opened on this client that are still open (what bloomguard.otel and
+        bloomguard.prometheus export)."""
+        alive = [f for f in (r() for r in list(self._filters)) if f is not None]
+        return [f for f in alive if not f.closed]
+
+    def _track(self, f: Filter) -> None:
+        """Filter.__init__: f is one of this client's filters."""
+        with _track_lock:
+            self._filters.append(weakref.ref(f))
+            if len(self._filters) >= self._prune_at:
+                self._filters[:] = [r for r in self._filters if r() is not None]
+                self._prune_at = max(64, 2 * len(self._filters))
 
     def close(self) -> None:
         """Releases this reference to the pool (idempotent). Open filters keep working."""

@@ -22,6 +22,8 @@ from ._stats import BREAKER_STATES, read_stat, read_stats
 if TYPE_CHECKING:  # pragma: no cover
     from datetime import timedelta
 
+    from ._metrics import Histogram
+
     from ._client import Client
     from ._lock import Lock
 
@@ -91,6 +93,7 @@ class Filter:
             chandle.leave()
         self._name = name if isinstance(name, str) else raw.decode("utf-8", "replace")
         self._client = client
+        client._track(self)  # what bloomguard.otel / bloomguard.prometheus read
         if policy is not None:
             try:
                 self.policy = policy
@@ -242,6 +245,20 @@ class Filter:
         ptr = self._handle.enter()
         try:
             return read_stats(ptr)
+        finally:
+            self._handle.leave()
+
+    def histogram(self, operation: str, outcome: str = "ok") -> "Histogram":
+        """The latency histogram of this handle's ``operation`` (``"contains"``, ``"add"``,
+        ``"init"``, ``"count"``, ``"info"``, ``"delete"``, ``"expire"``, ``"persist"``,
+        ``"rotate_swap"``, ``"rotate_naive"``, ``"rotate_locked"``) that ended with ``outcome``
+        (``"ok"``, or a failure: ``"timeout"``, ``"connection"``, ..., ``"cancelled"``, ``"aborted"``):
+        bounds (seconds), bucket counts, count and sum, kept by the C library (bloomguard/observe.h)."""
+        from ._metrics import read_histogram
+
+        ptr = self._handle.enter()
+        try:
+            return read_histogram(ptr, operation, outcome)
         finally:
             self._handle.leave()
 

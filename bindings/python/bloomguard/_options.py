@@ -35,6 +35,8 @@ OPTIONS: Dict[str, Tuple[int, str]] = {
     "pipeline_conns": (lib.BG_OPT_PIPELINE_CONNS, "int"),
     "pipeline_spin_us": (lib.BG_OPT_PIPELINE_SPIN_US, "int"),
     "connect_at_open": (lib.BG_OPT_CONNECT_AT_OPEN, "bool"),
+    "degraded_events_per_s": (lib.BG_OPT_DEGRADED_EVENTS_PER_S, "int"),
+    "histograms": (lib.BG_OPT_HISTOGRAMS, "bool"),
     "cluster": (lib.BG_OPT_CLUSTER, "cluster"),
     "wait_replicas": (lib.BG_OPT_WAIT_REPLICAS, "int"),
     "wait_timeout": (lib.BG_OPT_WAIT_TIMEOUT_MS, "seconds"),

@@ -21,5 +21,6 @@
 #include "bloomguard_policy.h"
 #include "bloomguard_lock.h"
 #include "bloomguard_queue.h"
+#include "bloomguard_observe.h"
 
 #endif

@@ -8,14 +8,16 @@
  * (bg_filter_open_ex(&f, call, client, name), bg_client_open_ex(&c, call, url, opts)); a function
  * with neither takes it first (bg_optimal_params_ex(call, n, fpp, &size, &k)). The other
  * parameters are X's, in X's order. call may be NULL: X is exactly X_ex with NULL, a thin
- * wrapper. The rule has no other meaning of _ex (0.2.0 changed the three that had one: README,
+ * wrapper. The rule has no other meaning of _ex (0.2.0 changed the three that had one: docs/changelog.md,
  * "Changelog"). It exempts only functions whose failures the status tells completely and that
  * have no handle message to replace: destructors and accessors returning no status, the settings
  * objects' own functions (bg_call_*, bg_options_*, bg_policy_* but bg_filter_set_policy), the
  * pure hash functions bg_hash128 and bg_indexes (BG_EINVAL for a NULL pointer, k 0 or a size
- * outside 1..BG_MAX_SIZE), and the in-memory readers bg_filter_stat, bg_rotation_stats and
- * bg_rotation_set_progress (BG_EINVAL / BG_ENOTSUP for a NULL handle or an unknown counter), and
+ * outside 1..BG_MAX_SIZE), the in-memory readers bg_filter_stat, bg_client_stat,
+ * bg_filter_histogram and bg_rotation_stats and the callback setters bg_rotation_set_progress and
+ * bg_client_set_observer (BG_EINVAL / BG_ENOTSUP for a NULL handle or an unknown counter, BG_ENOMEM), and
  * a submission queue's own calls (queue.h): the accessors of a completion, bg_queue_fd,
+ * bg_queue_running (an in-memory read),
  * bg_queue_poll (its one driving thread's; BG_EINVAL for bad arguments only) and bg_queue_cancel
  * (async-signal-safe, as bg_call_cancel). The submit functions follow the rule.
  * tests/python/test_ex_rule.py checks the headers against the rule.

@@ -12,7 +12,7 @@
  * touches the keys of one filter or one lock, which share one hash slot, and goes to the master
  * serving it (a pool of BG_OPT_POOL_SIZE connections per master, opened when first needed);
  * MOVED, ASK, TRYAGAIN, CLUSTERDOWN and LOADING are handled inside the call within its timeout
- * (README, "Redis Cluster"). A cluster has only db 0.
+ * (docs/servers.md, "Redis Cluster"). A cluster has only db 0.
  *
  * URLs:  redis://[user[:password]@]host[:port][/db][?db=N]   (user and password may be %-encoded;
  *        unix:///path/to.sock[?db=N]                            host may be [IPv6])

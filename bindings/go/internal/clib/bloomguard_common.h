@@ -2,7 +2,7 @@
 /*
  * bloomguard/common.h - export macro and the conventions every header shares.
  *
- * Conventions (see README "C API"):
+ * Conventions (see docs/c.md):
  *  - every fallible function returns an int status: BG_OK (0) or a negative BG_E* code;
  *  - constructors are bg_x_open(bg_x **out, ...); destructors return void, accept NULL;
  *  - items are bytes: a pointer plus a size_t length (length 0 is a valid item).

@@ -171,7 +171,7 @@ BG_API int  bg_filter_set_policy_ex(bg_filter *f, bg_call *call, const bg_policy
  * BG_ECONFIG; BG_EROTATING if a rotation is running). The snapshot holds every bit set when the
  * download started. Memory: size / 8 bytes of the filter. The _ex form's call bounds the
  * download (its timeout) and carries its message (0.1's bg_filter_snapshot_refresh took the call
- * itself: README, "Changelog").
+ * itself: docs/changelog.md).
  */
 BG_API int  bg_filter_snapshot_refresh(bg_filter *f);
 BG_API int  bg_filter_snapshot_refresh_ex(bg_filter *f, bg_call *call);

@@ -56,7 +56,7 @@
  *    With other parameters the old bitmap is dropped first and they may miss items until the
  *    commit. SWAP does not save them either when (n, p) change (a long-lived RBloomFilter keeps
  *    its cached size and k; even a new object per call may read the config before the swap and
- *    the bits after it): keep (n, p) while Redisson readers share the filter (README).
+ *    the bits after it): keep (n, p) while Redisson readers share the filter (docs/rotation.md).
  *  - a bitmap that vanishes under the rewrite (the filter's own TTL, eviction, a delete) makes the
  *    commit fail with BG_ESERVER; the mark stays (queries: BG_ELOCKED) until the next rotation.
  * The write window (readers waiting) lasts the rewrite of the bitmap in BG_OPT_ROTATE_CHUNK_BYTES

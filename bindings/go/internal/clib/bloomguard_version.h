@@ -20,7 +20,7 @@ BG_API const char *bg_version_string(void);
 
 /* What the loaded library was built to do: a mask of BG_FEATURE_* bits (bg_features()). */
 /* Built with hiredis >= 1.0 (RESP3): queries can take the tracked path, reading the bits alone while
- * Redis's client tracking vouches for the config (README, "Queries and tracking"). Whether a client
+ * Redis's client tracking vouches for the config (docs/concepts.md, "Queries and tracking"). Whether a client
  * does also depends on the server (Redis >= 6) and BG_OPT_TRACKING. Not set with hiredis 0.14. */
 #define BG_FEATURE_TRACKING 0x1
 /* Can connect with TLS (rediss:// URLs, BG_OPT_TLS_*): built with hiredis's TLS part and OpenSSL.

@@ -7,6 +7,7 @@
 
 #include "bloomguard_client.h"
 #include "common_err.h"
+#include "common_observe.h"
 #include "common_options.h"
 #include "common_wait.h"
 #include "redis_cluster.h"
@@ -42,6 +43,8 @@ struct bg_client {
                                   until its first reload succeeds) */
   bgi_tls *tls;                /* TLS settings of every connection (ep.tls), or NULL */
   bgi_errslot err;
+  /* the observer, the client's counters (common/observe.h); ep.obs points here */
+  bgi_obs obs;
   /* Calls built on a multiplexed workspace, then found to need a pooled connection (too big,
    * WATCH, WAIT) and built again there: the wasted build and copy BGI_CALL_BULK avoids. Read by
    * the tests (tests/c/test_bulk.c), nothing else. */

@@ -164,6 +164,7 @@ static void pipe_fail(pipe_s *pp, int st, const char *why) {
   pp->inflight = 0;
   bgi_queue_timer_cancel(p->q, &pp->hs.timer);
   unwatch(pp);
+  bgi_conn_mark_lost(&pp->conn, st);
   bgi_conn_drop(&pp->conn);
   pp->state = PIPE_DOWN;
   pp->q.len = pp->q_off = 0;
@@ -312,7 +313,7 @@ static void parse_all(pipe_s *pp) {
 #ifdef REDIS_REPLY_PUSH
     if (r->type == REDIS_REPLY_PUSH) {
       /* in stream order: the requests whose replies follow see the epoch moved */
-      bgi_tracking_pushed(pp->conn.track);
+      bgi_conn_pushed(&pp->conn);
       continue;
     }
 #endif

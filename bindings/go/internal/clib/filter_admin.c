@@ -339,6 +339,18 @@ BG_API int bg_filter_persist_ex(bg_filter *f, bg_call *call, int *applied) {
 
 /* ---- one admin operation: its request, as a task ------------------------------------------ */
 
+/* The histogram's operation (observe.h) of an admin kind. */
+static int admin_op(int kind) {
+  switch (kind) {
+    case BGI_ADMIN_INIT: return BG_OP_INIT;
+    case BGI_ADMIN_COUNT: return BG_OP_COUNT;
+    case BGI_ADMIN_INFO: return BG_OP_INFO;
+    case BGI_ADMIN_EXPIRE: return BG_OP_EXPIRE;
+    case BGI_ADMIN_PERSIST: return BG_OP_PERSIST;
+    default: return BG_OP_DELETE;
+  }
+}
+
 static int resume_admin(bgi_task *t, int st, bgi_err *err) {
   bgi_admin *a = (bgi_admin *)t;
   (void)err;
@@ -348,6 +360,7 @@ static int resume_admin(bgi_task *t, int st, bgi_err *err) {
   }
   /* a deleted filter's config is gone: the next operation reads it again */
   if (st == BG_OK && a->kind == BGI_ADMIN_DELETE) atomic_store(&a->f->cfg, 0);
+  bgi_filter_record(&a->f->stats, admin_op(a->kind), st, a->started_ns);
   return bgi_task_done(t, st);
 }
 
@@ -357,6 +370,7 @@ int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind
   a->f = f;
   a->kind = kind;
   a->sent = 0;
+  a->started_ns = f->stats.hist_on ? bgi_now_ns() : 0;
   a->req = (bgi_req){.client = f->client, .slot = f->slot, .deadline_ns = deadline_ns};
   switch (kind) {
     case BGI_ADMIN_INIT:

@@ -71,7 +71,8 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const
   bgi_guard_init(&f->guard);
   /* the engine refreshes its snapshot through the filter's consistent download (download.c) */
   bgi_guard_set_source(&f->guard, bgi_filter_download, f);
-  bgi_filter_stats_init(&f->stats);
+  bgi_filter_stats_init(&f->stats, c->opts.histograms != 0);
+  bgi_guard_set_observer(&f->guard, &c->obs, f->name.s);
   bgi_client_ref(c);
   f->client = c;
   *out = f;

@@ -230,6 +230,7 @@ typedef struct bgi_admin {
   bgi_task t;
   bg_filter *f;
   int kind, sent;
+  uint64_t started_ns;   /* for the histogram */
   bgi_req req;
   union {
     bgi_initer init;

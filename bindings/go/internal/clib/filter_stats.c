@@ -8,10 +8,16 @@
 #include "bloomguard_stats.h"
 #include "filter_filter.h"
 
-void bgi_filter_stats_init(bgi_filter_stats *s) {
+void bgi_filter_stats_init(bgi_filter_stats *s, int hist_on) {
   atomic_init(&s->rotations, 0);
   atomic_init(&s->tracked, 0);
   atomic_init(&s->tracked_stale, 0);
+  s->hist_on = hist_on;
+  for (int op = 0; op < BG_OP_MAX; op++)
+    for (int o = 0; o <= BG_OUTCOME_MAX; o++) {
+      for (int b = 0; b < BG_HIST_BUCKETS; b++) atomic_init(&s->hist[op][o].b[b], 0);
+      atomic_init(&s->hist[op][o].sum_ns, 0);
+    }
 }
 
 void bgi_filter_count_tracked(bg_filter *f, int stale) {
@@ -71,15 +77,17 @@ int64_t bgi_stat_read(const bgi_guard *cg, const bgi_filter_stats *fs, int stat,
   }
 }
 
+/* A cluster counter (the client's: bg_client_stat) for a BG_STAT_CLUSTER_* id: 1, or 0 for another id. */
 static int cluster_stat(const bg_client *c, int stat, int64_t *value) {
-  const bgi_cluster_stats *s = c->cluster ? &c->cluster->stats : NULL;
-  switch (stat) {
-    case BG_STAT_CLUSTER_MOVED: *value = s ? atomic_load(&s->moved) : 0; return 1;
-    case BG_STAT_CLUSTER_ASK: *value = s ? atomic_load(&s->ask) : 0; return 1;
-    case BG_STAT_CLUSTER_BUSY_RETRIES: *value = s ? atomic_load(&s->busy) : 0; return 1;
-    case BG_STAT_CLUSTER_MAP_RELOADS: *value = s ? atomic_load(&s->reloads) : 0; return 1;
-    default: return 0;
-  }
+  static const int client_stat[] = {
+    [BG_STAT_CLUSTER_MOVED - BG_STAT_CLUSTER_MOVED] = BG_CLIENT_STAT_CLUSTER_MOVED,
+    [BG_STAT_CLUSTER_ASK - BG_STAT_CLUSTER_MOVED] = BG_CLIENT_STAT_CLUSTER_ASK,
+    [BG_STAT_CLUSTER_BUSY_RETRIES - BG_STAT_CLUSTER_MOVED] = BG_CLIENT_STAT_CLUSTER_BUSY_RETRIES,
+    [BG_STAT_CLUSTER_MAP_RELOADS - BG_STAT_CLUSTER_MOVED] = BG_CLIENT_STAT_CLUSTER_MAP_RELOADS,
+  };
+  if (stat < BG_STAT_CLUSTER_MOVED || stat > BG_STAT_CLUSTER_MAP_RELOADS) return 0;
+  bg_client_stat(c, client_stat[stat - BG_STAT_CLUSTER_MOVED], value);
+  return 1;
 }
 
 BG_API int bg_filter_stat(const bg_filter *f, int stat, int64_t *value) {
@@ -89,5 +97,22 @@ BG_API int bg_filter_stat(const bg_filter *f, int stat, int64_t *value) {
   int64_t v = bgi_stat_read(&f->guard, &f->stats, stat, &known);
   if (!known) return BG_ENOTSUP;
   *value = v;
+  return BG_OK;
+}
+
+BG_API int bg_filter_histogram(const bg_filter *f, int op, int outcome, double *bounds, uint64_t *counts, size_t cap,
+                               uint64_t *count, double *sum_seconds) {
+  if (!f || ((bounds || counts) && cap < BG_HIST_BUCKETS)) return BG_EINVAL;
+  if (op < 1 || op > BG_OP_MAX || outcome < 0 || outcome > BG_OUTCOME_MAX) return BG_ENOTSUP;
+  bgi_hist *h = &((bg_filter *)f)->stats.hist[op - 1][outcome];
+  uint64_t total = 0;
+  for (unsigned i = 0; i < BG_HIST_BUCKETS; i++) {
+    uint64_t v = atomic_load_explicit(&h->b[i], memory_order_relaxed);
+    total += v;
+    if (counts) counts[i] = v;
+    if (bounds && i < BG_HIST_BUCKETS - 1) bounds[i] = bgi_hist_bound_s(i);
+  }
+  if (count) *count = total;
+  if (sum_seconds) *sum_seconds = (double)atomic_load_explicit(&h->sum_ns, memory_order_relaxed) / 1e9;
   return BG_OK;
 }

@@ -269,6 +269,15 @@ static void renew_parts(pass *ps) {
   }
 }
 
+/* A hold of l was found gone (observe.h), told outside the handle's lock. */
+static void lost_event(bg_lock *l, int64_t token, const char *why) {
+  bgi_obs *o = &l->client->obs;
+  if (!bgi_obs_on(o)) return;
+  int64_t v[BG_EVENT_NVALUES] = {0};
+  v[BG_EV_COUNT] = token;
+  bgi_obs_emit(o, BG_EVENT_LOCK_LOST, l->name, v, "%s", why);
+}
+
 /* Records each part's outcome on its handle's holds (and in the trace). */
 static void apply(pass *ps, uint64_t pass_ns) {
   int note = atomic_load(&trace_on);
@@ -284,6 +293,8 @@ static void apply(pass *ps, uint64_t pass_ns) {
         trace(&(bgi_renew_rec){l, x->seq, x->gen, l->lease_ms, d->due_ns, pass_ns, x->lease_from_ns, x->held_from_ns,
                                p->sent_ns, p->done_ns, p->sent ? p->status : BG_ENOMEM, held, p->trip});
       if (!ok) continue;
+      char lost_why[sizeof l->holds[0].lost_why];
+      int64_t lost_token = -1;
       pthread_mutex_lock(&l->mu);
       /* where the snapshot found it, unless a hold that went meanwhile moved it */
       size_t j0 = x->at < l->nholds && l->holds[x->at].seq == x->seq && l->holds[x->at].gen == x->gen ? x->at : 0;
@@ -298,10 +309,13 @@ static void apply(pass *ps, uint64_t pass_ns) {
           snprintf(h->lost_why, sizeof h->lost_why, "the %s hold of lock \"%.100s\" was lost: renewal found it "
                    "gone (its lease of %lld ms ran out, or the key was deleted)",
                    h->kind == BGI_KIND_X ? "exclusive" : "read", l->key.s, (long long)l->lease_ms);
+          memcpy(lost_why, h->lost_why, sizeof lost_why);
+          lost_token = (int64_t)h->token;
         }
         break;
       }
       pthread_mutex_unlock(&l->mu);
+      if (lost_token >= 0) lost_event(l, lost_token, lost_why);
     }
   }
 }

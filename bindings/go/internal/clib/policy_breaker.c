@@ -36,6 +36,7 @@ void bgi_breaker_reset(bgi_breaker *b, int64_t threshold, int64_t cooldown_ms) {
   atomic_store(&b->consecutive, 0);
   atomic_store(&b->state, BG_BREAKER_CLOSED);
   b->since_ns = 0;
+  b->left_closed_ns = 0;
   b->trip_status = 0;
   b->trip_msg[0] = 0;
   pthread_mutex_unlock(&b->mu);
@@ -56,7 +57,7 @@ int bgi_breaker_admit(bgi_breaker *b, uint64_t now, bgi_err *err) {
     b->since_ns = now;
     pthread_mutex_unlock(&b->mu);
     atomic_fetch_add_explicit(&b->probes, 1, memory_order_relaxed);
-    return 1;
+    return 2;
   }
   bgi_err_set(err, b->trip_status ? b->trip_status : BG_ECONN,
               "circuit breaker %s after %lld consecutive connection/timeout failures (no call sent; next probe "
@@ -68,30 +69,48 @@ int bgi_breaker_admit(bgi_breaker *b, uint64_t now, bgi_err *err) {
   return 0;
 }
 
-void bgi_breaker_record(bgi_breaker *b, uint64_t now, int status, const char *msg) {
+int bgi_breaker_record(bgi_breaker *b, uint64_t now, int status, const char *msg) {
+  int moved = -1;
   if (status != BG_ECONN && status != BG_ETIMEOUT) {
     /* the server answered: nothing to do in the common case (read-only, no cache line written) */
     if (atomic_load_explicit(&b->consecutive, memory_order_relaxed) == 0 &&
         atomic_load_explicit(&b->state, memory_order_relaxed) == BG_BREAKER_CLOSED)
-      return;
+      return -1;
     pthread_mutex_lock(&b->mu);
     atomic_store(&b->consecutive, 0);
+    if (atomic_load(&b->state) != BG_BREAKER_CLOSED) moved = BG_BREAKER_CLOSED;
     atomic_store(&b->state, BG_BREAKER_CLOSED);
     pthread_mutex_unlock(&b->mu);
-    return;
+    return moved;
   }
   int64_t threshold = atomic_load(&b->threshold);
-  if (threshold == 0) return;
+  if (threshold == 0) return -1;
   pthread_mutex_lock(&b->mu);
   int n = atomic_fetch_add(&b->consecutive, 1) + 1;
   int s = atomic_load(&b->state);
   if (s == BG_BREAKER_HALF_OPEN || (s == BG_BREAKER_CLOSED && n >= threshold)) {
-    if (s == BG_BREAKER_CLOSED) atomic_fetch_add_explicit(&b->trips, 1, memory_order_relaxed);
+    if (s == BG_BREAKER_CLOSED) {
+      atomic_fetch_add_explicit(&b->trips, 1, memory_order_relaxed);
+      b->left_closed_ns = now;
+    }
     b->since_ns = now;
     b->trip_status = status;
     snprintf(b->trip_msg, sizeof b->trip_msg, "%s", msg ? msg : "");
     atomic_store_explicit(&b->state, BG_BREAKER_OPEN, memory_order_release);
+    moved = BG_BREAKER_OPEN;
   }
+  pthread_mutex_unlock(&b->mu);
+  return moved;
+}
+
+void bgi_breaker_describe(bgi_breaker *b, uint64_t now, int *status, char *msg, size_t cap, int64_t *consecutive,
+                          int64_t *cooldown_ms, int64_t *not_closed_us) {
+  pthread_mutex_lock(&b->mu);
+  *status = b->trip_status;
+  snprintf(msg, cap, "%s", b->trip_msg);
+  *consecutive = atomic_load(&b->consecutive);
+  *cooldown_ms = (int64_t)(atomic_load(&b->cooldown_ns) / 1000000);
+  *not_closed_us = b->left_closed_ns && now > b->left_closed_ns ? (int64_t)((now - b->left_closed_ns) / 1000) : 0;
   pthread_mutex_unlock(&b->mu);
 }
 

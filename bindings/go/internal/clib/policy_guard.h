@@ -30,6 +30,8 @@
 #include "common_clock.h"
 #include "common_task.h"
 #include "common_err.h"
+#include "common_histogram.h"
+#include "common_observe.h"
 #include "common_worker.h"
 
 #define BGI_FAIL_CLASSES 9   /* 1..BG_FAIL_OTHER; 0: not a failure (success, or BG_EINVAL) */
@@ -61,6 +63,9 @@ void bgi_policy_defaults(bgi_policy_cfg *c);
 
 /* BG_FAIL_* of a status; 0 for BG_OK and BG_EINVAL (never degraded). */
 int bgi_fail_class(int status);
+/* BG_OUTCOME_* of a status (observe.h: the histograms' error.type): BG_OK, BG_ECANCELED, else its
+ * failure class (BG_EINVAL among the others). */
+int bgi_outcome(int status);
 
 /* Wait before retry number `attempt` (0-based) in ns: min(max, base << attempt), shortened by a
  * random part of jitter_pct percent drawn from r (uniform 64 bits). */
@@ -75,6 +80,7 @@ typedef struct bgi_breaker {
   atomic_int_fast64_t threshold;     /* 0: off */
   atomic_int_fast64_t cooldown_ns;
   uint64_t since_ns;                 /* when it opened, or when the probe went through (under mu) */
+  uint64_t left_closed_ns;           /* when it last left CLOSED (under mu) */
   int trip_status;                   /* BG_ECONN or BG_ETIMEOUT that opened it (under mu) */
   char trip_msg[BGI_ERRMSG_MAX];     /* its message (under mu) */
   atomic_llong trips, rejected, probes;
@@ -84,11 +90,16 @@ void bgi_breaker_init(bgi_breaker *b);
 void bgi_breaker_destroy(bgi_breaker *b);
 /* Closed, counts kept, with these settings (threshold 0: off). */
 void bgi_breaker_reset(bgi_breaker *b, int64_t threshold, int64_t cooldown_ms);
-/* 1: send the call (closed, off, or this call is the probe after a cooldown); 0: rejected, err set
- * to the status that opened it with a message saying so. */
+/* 1: send the call (closed, off); 2: send it, it is the probe after a cooldown (the breaker went
+ * HALF_OPEN); 0: rejected, err set to the status that opened it with a message saying so. */
 int bgi_breaker_admit(bgi_breaker *b, uint64_t now_ns, bgi_err *err);
-/* Outcome of an admitted call: BG_OK or its failure status (msg: its message, may be NULL). */
-void bgi_breaker_record(bgi_breaker *b, uint64_t now_ns, int status, const char *msg);
+/* Outcome of an admitted call: BG_OK or its failure status (msg: its message, may be NULL). Returns
+ * the state it moved to (BG_BREAKER_OPEN, _CLOSED), or -1 when it stayed as it was. */
+int bgi_breaker_record(bgi_breaker *b, uint64_t now_ns, int status, const char *msg);
+/* What an event of a transition tells (observe.h): the status that opened it, its message, the
+ * consecutive failures, the cooldown, and how long ago it left CLOSED. */
+void bgi_breaker_describe(bgi_breaker *b, uint64_t now_ns, int *status, char *msg, size_t cap, int64_t *consecutive,
+                          int64_t *cooldown_ms, int64_t *not_closed_us);
 static inline int bgi_breaker_state(bgi_breaker *b) { return atomic_load_explicit(&b->state, memory_order_relaxed); }
 
 /* ---- token bucket --------------------------------------------------------------------------- */
@@ -167,11 +178,18 @@ typedef struct bgi_guard {
   /* background refresher (snapshot.c; started and stopped under admin_mu) */
   bgi_worker rf;
   int64_t rf_interval_ms;
+  /* where its events go (the filter's client's hub, or NULL) and the name they carry */
+  bgi_obs *obs;
+  const char *name;
+  bgi_sampler degraded;
 } bgi_guard;
 
 void bgi_guard_init(bgi_guard *g);
 /* Stops the refresher, drops the policy and the snapshot. */
 void bgi_guard_destroy(bgi_guard *g);
+
+/* Where its events go (observe.h: breaker transitions, sampled degraded answers); before use. */
+void bgi_guard_set_observer(bgi_guard *g, bgi_obs *obs, const char *name);
 
 /* Where snapshots come from (before the first bgi_guard_set_policy; fn NULL: nowhere, so no refresher). */
 void bgi_guard_set_source(bgi_guard *g, bgi_download_fn fn, void *ctx);
@@ -206,6 +224,7 @@ typedef struct bgi_op {
   const size_t *lens;
   size_t n;
   uint8_t *present;
+  bgi_hist *hist;              /* the operation's histograms by BG_OUTCOME_* (NULL: not recorded) */
 } bgi_op;
 
 /*
@@ -226,6 +245,7 @@ typedef struct bgi_guard_task {
   int64_t retry;
   size_t from, done;
   bgi_policy *p;
+  uint64_t started_ns;   /* for the histogram (0 when op.hist is NULL) */
 } bgi_guard_task;
 
 void bgi_guard_task_init(bgi_guard_task *gt, bgi_guard *g, const bgi_op *op, uint64_t deadline_ns);

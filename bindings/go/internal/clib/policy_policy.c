@@ -56,6 +56,13 @@ int bgi_fail_class(int status) {
   }
 }
 
+int bgi_outcome(int status) {
+  if (status == BG_OK) return BG_OUTCOME_OK;
+  if (status == BG_ECANCELED) return BG_OUTCOME_CANCELLED;
+  int cls = bgi_fail_class(status);
+  return cls ? cls : BG_FAIL_OTHER;
+}
+
 uint64_t bgi_backoff_ns(const bgi_policy_cfg *c, int64_t attempt, uint64_t r) {
   uint64_t max = bgi_ms_ns(c->backoff_max_ms), wait = bgi_ms_ns(c->backoff_base_ms);
   for (int64_t i = 0; i < attempt && wait < max; i++) wait *= 2;

@@ -49,6 +49,8 @@ typedef struct bgi_cluster {
   bgi_node **nodes;
   size_t nnodes, cap;
   uint16_t owner[BGI_CLUSTER_SLOTS];   /* index into nodes + 1; 0: no master serves it */
+  uint16_t loaded[BGI_CLUSTER_SLOTS];  /* owner as the last reload found it (MOVED patches owner only):
+                                          what the next reload compares with (BG_EVENT_CLUSTER_MAP) */
   const bgi_endpoint *base;
   size_t pool_size;
   size_t mux_conns;        /* multiplexed connections per node; 0: none (set before the first load) */
@@ -58,6 +60,8 @@ typedef struct bgi_cluster {
   int sentinel;                /* 1: a Sentinel-managed master (see the top) */
   char master_name[128];
   bgi_endpoint sentinel_ep;    /* how to talk to a sentinel: its own credentials, RESP2, no db */
+
+  int loaded_once;             /* a reload has succeeded (under mu) */
 
   pthread_t refresher;
   pthread_cond_t cv;
@@ -84,6 +88,10 @@ void bgi_cluster_use_sentinel(bgi_cluster *cl, const char *master_name, const ch
 void bgi_cluster_destroy(bgi_cluster *cl);
 
 /*
+ * Events (common/observe.h, through base->obs): a reload that finds slots served by other masters
+ * than the last one found (the first load too) is BG_EVENT_CLUSTER_MAP; a Sentinel-managed master
+ * that changed, BG_EVENT_FAILOVER. Told on the reloading thread, with reload_mu held.
+ *
  * Replaces the slot table with a CLUSTER SLOTS reply that `from` (a host, for entries that leave
  * theirs out) answered. BG_EPROTO if the reply has another shape. *uncovered (may be NULL) is
  * the number of slots no master serves; first_gap their first.

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 
 #include "common_clock.h"
+#include "common_observe.h"
 #include "common_wait.h"
 
 void bgi_endpoint_label_url(bgi_endpoint *ep, const char *what) {
@@ -24,8 +25,7 @@ static const char *label(const bgi_endpoint *ep) { return ep->label[0] ? ep->lab
 
 /* Records the context's failure as a status (BG_ECONN for a closed or reset connection wherever it
  * happens; BG_ETLS only for a failure of TLS itself) and marks the connection unusable. */
-static int transport_error(bgi_conn *c, bgi_err *err) {
-  c->broken = 1;
+static int transport_status(bgi_conn *c, bgi_err *err) {
   if (c->tls && bgi_tls_failure(c->ctx, err) != BG_OK) return err->status;
   if (c->ctx->err == REDIS_ERR_EOF) return bgi_err_set(err, BG_ECONN, "the server closed the connection");
   if (c->ctx->err == REDIS_ERR_PROTOCOL) return bgi_err_set(err, BG_EPROTO, "protocol error: %s", c->ctx->errstr);
@@ -34,19 +34,35 @@ static int transport_error(bgi_conn *c, bgi_err *err) {
   return bgi_err_set(err, BG_ECONN, "connection error: %s", c->ctx->errstr);
 }
 
+static int transport_error(bgi_conn *c, bgi_err *err) {
+  int st = transport_status(c, err);
+  bgi_conn_mark_lost(c, st);
+  return st;
+}
+
+void bgi_conn_pushed(bgi_conn *c) {
+  bgi_tracking_pushed(c->track);
+  bgi_obs_add(c->up_obs, BGI_OBS_INVALIDATIONS, 1);
+}
+
+void bgi_conn_mark_lost(bgi_conn *c, int st) {
+  c->broken = 1;
+  if (!c->lost_status) c->lost_status = st;
+}
+
 ssize_t bgi_conn_send_some(bgi_conn *c, const char *p, size_t n, bgi_err *err) {
   ssize_t k;
   if (c->tls) {
     if ((k = bgi_tls_send(c->ctx, p, n)) >= 0) return k;
-    c->broken = 1;
     if (bgi_tls_failure(c->ctx, err) == BG_OK) bgi_err_set(err, BG_ECONN, "the connection was closed or reset");
+    bgi_conn_mark_lost(c, err->status);
     return -1;
   }
   do k = send(c->ctx->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
   while (k < 0 && errno == EINTR);
   if (k >= 0) return k;
   if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-  c->broken = 1;
+  bgi_conn_mark_lost(c, BG_ECONN);
   bgi_err_set(err, BG_ECONN, "writing to the server failed: %s", strerror(errno));
   return -1;
 }
@@ -63,7 +79,7 @@ int bgi_conn_buffered(const bgi_conn *c) { return c->tls && bgi_tls_buffered(c->
 static int wait_ready(bgi_conn *c, short events, uint64_t deadline_ns, uint64_t started_ns, bgi_err *err) {
   int r = bgi_poll_until(c->ctx->fd, events, deadline_ns, 0, NULL);
   if (r == 1) return BG_OK;
-  c->broken = 1;
+  bgi_conn_mark_lost(c, r == 0 ? BG_ETIMEOUT : BG_ECONN);
   if (r == 0)
     return bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within %lld ms",
                        (long long)bgi_ns_ms_ceil(deadline_ns - started_ns));
@@ -81,7 +97,7 @@ static int read_reply(bgi_conn *c, bgi_reply **out, uint64_t deadline_ns, uint64
 #ifdef REDIS_REPLY_PUSH
       if (((bgi_reply *)obj)->type == REDIS_REPLY_PUSH) {
         /* an invalidation: the replies behind it see the tracking epoch moved */
-        bgi_tracking_pushed(c->track);
+        bgi_conn_pushed(c);
         continue;
       }
 #endif
@@ -225,6 +241,11 @@ int bgi_conn_handshake_take(bgi_conn *c, const bgi_endpoint *ep, bgi_reply **rep
    * writes), or one whose ACL or renamed commands refuse a step, is used with the full check on
    * every query. A connection whose HELLO worked stays in RESP3, which every parse accepts. */
   if (c->hs_tracking) bgi_tracking_take_handshake(c->track, rep + i + 1, c->hs_epoch);
+  /* up: counted among the client's connections until it is dropped */
+  c->up = 1;
+  c->up_ep = ep;
+  c->up_obs = ep->obs;
+  bgi_obs_add(ep->obs, BGI_OBS_CONNS, 1);
   return BG_OK;
 }
 
@@ -354,7 +375,29 @@ fail:
   return st;
 }
 
+/* A connection that was up goes: uncounted, and told when it broke. */
+static void went_down(bgi_conn *c) {
+  bgi_obs *o = c->up_obs;
+  c->up = 0;
+  c->up_obs = NULL;
+  if (!o) return;
+  bgi_obs_add(o, BGI_OBS_CONNS, -1);
+  if (!c->broken) return;
+  bgi_obs_add(o, BGI_OBS_CONNS_LOST, 1);
+  if (bgi_obs_on(o)) {
+    int st = c->lost_status ? c->lost_status : BG_ECONN;
+    int64_t v[BG_EVENT_NVALUES] = {0};
+    v[BG_EV_STATUS] = st;
+    v[BG_EV_COUNT] = (int64_t)c->calls;
+    bgi_obs_emit(o, BG_EVENT_CONNECTION_LOST, "", v, "connection to %s lost after %llu round trips (%s: %s); the "
+                 "next call reconnects", label(c->up_ep), (unsigned long long)c->calls, bg_status_name(st),
+                 bg_strerror(st));
+  }
+}
+
 void bgi_conn_drop(bgi_conn *c) {
+  if (c->up) went_down(c);
+  c->lost_status = 0;
   if (c->ctx) redisFree(c->ctx);   /* and a TLS handshake's state under way (bgi_tls_start) */
   c->ctx = NULL;
   c->tls = 0;

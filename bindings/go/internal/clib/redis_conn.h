@@ -45,6 +45,8 @@ typedef struct bgi_endpoint {
   int probe_slot;
   int require_master;      /* the handshake checks ROLE: a replica is refused (Sentinel mode) */
   const struct bgi_tls *tls;   /* TLS on every connection (redis/tls.h), or NULL */
+  struct bgi_obs *obs;     /* the client's observer hub (common/observe.h): connections counted, a lost
+                              one told; NULL: none */
   char label[300];         /* how messages name it (bgi_url_host_label for a host the URL gave) */
 } bgi_endpoint;
 
@@ -77,6 +79,12 @@ typedef struct bgi_conn {
   int fault_bits_only;     /* tests only (bgi_cluster.fault_ask_bits_only): a query sends BITFIELD_RO alone */
   int fault_no_guard;      /* tests only (bgi_cluster.fault_no_migration_guard): Lua steps lose their guard */
   int broken;
+  int lost_status;         /* how it broke (the status of the failure that marked it), 0: unknown */
+  /* up: the handshake is done; it is counted open in up_obs (when not NULL) and named by up_ep
+   * (which outlives the connection) until it is dropped */
+  int up;
+  struct bgi_obs *up_obs;
+  const bgi_endpoint *up_ep;
   int connecting;          /* bgi_conn_start's connect under way: its step (conn.c) */
   int hs_tracking;         /* the handshake being made asked for tracking ... */
   uint64_t hs_epoch;       /* ... with the tracking epoch this was when it was built */
@@ -95,8 +103,13 @@ typedef struct bgi_conn {
  * (cluster mode has only db 0).
  */
 int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, uint64_t deadline_ns, int flags, bgi_err *err);
-/* Closes the socket (buffers are kept for the next connection). */
+/* Closes the socket (buffers are kept for the next connection). A connection that was up and is
+ * broken counts as lost (BG_EVENT_CONNECTION_LOST, told on this thread: the observer may run with
+ * the caller's locks held). */
 void bgi_conn_drop(bgi_conn *c);
+/* Marks it broken by a failure seen above it (a multiplexed or queue connection given up): st, the
+ * status (the first one given is kept). */
+void bgi_conn_mark_lost(bgi_conn *c, int st);
 /* Closes and frees everything. */
 void bgi_conn_free(bgi_conn *c);
 
@@ -136,6 +149,9 @@ int bgi_conn_connect_step(bgi_conn *c, const bgi_endpoint *ep, short *want, bgi_
 int bgi_conn_handshake_build(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_buf *out, size_t *nreplies,
                              bgi_err *err);
 int bgi_conn_handshake_take(bgi_conn *c, const bgi_endpoint *ep, bgi_reply **rep, size_t n, bgi_err *err);
+
+/* A RESP3 push (an invalidation) arrived on c: the tracking epoch moves, the client counts it. */
+void bgi_conn_pushed(bgi_conn *c);
 
 /* Makes sure the index scratch holds n values. */
 int bgi_conn_idx_reserve(bgi_conn *c, size_t n);

@@ -40,6 +40,10 @@ static int64_t renew_round(void *arg) {
   if (st == BG_EROTATING) {
     memcpy(l->lost_why, err.msg, sizeof l->lost_why - 1);
     atomic_store(&l->lost, 1);
+    bgi_obs *o = &r->f->client->obs;
+    if (bgi_obs_on(o))
+      bgi_obs_emit(o, BG_EVENT_LOCK_LOST, r->f->name.s, NULL, "the rotation lease of filter \"%.200s\" was lost: %s",
+                   r->f->name.s, err.msg);
     return BGI_WORKER_EXIT;
   }
   /* a failed round trip is retried sooner: the lease is still running out meanwhile */
