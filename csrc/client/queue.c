@@ -599,6 +599,12 @@ BG_API int bg_completion_info(const bg_completion *c, uint64_t *size, uint32_t *
   return BG_OK;
 }
 
+BG_API int bg_completion_partitions(const bg_completion *c, uint32_t *partitions) {
+  if (!c || !OP(c)->is_info) return BG_EINVAL;
+  if (partitions) *partitions = OP(c)->info_parts;
+  return BG_OK;
+}
+
 BG_API void bg_completions_read(bg_completion *const *cs, size_t n, uint64_t *tags, int32_t *statuses,
                                 int32_t *sources, int64_t *values) {
   if (!cs) return;

@@ -24,7 +24,7 @@
 #include "common/timers.h"
 
 /* Room for the submitting layer's record of an operation (checked there at compile time). */
-#define BGI_QOP_BODY_BYTES 640
+#define BGI_QOP_BODY_BYTES 768
 
 typedef struct bgi_qop bgi_qop;
 typedef struct bgi_pipes bgi_pipes;
@@ -61,6 +61,7 @@ struct bgi_qop {
   uint32_t info_k;
   int64_t info_expected;
   double info_fpp;
+  uint32_t info_parts;
   /* the operation's copy of its items and its answers (kept for the slot's next use) */
   bgi_buf item_bytes;
   const void **item_ptrs;

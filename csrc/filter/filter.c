@@ -67,7 +67,6 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const
   f->id = atomic_fetch_add_explicit(&next_filter_id, 1, memory_order_relaxed);
   atomic_init(&f->next_cfg, 0);
   atomic_init(&f->kind, 0);
-  atomic_init(&f->p_recording, 0);
   pthread_mutex_init(&f->pmu, NULL);
   bgi_errslot_init(&f->err);
   bgi_guard_init(&f->guard);

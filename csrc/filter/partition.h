@@ -25,6 +25,8 @@
 
 /* Most partitions: one per cluster slot. */
 #define BGI_MAX_PARTITIONS 16384
+/* The fewest bits of a partition of a filter of more than one. */
+#define BGI_MIN_PARTITION_BITS 2048
 /* The false-positive rate the sizing aims at, relative to a plain filter's at capacity: below the
  * 1.05 promised, so a measurement has room for its own noise. */
 #define BGI_PARTITION_FPR_TARGET 1.02
@@ -39,8 +41,9 @@ typedef struct bgi_pgeom {
 
 /*
  * The geometry for n expected items at false probability p over `parts` partitions, or
- * BG_EBADPARAMS with a message saying what to change (Redisson's messages for n and p; P outside
- * 1..16384; a partition that would need 2^32 bits or more: the fewest partitions that fit).
+ * a message saying what to change: BG_EINVAL for P outside 1..16384, BG_EBADPARAMS for n and p
+ * (Redisson's messages) and for a partition that would need 2^32 bits or more (the fewest
+ * partitions that fit).
  */
 int bgi_partition_geometry(int64_t n, double p, int64_t parts, bgi_pgeom *out, bgi_err *err);
 
@@ -58,10 +61,9 @@ typedef struct bgi_pgen {
   double fpp;
 } bgi_pgen;
 
-/* What the central config says: the live generation, one being retired (still read by handles
- * that have not reloaded: adds go to it too until its keys are gone), one a rotation builds. */
+/* What the central config says: the live generation (a rotation will add the one it builds). */
 typedef struct bgi_pconf {
-  bgi_pgen live, old, next;
+  bgi_pgen live;
 } bgi_pconf;
 
 /* The partition of an item with hash (h1, h2): a multiply-shift of a mix of both halves, so it

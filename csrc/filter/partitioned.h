@@ -1,18 +1,15 @@
 /*
  * Internal: partitioned filters - one filter spread over P partitions, each a bitmap and a small
- * meta hash in a cluster slot of its own (docs/partitioned.md; the geometry in partition.h; the
- * keys in redis/layout.h).
+ * meta hash in a cluster slot of its own (docs/layout.md; the geometry in partition.h; the keys
+ * in redis/layout.h).
  *
  * The central config (the filter's config hash, Redisson's key) names the live generation and
  * its geometry; handles read it once and again only when a step finds what it read outdated. A
  * partition's step reads or writes the partition's meta hash in the same atomic step as its bits
  * (a MULTI block, a Lua script: one slot), so no answer comes from bits of another generation or
- * geometry than the step checked:
- *  - the meta is gone: that generation's keys were retired (a rotation committed another): the
- *    handle reads the central config again and asks the live generation;
- *  - the meta holds another geometry (a locked rotation rewrote the partition in place): the step
- *    is made again with it;
- *  - the meta says locked: the partition is being rewritten; queries wait, adds go to its delta.
+ * geometry than the step checked: when the meta is gone (the filter was deleted) or holds another
+ * geometry (deleted and made again), the step touches nothing, the handle reads the central config
+ * again and the items are asked again with what is live.
  *
  * An operation on many items is split per partition: each partition's share is a lane (a task of
  * its own with its own CALL), and a window's lanes run as one fan-out (common/task.h) - on a
@@ -36,6 +33,8 @@
 /* The handle's copy (under f->pmu). */
 void bgi_pconf_get(bg_filter *f, bgi_pconf *out);
 void bgi_pconf_set(bg_filter *f, const bgi_pconf *conf);
+/* The filter is gone (deleted): plain until a step finds otherwise. */
+void bgi_pconf_set_none(bg_filter *f);
 
 /* Reading the central config (HGETALL) as a task's CALL: the kind found, and for a partitioned
  * filter its config; both published on the handle. BG_ENOTINIT when neither kind is there (or a
@@ -89,13 +88,12 @@ typedef struct bgi_pwin {
   uint32_t *redo;        /* items a round gave back (a lane found its generation gone), n_redo */
   uint32_t *order;       /* the items to do, by partition */
   uint32_t *start;       /* per partition p: its items are order[start[p] .. start[p + 1]) */
-  uint32_t *fwd;         /* adds: items a partition forwards to the generation a rotation builds */
-  size_t n_todo, n_redo, n_fwd;
+  size_t n_todo, n_redo;
   size_t cap, cap_parts;
   bgi_plane *lanes;      /* BGI_PLANES_MAX of them, and their subtasks */
   bgi_subtask *subs;
   uint64_t h1[1][2];
-  uint32_t part1[1], todo1[1], redo1[1], order1[1], fwd1[1];
+  uint32_t part1[1], todo1[1], redo1[1], order1[1];
 } bgi_pwin;
 
 /* An empty window (its one-item room set up). */
@@ -114,13 +112,6 @@ static inline void bgi_pwin_all(bgi_pwin *w) {
   w->n_todo = w->n;
   w->n_redo = 0;
 }
-/* The items forwarded are the items to do. */
-static inline void bgi_pwin_take_fwd(bgi_pwin *w) {
-  memcpy(w->todo, w->fwd, w->n_fwd * sizeof *w->fwd);
-  w->n_todo = w->n_fwd;
-  w->n_fwd = 0;
-  w->n_redo = 0;
-}
 /* The items a round gave back become the items to do. */
 static inline void bgi_pwin_take_redo(bgi_pwin *w) {
   uint32_t *t = w->todo;
@@ -137,8 +128,8 @@ uint32_t bgi_pwin_next(const bgi_pwin *w, uint32_t parts, uint32_t *p, const uin
 
 /* What a lane found, besides its status. */
 #define BGI_LANE_DONE 0      /* answered / applied */
-#define BGI_LANE_GONE 1      /* the generation's keys are gone, or its geometry has another P: ask the
-                                central config */
+#define BGI_LANE_GONE 1      /* the partition's meta is gone or holds another geometry: nothing was read
+                                or written; the central config says what is live */
 
 struct bgi_plane {
   bgi_task t;
@@ -151,25 +142,22 @@ struct bgi_plane {
   uint64_t deadline_ns;
   bgi_req req;
   int state, outcome;
-  int64_t attempt, retries;
-  uint64_t seen_cfg;      /* the meta's geometry when it differed */
-  uint64_t look_started;
-  bgi_lock_wait lw;       /* a locked partition waited out */
   /* query */
   uint8_t *present;       /* the window's answers */
-  int locked, interrupted, bits_only, tracked, stale;
+  int bits_only, tracked, stale;
   uint64_t epoch;
   /* add */
   bgi_script_run run;
-  int with_hashes, need_hashes, recorded;
-  uint64_t forward;       /* the meta's forward generation, 0: none */
   size_t added;
 };
 
-void bgi_plane_query_init(bgi_plane *l, bg_filter *f, const bgi_pwin *w, const uint32_t *items, uint32_t n,
-                          uint32_t part, const bgi_pgen *g, uint64_t deadline_ns, uint8_t *present);
-void bgi_plane_add_init(bgi_plane *l, bg_filter *f, const bgi_pwin *w, const uint32_t *items, uint32_t n, uint32_t part,
-                        const bgi_pgen *g, uint64_t deadline_ns, int with_hashes);
+/* What every lane starts with (its kind's init then sets the rest). */
+void bgi_plane_init(bgi_plane *l, bg_filter *f, const bgi_pwin *w, const uint32_t *items, uint32_t n, uint32_t part,
+                    const bgi_pgen *g, uint64_t deadline_ns);
+void bgi_plane_query_init(bgi_plane *l, uint8_t *present);
+void bgi_plane_add_init(bgi_plane *l);
+/* The lane's items' bit indexes into c->idx (k per item, Redisson's scheme over the partition). */
+int bgi_plane_indexes(bgi_conn *c, const bgi_plane *l, bgi_err *err);
 
 /*
  * The next round of a window's lanes: from partition *cursor on, one lane per partition with items
@@ -185,16 +173,85 @@ int bgi_pwin_run(bgi_task *t, bgi_pwin *w, bgi_plane *one, uint32_t nlanes);
 static inline bgi_plane *bgi_pwin_lane(bgi_pwin *w, bgi_plane *one, uint32_t i) { return w->lanes ? &w->lanes[i] : one; }
 int bgi_pwin_lane_status(bgi_pwin *w, uint32_t nlanes, uint32_t i, int round_st, bgi_err *err);
 
-/* ---- the operations ---------------------------------------------------------------------- */
+/* ---- whole-filter steps (psweep.c) ------------------------------------------------------------ */
 
-/* Queries items[0..n) of a partitioned filter, without the policy: *done as the plain task's
- * (query.c); BG_ENOTINIT when the central config is gone or says the filter is plain. */
-typedef struct bgi_pcontains_task {
+#define BGI_PSWEEP_INIT 1      /* DEL bitmap, HSET meta: a partition made empty with the generation's geometry */
+#define BGI_PSWEEP_COUNT 2     /* BITCOUNT bitmap */
+#define BGI_PSWEEP_DELETE 3    /* DEL bitmap meta */
+#define BGI_PSWEEP_EXPIRE 4    /* PEXPIRE both */
+#define BGI_PSWEEP_PERSIST 5   /* PERSIST both */
+
+/* One partition's request of a sweep. */
+typedef struct bgi_pkey_lane {
   bgi_task t;
   bg_filter *f;
+  bgi_pgen g;
+  uint32_t part;
+  int op, sent;
+  int64_t ttl_ms, value;
+  uint64_t deadline_ns;
+  bgi_req req;
+} bgi_pkey_lane;
+
+/* Every partition of generation g, BGI_PLANES_MAX at a time: applied (a key existed / changed) or
+ * count (the sum of each partition's Redisson estimate). The first failure ends it. */
+typedef struct bgi_psweep {
+  bgi_task t;
+  bg_filter *f;
+  bgi_pgen g;
+  int op;
+  int64_t ttl_ms;
+  uint64_t deadline_ns;
+  uint32_t cursor, nlanes;
+  int applied;
+  double count;
+  bgi_pkey_lane lanes[BGI_PLANES_MAX];
+  bgi_subtask subs[BGI_PLANES_MAX];
+} bgi_psweep;
+
+void bgi_psweep_init(bgi_psweep *s, bg_filter *f, const bgi_pgen *g, int op, int64_t ttl_ms, uint64_t deadline_ns);
+
+/*
+ * A partitioned init (tryInit's meaning: a config already there, of either kind, is kept; created
+ * says which): claims the central config (a script: only where none exists; kind, the generation's
+ * record and a token, with a TTL), writes every partition's meta (a sweep), then makes the
+ * generation live (a script: only while the claim's token is there; the TTL dropped). Readers see
+ * BG_ENOTINIT until that last step; an init that dies leaves a claim that expires.
+ */
+typedef struct bgi_pinit {
+  bgi_task t;
+  bg_filter *f;
+  uint64_t deadline_ns;
+  bgi_pgen g;
+  char fpp[32];
+  char token[33];
+  int state, ok, created;
+  bgi_script_run run;
+  bgi_req req;
+  bgi_psweep sweep;
+} bgi_pinit;
+
+/* The first generation's record for (n, fpp, P), or the failure (partition.h,
+ * bgi_partition_geometry) with its message. */
+int bgi_pinit_geometry(int64_t n, double fpp, int64_t parts, bgi_pgen *g, bgi_err *err);
+/* Checks n, fpp and P as that does and sets the task up. */
+int bgi_pinit_prepare(bgi_pinit *in, bg_filter *f, uint64_t deadline_ns, int64_t n, double fpp, int64_t parts,
+                      bgi_err *err);
+
+/* ---- the operations ---------------------------------------------------------------------- */
+
+/*
+ * contains or add of items[0..n) on a partitioned filter, without the policy: *done as the plain
+ * tasks' (query.c, add.c), present[] for contains, *added for add. BG_ENOTINIT when the central
+ * config is gone or says the filter is plain (the caller then tries the plain steps).
+ */
+typedef struct bgi_pop_task {
+  bgi_task t;
+  bg_filter *f;
+  int is_add;
   const void *const *items;
   const size_t *lens;
-  size_t n, *done;
+  size_t n, *done, *added;
   uint8_t *present;
   uint64_t deadline_ns;
   int64_t retries, attempt;
@@ -206,11 +263,11 @@ typedef struct bgi_pcontains_task {
   bgi_req req;
   bgi_pwin win;
   bgi_plane one;
-} bgi_pcontains_task;
+} bgi_pop_task;
 
-void bgi_pcontains_task_init(bgi_pcontains_task *pt, bg_filter *f, uint64_t deadline_ns, const void *const *items,
-                             const size_t *lens, size_t n, uint8_t *present, size_t *done);
+void bgi_pop_task_init(bgi_pop_task *pt, bg_filter *f, int is_add, uint64_t deadline_ns, const void *const *items,
+                       const size_t *lens, size_t n, uint8_t *present, size_t *added, size_t *done);
 /* Frees what the task holds; after it ended (done), or instead of running it. */
-void bgi_pcontains_task_free(bgi_pcontains_task *pt);
+void bgi_pop_task_free(bgi_pop_task *pt);
 
 #endif

@@ -11,7 +11,6 @@ void bgi_pwin_init(bgi_pwin *w) {
   w->todo = w->todo1;
   w->redo = w->redo1;
   w->order = w->order1;
-  w->fwd = w->fwd1;
   w->cap = 1;
 }
 
@@ -22,7 +21,6 @@ static void free_arrays(bgi_pwin *w) {
   if (w->todo != w->todo1 && w->todo != w->redo1) free(w->todo);
   if (w->redo != w->todo1 && w->redo != w->redo1) free(w->redo);
   if (w->order != w->order1) free(w->order);
-  if (w->fwd != w->fwd1) free(w->fwd);
 }
 
 void bgi_pwin_free(bgi_pwin *w) {
@@ -46,13 +44,11 @@ int bgi_pwin_reserve(bgi_pwin *w, size_t n, bgi_err *err) {
   w->todo = malloc(n * sizeof *w->todo);
   w->redo = malloc(n * sizeof *w->redo);
   w->order = malloc(n * sizeof *w->order);
-  w->fwd = malloc(n * sizeof *w->fwd);
-  if (!w->h || !w->part || !w->todo || !w->redo || !w->order || !w->fwd) {
+  if (!w->h || !w->part || !w->todo || !w->redo || !w->order) {
     /* back to the one-item room, nothing leaked */
-    free(w->h), free(w->part), free(w->todo), free(w->redo), free(w->order), free(w->fwd);
+    free(w->h), free(w->part), free(w->todo), free(w->redo), free(w->order);
     w->h = w->h1, w->part = w->part1, w->todo = w->todo1, w->redo = w->redo1, w->order = w->order1;
-    w->fwd = w->fwd1;
-    w->cap = 1;
+      w->cap = 1;
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
   }
   w->cap = n;
@@ -65,7 +61,6 @@ void bgi_pwin_hash(bgi_pwin *w, const void *const *items, const size_t *lens, si
     bgi_hash128(items[i], lens[i], w->h[i]);
   }
   bgi_pwin_all(w);
-  w->n_fwd = 0;
 }
 
 int bgi_pwin_group(bgi_pwin *w, uint32_t parts, bgi_err *err) {
@@ -140,4 +135,30 @@ int bgi_pwin_lane_status(bgi_pwin *w, uint32_t nlanes, uint32_t i, int round_st,
   int st = w->subs[i].t->status;
   if (st != BG_OK) *err = w->subs[i].err;
   return st;
+}
+
+/* ---- lanes ---------------------------------------------------------------------------------- */
+
+void bgi_plane_init(bgi_plane *l, bg_filter *f, const bgi_pwin *w, const uint32_t *items, uint32_t n, uint32_t part,
+                    const bgi_pgen *g, uint64_t deadline_ns) {
+  memset(l, 0, sizeof *l);
+  l->f = f;
+  l->w = w;
+  l->items = items;
+  l->n = n;
+  l->part = part;
+  l->g = *g;
+  l->deadline_ns = deadline_ns;
+  l->outcome = BGI_LANE_DONE;
+}
+
+int bgi_plane_indexes(bgi_conn *c, const bgi_plane *l, bgi_err *err) {
+  uint64_t size = bgi_cfg_size(l->g.cfg);
+  uint32_t k = bgi_cfg_k(l->g.cfg);
+  if (bgi_conn_idx_reserve(c, (size_t)l->n * k) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  for (uint32_t j = 0; j < l->n; j++) {
+    const uint64_t *h = l->w->h[l->items[j]];
+    bgi_indexes_from_hash(h[0], h[1], size, k, c->idx + (size_t)j * k);
+  }
+  return BG_OK;
 }

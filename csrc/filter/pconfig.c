@@ -20,6 +20,13 @@ void bgi_pconf_set(bg_filter *f, const bgi_pconf *conf) {
   atomic_store(&f->kind, BGI_KIND_PARTITIONED);
 }
 
+void bgi_pconf_set_none(bg_filter *f) {
+  pthread_mutex_lock(&f->pmu);
+  memset(&f->pconf, 0, sizeof f->pconf);
+  pthread_mutex_unlock(&f->pmu);
+  atomic_store(&f->kind, BGI_KIND_PLAIN);
+}
+
 void bgi_resp_pk(bgi_buf *b, const bg_filter *f, uint64_t gen, uint32_t part, uint32_t parts, char what) {
   bgi_resp_pkey(b, &f->name, bgi_pslot(part, parts), gen, part, what);
 }
@@ -101,21 +108,15 @@ int bgi_pconf_parse(bg_filter *f, const bgi_reply *h, bgi_pconf_load *ld, bgi_er
   if (!bgi_reply_is_lit(kind, BGI_PCONF_KIND_PARTITIONED))
     return bgi_err_set(err, BG_ECORRUPT, "config hash %s: %s is \"%.40s\", a kind of filter this version does not know "
                        "(a newer bloomguard wrote it?)", f->config_key.s, BGI_PCONF_KIND, kind->str ? kind->str : "");
-  uint64_t live, old, next;
-  if (u64_field(bgi_reply_field(h, BGI_PCONF_LIVE, sizeof BGI_PCONF_LIVE - 1), &live) != 0 ||
-      u64_field(bgi_reply_field(h, BGI_PCONF_OLD, sizeof BGI_PCONF_OLD - 1), &old) != 0 ||
-      u64_field(bgi_reply_field(h, BGI_PCONF_NEXT, sizeof BGI_PCONF_NEXT - 1), &next) != 0)
-    return bgi_err_set(err, BG_ECORRUPT, "config hash %s: %s, %s or %s is not a generation number", f->config_key.s,
-                       BGI_PCONF_LIVE, BGI_PCONF_OLD, BGI_PCONF_NEXT);
+  uint64_t live;
+  if (u64_field(bgi_reply_field(h, BGI_PCONF_LIVE, sizeof BGI_PCONF_LIVE - 1), &live) != 0)
+    return bgi_err_set(err, BG_ECORRUPT, "config hash %s: %s is not a generation number", f->config_key.s,
+                       BGI_PCONF_LIVE);
   if (!live)
     return bgi_err_set(err, BG_ENOTINIT, "partitioned filter \"%s\" is not initialized yet: its config hash %s has no "
                        "live generation (an init is under way, or died: its claim expires in seconds; init again)",
                        f->name.s, f->config_key.s);
   int st = parse_gen(f, h, live, &ld->conf.live, err);
-  /* a generation being retired or built that lost its record is no longer of use to anyone */
-  if (st == BG_OK && parse_gen(f, h, old, &ld->conf.old, err) != BG_OK) memset(&ld->conf.old, 0, sizeof ld->conf.old);
-  if (st == BG_OK && parse_gen(f, h, next, &ld->conf.next, err) != BG_OK)
-    memset(&ld->conf.next, 0, sizeof ld->conf.next);
   if (st != BG_OK) return st;
   bgi_err_clear(err);
   ld->kind = BGI_KIND_PARTITIONED;

@@ -51,8 +51,8 @@ bgi_script bgi_script_init = {
   .name = "init",
   .body =
     "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
-    "  local cfg = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "')\n"
-    "  return {0, cfg[1], cfg[2]}\n"
+    "  local cfg = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "', '" BGI_PCONF_KIND "')\n"
+    "  return {0, cfg[1], cfg[2], cfg[3]}\n"
     "end\n"
     "local t = redis.call('TYPE', KEYS[2])['ok']\n"
     "if t ~= 'none' and t ~= 'string' then\n"
@@ -65,42 +65,38 @@ bgi_script bgi_script_init = {
     "return {1}\n",
 };
 
-/*
- * While a rotation's marker is on the partition and its delta not yet drained (no forward), each
- * item's hash is appended to the delta: the rotation adds it to the next generation, whatever
- * partition it lands in there. A locked partition (rewritten in place for another geometry) gets
- * no bits: the delta alone carries the item in. The delta lives as long as the marker, and at
- * least the TTL the marker names (the rotation's staging TTL).
- */
+/* The partition's meta checked and its bits set in one step: a generation deleted (or made again
+ * with another geometry) is never written to, and no key of it is made again. */
 bgi_script bgi_script_padd = {
   .name = "partition add",
   .body =
-    "local m = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "', '" BGI_PCONF_PARTITIONS "', '"
-    BGI_PMETA_MODE "', '" BGI_PMETA_FORWARD "')\n"
-    "if not m[1] then return {0} end\n"
-    "if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return {2, m[1], m[2], m[3]} end\n"
-    "local ttl = redis.call('HGET', KEYS[3], '" BGI_LEASE_TTL "')\n"
-    "local rotating = ttl ~= false\n"
-    "local record = rotating and not m[5]\n"
-    "if record and ARGV[4] ~= '1' then return {3} end\n"
-    "local k = tonumber(ARGV[2])\n"
-    "local per = k\n"
-    "if ARGV[4] == '1' then per = k + 2 end\n"
-    "local n = (#ARGV - 4) / per\n"
+    "local m = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "', '" BGI_PCONF_PARTITIONS "')\n"
+    "if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return {0, 0} end\n"
     BGI_LUA_SETBITS
-    "local added = n\n"
-    "if not (rotating and m[4] == '" BGI_PMETA_MODE_LOCKED "') then added = setbits(KEYS[2], 5, 4 + n * k, k) end\n"
-    "if record and n > 0 then\n"
-    "  local last = 4 + n * per\n"
-    "  for i = 5 + n * k, last, 1024 do\n"
-    "    redis.call('RPUSH', KEYS[4], unpack(ARGV, i, math.min(i + 1023, last)))\n"
-    "  end\n"
-    "  local t = tonumber(ttl) or 0\n"
-    "  local lease = redis.call('PTTL', KEYS[3])\n"
-    "  if lease > t then t = lease end\n"
-    "  if t > 0 then redis.call('PEXPIRE', KEYS[4], t) end\n"
-    "end\n"
-    "local rec = 0\n"
-    "if record then rec = 1 end\n"
-    "return {1, added, rec, m[5] or '0'}\n",
+    "local k = tonumber(ARGV[2])\n"
+    "return {1, setbits(KEYS[2], 4, #ARGV, k)}\n",
+};
+
+/* claim: KEYS = config; ARGV = token, claim ms, gen, P, partition size, total size, k, n, fpp */
+bgi_script bgi_script_pinit_claim = {
+  .name = "partitioned init (claim)",
+  .body =
+    "if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end\n"
+    "local g = '" BGI_PCONF_GEN_PREFIX "' .. ARGV[3] .. ':'\n"
+    "redis.call('HSET', KEYS[1], '" BGI_PCONF_KIND "', '" BGI_PCONF_KIND_PARTITIONED "', '" BGI_PCONF_CLAIM "', ARGV[1],\n"
+    "  g .. '" BGI_PCONF_PARTITIONS "', ARGV[4], g .. '" BGI_PCONF_PSIZE "', ARGV[5], g .. '" BGI_PCONF_TOTAL "', ARGV[6],\n"
+    "  g .. '" BGI_CONFIG_K "', ARGV[7], g .. '" BGI_CONFIG_N "', ARGV[8], g .. '" BGI_CONFIG_FPP "', ARGV[9])\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "return {1}\n",
+};
+
+/* commit: KEYS = config; ARGV = token, gen */
+bgi_script bgi_script_pinit_commit = {
+  .name = "partitioned init (commit)",
+  .body =
+    "if redis.call('HGET', KEYS[1], '" BGI_PCONF_CLAIM "') ~= ARGV[1] then return {0} end\n"
+    "redis.call('HSET', KEYS[1], '" BGI_PCONF_LIVE "', ARGV[2])\n"
+    "redis.call('HDEL', KEYS[1], '" BGI_PCONF_CLAIM "')\n"
+    "redis.call('PERSIST', KEYS[1])\n"
+    "return {1}\n",
 };

@@ -44,19 +44,26 @@ extern bgi_script bgi_script_add;
 /*
  * init (Redisson's tryInit): KEYS = config, bitmap; ARGV = size, hashIterations,
  * expectedInsertions, falseProbability. Returns {1} if it wrote the config, else
- * {0, size, hashIterations} of the existing one.
+ * {0, size, hashIterations, bgKind} of the existing one (bgKind: a partitioned filter's).
  */
 extern bgi_script bgi_script_init;
 
 /*
- * A partitioned filter's add, on one partition (filter/padd.c): KEYS = meta, bitmap, rotation
- * marker, delta; ARGV = size, hashIterations, partitions (the geometry the indexes are for),
- * with_hashes ("1": each item's h1 and h2 follow its indexes' block), then k indexes per item,
- * then (with_hashes) h1, h2 per item. Returns {0} when the meta is gone (the generation was
- * retired), {2, size, hashIterations, partitions} when the geometry differs, {3} when a rotation
- * records the items and the hashes were not sent (nothing is written in those cases), else
- * {1, items_with_a_new_bit, recorded (1: in the delta), forward generation or "0"}.
+ * A partitioned filter's add, on one partition (filter/padd.c): KEYS = meta, bitmap; ARGV = size,
+ * hashIterations, partitions (the geometry the indexes are for), then k indexes per item. Returns
+ * {0, 0} when the meta is gone or holds another geometry (nothing written), else
+ * {1, items_with_a_new_bit}.
  */
 extern bgi_script bgi_script_padd;
+
+/*
+ * A partitioned filter's init (filter/psweep.c), both on the central config. claim: KEYS = config;
+ * ARGV = token, claim TTL ms, generation, P, partition size, total size, k, n, fpp: when no config
+ * exists, writes the kind, the token and the generation's record with that TTL and returns {1},
+ * else {0}. commit: KEYS = config; ARGV = token, generation: when the token is still there, makes
+ * the generation live, drops the token and the TTL and returns {1}, else {0}.
+ */
+extern bgi_script bgi_script_pinit_claim;
+extern bgi_script bgi_script_pinit_commit;
 
 #endif

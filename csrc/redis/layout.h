@@ -25,16 +25,14 @@
 /* ---- a partitioned filter (docs/layout.md, "Partitioned filter") --------------------------------
  * Its config is the central hash suffix(NAME, BGI_KEY_CONFIG) - Redisson's config key, so a Redisson
  * RBloomFilter given NAME finds no size/hashIterations there and fails "not initialized" - holding
- * only fields of ours. Each generation G has P partitions; partition I of G lives in the cluster
- * slot S(I, P) = floor((2I + 1) * 16384 / 2P), its keys "{T}NAME:g<G>:p<I>:<what>" with T the
- * smallest decimal that hashes to S (redis/names.h, bgi_pkey_write). */
+ * only the fields below. Generation G has P partitions; partition I of G lives in the cluster slot
+ * S(I, P) = floor((2I + 1) * 16384 / 2P), its keys "{T}NAME:g<G>:p<I>:<what>" with T the smallest
+ * decimal that hashes to S (redis/names.h, bgi_pkey_write). */
 #define BGI_PCONF_KIND "bgKind"              /* BGI_PCONF_KIND_PARTITIONED */
 #define BGI_PCONF_KIND_PARTITIONED "partitioned"
-#define BGI_PCONF_LIVE "bgLive"              /* the live generation */
-#define BGI_PCONF_OLD "bgOld"                /* a generation being retired: still read by handles that have
-                                                not reloaded, so adds reach it too, until its keys are gone */
-#define BGI_PCONF_NEXT "bgNext"              /* a rotation's next generation, being uploaded */
-#define BGI_PCONF_SEQ "bgSeq"                /* the last generation number handed out (never reused) */
+#define BGI_PCONF_LIVE "bgLive"              /* the live generation (absent until an init committed) */
+#define BGI_PCONF_CLAIM "bgClaim"            /* an init's token between its claim and its commit (the hash
+                                                has a TTL meanwhile) */
 /* per generation G: "g<G>:" + one of these */
 #define BGI_PCONF_GEN_PREFIX "g"
 #define BGI_PCONF_PARTITIONS "partitions"
@@ -43,17 +41,9 @@
 /* and BGI_CONFIG_K, BGI_CONFIG_N, BGI_CONFIG_FPP under the same prefix */
 /* the keys of a partition: "{T}NAME:g<G>:p<I>:" + one of these */
 #define BGI_PKEY_BITMAP 'b'                  /* the partition's bitmap (Redisson's bit order) */
-#define BGI_PKEY_META 'm'                    /* hash: BGI_CONFIG_SIZE, BGI_CONFIG_K (the partition's geometry:
-                                                a query reads them in the same step as the bits) and
-                                                the two below */
-#define BGI_PKEY_ROTATING 'r'                /* string, PEXPIRE = the rotation's lease: a rotation runs;
-                                                adds record the item in the delta */
-#define BGI_PKEY_DELTA 'd'                   /* list: h1, h2 (decimal) of each item added meanwhile */
-#define BGI_PMETA_MODE "mode"                /* BGI_PMETA_MODE_LOCKED while a locked rotation rewrites the
-                                                partition in place (readers wait; adds go to the delta) */
-#define BGI_PMETA_MODE_LOCKED "locked"
-#define BGI_PMETA_FORWARD "forward"          /* a rotation drained this partition's delta: adds here go to
-                                                that generation too */
+#define BGI_PKEY_META 'm'                    /* hash: BGI_CONFIG_SIZE (bits of this partition), BGI_CONFIG_K,
+                                                BGI_PCONF_PARTITIONS: a step reads or checks them in the same
+                                                atomic step as the bits */
 
 /* ---- a rotation's keys (suffix(NAME, ...)) --------------------------------------------------- */
 
