@@ -12,9 +12,10 @@
  * capacity is E[f(X)] with f(x) = (1 - exp(-k x / s))^k for partitions of s bits, above the plain
  * filter's f_plain = (1 - exp(-k n / m))^k (f is convex there: the variance costs). s is the
  * smallest size from ceil(m / P) up with E[f(X)] <= BGI_PARTITION_FPR_TARGET * f_plain (computed:
- * the binomial sum while the deviation is small, a normal approximation beyond). For partitions
- * of thousands of items and more that is ceil(m / P) itself; small filters over many partitions
- * get more bits. Every partition is below 2^32 bits (a Redis string holds 512 MB).
+ * the binomial sum while the deviation is small, a normal approximation beyond), made odd. For
+ * partitions of thousands of items and more that is about ceil(m / P) itself; small filters over
+ * many partitions get more bits. Every partition is below 2^32 bits (a Redis string holds 512 MB)
+ * and, in a filter of more than one, at least BGI_MIN_PARTITION_BITS (docs/layout.md says why).
  */
 #ifndef BG_INTERNAL_PARTITION_H
 #define BG_INTERNAL_PARTITION_H
