@@ -167,10 +167,16 @@ static void naive_sizing_exceeds_1_05x(void) {
 
 /* ---- on a server ---------------------------------------------------------------------------- */
 
+/* A client whose round trips may take 10 s: a batch is a round of up to 256 requests at once, whose
+ * answers a sanitizer build on a loaded machine reads for longer than the default second. */
 static bg_client *open_client(void) {
   bg_client *c = NULL;
+  bg_options *o = NULL;
   char msg[256];
-  CHECK_OK(bgt_client_open(&c, srv.url, NULL, msg, sizeof msg));
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 10000));
+  CHECK_MSG(bgt_client_open(&c, srv.url, o, msg, sizeof msg) == BG_OK, "open: %s", msg);
+  bg_options_free(o);
   return c;
 }
 
