@@ -24,8 +24,8 @@
 
 /* ---- a partitioned filter (docs/layout.md, "Partitioned filter") --------------------------------
  * Its config is the central hash suffix(NAME, BGI_KEY_CONFIG) - Redisson's config key, so a Redisson
- * RBloomFilter given NAME finds no size/hashIterations there and fails "not initialized" - holding
- * only the fields below. Generation G has P partitions; partition I of G lives in the cluster slot
+ * RBloomFilter given NAME finds no size/hashIterations there ("not initialized") - holding only the
+ * fields below. Generation G has P partitions; partition I of G lives in the cluster slot
  * S(I, P) = floor((2I + 1) * 16384 / 2P), its keys "{T}NAME:g<G>:p<I>:<what>" with T the smallest
  * decimal that hashes to S (redis/names.h, bgi_pkey_write). */
 #define BGI_PCONF_KIND "bgKind"              /* BGI_PCONF_KIND_PARTITIONED */

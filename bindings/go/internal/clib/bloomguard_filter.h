@@ -63,7 +63,9 @@ BG_API int bg_filter_init(bg_filter *f, int64_t expected_insertions, double fpp,
  * one key, one node, one round trip; a batch is split per partition and sent to them together.
  * Sizes: each partition below 2^32 bits, chosen so the false-positive rate at expected_insertions
  * stays within 1.02x of a plain filter's of the same (n, fpp). Its config hash holds none of the
- * fields Redisson reads: a Redisson RBloomFilter given the name fails "not initialized".
+ * fields Redisson reads and NAME holds no bitmap: a Redisson RBloomFilter given the name fails
+ * "not initialized" on add and count (and its contains answers false, as for any name without a
+ * config: Redisson 3.45.1).
  * partitions 0 is bg_filter_init; 1..16384 else BG_EINVAL; BG_EBADPARAMS for Redisson's rules on n
  * and fpp (without its 2^32-bit cap on the total) and for partitions too few to stay below 2^32
  * bits each (the message names the fewest that fit). tryInit's meaning: a config already there, of
