@@ -391,6 +391,7 @@ static int admin_op(int kind) {
 struct bgi_admin_heap {
   bgi_pconf_load ld;
   bgi_req req;
+  bgi_err first;   /* count: the BG_ENOTINIT of its plain step, given back when the name is not partitioned */
   union {
     bgi_psweep sweep;
     bgi_pinit init;
@@ -453,7 +454,12 @@ static int resume_admin(bgi_task *t, int st, bgi_err *err) {
       if (st == BG_OK) a->u.init.created = a->heap->u.init.created;
       return admin_end(a, st);
     case AD_PLAIN:
-      if (a->kind == BGI_ADMIN_COUNT && st == BG_ENOTINIT && !a->probed) return probe(a, err);
+      if (a->kind == BGI_ADMIN_COUNT && st == BG_ENOTINIT && !a->probed) {
+        bgi_err first = *err;
+        st = probe(a, err);
+        if (a->heap) a->heap->first = first;
+        return st;
+      }
       if (st == BG_OK && a->req.ctx == &a->u.key) a->u.key.result |= a->swept_applied;
       return admin_end(a, st);
     case AD_PROBED:
@@ -465,7 +471,10 @@ static int resume_admin(bgi_task *t, int st, bgi_err *err) {
       }
       /* Redisson's layout (or none: the plain step says so, and deletes what is left of one) */
       if (st != BG_OK && st != BG_ENOTINIT) return admin_end(a, st);
-      if (a->kind == BGI_ADMIN_COUNT && st != BG_OK) return admin_end(a, st);
+      if (a->kind == BGI_ADMIN_COUNT) {
+        *err = a->heap->first;
+        return admin_end(a, BG_ENOTINIT);
+      }
       bgi_err_clear(err);
       return send_plain(a);
     case AD_SWEPT:

@@ -22,6 +22,7 @@ enum { K_START, K_RAN, K_PROBED };
 typedef struct pheap {
   bgi_pop_task pop;
   bgi_pconf_load ld;
+  bgi_err first;   /* the BG_ENOTINIT that made the probe, given back when the layout is the same */
 } pheap;
 
 static int kinded_end(bgi_kinded_task *kt, int st) {
@@ -74,14 +75,21 @@ static int resume_kinded(bgi_task *t, int st, bgi_err *err) {
       if (st != BG_ENOTINIT || kt->probed) return kinded_end(kt, st);
       /* the handle's idea of the layout may be old: what does the name hold now? */
       if ((st = need_heap(kt, err)) != BG_OK) return kinded_end(kt, st);
+      ((pheap *)kt->pop)->first = *err;
       kt->probed = 1;
       kt->state = K_PROBED;
       bgi_pconf_req(&kt->req, kt->ld, op->f, op->deadline_ns);
       return bgi_task_call(t, &kt->req);
     case K_PROBED:
     default:
-      if (st != BG_OK) return kinded_end(kt, st);
-      return run_kind(kt, kt->ld->kind, err);
+      if (st == BG_OK && kt->ld->kind != kt->kind) return run_kind(kt, kt->ld->kind, err);
+      /* the same layout (made again meanwhile, or still none): the step's own answer stands - a
+       * plain filter's caller sees what it saw before partitioned filters existed */
+      if (st == BG_OK || st == BG_ENOTINIT) {
+        *err = ((pheap *)kt->pop)->first;
+        st = BG_ENOTINIT;
+      }
+      return kinded_end(kt, st);
   }
 }
 
