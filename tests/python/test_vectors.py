@@ -134,7 +134,7 @@ def test_bitmap_example(client, raw):
     try:
         fil = BITMAP["filter"]
         assert f.init(fil["expectedInsertions"], fil["falseProbability"]) is True
-        assert f.info() == (fil["size"], fil["k"], fil["expectedInsertions"], fil["falseProbability"], 0)
+        assert f.info() == (fil["size"], fil["k"], fil["expectedInsertions"], fil["falseProbability"])
         for item in BITMAP["items"]:
             assert bloomguard.indexes(item["text"], fil["size"], fil["k"]) == item["indexes"]
             assert "%016x" % bloomguard.hash128(item["text"])[0] == item["hash1_hex"]

@@ -32,17 +32,32 @@ __all__ = ["Filter", "FilterInfo"]
 _INT64 = (-(2**63), 2**63 - 1)
 
 
-class FilterInfo(NamedTuple):
-    """The filter's config hash as Redisson writes it."""
-
+class _Config(NamedTuple):
     size: int
     hash_iterations: int
     #: 0 when the config hash lacks the field (only size and hashIterations are required)
     expected_insertions: int
     #: 0.0 when the config hash lacks the field
     false_probability: float
-    #: a partitioned filter's number of partitions (``size`` is then their total); 0 for Redisson's layout
-    partitions: int = 0
+
+
+class FilterInfo(_Config):
+    """The filter's config hash as Redisson writes it: a tuple of its four fields, and
+    ``partitions``, a partitioned filter's number of partitions (``size`` is then their total; 0
+    for Redisson's layout) - an attribute beside the tuple, so unpacking, slicing and comparing
+    the four stay as they were."""
+
+    partitions: int
+
+    def __new__(cls, size: int, hash_iterations: int, expected_insertions: int, false_probability: float,
+                partitions: int = 0) -> "FilterInfo":
+        self = super().__new__(cls, size, hash_iterations, expected_insertions, false_probability)
+        self.partitions = partitions
+        return self
+
+    def __repr__(self) -> str:
+        return "FilterInfo(size=%d, hash_iterations=%d, expected_insertions=%d, false_probability=%r, partitions=%d)" % (
+            self.size, self.hash_iterations, self.expected_insertions, self.false_probability, self.partitions)
 
 
 def _int64(value: Any, what: str) -> int:

@@ -470,8 +470,9 @@ static int resume_admin(bgi_task *t, int st, bgi_err *err) {
         a->state = AD_SWEPT;
         return bgi_task_sub(t, &a->heap->u.sweep.t);
       }
-      /* Redisson's layout (or none: the plain step says so, and deletes what is left of one) */
-      if (st != BG_OK && st != BG_ENOTINIT) return admin_end(a, st);
+      /* Redisson's layout, or none, or a config hash that does not parse or is no hash: the plain
+       * step acts on the keys as they are (a delete of a broken filter must work) */
+      if (st != BG_OK && st != BG_ENOTINIT && st != BG_ECORRUPT && st != BG_EWRONGTYPE) return admin_end(a, st);
       if (a->kind == BGI_ADMIN_COUNT) {
         *err = a->heap->first;
         return admin_end(a, BG_ENOTINIT);
