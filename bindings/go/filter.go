@@ -7,16 +7,16 @@ package bloomguard
 // call Go (nocallback): together they let the out-parameters stay on the Go stack (cgo only
 // drops the forced escape when both are declared). A function that will run a Go callback (a
 // policy fallback, a rotation step) must NOT be marked nocallback: the runtime would panic.
-#cgo noescape bg_filter_init_ex
-#cgo nocallback bg_filter_init_ex
+#cgo noescape bg_filter_init_partitioned_ex
+#cgo nocallback bg_filter_init_partitioned_ex
 #cgo noescape bg_filter_add_many_ex
 #cgo nocallback bg_filter_add_many_ex
 #cgo noescape bg_filter_contains_many_ex
 #cgo nocallback bg_filter_contains_many_ex
 #cgo noescape bg_filter_count_ex
 #cgo nocallback bg_filter_count_ex
-#cgo noescape bg_filter_info_ex
-#cgo nocallback bg_filter_info_ex
+#cgo noescape bg_filter_info_partitioned_ex
+#cgo nocallback bg_filter_info_partitioned_ex
 #cgo noescape bg_filter_delete_ex
 #cgo nocallback bg_filter_delete_ex
 #cgo noescape bg_filter_expire_ex
@@ -130,10 +130,11 @@ func (h *filterHandle) unref() {
 
 // Info is the filter's config hash.
 type Info struct {
-	Size               uint64  // bits in the bitmap
+	Size               uint64  // bits in the bitmap (a partitioned filter: in all its partitions)
 	HashIterations     uint32  // k, the number of bit indexes per item
 	ExpectedInsertions int64   // 0 when the config hash lacks the field
 	FalseProbability   float64 // 0 when the config hash lacks the field
+	Partitions         uint32  // a partitioned filter's partitions (InitPartitioned); 0 for Redisson's layout
 }
 
 // Name is the filter's name (the key of its bitmap).
@@ -258,12 +259,13 @@ func (f *Filter) doBlocking(ctx context.Context, r *request) error {
 			n    C.int64_t
 			fpp  C.double
 		)
-		st = C.bg_filter_info_ex(p, c.p, &size, &k, &n, &fpp)
+		var parts C.uint32_t
+		st = C.bg_filter_info_partitioned_ex(p, c.p, &size, &k, &n, &fpp, &parts)
 		r.info = Info{Size: uint64(size), HashIterations: uint32(k), ExpectedInsertions: int64(n),
-			FalseProbability: float64(fpp)}
+			FalseProbability: float64(fpp), Partitions: uint32(parts)}
 	case opInit:
 		var cr C.int
-		st = C.bg_filter_init_ex(p, c.p, C.int64_t(r.arg), C.double(r.fpp), &cr)
+		st = C.bg_filter_init_partitioned_ex(p, c.p, C.int64_t(r.arg), C.double(r.fpp), C.int64_t(r.parts), &cr)
 		r.value = int64(cr)
 	case opDelete:
 		var d C.int
@@ -362,6 +364,21 @@ func (f *Filter) Init(ctx context.Context, expectedInsertions int64, fpp float64
 	r := newRequest(opInit)
 	defer r.release()
 	r.arg, r.fpp = expectedInsertions, fpp
+	err = f.do(ctx, r)
+	return r.value != 0, err
+}
+
+// InitPartitioned is Init for a partitioned filter of partitions bitmaps (1..16384), spread over
+// the cluster's slots, of any total size (docs/layout.md): each item lives in one partition, so a
+// single-item call is still one key and one round trip; Redisson cannot read it. Every other
+// method works on it as on a plain filter; Info reports Partitions. partitions 0 is Init. A
+// partitions out of range gives ErrInvalid; partitions too few or too many for the size give
+// ErrBadParams saying how many fit.
+func (f *Filter) InitPartitioned(ctx context.Context, expectedInsertions int64, fpp float64,
+	partitions int) (created bool, err error) {
+	r := newRequest(opInit)
+	defer r.release()
+	r.arg, r.fpp, r.parts = expectedInsertions, fpp, int64(partitions)
 	err = f.do(ctx, r)
 	return r.value != 0, err
 }

@@ -19,7 +19,7 @@ __thread uintptr_t bgo_driver;
 // the operation. Refused: the status, the message on the call.
 static int bgo_submit(bg_queue *q, uintptr_t driver, uint64_t tag, int op, bg_filter *f, bg_call *call,
                       int64_t timeout_ms, const void *item, size_t len, const void *const *items,
-                      const size_t *lens, size_t n, int64_t arg, double fpp) {
+                      const size_t *lens, size_t n, int64_t arg, double fpp, int64_t parts) {
 	int st = bg_call_set_timeout_ms(call, timeout_ms);
 	if (st != BG_OK) return st;
 	bg_queue *outer_q = bgo_driving;
@@ -33,7 +33,7 @@ static int bgo_submit(bg_queue *q, uintptr_t driver, uint64_t tag, int op, bg_fi
 	case BGO_ADD_MANY: st = bg_filter_add_many_submit_ex(f, call, q, tag, items, lens, n); break;
 	case BGO_COUNT: st = bg_filter_count_submit_ex(f, call, q, tag); break;
 	case BGO_INFO: st = bg_filter_info_submit_ex(f, call, q, tag); break;
-	case BGO_INIT: st = bg_filter_init_submit_ex(f, call, q, tag, arg, fpp); break;
+	case BGO_INIT: st = bg_filter_init_partitioned_submit_ex(f, call, q, tag, arg, fpp, parts); break;
 	case BGO_DELETE: st = bg_filter_delete_submit_ex(f, call, q, tag); break;
 	case BGO_EXPIRE: st = bg_filter_expire_submit_ex(f, call, q, tag, arg); break;
 	case BGO_PERSIST: st = bg_filter_persist_submit_ex(f, call, q, tag); break;
@@ -52,7 +52,7 @@ typedef struct bgo_done {
 	size_t npresent;
 	const char *msg;   // the failure's message, or a degraded answer's cause; NULL otherwise
 	int32_t status, source, degraded;
-	uint32_t info_k;
+	uint32_t info_k, info_parts;
 	uint64_t info_size;
 	int64_t info_n;
 	double info_fpp;
@@ -83,6 +83,7 @@ static size_t bgo_poll(bg_queue *q, uintptr_t driver, bg_completion **cs, bgo_do
 		if (bg_completion_info(c, &d->info_size, &d->info_k, &d->info_n, &d->info_fpp) != BG_OK) {
 			d->info_size = 0, d->info_k = 0, d->info_n = 0, d->info_fpp = 0;
 		}
+		if (bg_completion_partitions(c, &d->info_parts) != BG_OK) d->info_parts = 0;
 	}
 	*readable = 0;
 	if (n < max) {
@@ -157,6 +158,7 @@ type request struct {
 	items cItems         // a batch (C memory)
 	arg   int64          // init: expected insertions; expire: ms
 	fpp   float64
+	parts int64          // init: a partitioned filter's partitions (0: Redisson's layout)
 
 	ctx         context.Context
 	deadline    time.Time
@@ -405,7 +407,8 @@ func (d *driver) submit(r *request) {
 	r.tag.Store(tag)
 	d.pending[tag] = r // first: a fallback run inside the submit (open breaker) looks it up
 	st := C.bgo_submit(d.q, C.uintptr_t(d.handle), C.uint64_t(tag), C.int(r.op), r.f, r.call.p, C.int64_t(ms),
-		r.item, C.size_t(r.n), r.items.ptrs, r.items.lens, C.size_t(r.n), C.int64_t(r.arg), C.double(r.fpp))
+		r.item, C.size_t(r.n), r.items.ptrs, r.items.lens, C.size_t(r.n), C.int64_t(r.arg), C.double(r.fpp),
+		C.int64_t(r.parts))
 	if st != C.BG_OK {
 		delete(d.pending, tag)
 		d.finish(r, st, C.GoString(C.bg_call_errmsg(r.call.p)))
@@ -451,7 +454,8 @@ func (d *driver) poll() (n int, readable bool) {
 		}
 		if r.op == opInfo && o.status == C.BG_OK {
 			r.info = Info{Size: uint64(o.info_size), HashIterations: uint32(o.info_k),
-				ExpectedInsertions: int64(o.info_n), FalseProbability: float64(o.info_fpp)}
+				ExpectedInsertions: int64(o.info_n), FalseProbability: float64(o.info_fpp),
+				Partitions: uint32(o.info_parts)}
 		}
 		r.done <- struct{}{}
 	}

@@ -55,6 +55,7 @@ typedef struct cli_opts {
   int64_t expected;        /* --expected */
   int have_fpp;
   double fpp;              /* --fpp */
+  int64_t partitions;      /* --partitions; 0: Redisson's layout */
   int have_ttl;
   int64_t ttl_ms;          /* --ttl-ms */
   /* rotate */

@@ -34,7 +34,7 @@ int cli_cmd_version(const cli_opts *o) {
 /* ---- info / init ---------------------------------------------------------------------- */
 
 /* node: where the filter lives (info only; NULL otherwise) */
-static void print_config(const cli_opts *o, uint64_t size, uint32_t k, int64_t n, double p,
+static void print_config(const cli_opts *o, uint64_t size, uint32_t k, int64_t n, double p, uint32_t parts,
                          int created, int with_created, const char *node, int32_t slot) {
   char pbuf[64];
   cli_fmt_double(pbuf, sizeof pbuf, p);
@@ -46,6 +46,7 @@ static void print_config(const cli_opts *o, uint64_t size, uint32_t k, int64_t n
     else fputs(",\"expectedInsertions\":null", stdout);
     if (p > 0) printf(",\"falseProbability\":%s", pbuf);
     else fputs(",\"falseProbability\":null", stdout);
+    if (parts) printf(",\"partitions\":%lu", (unsigned long)parts);
     if (node) {
       fputs(",\"node\":", stdout);
       cli_json_string(stdout, node, strlen(node));
@@ -63,6 +64,7 @@ static void print_config(const cli_opts *o, uint64_t size, uint32_t k, int64_t n
   else fputs("expectedInsertions: (not set)\n", stdout);
   if (p > 0) printf("falseProbability: %s\n", pbuf);
   else fputs("falseProbability: (not set)\n", stdout);
+  if (parts) printf("partitions: %lu (size is their total)\n", (unsigned long)parts);
   if (node) printf("node: %s (hash slot %ld)\n", node[0] ? node : "(no master serves it now)", (long)slot);
 }
 
@@ -71,27 +73,29 @@ int cli_cmd_info(const cli_opts *o, bg_filter *f) {
   uint32_t k = 0;
   int64_t n = 0;
   double p = 0;
-  int st = bg_filter_info(f, &size, &k, &n, &p);
+  uint32_t parts = 0;
+  int st = bg_filter_info_partitioned(f, &size, &k, &n, &p, &parts);
   if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
   char node[300] = "";
   int32_t slot = 0;
   bg_filter_node(f, node, sizeof node, &slot);
-  print_config(o, size, k, n, p, 0, 0, node, slot);
+  print_config(o, size, k, n, p, parts, 0, 0, node, slot);
   return CLI_EXIT_OK;
 }
 
 int cli_cmd_init(const cli_opts *o, bg_filter *f) {
   int created = 0;
-  int st = bg_filter_init(f, o->expected, o->fpp, &created);
+  int st = bg_filter_init_partitioned(f, o->expected, o->fpp, o->partitions, &created);
   if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
   /* report the config in force: an existing one is kept even if its parameters differ */
   uint64_t size = 0;
   uint32_t k = 0;
   int64_t n = 0;
   double p = 0;
-  st = bg_filter_info(f, &size, &k, &n, &p);
+  uint32_t parts = 0;
+  st = bg_filter_info_partitioned(f, &size, &k, &n, &p, &parts);
   if (st != BG_OK) return cli_fail_filter(o->cmd, st, f);
-  print_config(o, size, k, n, p, created, 1, NULL, 0);
+  print_config(o, size, k, n, p, parts, created, 1, NULL, 0);
   return CLI_EXIT_OK;
 }
 
@@ -134,14 +138,16 @@ static int add_tick(void *ud) {
  * into a bitmap in memory, uploaded in chunks, one atomic swap - with the filter's own (n, p), so
  * its size and hash iterations stay. CLI_LOAD_NOT_EMPTY, having read nothing, when that does not
  * apply: the filter holds items, has no config and no (n, p) was given, its config has no
- * Redisson (n, p) or other geometry than they give, or another rotation holds it.
+ * Redisson (n, p) or other geometry than they give, it is partitioned, or another rotation holds it.
  */
 static int add_bulk(const cli_opts *o, bg_filter *f, cli_load *l) {
   uint64_t size = 0, want_size = 0;
   uint32_t k = 0, want_k = 0;
   int64_t n = 0;
   double p = 0;
-  int st = bg_filter_info(f, &size, &k, &n, &p);
+  uint32_t parts = 0;
+  int st = bg_filter_info_partitioned(f, &size, &k, &n, &p, &parts);
+  if (st == BG_OK && parts) return CLI_LOAD_NOT_EMPTY;   /* a rotation knows only Redisson's layout */
   if (st == BG_ENOTINIT) {
     if (!o->have_expected || !o->have_fpp) return CLI_LOAD_NOT_EMPTY;  /* the plain path reports it */
     n = o->expected;

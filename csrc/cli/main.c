@@ -20,6 +20,7 @@
 #define OPT_CHUNK    0x200
 #define OPT_STAGING  0x400
 #define OPT_PROBES   0x800
+#define OPT_PARTS    0x1000
 #define OPT_ROTATE   (OPT_EXPECTED | OPT_FPP | OPT_BATCH | OPT_STRATEGY | OPT_FROM | OPT_LEASE | \
                       OPT_WAIT | OPT_THREADS | OPT_CHUNK | OPT_STAGING)
 
@@ -39,11 +40,13 @@ static const command commands[] = {
    "Prints the filter's config hash: size, hashIterations, expectedInsertions,\n"
    "falseProbability. A filter without a config fails with BG_ENOTINIT (exit 2).\n",
    cli_cmd_info},
-  {"init", ARGS_NAME, OPT_EXPECTED | OPT_FPP, "init NAME --expected N --fpp P",
+  {"init", ARGS_NAME, OPT_EXPECTED | OPT_FPP | OPT_PARTS, "init NAME --expected N --fpp P [--partitions K]",
    "Creates the filter like Redisson's tryInit(N, P): writes the config hash only if there is\n"
    "none (an existing config is kept, even with other parameters, and reported).\n"
-   "  --expected N   expected insertions (Redisson's expectedInsertions)\n"
-   "  --fpp P        false positive probability, 0 < P <= 1 (e.g. 0.01, 1.0E-4)\n",
+   "  --expected N     expected insertions (Redisson's expectedInsertions)\n"
+   "  --fpp P          false positive probability, 0 < P <= 1 (e.g. 0.01, 1.0E-4)\n"
+   "  --partitions K   a partitioned filter of K bitmaps (1..16384) spread over the cluster's\n"
+   "                   slots, of any total size; Redisson cannot read it (docs/layout.md)\n",
    cli_cmd_init},
   {"add", ARGS_NAME_ITEMS, OPT_BATCH | OPT_FROM | OPT_EXPECTED | OPT_FPP,
    "add NAME [ITEM...] [--from FILE|-] [--expected N --fpp P]",
@@ -408,6 +411,14 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       seen |= OPT_FPP;
       continue;
     }
+    if ((r = take_value(argc, argv, &i, "--partitions", &val)) != 0) {
+      if (r < 0) FAIL("option %s needs a value", a);
+      /* the range is the library's to check (its message says what fits) */
+      if (parse_i64(val, 0, INT64_MAX, &o->partitions) != 0)
+        FAIL("--partitions: %s is not a non-negative integer", cli_shown(val));
+      seen |= OPT_PARTS;
+      continue;
+    }
     if ((r = take_value(argc, argv, &i, "--probes", &val)) != 0) {
       if (r < 0) FAIL("option %s needs a value", a);
       if (parse_i64(val, 0, 1000000, &o->probes) != 0)
@@ -447,7 +458,8 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
       {OPT_EXPECTED, "--expected"}, {OPT_FPP, "--fpp"}, {OPT_TTL, "--ttl-ms"},
       {OPT_BATCH, "--batch"}, {OPT_STRATEGY, "--strategy"}, {OPT_FROM, "--from"},
       {OPT_LEASE, "--lease-ms"}, {OPT_WAIT, "--wait-ms"}, {OPT_THREADS, "--threads"},
-      {OPT_CHUNK, "--chunk-bytes"}, {OPT_STAGING, "--staging-ttl-ms"}, {OPT_PROBES, "--probes"}};
+      {OPT_CHUNK, "--chunk-bytes"}, {OPT_STAGING, "--staging-ttl-ms"}, {OPT_PROBES, "--probes"},
+      {OPT_PARTS, "--partitions"}};
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
       if (seen & ~cmd->opts & names[k].bit) FAIL("option %s does not apply to this command",
                                                  names[k].name);

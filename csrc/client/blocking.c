@@ -5,6 +5,8 @@
  */
 #include "client/client.h"
 
+#include <stdlib.h>
+
 #include "common/clock.h"
 
 static int ready(bgi_transport *tr, bgi_task *waiter, bg_client *cl, uint64_t deadline_ns, bgi_err *err) {
@@ -33,24 +35,41 @@ static int acquire(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, 
   return st;
 }
 
+/* The replies of a round trip (either kind) into x, as the call loop reads them. */
+static int mux_done(bgi_blocking_transport *b, bgi_xfer *x, int st) {
+  x->rep = b->mc->rep;
+  /* a multiplexed call fails with its connection, which had served others before it */
+  x->earlier_calls = b->mc->earlier_calls;
+  x->kept = st == BG_ETIMEOUT;   /* the connection drops the late replies and frees it */
+  return st;
+}
+
 static int roundtrip(bgi_transport *tr, bgi_task *waiter, bgi_xfer *x, size_t n, uint64_t deadline_ns, int64_t wait_ms,
                      bgi_err *err) {
   bgi_blocking_transport *b = (bgi_blocking_transport *)tr;
   (void)waiter;
   if (x->shared) {
-    int st = bgi_mux_roundtrip(b->mc, n, deadline_ns ? deadline_ns : bgi_deadline_in_ms(wait_ms), err);
-    x->rep = b->mc->rep;
-    /* a multiplexed call fails with its connection, which had served others before it */
-    x->earlier_calls = b->mc->earlier_calls;
-    x->kept = st == BG_ETIMEOUT;   /* the connection drops the late replies and frees it */
-    return st;
+    uint64_t until = deadline_ns ? deadline_ns : bgi_deadline_in_ms(wait_ms);
+    if (!b->defer) return mux_done(b, x, bgi_mux_roundtrip(b->mc, n, until, err));
+    int st = bgi_mux_submit(b->mc, n, until, err);
+    if (st != BG_OK) return mux_done(b, x, st);
+    b->pending = x;
+    return BGI_PENDING;
   }
+  if (!b->rep && !(b->rep = b->own_rep = malloc(BGI_MAX_REPLIES * sizeof *b->rep)))
+    return bgi_err_set(err, BG_ENOMEM, "out of memory");
   x->rep = b->rep;
   int st = deadline_ns ? bgi_conn_roundtrip(x->ws, b->rep, n, deadline_ns, err)
                        : bgi_conn_roundtrip_paced(x->ws, b->rep, n, wait_ms, err);
   /* a pooled connection is stale when it broke after serving earlier calls */
   if (!x->ws->broken) x->earlier_calls = 0;
   return st;
+}
+
+int bgi_blocking_transport_wait(bgi_blocking_transport *b, bgi_err *err) {
+  bgi_xfer *x = b->pending;
+  b->pending = NULL;
+  return mux_done(b, x, bgi_mux_wait(b->mc, err));
 }
 
 static void release(bgi_transport *tr, bgi_xfer *x) {
@@ -60,10 +79,20 @@ static void release(bgi_transport *tr, bgi_xfer *x) {
   b->mc = NULL;
 }
 
-void bgi_blocking_transport_init(bgi_blocking_transport *b) {
+void bgi_blocking_transport_init(bgi_blocking_transport *b, bgi_reply **rep, int defer) {
   b->tr.ready = ready;
   b->tr.acquire = acquire;
   b->tr.roundtrip = roundtrip;
   b->tr.release = release;
   b->mc = NULL;
+  b->rep = rep;
+  b->own_rep = NULL;
+  b->defer = defer;
+  b->pending = NULL;
+}
+
+void bgi_blocking_transport_free(bgi_blocking_transport *b) {
+  if (b->rep == b->own_rep) b->rep = NULL;
+  free(b->own_rep);
+  b->own_rep = NULL;
 }

@@ -94,6 +94,9 @@ int bgi_queue_op_new(bg_queue *q, const bg_call *call, uint64_t tag, bgi_qop **o
   op->present = NULL;
   op->npresent = 0;
   op->is_info = 0;
+  op->parent = NULL;
+  op->sub = NULL;
+  op->children = 0;
   *out = op;
   return BG_OK;
 }
@@ -131,11 +134,29 @@ void bgi_queue_op_discard(bg_queue *q, bgi_qop *op) {
 
 /* ---- running operations ------------------------------------------------------------------------- */
 
+static void advance(bg_queue *q, bgi_qop *op, int st);
+
+/* A child of a fan-out ended: its status and message go to its subtask, its slot back to the free
+ * list, and the parent goes on once it was the last. */
+static void child_ended(bg_queue *q, bgi_qop *op, int st) {
+  bgi_qop *parent = op->parent;
+  op->sub->err = op->err;
+  op->sub->err.status = st;
+  op->sub->t->status = st;
+  atomic_store(&op->live, 0);
+  bgi_queue_op_discard(q, op);
+  if (--parent->children == 0) advance(q, parent, BG_OK);
+}
+
 static void complete(bg_queue *q, bgi_qop *op, int st) {
   bgi_timers_cancel(&q->timers, &op->sleep_timer);
   bgi_timers_cancel(&q->timers, &op->deadline_timer);
   q->nlive--;
   if (op->call) q->ncalls--;
+  if (op->parent) {
+    child_ended(q, op, st);
+    return;
+  }
   op->status = st;
   op->finish(op, st);
   op->degraded = st == BG_OK && op->source > BG_SOURCE_REDIS ? op->err.degraded : BG_OK;
@@ -144,6 +165,29 @@ static void complete(bg_queue *q, bgi_qop *op, int st) {
   else q->done_head = op;
   q->done_tail = op;
   op->next = NULL;
+}
+
+static void start_op(bg_queue *q, bgi_qop *op, bgi_task *task);
+
+/* Starts a fan-out's tasks as children of op: BG_OK once all run (op->children counts those still
+ * running), or the failure to make one (the ones made still run: op waits for them too). */
+static int start_children(bg_queue *q, bgi_qop *op, bgi_task *t) {
+  op->children = 1;   /* none may resume op before all are started */
+  op->waiting = BGI_QOP_CHILDREN;
+  for (size_t i = 0; i < t->nsubs; i++) {
+    bgi_qop *c = NULL;
+    bgi_subtask *sub = &t->subs[i];
+    if (bgi_queue_op_new(q, op->call, atomic_load(&op->tag), &c, &sub->err) != BG_OK) {
+      sub->t->status = sub->err.status;
+      continue;
+    }
+    c->deadline_ns = op->deadline_ns;
+    c->parent = op;
+    c->sub = sub;
+    op->children++;
+    start_op(q, c, sub->t);
+  }
+  return --op->children == 0 ? BG_OK : BGI_PENDING;
 }
 
 /* Resumes op's task with st and runs it (and the tasks it starts) until it waits or ends. */
@@ -168,6 +212,11 @@ static void run_task(bg_queue *q, bgi_qop *op, int st) {
           break;
         }
         op->stack[++op->depth] = t->sub;
+        st = BG_OK;
+        break;
+      case BGI_NEXT_FANOUT:
+        if (start_children(q, op, t) != BG_OK) return;   /* the last child to end resumes op */
+        op->waiting = BGI_QOP_RUNNING;
         st = BG_OK;
         break;
       case BGI_NEXT_SLEEP:
@@ -283,8 +332,8 @@ static void interrupt(bg_queue *q, bgi_qop *op, int st, const char *why) {
   advance(q, op, st);
 }
 
-void bgi_queue_op_start(bg_queue *q, bgi_qop *op, bgi_task *task, bgi_qop_finish_fn finish) {
-  op->finish = finish;
+/* Makes op live and runs its task as far as it goes without waiting. */
+static void start_op(bg_queue *q, bgi_qop *op, bgi_task *task) {
   op->stack[0] = task;
   op->depth = 0;
   atomic_store(&op->live, 1);
@@ -295,6 +344,11 @@ void bgi_queue_op_start(bg_queue *q, bgi_qop *op, bgi_task *task, bgi_qop_finish
   }
   if (op->deadline_ns) bgi_timers_arm(&q->timers, &op->deadline_timer, op->deadline_ns);
   advance(q, op, BG_OK);
+}
+
+void bgi_queue_op_start(bg_queue *q, bgi_qop *op, bgi_task *task, bgi_qop_finish_fn finish) {
+  op->finish = finish;
+  start_op(q, op, task);
   /* what it queued or finished waits for the host's next poll: wake it */
   if (!q->signalled) {
     q->signalled = 1;
@@ -542,6 +596,12 @@ BG_API int bg_completion_info(const bg_completion *c, uint64_t *size, uint32_t *
   if (hash_iterations) *hash_iterations = OP(c)->info_k;
   if (expected_insertions) *expected_insertions = OP(c)->info_expected;
   if (fpp) *fpp = OP(c)->info_fpp;
+  return BG_OK;
+}
+
+BG_API int bg_completion_partitions(const bg_completion *c, uint32_t *partitions) {
+  if (!c || !OP(c)->is_info) return BG_EINVAL;
+  if (partitions) *partitions = OP(c)->info_parts;
   return BG_OK;
 }
 

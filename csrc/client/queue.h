@@ -24,7 +24,7 @@
 #include "common/timers.h"
 
 /* Room for the submitting layer's record of an operation (checked there at compile time). */
-#define BGI_QOP_BODY_BYTES 640
+#define BGI_QOP_BODY_BYTES 768
 
 typedef struct bgi_qop bgi_qop;
 typedef struct bgi_pipes bgi_pipes;
@@ -61,6 +61,7 @@ struct bgi_qop {
   uint32_t info_k;
   int64_t info_expected;
   double info_fpp;
+  uint32_t info_parts;
   /* the operation's copy of its items and its answers (kept for the slot's next use) */
   bgi_buf item_bytes;
   const void **item_ptrs;
@@ -68,6 +69,11 @@ struct bgi_qop {
   size_t items_cap;
   uint8_t *answers;
   size_t answers_cap;
+  /* a fan-out (common/task.h): each of its tasks runs as a child operation of the one that asked
+   * (same tag, call and deadline; never handed out): the parent waits for its children */
+  bgi_qop *parent;           /* a child's; NULL for an operation that was submitted */
+  bgi_subtask *sub;          /* a child's task and its err */
+  size_t children;           /* a parent's children still running (+1 while it starts them) */
   bgi_qop *next;             /* free list / completed list */
   alignas(16) unsigned char body[BGI_QOP_BODY_BYTES];
 };
@@ -75,6 +81,7 @@ struct bgi_qop {
 #define BGI_QOP_RUNNING 0
 #define BGI_QOP_SLEEPING 1
 #define BGI_QOP_IO 2
+#define BGI_QOP_CHILDREN 3   /* a fan-out's children run */
 
 /* bgi_timer.kind of the queue's timers */
 #define BGI_QTIMER_CALL_SCAN 0

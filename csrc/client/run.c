@@ -1,5 +1,7 @@
-/* A task's CALL sent by the blocking runner (client.h, bgi_req_exec). */
+/* A task's CALL sent by the blocking runner (client.h, bgi_req_exec, bgi_req_executor). */
 #include "client/client.h"
+
+#include "common/wait.h"
 
 int bgi_req_exec(const void *p, bgi_err *err) {
   const bgi_req *r = p;
@@ -8,3 +10,46 @@ int bgi_req_exec(const void *p, bgi_err *err) {
                                      r->parse, r->ctx, err);
   return bgi_client_call_ex(r->client, r->slot, r->deadline_ns, r->flags, r->build, r->parse, r->ctx, err);
 }
+
+/* A fan-out's CALL in flight: its request task on a deferring blocking transport. */
+typedef struct started {
+  bgi_blocking_transport b;
+  bgi_req_task rt;
+} started;
+
+/* The request task from where it was resumed with st until it waits for its submitted round
+ * trip (BGI_TASK_PENDING) or ends (its status). */
+static int drive(started *s, int st, bgi_err *err) {
+  for (;;) {
+    switch (s->rt.t.resume(&s->rt.t, st, err)) {
+      case BGI_NEXT_WAIT:
+        return BGI_TASK_PENDING;
+      case BGI_NEXT_SLEEP:
+        st = bgi_sleep_until(s->rt.t.until_ns);
+        break;
+      case BGI_NEXT_DONE:
+        bgi_blocking_transport_free(&s->b);
+        return s->rt.t.status;
+      default:
+        bgi_blocking_transport_free(&s->b);
+        return bgi_err_set(err, BG_EINVAL, "internal: a request task asked for what it never asks for");
+    }
+  }
+}
+
+static int start(void *state, const void *req, bgi_err *err) {
+  started *s = state;
+  bgi_blocking_transport_init(&s->b, NULL, 1);
+  bgi_req_task_init(&s->rt, req, &s->b.tr);
+  return drive(s, BG_OK, err);
+}
+
+static int finish(void *state, bgi_err *err) {
+  started *s = state;
+  int st = bgi_blocking_transport_wait(&s->b, err);
+  return drive(s, st, err);
+}
+
+const bgi_executor bgi_req_executor = {
+  .call = bgi_req_exec, .state_size = sizeof(started), .start = start, .finish = finish,
+};

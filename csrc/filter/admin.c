@@ -2,12 +2,14 @@
 #include "filter/filter.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "bloomguard/hash.h"
 #include "common/jdouble.h"
+#include "filter/partitioned.h"
 #include "filter/scripts.h"
 #include "hash/hash.h"
 
@@ -47,10 +49,16 @@ static int parse_init(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   if (x->element[0]->integer == 1) {
     in->created = 1;
     atomic_store(&in->f->cfg, bgi_cfg_pack(in->size, in->k));
+    atomic_store(&in->f->kind, BGI_KIND_PLAIN);
     return BG_OK;
   }
   in->created = 0;
-  if (x->elements != 3) return bgi_err_set(err, BG_EPROTO, "init: unexpected reply from the init script");
+  if (x->elements != 4) return bgi_err_set(err, BG_EPROTO, "init: unexpected reply from the init script");
+  if (x->element[3]->type == REDIS_REPLY_STRING) {
+    /* a partitioned filter of this name: kept, as any config found (its own steps answer from now on) */
+    atomic_store(&in->f->kind, BGI_KIND_PARTITIONED);
+    return BG_OK;
+  }
   int st = bgi_cfg_from_pair(in->f, x->element[1], x->element[2], &cfg, err);
   if (st == BG_ENOTINIT)
     return bgi_err_set(err, BG_ECORRUPT, "init: the config hash %s exists but has no size/hashIterations "
@@ -74,20 +82,36 @@ static int prepare_init(bgi_admin *a, bg_filter *f, int64_t expected_insertions,
   return BG_OK;
 }
 
-int bgi_filter_init(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int *created,
-                    bgi_err *err) {
+static int init_partitioned(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int64_t parts,
+                            int *created, bgi_err *err) {
   bgi_admin a;
-  int st = bgi_admin_prepare(&a, f, deadline_ns, BGI_ADMIN_INIT, expected_insertions, fpp, err);
+  int st = bgi_admin_prepare_init(&a, f, deadline_ns, expected_insertions, fpp, parts, err);
   if (st == BG_OK) st = bgi_admin_run(&a, err);
   if (st == BG_OK && created) *created = (int)bgi_admin_value(&a);
   return st;
 }
 
-BG_API int bg_filter_init_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp, int *created) {
+int bgi_filter_init(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int *created,
+                    bgi_err *err) {
+  return init_partitioned(f, deadline_ns, expected_insertions, fpp, 0, created, err);
+}
+
+BG_API int bg_filter_init_partitioned_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp,
+                                         int64_t partitions, int *created) {
   bgi_err err = {0};
   if (!f) return bgi_call_null_handle(call, "filter");
-  BGI_WITH_CALL(call, err.status = bgi_filter_init(f, bgi_call_deadline(call), expected_insertions, fpp, created, &err));
+  BGI_WITH_CALL(call, err.status = init_partitioned(f, bgi_call_deadline(call), expected_insertions, fpp, partitions,
+                                                    created, &err));
   return bgi_filter_finish(f, call, &err);
+}
+
+BG_API int bg_filter_init_partitioned(bg_filter *f, int64_t expected_insertions, double fpp, int64_t partitions,
+                                      int *created) {
+  return bg_filter_init_partitioned_ex(f, NULL, expected_insertions, fpp, partitions, created);
+}
+
+BG_API int bg_filter_init_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp, int *created) {
+  return bg_filter_init_partitioned_ex(f, call, expected_insertions, fpp, 0, created);
 }
 
 BG_API int bg_filter_init(bg_filter *f, int64_t expected_insertions, double fpp, int *created) {
@@ -172,20 +196,7 @@ static int build_info(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   return BG_OK;
 }
 
-static const bgi_reply *field(const bgi_reply *h, const char *name) {
-  size_t len = strlen(name);
-  for (size_t i = 0; i + 1 < h->elements; i += 2)
-    if (h->element[i]->len == len && memcmp(h->element[i]->str, name, len) == 0) return h->element[i + 1];
-  return NULL;
-}
-
-static int parse_i64(const char *s, size_t len, int64_t *out) {
-  uint64_t v;
-  int neg = len > 0 && s[0] == '-';
-  if (bgi_parse_u64(s + neg, len - (size_t)neg, &v) != 0 || v > (uint64_t)INT64_MAX) return -1;
-  *out = neg ? -(int64_t)v : (int64_t)v;
-  return 0;
-}
+static const bgi_reply *field(const bgi_reply *h, const char *name) { return bgi_reply_field(h, name, strlen(name)); }
 
 static int parse_info(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
   bgi_infoer *in = ctx;
@@ -193,14 +204,28 @@ static int parse_info(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   (void)c, (void)n;
   if (h->type == REDIS_REPLY_ERROR) return bgi_reply_error(h, "info", err);
   if (!bgi_reply_is_pairs(h)) return bgi_err_set(err, BG_EPROTO, "info: unexpected reply to HGETALL");
+  if (field(h, BGI_PCONF_KIND)) {
+    bgi_pconf_load ld;
+    int st = bgi_pconf_parse(in->f, h, &ld, err);
+    if (st != BG_OK) return st;
+    in->cfg = ld.conf.live.cfg;
+    in->parts = ld.conf.live.parts;
+    in->size = bgi_cfg_size(in->cfg) * in->parts;
+    in->n = ld.conf.live.n;
+    in->fpp = ld.conf.live.fpp;
+    return BG_OK;
+  }
   const bgi_reply *size = field(h, BGI_CONFIG_SIZE), *k = field(h, BGI_CONFIG_K);
   int st = bgi_cfg_from_pair(in->f, size ? size : nil, k ? k : nil, &in->cfg, err);
   if (st != BG_OK) return st;
   atomic_store(&in->f->cfg, in->cfg);
+  atomic_store(&in->f->kind, BGI_KIND_PLAIN);
+  in->size = bgi_cfg_size(in->cfg);
+  in->parts = 0;
   const bgi_reply *ei = field(h, BGI_CONFIG_N), *fp = field(h, BGI_CONFIG_FPP);
   in->n = 0;
   in->fpp = 0;
-  if (ei && parse_i64(ei->str, ei->len, &in->n) != 0)
+  if (ei && bgi_parse_i64(ei->str, ei->len, &in->n) != 0)
     return bgi_err_set(err, BG_ECORRUPT, "config hash %s: expectedInsertions \"%.40s\" is not a decimal integer",
                        in->f->config_key.s, ei->str);
   if (fp && bgi_parse_double(fp->str, fp->len, &in->fpp) != 0)
@@ -209,19 +234,30 @@ static int parse_info(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err
   return BG_OK;
 }
 
-BG_API int bg_filter_info_ex(bg_filter *f, bg_call *call, uint64_t *size, uint32_t *hash_iterations,
-                             int64_t *expected_insertions, double *fpp) {
+BG_API int bg_filter_info_partitioned_ex(bg_filter *f, bg_call *call, uint64_t *size, uint32_t *hash_iterations,
+                                         int64_t *expected_insertions, double *fpp, uint32_t *partitions) {
   bgi_admin a;
   if (!f) return bgi_call_null_handle(call, "filter");
   int st = run_admin(f, call, BGI_ADMIN_INFO, 0, &a);
   if (st == BG_OK) {
     const bgi_infoer *in = &a.u.info;
-    if (size) *size = bgi_cfg_size(in->cfg);
+    if (size) *size = in->size;
     if (hash_iterations) *hash_iterations = bgi_cfg_k(in->cfg);
     if (expected_insertions) *expected_insertions = in->n;
     if (fpp) *fpp = in->fpp;
+    if (partitions) *partitions = in->parts;
   }
   return st;
+}
+
+BG_API int bg_filter_info_partitioned(bg_filter *f, uint64_t *size, uint32_t *hash_iterations,
+                                      int64_t *expected_insertions, double *fpp, uint32_t *partitions) {
+  return bg_filter_info_partitioned_ex(f, NULL, size, hash_iterations, expected_insertions, fpp, partitions);
+}
+
+BG_API int bg_filter_info_ex(bg_filter *f, bg_call *call, uint64_t *size, uint32_t *hash_iterations,
+                             int64_t *expected_insertions, double *fpp) {
+  return bg_filter_info_partitioned_ex(f, call, size, hash_iterations, expected_insertions, fpp, NULL);
 }
 
 BG_API int bg_filter_info(bg_filter *f, uint64_t *size, uint32_t *hash_iterations, int64_t *expected_insertions,
@@ -350,17 +386,109 @@ static int admin_op(int kind) {
   }
 }
 
+/* A partitioned filter's steps of an admin operation: what the config hash holds, then a sweep of
+ * its partitions or its init. */
+struct bgi_admin_heap {
+  bgi_pconf_load ld;
+  bgi_req req;
+  bgi_err first;   /* count: the BG_ENOTINIT of its plain step, given back when the name is not partitioned */
+  union {
+    bgi_psweep sweep;
+    bgi_pinit init;
+  } u;
+};
+
+enum { AD_START, AD_PLAIN, AD_PROBED, AD_SWEPT, AD_PINIT };
+
+static int admin_end(bgi_admin *a, int st) {
+  free(a->heap);
+  a->heap = NULL;
+  /* a deleted filter's config is gone: the next operation reads it again */
+  if (st == BG_OK && a->kind == BGI_ADMIN_DELETE) {
+    atomic_store(&a->f->cfg, 0);
+    bgi_pconf_set_none(a->f);
+  }
+  bgi_filter_record(&a->f->stats, admin_op(a->kind), st, a->started_ns);
+  return bgi_task_done(&a->t, st);
+}
+
+static int send_plain(bgi_admin *a) {
+  a->state = AD_PLAIN;
+  return bgi_task_call(&a->t, &a->req);
+}
+
+/* Reads the config hash's kind (and a partitioned filter's generation). */
+static int probe(bgi_admin *a, bgi_err *err) {
+  if (!a->heap && !(a->heap = calloc(1, sizeof *a->heap))) return admin_end(a, NOMEM(err));
+  a->probed = 1;
+  a->state = AD_PROBED;
+  bgi_pconf_req(&a->heap->req, &a->heap->ld, a->f, a->req.deadline_ns);
+  return bgi_task_call(&a->t, &a->heap->req);
+}
+
+static int sweep_op(int kind) {
+  switch (kind) {
+    case BGI_ADMIN_COUNT: return BGI_PSWEEP_COUNT;
+    case BGI_ADMIN_EXPIRE: return BGI_PSWEEP_EXPIRE;
+    case BGI_ADMIN_PERSIST: return BGI_PSWEEP_PERSIST;
+    default: return BGI_PSWEEP_DELETE;
+  }
+}
+
 static int resume_admin(bgi_task *t, int st, bgi_err *err) {
   bgi_admin *a = (bgi_admin *)t;
-  (void)err;
-  if (!a->sent) {
-    a->sent = 1;
-    return bgi_task_call(t, &a->req);
+  switch (a->state) {
+    case AD_START:
+      if (a->kind == BGI_ADMIN_INIT && a->u.init.parts > 0) {
+        if (!(a->heap = calloc(1, sizeof *a->heap))) return admin_end(a, NOMEM(err));
+        bgi_initer *in = &a->u.init;
+        st = bgi_pinit_prepare(&a->heap->u.init, a->f, a->req.deadline_ns, in->n, in->fpp_value, in->parts, err);
+        if (st != BG_OK) return admin_end(a, st);
+        a->state = AD_PINIT;
+        return bgi_task_sub(t, &a->heap->u.init.t);
+      }
+      /* a partitioned filter's keys go before its config: which kind is it? */
+      if (a->kind == BGI_ADMIN_DELETE || a->kind == BGI_ADMIN_EXPIRE || a->kind == BGI_ADMIN_PERSIST) return probe(a, err);
+      return send_plain(a);
+    case AD_PINIT:
+      if (st == BG_OK) a->u.init.created = a->heap->u.init.created;
+      return admin_end(a, st);
+    case AD_PLAIN:
+      if (a->kind == BGI_ADMIN_COUNT && st == BG_ENOTINIT && !a->probed) {
+        bgi_err first = *err;
+        st = probe(a, err);
+        if (a->heap) a->heap->first = first;
+        return st;
+      }
+      if (st == BG_OK && a->req.ctx == &a->u.key) a->u.key.result |= a->swept_applied;
+      return admin_end(a, st);
+    case AD_PROBED:
+      if (st == BG_OK && a->heap->ld.kind == BGI_KIND_PARTITIONED) {
+        bgi_psweep_init(&a->heap->u.sweep, a->f, &a->heap->ld.conf.live, sweep_op(a->kind),
+                        a->kind == BGI_ADMIN_EXPIRE ? a->u.key.ttl_ms : 0, a->req.deadline_ns);
+        a->state = AD_SWEPT;
+        return bgi_task_sub(t, &a->heap->u.sweep.t);
+      }
+      /* Redisson's layout, or none, or a config hash that does not parse or is no hash: the plain
+       * step acts on the keys as they are (a delete of a broken filter must work) */
+      if (st != BG_OK && st != BG_ENOTINIT && st != BG_ECORRUPT && st != BG_EWRONGTYPE) return admin_end(a, st);
+      if (a->kind == BGI_ADMIN_COUNT) {
+        *err = a->heap->first;
+        return admin_end(a, BG_ENOTINIT);
+      }
+      bgi_err_clear(err);
+      return send_plain(a);
+    case AD_SWEPT:
+    default:
+      if (st != BG_OK) return admin_end(a, st);
+      if (a->kind == BGI_ADMIN_COUNT) {
+        a->u.count.count = bgi_java_round(a->heap->u.sweep.count);
+        return admin_end(a, BG_OK);
+      }
+      /* then the central config (and the plain keys of the name, if any) */
+      a->swept_applied = a->heap->u.sweep.applied;
+      return send_plain(a);
   }
-  /* a deleted filter's config is gone: the next operation reads it again */
-  if (st == BG_OK && a->kind == BGI_ADMIN_DELETE) atomic_store(&a->f->cfg, 0);
-  bgi_filter_record(&a->f->stats, admin_op(a->kind), st, a->started_ns);
-  return bgi_task_done(t, st);
 }
 
 int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind, int64_t arg, double fpp,
@@ -368,7 +496,9 @@ int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind
   bgi_task_init(&a->t, resume_admin);
   a->f = f;
   a->kind = kind;
-  a->sent = 0;
+  a->state = AD_START;
+  a->probed = a->swept_applied = 0;
+  a->heap = NULL;
   a->started_ns = f->stats.hist_on ? bgi_now_ns() : 0;
   a->req = (bgi_req){.client = f->client, .slot = f->slot, .deadline_ns = deadline_ns};
   switch (kind) {
@@ -398,7 +528,19 @@ int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind
   return BG_OK;
 }
 
-int bgi_admin_run(bgi_admin *a, bgi_err *err) { return bgi_task_run(&a->t, bgi_req_exec, err); }
+int bgi_admin_prepare_init(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int64_t n, double fpp, int64_t parts,
+                           bgi_err *err) {
+  if (parts == 0) return bgi_admin_prepare(a, f, deadline_ns, BGI_ADMIN_INIT, n, fpp, err);
+  bgi_pgen g;
+  int st = bgi_pinit_geometry(n, fpp, parts, &g, err);
+  if (st != BG_OK) return st;
+  bgi_admin_prepare(a, f, deadline_ns, BGI_ADMIN_COUNT, 0, 0, err);   /* the common part */
+  a->kind = BGI_ADMIN_INIT;
+  a->u.init = (bgi_initer){.f = f, .n = n, .parts = parts, .fpp_value = fpp};
+  return BG_OK;
+}
+
+int bgi_admin_run(bgi_admin *a, bgi_err *err) { return bgi_task_run_with(&a->t, &bgi_req_executor, err); }
 
 int64_t bgi_admin_value(const bgi_admin *a) {
   switch (a->kind) {

@@ -212,6 +212,12 @@ int bgi_filter_download(void *fp, uint64_t deadline_ns, int64_t chunk_bytes, ato
     /* bulk: it WATCHes and reads chunks in parse, so it needs a pooled connection; said before
      * the build, which would otherwise be made on a multiplexed workspace first (client.h) */
     int st = bgi_client_call_ex(f->client, f->slot, deadline_ns, BGI_CALL_BULK, build_watch, parse_download, &d, err);
+    if (st == BG_ENOTINIT) {
+      /* no Redisson config: a partitioned filter's is of another kind, which this download cannot read */
+      bgi_err first = *err;
+      if (bgi_filter_refuse_partitioned(f, "snapshot", err) == BG_ENOTSUP) return BG_ENOTSUP;
+      *err = first;
+    }
     if (st != BG_OK) return st;
     if (!d.changed) {
       *out = d.snap;

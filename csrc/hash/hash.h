@@ -56,6 +56,8 @@ static inline uint32_t bgi_cfg_k(uint64_t cfg) { return (uint32_t)cfg; }
  * writes Redisson's IllegalArgumentException message (or ours for n <= 0) to err.
  */
 int bgi_params(int64_t n, double p, uint64_t *size, uint32_t *k, char *err, size_t err_size);
+/* The same without the cap at BG_MAX_SIZE (a partitioned filter's total: filter/partition.h). */
+int bgi_params_uncapped(int64_t n, double p, uint64_t *size, uint32_t *k, char *err, size_t err_size);
 
 #ifdef __cplusplus
 }

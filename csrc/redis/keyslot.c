@@ -1,7 +1,9 @@
 #include "redis/keyslot.h"
 
-#include <stdio.h>
+#include <pthread.h>
 #include <string.h>
+
+#include "redis/resp.h"
 
 /* CRC16-CCITT (XMODEM): poly 0x1021, init 0, no reflection - the checksum Redis Cluster uses. */
 static uint16_t crc16(const char *buf, size_t len) {
@@ -24,17 +26,25 @@ unsigned bgi_keyslot(const char *key, size_t len) {
   return crc16(key, len) & 16383u;
 }
 
-unsigned bgi_slot_tag(unsigned slot) {
-  static unsigned memo[16384];   /* tag + 1; 0: not searched yet (races are benign: same answer) */
-  slot &= 16383u;
-  unsigned m = __atomic_load_n(&memo[slot], __ATOMIC_RELAXED);
-  if (m) return m - 1;
+/* tag + 1 per slot, filled in one pass over 0, 1, 2, ... (the last slot is reached at 109757):
+ * the first number seen for a slot is its smallest */
+static unsigned tags[16384];
+static pthread_once_t tags_once = PTHREAD_ONCE_INIT;
+
+static void fill_tags(void) {
   char buf[16];
-  for (unsigned n = 0;; n++) {
-    int len = snprintf(buf, sizeof buf, "%u", n);
-    if (bgi_keyslot(buf, (size_t)len) == slot) {
-      __atomic_store_n(&memo[slot], n + 1, __ATOMIC_RELAXED);
-      return n;
+  size_t left = 16384;
+  for (unsigned n = 0; left; n++) {
+    size_t len = bgi_u64_to_dec(n, buf);
+    unsigned s = crc16(buf, len) & 16383u;
+    if (!tags[s]) {
+      tags[s] = n + 1;
+      left--;
     }
   }
+}
+
+unsigned bgi_slot_tag(unsigned slot) {
+  pthread_once(&tags_once, fill_tags);
+  return tags[slot & 16383u] - 1;
 }

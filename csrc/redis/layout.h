@@ -22,6 +22,29 @@
 /* ours, in the same hash (Redisson ignores it): an in-place rebuild is rewriting the bitmap */
 #define BGI_REBUILD_FIELD "bgRebuilding"
 
+/* ---- a partitioned filter (docs/layout.md, "Partitioned filter") --------------------------------
+ * Its config is the central hash suffix(NAME, BGI_KEY_CONFIG) - Redisson's config key, so a Redisson
+ * RBloomFilter given NAME finds no size/hashIterations there ("not initialized") - holding only the
+ * fields below. Generation G has P partitions; partition I of G lives in the cluster slot
+ * S(I, P) = floor((2I + 1) * 16384 / 2P), its keys "{T}NAME:g<G>:p<I>:<what>" with T the smallest
+ * decimal that hashes to S (redis/names.h, bgi_pkey_write). */
+#define BGI_PCONF_KIND "bgKind"              /* BGI_PCONF_KIND_PARTITIONED */
+#define BGI_PCONF_KIND_PARTITIONED "partitioned"
+#define BGI_PCONF_LIVE "bgLive"              /* the live generation (absent until an init committed) */
+#define BGI_PCONF_CLAIM "bgClaim"            /* an init's token between its claim and its commit (the hash
+                                                has a TTL meanwhile) */
+/* per generation G: "g<G>:" + one of these */
+#define BGI_PCONF_GEN_PREFIX "g"
+#define BGI_PCONF_PARTITIONS "partitions"
+#define BGI_PCONF_PSIZE "partitionSize"      /* bits per partition (each below 2^32) */
+#define BGI_PCONF_TOTAL "size"               /* partitions * partitionSize */
+/* and BGI_CONFIG_K, BGI_CONFIG_N, BGI_CONFIG_FPP under the same prefix */
+/* the keys of a partition: "{T}NAME:g<G>:p<I>:" + one of these */
+#define BGI_PKEY_BITMAP 'b'                  /* the partition's bitmap (Redisson's bit order) */
+#define BGI_PKEY_META 'm'                    /* hash: BGI_CONFIG_SIZE (bits of this partition), BGI_CONFIG_K,
+                                                BGI_PCONF_PARTITIONS: a step reads or checks them in the same
+                                                atomic step as the bits */
+
 /* ---- a rotation's keys (suffix(NAME, ...)) --------------------------------------------------- */
 
 #define BGI_KEY_ROTATION "rotation"   /* the lease hash */

@@ -60,6 +60,9 @@ typedef struct bgi_mux_call {
   atomic_int done;             /* set last, after status and the replies: a woken caller that
                                   sees it returns without the lock */
   int abandoned, status;
+  int detached;                /* submitted, its owner not waiting for it yet (bgi_mux_submit): a
+                                  hand-off of the reader's turn passes over it */
+  uint64_t deadline_ns;        /* the submit's */
   char msg[128];               /* why it failed (the connection's loss) */
   bgi_parker park;             /* woken when it is done or handed the reader's turn */
   bgi_mux *mux;                /* the connection it was submitted to */
@@ -129,5 +132,15 @@ void bgi_muxset_end(bgi_muxset *s, bgi_mux_call *mc);
  * connection was lost (mc->earlier_calls says whether it had served calls before this one).
  */
 int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err *err);
+
+/*
+ * The two halves of bgi_mux_roundtrip, for a caller with several calls in flight at once (a
+ * fan-out on the blocking runner, common/task.h): submit links mc and writes its commands; wait
+ * (by the submit's deadline) then reads as the roundtrip does. Between the two no hand-off of the
+ * reader's turn goes to mc (its owner is busy elsewhere: other callers on the connection must not
+ * wait for it); its replies are still read by whoever reads. A failed submit needs no wait.
+ */
+int bgi_mux_submit(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err *err);
+int bgi_mux_wait(bgi_mux_call *mc, bgi_err *err);
 
 #endif

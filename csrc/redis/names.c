@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "bloomguard/errors.h"
+#include "redis/keyslot.h"
 
 /* parts[0..n) joined into a fresh key */
 static int join(bgi_key *k, const char *const *parts, const size_t *lens, size_t n) {
@@ -60,4 +61,37 @@ void bgi_key_free(bgi_key *k) {
   free(k->s);
   k->s = NULL;
   k->len = 0;
+}
+
+size_t bgi_pkey_write(char *dst, const bgi_key *name, unsigned slot, uint64_t gen, uint32_t part, char what) {
+  char head[32], tail[64];
+  size_t hn = 0, tn = 0;
+  head[hn++] = '{';
+  hn += bgi_u64_to_dec(bgi_slot_tag(slot), head + hn);
+  head[hn++] = '}';
+  tail[tn++] = ':';
+  tail[tn++] = 'g';
+  tn += bgi_u64_to_dec(gen, tail + tn);
+  tail[tn++] = ':';
+  tail[tn++] = 'p';
+  tn += bgi_u64_to_dec(part, tail + tn);
+  tail[tn++] = ':';
+  tail[tn++] = what;
+  if (dst) {
+    memcpy(dst, head, hn);
+    memcpy(dst + hn, name->s, name->len);
+    memcpy(dst + hn + name->len, tail, tn);
+  }
+  return hn + name->len + tn;
+}
+
+void bgi_resp_pkey(bgi_buf *b, const bgi_key *name, unsigned slot, uint64_t gen, uint32_t part, char what) {
+  size_t n = bgi_pkey_write(NULL, name, slot, gen, part, what);
+  b->data[b->len++] = '$';
+  b->len += bgi_u64_to_dec(n, b->data + b->len);
+  b->data[b->len++] = '\r';
+  b->data[b->len++] = '\n';
+  b->len += bgi_pkey_write(b->data + b->len, name, slot, gen, part, what);
+  b->data[b->len++] = '\r';
+  b->data[b->len++] = '\n';
 }

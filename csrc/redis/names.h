@@ -7,6 +7,7 @@
 #define BG_INTERNAL_NAMES_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "redis/resp.h"
 
@@ -39,6 +40,18 @@ int bgi_key_prefix(bgi_key *k, const char *prefix, const char *name, size_t len)
  * tag + ":" + s == suffix(name, s) (how a filter's lock is opened by name). BG_OK or BG_ENOMEM.
  */
 int bgi_key_tagged(bgi_key *k, const char *name, size_t len);
+
+/*
+ * A key of partition `part` of generation `gen` of the partitioned filter `name`:
+ * "{" T "}" name ":g" gen ":p" part ":" what, where T is the smallest decimal whose CRC16 slot is
+ * `slot` (redis/keyslot.h) - so the key lives in that slot whatever the name holds (the first
+ * "{...}" of a key is its hash tag, and this one comes first). Writes it at dst when dst is not
+ * NULL (room: BGI_PKEY_MAX(name->len)) and returns its length.
+ */
+#define BGI_PKEY_MAX(name_len) ((name_len) + 64)
+size_t bgi_pkey_write(char *dst, const bgi_key *name, unsigned slot, uint64_t gen, uint32_t part, char what);
+/* Appends that key as a bulk string (reserve BGI_RESP_BULK_OVERHEAD + BGI_PKEY_MAX(name->len)). */
+void bgi_resp_pkey(bgi_buf *b, const bgi_key *name, unsigned slot, uint64_t gen, uint32_t part, char what);
 
 /* Frees the name; k is empty after (freeing an empty key is fine). */
 void bgi_key_free(bgi_key *k);

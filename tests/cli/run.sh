@@ -236,6 +236,44 @@ if [ $have_rediscli -eq 1 ]; then
   else RC=0; bad "falseProbability stored as 1.0E-4" "got $(rcli hget "{$G}:config" falseProbability)"; fi
 fi
 
+# ---- a partitioned filter (--partitions) ----------------------------------------------
+PF=$(name pf)
+run init "$PF" --expected 600000000 --fpp 0.01 --partitions 1
+expect_rc "init --partitions 1 for 600 M items" 2
+expect_err "too few partitions: BG_EBADPARAMS, how many fit" 'BG_EBADPARAMS.*use at least 2 partitions'
+run init "$PF" --expected 1000 --fpp 0.01 --partitions 20000
+expect_rc "init --partitions 20000" 2
+expect_err "partitions out of range: BG_EINVAL" 'BG_EINVAL.*partitions must be from 1 to 16384'
+run_raw init x --expected 100 --fpp 0.01 --partitions many
+expect_rc "init --partitions many" 64
+run_raw add x a --partitions 4
+expect_rc "--partitions does not apply to add" 64
+run --json init "$PF" --expected 100000 --fpp 0.01 --partitions 4
+expect_json "init --partitions 4 --json" "d['created'] is True and d['partitions'] == 4 and d['hashIterations'] == 7 and d['size'] >= 958506"
+run info "$PF"
+expect_out "info reports the partitions" '^partitions: 4 '
+run add "$PF" apple banana
+expect_rc "add to a partitioned filter" 0
+run --json contains "$PF" apple banana zzz-not-there
+expect_rc "contains on a partitioned filter: one absent" 1
+expect_json "contains on a partitioned filter --json" "d['present'] == 2 and d['absent'] == 1"
+if [ $have_rediscli -eq 1 ]; then
+  if [ "$(rcli hget "{$PF}:config" size)" = "" ]; then ok "no Redisson size field in a partitioned filter's config"
+  else RC=0; bad "no Redisson size field" "got $(rcli hget "{$PF}:config" size)"; fi
+fi
+printf 'cherry\ndate\n' >"$WORK/pf-items"
+run add "$PF" --from "$WORK/pf-items"
+expect_rc "add --from into a partitioned filter (no bulk path)" 0
+run contains "$PF" apple cherry date
+expect_rc "the items added from a file are there" 0
+run rotate "$PF" --expected 1000 --fpp 0.01 --from "$WORK/pf-items"
+expect_rc "rotate of a partitioned filter refused" 2
+expect_err "rotate: BG_ENOTSUP, partitioned" 'BG_ENOTSUP.*partitioned filter'
+run info "$PF"
+expect_out "the refused rotation left the filter partitioned" '^partitions: 4 '
+run delete "$PF"
+expect_rc "delete a partitioned filter" 0
+
 # ---- add / contains with item arguments -------------------------------------------------
 run add "$F" apple banana cherry
 expect_rc "add 3 items" 0

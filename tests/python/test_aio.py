@@ -306,3 +306,21 @@ def test_a_client_is_for_the_loop_that_opened_it(url, fname):
             await holder["c"].filter(fname).contains("x")
         await holder["c"].close()   # the closed loop's reader is gone with it
     run(other())
+
+
+def test_partitioned_keyword(url, fname, client):
+    async def main():
+        async with await aio.connect(url) as c:
+            f = c.filter(fname)
+            with pytest.raises(bloomguard.InvalidArgument):
+                await f.init(1000, 0.01, partitions=-1)
+            assert await f.init(50_000, 0.01, partitions=6) is True
+            assert await f.init(50_000, 0.01, partitions=6) is False
+            items = ["a-%d" % i for i in range(2000)]
+            assert await f.add_many(items) > 1990
+            assert await f.contains_many(items) == [True] * 2000
+            info = await f.info()
+            assert info.partitions == 6
+            assert info == client.filter(fname).info()
+            assert await f.delete() is True
+    run(main())

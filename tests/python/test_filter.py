@@ -120,6 +120,7 @@ def test_count_and_info(f):
 def test_info_with_only_redisson_required_fields(f, raw):
     raw("HSET", config_key(f.name), "size", "100", "hashIterations", "3")
     assert f.info() == (100, 3, 0, 0.0)
+    assert f.info().partitions == 0
     assert f.add("x") is True and "x" in f
 
 
@@ -479,3 +480,38 @@ def test_server_error(f, raw):
 def client_url(raw) -> str:
     host, port = raw.sock.getpeername()[:2]
     return "redis://%s:%d" % (host, port)
+
+
+# --- partitioned filters ---------------------------------------------------------------------------
+
+def test_partitioned_keyword(f, raw):
+    with pytest.raises(bloomguard.InvalidArgument, match="partitions must be from 1 to 16384"):
+        f.init(1000, 0.01, partitions=16385)
+    with pytest.raises(bloomguard.BadParams, match="use at least 2 partitions"):
+        f.init(600_000_000, 0.01, partitions=1)
+    with pytest.raises(TypeError):
+        f.init(1000, 0.01, partitions="4")
+    assert f.init(100_000, 0.01, partitions=8) is True
+    assert f.init(100_000, 0.01, partitions=8) is False
+    info = f.info()
+    assert (info.partitions, info.hash_iterations, info.expected_insertions) == (8, 7, 100_000)
+    assert info.size >= 958_506
+    size, k, n, p = info  # still the four fields of a tuple
+    assert "partitions=8" in repr(info)
+    # nothing Redisson reads: it says "not initialized"
+    config = raw.hgetall(config_key(f.name))
+    assert "size" not in config and "hashIterations" not in config and config["bgKind"] == "partitioned"
+    items = ["p-%d" % i for i in range(3000)]
+    assert f.add_many(items) > 2990
+    assert f.contains_many(items) == [True] * 3000
+    assert f.add("one") is True and f.contains("one") is True
+    assert abs(f.count() - 3001) < 100
+    # the degrade policy's local snapshot knows only Redisson's layout: it says so
+    f.policy = bloomguard.Policy(on_connection=["snapshot", "assume_present"])
+    with pytest.raises(bloomguard.NotSupported, match="partitioned filter"):
+        f.snapshot()
+    assert f.contains("one") is True
+    f.policy = None
+    assert f.delete() is True
+    with pytest.raises(bloomguard.NotInitialized):
+        f.contains("one")

@@ -32,15 +32,32 @@ __all__ = ["Filter", "FilterInfo"]
 _INT64 = (-(2**63), 2**63 - 1)
 
 
-class FilterInfo(NamedTuple):
-    """The filter's config hash as Redisson writes it."""
-
+class _Config(NamedTuple):
     size: int
     hash_iterations: int
     #: 0 when the config hash lacks the field (only size and hashIterations are required)
     expected_insertions: int
     #: 0.0 when the config hash lacks the field
     false_probability: float
+
+
+class FilterInfo(_Config):
+    """The filter's config hash as Redisson writes it: a tuple of its four fields, and
+    ``partitions``, a partitioned filter's number of partitions (``size`` is then their total; 0
+    for Redisson's layout) - an attribute beside the tuple, so unpacking, slicing and comparing
+    the four stay as they were."""
+
+    partitions: int
+
+    def __new__(cls, size: int, hash_iterations: int, expected_insertions: int, false_probability: float,
+                partitions: int = 0) -> "FilterInfo":
+        self = super().__new__(cls, size, hash_iterations, expected_insertions, false_probability)
+        self.partitions = partitions
+        return self
+
+    def __repr__(self) -> str:
+        return "FilterInfo(size=%d, hash_iterations=%d, expected_insertions=%d, false_probability=%r, partitions=%d)" % (
+            self.size, self.hash_iterations, self.expected_insertions, self.false_probability, self.partitions)
 
 
 def _int64(value: Any, what: str) -> int:
@@ -120,17 +137,23 @@ class Filter:
 
     # --- operations ---------------------------------------------------------------------------
 
-    def init(self, expected: int, fpp: float, *, timeout: TimeoutArg = None) -> bool:
+    def init(self, expected: int, fpp: float, *, partitions: int = 0, timeout: TimeoutArg = None) -> bool:
         """Redisson's ``tryInit(expected, fpp)``: writes the config if the filter has none.
 
         Returns True if this call created it, False if a config already existed (that one is kept
         and used). Rejected parameters raise :class:`~bloomguard.BadParams` with Redisson's message.
+
+        ``partitions=P`` (1..16384) makes a partitioned filter instead (docs/layout.md): P bitmaps
+        spread over the cluster's slots, any total size; Redisson cannot read it. A P out of range
+        raises :class:`~bloomguard.InvalidArgument`; partitions too few or too many for the size
+        raise :class:`~bloomguard.BadParams` saying how many fit.
         """
         n = _int64(expected, "expected")
         if isinstance(fpp, bool) or not isinstance(fpp, numbers.Real):
             raise TypeError("fpp must be a float, not %s" % type(fpp).__name__)
+        parts = _int64(partitions, "partitions")
         created = ffi.new("int *")
-        invoke(self._handle, lib.bg_filter_init_ex, timeout, n, float(fpp), created)
+        invoke(self._handle, lib.bg_filter_init_partitioned_ex, timeout, n, float(fpp), parts, created)
         return bool(created[0])
 
     def add(self, item: Item, *, timeout: TimeoutArg = None) -> bool:
@@ -279,13 +302,14 @@ class Filter:
         return int(out[0])
 
     def info(self, *, timeout: TimeoutArg = None) -> FilterInfo:
-        """The config hash: size, hash_iterations, expected_insertions, false_probability."""
+        """The config hash: size, hash_iterations, expected_insertions, false_probability, partitions."""
         size = ffi.new("uint64_t *")
         k = ffi.new("uint32_t *")
         n = ffi.new("int64_t *")
         p = ffi.new("double *")
-        invoke(self._handle, lib.bg_filter_info_ex, timeout, size, k, n, p)
-        return FilterInfo(int(size[0]), int(k[0]), int(n[0]), float(p[0]))
+        parts = ffi.new("uint32_t *")
+        invoke(self._handle, lib.bg_filter_info_partitioned_ex, timeout, size, k, n, p, parts)
+        return FilterInfo(int(size[0]), int(k[0]), int(n[0]), float(p[0]), int(parts[0]))
 
     def node(self) -> Tuple[str, int]:
         """Where the filter lives: ("host:port" of the master serving its hash slot now, per the

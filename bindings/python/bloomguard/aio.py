@@ -165,8 +165,10 @@ class Client:
         if kind == _INFO:
             size, k = ffi.new("uint64_t *"), ffi.new("uint32_t *")
             n, fpp = ffi.new("int64_t *"), ffi.new("double *")
+            parts = ffi.new("uint32_t *")
             lib.bg_completion_info(c, size, k, n, fpp)
-            return FilterInfo(int(size[0]), int(k[0]), int(n[0]), float(fpp[0]))
+            lib.bg_completion_partitions(c, parts)
+            return FilterInfo(int(size[0]), int(k[0]), int(n[0]), float(fpp[0]), int(parts[0]))
         # query / query_many: the answer with where it came from; a failure raises
         if st != 0:
             raise error_for(st, cstr(lib.bg_completion_errmsg(c)))
@@ -330,14 +332,17 @@ class Filter:
             raise Closed("the filter is closed")
         return self._f
 
-    async def init(self, expected: int, fpp: float, *, timeout: TimeoutArg = None) -> bool:
-        """Redisson's ``tryInit``: True if this call created the config."""
+    async def init(self, expected: int, fpp: float, *, partitions: int = 0, timeout: TimeoutArg = None) -> bool:
+        """Redisson's ``tryInit``: True if this call created the config (``partitions=P``: a
+        partitioned filter, as the blocking ``Filter.init``)."""
         n = _int(expected, "expected", (-(2**63), 2**63 - 1))
         if isinstance(fpp, bool) or not isinstance(fpp, numbers.Real):
             raise TypeError("fpp must be a float, not %s" % type(fpp).__name__)
+        parts = _int(partitions, "partitions", (-(2**63), 2**63 - 1))
         f, q = self._ptr(), self._client._q
-        got: bool = await self._client._submit(_BOOL, 0, timeout,
-                                               lambda call, tag: lib.bg_filter_init_submit_ex(f, call, q, tag, n, float(fpp)), f)
+        got: bool = await self._client._submit(
+            _BOOL, 0, timeout,
+            lambda call, tag: lib.bg_filter_init_partitioned_submit_ex(f, call, q, tag, n, float(fpp), parts), f)
         return got
 
     async def add(self, item: Item, *, timeout: TimeoutArg = None) -> bool:

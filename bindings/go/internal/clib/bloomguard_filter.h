@@ -55,6 +55,29 @@ BG_API const char *bg_filter_name(const bg_filter *f);
  */
 BG_API int bg_filter_init(bg_filter *f, int64_t expected_insertions, double fpp, int *created);
 
+/*
+ * A partitioned filter (docs/layout.md): one filter of `partitions` bitmaps, each in a cluster slot
+ * of its own spread evenly over the 16384 (so over the masters, in proportion to the slots each
+ * serves), for totals beyond Redisson's 2^32 bits and for a load spread over the cluster. An item
+ * lives in ONE partition chosen from its hash (all its k bits there): a single-item add or query is
+ * one key, one node, one round trip; a batch is split per partition and sent to them together.
+ * Sizes: each partition below 2^32 bits, chosen so the false-positive rate at expected_insertions
+ * stays within 1.02x of a plain filter's of the same (n, fpp). Its config hash holds none of the
+ * fields Redisson reads and NAME holds no bitmap: a Redisson RBloomFilter given the name fails
+ * "not initialized" on add and count (and its contains answers false, as for any name without a
+ * config: Redisson 3.45.1).
+ * partitions 0 is bg_filter_init; 1..16384 else BG_EINVAL; BG_EBADPARAMS for Redisson's rules on n
+ * and fpp (without its 2^32-bit cap on the total) and for partitions too few to stay below 2^32
+ * bits each (the message names the fewest that fit). tryInit's meaning: a config already there, of
+ * either kind, is kept (*created 0). Every other operation of this header works on both kinds;
+ * the degrade policy's local snapshot (policy.h) and rotations (rotation.h) refuse a partitioned
+ * filter with BG_ENOTSUP.
+ */
+BG_API int bg_filter_init_partitioned(bg_filter *f, int64_t expected_insertions, double fpp, int64_t partitions,
+                                      int *created);
+BG_API int bg_filter_init_partitioned_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp,
+                                         int64_t partitions, int *created);
+
 /* *added (may be NULL) is 1 if at least one of the item's bits was newly set. */
 BG_API int bg_filter_add(bg_filter *f, const void *item, size_t len, int *added);
 /* items[i] may be NULL when lens[i] is 0. *added (may be NULL): how many items set a new bit. */
@@ -75,6 +98,13 @@ BG_API int bg_filter_count(bg_filter *f, int64_t *count);
  */
 BG_API int bg_filter_info(bg_filter *f, uint64_t *size, uint32_t *hash_iterations,
                           int64_t *expected_insertions, double *fpp);
+
+/* bg_filter_info, and *partitions (may be NULL): a partitioned filter's P (0: Redisson's layout);
+ * *size is then the total of its partitions' bits, and may exceed 2^32. */
+BG_API int bg_filter_info_partitioned(bg_filter *f, uint64_t *size, uint32_t *hash_iterations,
+                                      int64_t *expected_insertions, double *fpp, uint32_t *partitions);
+BG_API int bg_filter_info_partitioned_ex(bg_filter *f, bg_call *call, uint64_t *size, uint32_t *hash_iterations,
+                                         int64_t *expected_insertions, double *fpp, uint32_t *partitions);
 
 /* Deletes the bitmap and the config (and the spare bitmap a swap rotation keeps for the next one);
  * *deleted (may be NULL) is 1 if the bitmap or the config existed. The fencing-token counter of

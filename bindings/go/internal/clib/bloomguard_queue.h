@@ -119,6 +119,10 @@ BG_API int  bg_filter_info_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, u
 BG_API int  bg_filter_init_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t expected_insertions, double fpp);
 BG_API int  bg_filter_init_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag,
                                      int64_t expected_insertions, double fpp);
+BG_API int  bg_filter_init_partitioned_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t expected_insertions,
+                                               double fpp, int64_t partitions);
+BG_API int  bg_filter_init_partitioned_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag,
+                                                  int64_t expected_insertions, double fpp, int64_t partitions);
 BG_API int  bg_filter_delete_submit(bg_filter *f, bg_queue *q, uint64_t tag);
 BG_API int  bg_filter_delete_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag);
 BG_API int  bg_filter_expire_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t ttl_ms);
@@ -145,6 +149,10 @@ BG_API const uint8_t *bg_completion_present(const bg_completion *c, size_t *n);
 /* info: the blocking bg_filter_info's values. BG_EINVAL for another operation's completion. */
 BG_API int  bg_completion_info(const bg_completion *c, uint64_t *size, uint32_t *hash_iterations,
                                int64_t *expected_insertions, double *fpp);
+
+/* info: a partitioned filter's P, 0 for Redisson's layout (bg_filter_info_partitioned). BG_EINVAL
+ * for another operation's completion. */
+BG_API int  bg_completion_partitions(const bg_completion *c, uint32_t *partitions);
 
 /* The common fields of a batch in one call (for bindings, which pay per call into C): tags,
  * statuses, sources and values of cs[0..n), each array may be NULL. */

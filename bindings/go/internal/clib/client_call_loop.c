@@ -322,7 +322,8 @@ void bgi_req_task_init(bgi_req_task *rt, const bgi_req *req, bgi_transport *tr) 
 static int run_blocking(const bgi_req *req, bgi_err *err) {
   bgi_blocking_transport b;
   bgi_req_task rt;
-  bgi_blocking_transport_init(&b);
+  bgi_reply *rep[BGI_MAX_REPLIES];
+  bgi_blocking_transport_init(&b, rep, 0);
   bgi_req_task_init(&rt, req, &b.tr);
   return bgi_task_run(&rt.t, NULL, err);
 }

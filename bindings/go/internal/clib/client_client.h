@@ -186,14 +186,31 @@ typedef struct bgi_req_task {
 
 void bgi_req_task_init(bgi_req_task *rt, const bgi_req *req, bgi_transport *tr);
 
-/* The blocking transport (blocking.c): pooled and multiplexed connections, waits on this thread. */
+/*
+ * The blocking transport (blocking.c): pooled and multiplexed connections, waits on this thread.
+ * Deferring (a fan-out's CALL, bgi_req_executor), a multiplexed round trip is only submitted and
+ * answers BGI_PENDING; bgi_blocking_transport_wait then waits for it. A pooled one is waited for
+ * at once either way (a fan-out holds no pooled connection while it waits: the pool stays free
+ * for the next CALL).
+ */
 typedef struct bgi_blocking_transport {
   bgi_transport tr;
   bgi_mux_call *mc;
-  bgi_reply *rep[BGI_MAX_REPLIES];   /* a pooled connection's replies */
+  bgi_reply **rep;       /* BGI_MAX_REPLIES: a pooled connection's replies (NULL: made when needed) */
+  bgi_reply **own_rep;   /* what was made (freed by bgi_blocking_transport_free) */
+  int defer;
+  bgi_xfer *pending;     /* deferring: the transfer whose round trip was submitted */
 } bgi_blocking_transport;
 
-void bgi_blocking_transport_init(bgi_blocking_transport *b);
+/* rep: room for a pooled connection's replies, or NULL (made at the first pooled round trip). */
+void bgi_blocking_transport_init(bgi_blocking_transport *b, bgi_reply **rep, int defer);
+void bgi_blocking_transport_free(bgi_blocking_transport *b);
+/* Waits for the round trip a deferring transport submitted: the outcome roundtrip would have had. */
+int bgi_blocking_transport_wait(bgi_blocking_transport *b, bgi_err *err);
+
+/* The blocking runner's executor (run.c): CALLs through bgi_req_exec, a fan-out's started on the
+ * deferring transport. What every blocking filter operation is run with (bgi_task_run_with). */
+extern const bgi_executor bgi_req_executor;
 
 /* The endpoint of the node serving slot (the server's own standalone), for connections of a
  * caller's own (lock waiters' subscriptions), once the client is ready (bgi_client_ready, with

@@ -2,39 +2,127 @@
 /* The blocking runner of tasks (task.h): waits on the calling thread. */
 #include "common_task.h"
 
+#include <stdalign.h>
+#include <stdlib.h>
+
 #include "common_wait.h"
 
-int bgi_task_run(bgi_task *root, bgi_exec_fn exec, bgi_err *err) {
+/* One task being run: its stack of SUB tasks, the err it is resumed with, and (in a fan-out) the
+ * executor's state of its CALL in flight. */
+typedef struct lane {
   bgi_task *stack[BGI_TASK_MAX_DEPTH];
-  int depth = 0, st = BG_OK;
-  stack[0] = root;
+  int depth;
+  bgi_err *err;
+  int pending;     /* its CALL was started and is due (finish) */
+  int done;
+  void *state;     /* state_size bytes for the executor */
+} lane;
+
+static int run_fanout(bgi_task *t, const bgi_executor *ex);
+
+/* Moves l forward from its top task resumed with st until it ends (l->done; the status is
+ * returned) or waits for a started CALL (l->pending; BGI_TASK_PENDING). can_start: CALLs may be
+ * started (a fan-out's lane), else each is sent and waited for. */
+static int step(lane *l, const bgi_executor *ex, int can_start, int st) {
   for (;;) {
-    bgi_task *t = stack[depth];
-    switch (t->resume(t, st, err)) {
+    bgi_task *t = l->stack[l->depth];
+    switch (t->resume(t, st, l->err)) {
       case BGI_NEXT_CALL:
-        st = exec ? exec(t->req, err) : bgi_err_set(err, BG_EINVAL, "internal: a request with no one to send it");
+        if (can_start) {
+          st = ex->start(l->state, t->req, l->err);
+          if (st == BGI_TASK_PENDING) {
+            l->pending = 1;
+            return st;
+          }
+        } else {
+          st = ex && ex->call ? ex->call(t->req, l->err)
+                              : bgi_err_set(l->err, BG_EINVAL, "internal: a request with no one to send it");
+        }
         break;
       case BGI_NEXT_SLEEP:
         /* the one wait primitive: the thread's current call's cancel ends it */
         st = bgi_sleep_until(t->until_ns);
         break;
       case BGI_NEXT_SUB:
-        if (depth + 1 == BGI_TASK_MAX_DEPTH) {
-          st = bgi_err_set(err, BG_EINVAL, "internal: tasks nested too deep");
+        if (l->depth + 1 == BGI_TASK_MAX_DEPTH) {
+          st = bgi_err_set(l->err, BG_EINVAL, "internal: tasks nested too deep");
           break;
         }
-        stack[++depth] = t->sub;
+        l->stack[++l->depth] = t->sub;
         st = BG_OK;
+        break;
+      case BGI_NEXT_FANOUT:
+        st = run_fanout(t, ex);
         break;
       case BGI_NEXT_WAIT:
         /* no transport of a blocking runner hands its wait on */
-        st = bgi_err_set(err, BG_EINVAL, "internal: a task waits for a transport the blocking runner has not got");
+        st = bgi_err_set(l->err, BG_EINVAL, "internal: a task waits for a transport the blocking runner has not got");
         break;
       default:
         st = t->status;
-        if (depth == 0) return st;
-        depth--;
+        if (l->depth == 0) {
+          l->done = 1;
+          return st;
+        }
+        l->depth--;
         break;
     }
   }
+}
+
+static void lane_init(lane *l, bgi_task *t, bgi_err *err, void *state) {
+  l->stack[0] = t;
+  l->depth = 0;
+  l->err = err;
+  l->pending = l->done = 0;
+  l->state = state;
+}
+
+/* A fan-out's tasks to their ends; BG_OK (each one's status is its own). */
+static int run_fanout(bgi_task *t, const bgi_executor *ex) {
+  size_t n = t->nsubs;
+  bgi_subtask *subs = t->subs;
+  size_t state = ex && ex->start ? (ex->state_size + alignof(max_align_t) - 1) / alignof(max_align_t) *
+                                       alignof(max_align_t) : 0;
+  unsigned char *mem = state && n > 1 ? malloc(n * (sizeof(lane) + state)) : NULL;
+  if (!mem) {
+    /* one after another */
+    for (size_t i = 0; i < n; i++) {
+      lane l;
+      lane_init(&l, subs[i].t, &subs[i].err, NULL);
+      step(&l, ex, 0, BG_OK);
+    }
+    return BG_OK;
+  }
+  lane *lanes = (lane *)(mem + n * state);
+  for (size_t i = 0; i < n; i++) {
+    lane_init(&lanes[i], subs[i].t, &subs[i].err, mem + i * state);
+    step(&lanes[i], ex, 1, BG_OK);
+  }
+  /* every request is out: now the answers, in the order they were sent */
+  for (int more = 1; more;) {
+    more = 0;
+    for (size_t i = 0; i < n; i++) {
+      lane *l = &lanes[i];
+      if (!l->pending) continue;
+      l->pending = 0;
+      int st = ex->finish(l->state, l->err);
+      if (st == BGI_TASK_PENDING) l->pending = 1;
+      else if (step(l, ex, 1, st) != BGI_TASK_PENDING) continue;
+      more = 1;
+    }
+  }
+  free(mem);
+  return BG_OK;
+}
+
+int bgi_task_run_with(bgi_task *root, const bgi_executor *ex, bgi_err *err) {
+  lane l;
+  lane_init(&l, root, err, NULL);
+  return step(&l, ex, 0, BG_OK);
+}
+
+int bgi_task_run(bgi_task *root, bgi_exec_fn exec, bgi_err *err) {
+  bgi_executor ex = {.call = exec};
+  return bgi_task_run_with(root, &ex, err);
 }

@@ -193,7 +193,7 @@ int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *it
                        size_t *added, size_t *done, bgi_err *err) {
   bgi_add_task at;
   bgi_add_task_init(&at, f, deadline_ns, items, lens, n, added, done);
-  return bgi_task_run(&at.t, bgi_req_exec, err);
+  return bgi_task_run_with(&at.t, &bgi_req_executor, err);
 }
 
 BG_API int bg_filter_add_many_ex(bg_filter *f, bg_call *call, const void *const *items, const size_t *lens,

@@ -17,6 +17,14 @@ int bgi_parse_u64(const char *s, size_t len, uint64_t *out) {
   return 0;
 }
 
+int bgi_parse_i64(const char *s, size_t len, int64_t *out) {
+  uint64_t v;
+  int neg = len > 0 && s[0] == '-';
+  if (bgi_parse_u64(s + neg, len - (size_t)neg, &v) != 0 || v > (uint64_t)INT64_MAX) return -1;
+  *out = neg ? -(int64_t)v : (int64_t)v;
+  return 0;
+}
+
 static int field_str(const bgi_reply *r) {
   return r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_STATUS;
 }

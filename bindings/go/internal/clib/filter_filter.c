@@ -67,6 +67,8 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const
   atomic_init(&f->cfg, 0);
   f->id = atomic_fetch_add_explicit(&next_filter_id, 1, memory_order_relaxed);
   atomic_init(&f->next_cfg, 0);
+  atomic_init(&f->kind, 0);
+  pthread_mutex_init(&f->pmu, NULL);
   bgi_errslot_init(&f->err);
   bgi_guard_init(&f->guard);
   /* the engine refreshes its snapshot through the filter's consistent download (download.c) */
@@ -89,6 +91,7 @@ BG_API void bg_filter_close(bg_filter *f) {
   bgi_guard_destroy(&f->guard);   /* first: it stops the snapshot refresher, which uses the client */
   bgi_client_unref(f->client);
   bgi_errslot_destroy(&f->err);
+  pthread_mutex_destroy(&f->pmu);
   free_names(f);
   free(f);
 }

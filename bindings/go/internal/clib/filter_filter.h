@@ -11,6 +11,7 @@
 #include "client_client.h"
 #include "common_task.h"
 #include "common_wait.h"
+#include "filter_partition.h"
 #include "filter_stats.h"
 #include "hash_hash.h"
 #include "policy_guard.h"
@@ -41,6 +42,11 @@ struct bg_filter {
   bgi_guard guard;
   /* the handle's own counters, not the policy's (filter/stats.h) */
   bgi_filter_stats stats;
+  /* BGI_KIND_* (filter/partitioned.h): which steps its operations take */
+  atomic_int kind;
+  /* a partitioned filter's central config as last read (under pmu) */
+  pthread_mutex_t pmu;
+  bgi_pconf pconf;
 };
 
 /* Items hashed and sent per round trip, and per atomic server step within it: bounds client
@@ -50,6 +56,8 @@ struct bg_filter {
 
 /* Strict parses of config fields (plain decimal, no sign, no leading zeros): 0 ok, -1 bad. */
 int bgi_parse_u64(const char *s, size_t len, uint64_t *out);
+/* The same with an optional '-'. */
+int bgi_parse_i64(const char *s, size_t len, int64_t *out);
 /*
  * Turns the [size, hashIterations] pair of an HMGET reply into a packed config.
  * BG_ENOTINIT if either is missing, BG_ECORRUPT if unparsable or out of range.
@@ -172,6 +180,25 @@ int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *it
  * A query or add through the handle's policy (filter/guarded.c), as a task: the policy engine's
  * task (policy/guard.h) with the raw task above as its attempt. gt.source: the answer's BG_SOURCE_*.
  */
+typedef struct bgi_pop_task bgi_pop_task;
+
+/*
+ * One attempt of a query or add, as a task, on whichever layout the filter has (guarded.c): the
+ * one the handle last saw (plain until it saw another); a BG_ENOTINIT there reads the config hash
+ * once (HGETALL: its kind) and runs the other layout's task when the name holds that one.
+ */
+typedef struct bgi_kinded_task {
+  bgi_task t;
+  int state, kind, probed;
+  bgi_req req;
+  union {
+    bgi_contains_task contains;
+    bgi_add_task add;
+  } u;
+  bgi_pop_task *pop;             /* a partitioned filter's (partitioned.h), on the heap: it is big */
+  struct bgi_pconf_load *ld;     /* the probe's, with pop's memory */
+} bgi_kinded_task;
+
 typedef struct bgi_guarded_op {
   bgi_guard_task gt;
   bg_filter *f;
@@ -179,11 +206,12 @@ typedef struct bgi_guarded_op {
   const size_t *lens;
   size_t n;
   uint8_t *present;
+  int is_add;
   size_t added, attempt_added;   /* adds: the new items of the attempts before the last, and of the last */
-  union {
-    bgi_contains_task contains;
-    bgi_add_task add;
-  } u;
+  /* the attempt's arguments */
+  uint64_t deadline_ns;
+  size_t from, *done;
+  bgi_kinded_task kt;
 } bgi_guarded_op;
 
 void bgi_guarded_op_init(bgi_guarded_op *op, int is_add, bg_filter *f, uint64_t deadline_ns, const void *const *items,
@@ -209,6 +237,8 @@ typedef struct bgi_initer {
   char fpp[32];
   bgi_script_run run;
   int created;
+  int64_t parts;       /* a partitioned filter's P (0: Redisson's layout) */
+  double fpp_value;
 } bgi_initer;
 
 typedef struct bgi_counter {
@@ -218,7 +248,9 @@ typedef struct bgi_counter {
 
 typedef struct bgi_infoer {
   bg_filter *f;
-  uint64_t cfg;
+  uint64_t cfg;        /* a partitioned filter's: its partitions' size and k */
+  uint64_t size;       /* bits in all (a partitioned filter's total) */
+  uint32_t parts;      /* 0: Redisson's layout */
   int64_t n;
   double fpp;
 } bgi_infoer;
@@ -237,13 +269,20 @@ typedef struct bgi_keyop {
 #define BGI_ADMIN_EXPIRE 5
 #define BGI_ADMIN_PERSIST 6
 
-/* One whole-filter operation as a task: its one request. */
+/*
+ * One whole-filter operation as a task: its request on Redisson's layout; on a partitioned filter
+ * (found by the config hash's kind: delete, expire and persist read it first, count when its
+ * request found no plain config) the same over every partition (filter/psweep.c), then on the
+ * central config.
+ */
+typedef struct bgi_admin_heap bgi_admin_heap;
 typedef struct bgi_admin {
   bgi_task t;
   bg_filter *f;
-  int kind, sent;
+  int kind, state, probed, swept_applied;
   uint64_t started_ns;   /* for the histogram */
   bgi_req req;
+  bgi_admin_heap *heap;  /* a partitioned filter's steps (admin.c) */
   union {
     bgi_initer init;
     bgi_counter count;
@@ -256,6 +295,10 @@ typedef struct bgi_admin {
  * prepares the task: BG_OK, or BG_EBADPARAMS / BG_EINVAL with the message. */
 int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind, int64_t arg, double fpp,
                       bgi_err *err);
+/* init of a partitioned filter of P partitions (P 0: bgi_admin_prepare's init, Redisson's layout):
+ * BG_EINVAL for P out of 1..16384, BG_EBADPARAMS for n, p or partitions that would be too big. */
+int bgi_admin_prepare_init(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int64_t n, double fpp, int64_t parts,
+                           bgi_err *err);
 /* Runs it on this thread. */
 int bgi_admin_run(bgi_admin *a, bgi_err *err);
 /* After it ended: init 1 if it wrote the config, count the estimate, delete / expire / persist
@@ -271,6 +314,11 @@ int bgi_filter_download(void *f, uint64_t deadline_ns, int64_t chunk_bytes, atom
 int bgi_filter_init(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int *created,
                     bgi_err *err);
 int bgi_filter_delete(bg_filter *f, uint64_t deadline_ns, int *deleted, bgi_err *err);
+
+/* BG_ENOTSUP when the name holds a partitioned filter (one round trip: the config hash's kind),
+ * for the steps that know only Redisson's layout (`what`: "rotate"); BG_OK when it holds a plain
+ * one or none; a failure to read it. */
+int bgi_filter_refuse_partitioned(bg_filter *f, const char *what, bgi_err *err);
 
 /* Ends a public filter operation (see bgi_call_finish). */
 static inline int bgi_filter_finish(bg_filter *f, bg_call *call, const bgi_err *err) {

@@ -6,25 +6,115 @@
  */
 #include "filter_filter.h"
 
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
+
+#include "filter_partitioned.h"
 
 /* p + i, without computing NULL + 0 (items may be NULL for an empty batch) */
 #define OFF(p, i) ((i) ? (p) + (i) : (p))
 
+/* ---- one attempt, on the filter's layout --------------------------------------------------- */
+
+enum { K_START, K_RAN, K_PROBED };
+
+/* A partitioned filter's task and the probe's config load, on the heap together. */
+typedef struct pheap {
+  bgi_pop_task pop;
+  bgi_pconf_load ld;
+  bgi_err first;   /* the BG_ENOTINIT that made the probe, given back when the layout is the same */
+} pheap;
+
+static int kinded_end(bgi_kinded_task *kt, int st) {
+  free(kt->pop);   /* pop is the first member of its pheap */
+  kt->pop = NULL;
+  kt->ld = NULL;
+  return bgi_task_done(&kt->t, st);
+}
+
+static int need_heap(bgi_kinded_task *kt, bgi_err *err) {
+  if (kt->pop) return BG_OK;
+  pheap *h = malloc(sizeof *h);
+  if (!h) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  kt->pop = &h->pop;
+  kt->ld = &h->ld;
+  return BG_OK;
+}
+
+/* The attempt's task for the layout `kind`, as a SUB. */
+static int run_kind(bgi_kinded_task *kt, int kind, bgi_err *err) {
+  bgi_guarded_op *op = (bgi_guarded_op *)((char *)kt - offsetof(bgi_guarded_op, kt));
+  int is_add = op->is_add;
+  uint8_t *present = is_add ? NULL : OFF(op->present, op->from);
+  kt->kind = kind;
+  kt->state = K_RAN;
+  if (kind == BGI_KIND_PARTITIONED) {
+    int st = need_heap(kt, err);
+    if (st != BG_OK) return kinded_end(kt, st);
+    bgi_pop_task_init(kt->pop, op->f, is_add, op->deadline_ns, OFF(op->items, op->from), OFF(op->lens, op->from),
+                      op->n - op->from, present, is_add ? &op->attempt_added : NULL, op->done);
+    return bgi_task_sub(&kt->t, &kt->pop->t);
+  }
+  if (is_add) {
+    bgi_add_task_init(&kt->u.add, op->f, op->deadline_ns, OFF(op->items, op->from), OFF(op->lens, op->from),
+                      op->n - op->from, &op->attempt_added, op->done);
+    return bgi_task_sub(&kt->t, &kt->u.add.t);
+  }
+  bgi_contains_task_init(&kt->u.contains, op->f, op->deadline_ns, OFF(op->items, op->from), OFF(op->lens, op->from),
+                         op->n - op->from, present, op->done);
+  return bgi_task_sub(&kt->t, &kt->u.contains.t);
+}
+
+static int resume_kinded(bgi_task *t, int st, bgi_err *err) {
+  bgi_kinded_task *kt = (bgi_kinded_task *)t;
+  bgi_guarded_op *op = (bgi_guarded_op *)((char *)kt - offsetof(bgi_guarded_op, kt));
+  switch (kt->state) {
+    case K_START:
+      return run_kind(kt, atomic_load(&op->f->kind), err);
+    case K_RAN:
+      if (st != BG_ENOTINIT || kt->probed) return kinded_end(kt, st);
+      /* the handle's idea of the layout may be old: what does the name hold now? */
+      if ((st = need_heap(kt, err)) != BG_OK) return kinded_end(kt, st);
+      ((pheap *)kt->pop)->first = *err;
+      kt->probed = 1;
+      kt->state = K_PROBED;
+      bgi_pconf_req(&kt->req, kt->ld, op->f, op->deadline_ns);
+      return bgi_task_call(t, &kt->req);
+    case K_PROBED:
+    default:
+      if (st == BG_OK && kt->ld->kind != kt->kind) return run_kind(kt, kt->ld->kind, err);
+      /* the same layout (made again meanwhile, or still none): the step's own answer stands - a
+       * plain filter's caller sees what it saw before partitioned filters existed */
+      if (st == BG_OK || st == BG_ENOTINIT) {
+        *err = ((pheap *)kt->pop)->first;
+        st = BG_ENOTINIT;
+      }
+      return kinded_end(kt, st);
+  }
+}
+
+static bgi_task *attempt(bgi_guarded_op *op, uint64_t deadline_ns, size_t from, size_t *done) {
+  bgi_kinded_task *kt = &op->kt;
+  op->deadline_ns = deadline_ns;
+  op->from = from;
+  op->done = done;
+  bgi_task_init(&kt->t, resume_kinded);
+  kt->state = K_START;
+  kt->probed = 0;
+  return &kt->t;
+}
+
 static bgi_task *contains_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done) {
-  bgi_guarded_op *op = ctx;
-  bgi_contains_task_init(&op->u.contains, op->f, deadline_ns, OFF(op->items, from), OFF(op->lens, from), op->n - from,
-                         OFF(op->present, from), done);
-  return &op->u.contains.t;
+  return attempt(ctx, deadline_ns, from, done);
 }
 
 static bgi_task *add_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_t *done) {
   bgi_guarded_op *op = ctx;
   /* the items an earlier attempt added are counted: each attempt adds its own count */
   op->added += op->attempt_added;
-  bgi_add_task_init(&op->u.add, op->f, deadline_ns, OFF(op->items, from), OFF(op->lens, from), op->n - from,
-                    &op->attempt_added, done);
-  return &op->u.add.t;
+  op->attempt_added = 0;
+  return attempt(op, deadline_ns, from, done);
 }
 
 void bgi_guarded_op_init(bgi_guarded_op *op, int is_add, bg_filter *f, uint64_t deadline_ns, const void *const *items,
@@ -36,7 +126,10 @@ void bgi_guarded_op_init(bgi_guarded_op *op, int is_add, bg_filter *f, uint64_t 
   op->lens = lens;
   op->n = n;
   op->present = present;
+  op->is_add = is_add;
   op->added = op->attempt_added = 0;
+  op->kt.pop = NULL;
+  op->kt.ld = NULL;
   bgi_guard_task_init(&op->gt, &f->guard, &o, deadline_ns);
 }
 
@@ -44,7 +137,7 @@ int bgi_filter_guarded_contains(bg_filter *f, uint64_t deadline_ns, const void *
                                 size_t n, uint8_t *present, int *source, bgi_err *err) {
   bgi_guarded_op op;
   bgi_guarded_op_init(&op, 0, f, deadline_ns, items, lens, n, present);
-  int st = bgi_task_run(&op.gt.t, bgi_req_exec, err);
+  int st = bgi_task_run_with(&op.gt.t, &bgi_req_executor, err);
   *source = op.gt.source;
   return st;
 }
@@ -53,7 +146,7 @@ int bgi_filter_guarded_add(bg_filter *f, uint64_t deadline_ns, const void *const
                            size_t *added, bgi_err *err) {
   bgi_guarded_op op;
   bgi_guarded_op_init(&op, 1, f, deadline_ns, items, lens, n, NULL);
-  int st = bgi_task_run(&op.gt.t, bgi_req_exec, err);
+  int st = bgi_task_run_with(&op.gt.t, &bgi_req_executor, err);
   if (st == BG_OK && added) *added = bgi_guarded_op_added(&op);
   return st;
 }

@@ -27,27 +27,7 @@ bgi_script bgi_script_add = {
     "local k = tonumber(ARGV[2])\n"
     "local nk = tonumber(ARGV[4])\n"
     "local n = (#ARGV - 4) / (k + nk)\n"
-    "local function setbits(key, first, last, width)\n"
-    "  local added = 0\n"
-    "  local per = math.max(1, math.floor(1024 / width)) * width\n"
-    "  local i = first\n"
-    "  while i <= last do\n"
-    "    local stop = math.min(i + per - 1, last)\n"
-    "    local ops = {}\n"
-    "    for j = i, stop do\n"
-    "      local o = (j - i) * 4\n"
-    "      ops[o + 1] = 'SET'; ops[o + 2] = 'u1'; ops[o + 3] = ARGV[j]; ops[o + 4] = '1'\n"
-    "    end\n"
-    "    local old = redis.call('BITFIELD', key, unpack(ops))\n"
-    "    for j = 1, #old, width do\n"
-    "      for b = j, j + width - 1 do\n"
-    "        if old[b] == 0 then added = added + 1; break end\n"
-    "      end\n"
-    "    end\n"
-    "    i = stop + 1\n"
-    "  end\n"
-    "  return added\n"
-    "end\n"
+    BGI_LUA_SETBITS
     /* an in-place rebuild is rewriting the live bitmap for the next parameters: bits for the
      * current ones would stay in it as noise; the delta alone carries the item into it */
     "local rewriting = cfg[3] and active == 1\n"
@@ -72,8 +52,8 @@ bgi_script bgi_script_init = {
   .name = "init",
   .body =
     "if redis.call('EXISTS', KEYS[1]) == 1 then\n"
-    "  local cfg = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "')\n"
-    "  return {0, cfg[1], cfg[2]}\n"
+    "  local cfg = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "', '" BGI_PCONF_KIND "')\n"
+    "  return {0, cfg[1], cfg[2], cfg[3]}\n"
     "end\n"
     "local t = redis.call('TYPE', KEYS[2])['ok']\n"
     "if t ~= 'none' and t ~= 'string' then\n"
@@ -83,5 +63,41 @@ bgi_script bgi_script_init = {
     "redis.call('HSET', KEYS[1], '" BGI_CONFIG_K "', ARGV[2])\n"
     "redis.call('HSET', KEYS[1], '" BGI_CONFIG_N "', ARGV[3])\n"
     "redis.call('HSET', KEYS[1], '" BGI_CONFIG_FPP "', ARGV[4])\n"
+    "return {1}\n",
+};
+
+/* The partition's meta checked and its bits set in one step: a generation deleted (or made again
+ * with another geometry) is never written to, and no key of it is made again. */
+bgi_script bgi_script_padd = {
+  .name = "partition add",
+  .body =
+    "local m = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "', '" BGI_PCONF_PARTITIONS "')\n"
+    "if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return {0, 0} end\n"
+    BGI_LUA_SETBITS
+    "local k = tonumber(ARGV[2])\n"
+    "return {1, setbits(KEYS[2], 4, #ARGV, k)}\n",
+};
+
+/* claim: KEYS = config; ARGV = token, claim ms, gen, P, partition size, total size, k, n, fpp */
+bgi_script bgi_script_pinit_claim = {
+  .name = "partitioned init (claim)",
+  .body =
+    "if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end\n"
+    "local g = '" BGI_PCONF_GEN_PREFIX "' .. ARGV[3] .. ':'\n"
+    "redis.call('HSET', KEYS[1], '" BGI_PCONF_KIND "', '" BGI_PCONF_KIND_PARTITIONED "', '" BGI_PCONF_CLAIM "', ARGV[1],\n"
+    "  g .. '" BGI_PCONF_PARTITIONS "', ARGV[4], g .. '" BGI_PCONF_PSIZE "', ARGV[5], g .. '" BGI_PCONF_TOTAL "', ARGV[6],\n"
+    "  g .. '" BGI_CONFIG_K "', ARGV[7], g .. '" BGI_CONFIG_N "', ARGV[8], g .. '" BGI_CONFIG_FPP "', ARGV[9])\n"
+    "redis.call('PEXPIRE', KEYS[1], ARGV[2])\n"
+    "return {1}\n",
+};
+
+/* commit: KEYS = config; ARGV = token, gen */
+bgi_script bgi_script_pinit_commit = {
+  .name = "partitioned init (commit)",
+  .body =
+    "if redis.call('HGET', KEYS[1], '" BGI_PCONF_CLAIM "') ~= ARGV[1] then return {0} end\n"
+    "redis.call('HSET', KEYS[1], '" BGI_PCONF_LIVE "', ARGV[2])\n"
+    "redis.call('HDEL', KEYS[1], '" BGI_PCONF_CLAIM "')\n"
+    "redis.call('PERSIST', KEYS[1])\n"
     "return {1}\n",
 };

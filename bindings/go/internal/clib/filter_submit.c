@@ -44,7 +44,8 @@ static void finish_admin(bgi_qop *op, int st) {
   op->value = st == BG_OK ? bgi_admin_value(&o->u.a) : 0;
   op->is_info = o->u.a.kind == BGI_ADMIN_INFO;
   if (op->is_info && st == BG_OK) {
-    op->info_size = bgi_cfg_size(o->u.a.u.info.cfg);
+    op->info_size = o->u.a.u.info.size;
+    op->info_parts = o->u.a.u.info.parts;
     op->info_k = bgi_cfg_k(o->u.a.u.info.cfg);
     op->info_expected = o->u.a.u.info.n;
     op->info_fpp = o->u.a.u.info.fpp;
@@ -86,7 +87,8 @@ static int submit_items(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, 
   return submitted(f, call, &err);
 }
 
-static int submit_admin(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, int kind, int64_t arg, double fpp) {
+static int submit_admin(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, int kind, int64_t arg, double fpp,
+                        int64_t parts) {
   bgi_err err = {0};
   bgi_qop *op = NULL;
   if (!f) return bgi_call_null_handle(call, "filter");
@@ -94,7 +96,9 @@ static int submit_admin(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, 
     return submitted(f, call, &err);
   fop *o = FOP(op);
   o->f = f;
-  if (bgi_admin_prepare(&o->u.a, f, op->deadline_ns, kind, arg, fpp, &err) != BG_OK) {
+  int st = kind == BGI_ADMIN_INIT ? bgi_admin_prepare_init(&o->u.a, f, op->deadline_ns, arg, fpp, parts, &err)
+                                   : bgi_admin_prepare(&o->u.a, f, op->deadline_ns, kind, arg, fpp, &err);
+  if (st != BG_OK) {
     bgi_queue_op_discard(q, op);
     return submitted(f, call, &err);
   }
@@ -133,39 +137,49 @@ BG_API int bg_filter_add_many_submit(bg_filter *f, bg_queue *q, uint64_t tag, co
   return bg_filter_add_many_submit_ex(f, NULL, q, tag, items, lens, n);
 }
 BG_API int bg_filter_count_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_COUNT, 0, 0);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_COUNT, 0, 0, 0);
 }
 BG_API int bg_filter_count_submit(bg_filter *f, bg_queue *q, uint64_t tag) {
   return bg_filter_count_submit_ex(f, NULL, q, tag);
 }
 BG_API int bg_filter_info_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_INFO, 0, 0);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_INFO, 0, 0, 0);
 }
 BG_API int bg_filter_info_submit(bg_filter *f, bg_queue *q, uint64_t tag) {
   return bg_filter_info_submit_ex(f, NULL, q, tag);
 }
 BG_API int bg_filter_init_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, int64_t expected_insertions,
                                     double fpp) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_INIT, expected_insertions, fpp);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_INIT, expected_insertions, fpp, 0);
 }
 BG_API int bg_filter_init_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t expected_insertions, double fpp) {
   return bg_filter_init_submit_ex(f, NULL, q, tag, expected_insertions, fpp);
 }
 BG_API int bg_filter_delete_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_DELETE, 0, 0);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_DELETE, 0, 0, 0);
 }
 BG_API int bg_filter_delete_submit(bg_filter *f, bg_queue *q, uint64_t tag) {
   return bg_filter_delete_submit_ex(f, NULL, q, tag);
 }
 BG_API int bg_filter_expire_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, int64_t ttl_ms) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_EXPIRE, ttl_ms, 0);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_EXPIRE, ttl_ms, 0, 0);
 }
 BG_API int bg_filter_expire_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t ttl_ms) {
   return bg_filter_expire_submit_ex(f, NULL, q, tag, ttl_ms);
 }
 BG_API int bg_filter_persist_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_PERSIST, 0, 0);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_PERSIST, 0, 0, 0);
 }
 BG_API int bg_filter_persist_submit(bg_filter *f, bg_queue *q, uint64_t tag) {
   return bg_filter_persist_submit_ex(f, NULL, q, tag);
+}
+
+BG_API int bg_filter_init_partitioned_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag,
+                                                int64_t expected_insertions, double fpp, int64_t partitions) {
+  return submit_admin(f, call, q, tag, BGI_ADMIN_INIT, expected_insertions, fpp, partitions);
+}
+
+BG_API int bg_filter_init_partitioned_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t expected_insertions,
+                                             double fpp, int64_t partitions) {
+  return bg_filter_init_partitioned_submit_ex(f, NULL, q, tag, expected_insertions, fpp, partitions);
 }

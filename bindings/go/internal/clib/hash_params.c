@@ -28,7 +28,7 @@ static void set_err(char *err, size_t err_size, const char *fmt, long long v) {
   if (err && err_size) snprintf(err, err_size, fmt, v);
 }
 
-int bgi_params(int64_t n, double p, uint64_t *size, uint32_t *k, char *err, size_t err_size) {
+int bgi_params_uncapped(int64_t n, double p, uint64_t *size, uint32_t *k, char *err, size_t err_size) {
   /* tryInit's order. A NaN p passes both comparisons, as in Java, and ends at "size is 0". */
   if (p > 1) {
     set_err(err, err_size, "Bloom filter false probability can't be greater than 1", 0);
@@ -52,13 +52,7 @@ int bgi_params(int64_t n, double p, uint64_t *size, uint32_t *k, char *err, size
     set_err(err, err_size, "Bloom filter calculated size is 0", 0);
     return BG_EBADPARAMS;
   }
-  if (bits > (int64_t)BG_MAX_SIZE) {
-    set_err(err, err_size,
-            "Bloom filter size can't be greater than 4294967294. But calculated size is %lld",
-            (long long)bits);
-    return BG_EBADPARAMS;
-  }
-  /* n > 0 and p <= 1 make bits >= 0, so only 1..BG_MAX_SIZE gets here. */
+  /* n > 0 and p <= 1 make bits >= 0 */
 
   /* optimalNumOfHashFunctions: ((double) m / n) * Math.log(2), left to right. */
   int32_t hashes = java_l2i(bgi_java_round((double)bits / (double)n * JAVA_LN2));
@@ -66,5 +60,21 @@ int bgi_params(int64_t n, double p, uint64_t *size, uint32_t *k, char *err, size
 
   *size = (uint64_t)bits;
   *k = (uint32_t)hashes;
+  return BG_OK;
+}
+
+int bgi_params(int64_t n, double p, uint64_t *size, uint32_t *k, char *err, size_t err_size) {
+  uint64_t bits;
+  uint32_t hashes;
+  int st = bgi_params_uncapped(n, p, &bits, &hashes, err, err_size);
+  if (st != BG_OK) return st;
+  if (bits > BG_MAX_SIZE) {
+    set_err(err, err_size,
+            "Bloom filter size can't be greater than 4294967294. But calculated size is %lld",
+            (long long)bits);
+    return BG_EBADPARAMS;
+  }
+  *size = bits;
+  *k = hashes;
   return BG_OK;
 }

@@ -275,7 +275,7 @@ static void read_some(bgi_mux *m, const bgi_mux_call *mine, uint64_t until_ns) {
  * one whose reply comes next), else the connection is idle until the next call. */
 static void hand_off(bgi_mux *m) {
   for (bgi_mux_call *mc = m->head; mc; mc = mc->next)
-    if (!mc->done && !mc->abandoned) {
+    if (!mc->done && !mc->abandoned && !mc->detached) {
       wake_now(mc);
       return;
     }
@@ -472,11 +472,14 @@ static int finish(const bgi_mux_call *mc, bgi_err *err) {
   return BG_OK;
 }
 
-int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err *err) {
+int bgi_mux_submit(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err *err) {
   bgi_mux *m = mc->mux;
   bgi_muxset *s = m->set;
   if (n > MUX_MAX_REPLIES) return bgi_err_set(err, BG_EINVAL, "internal: too many replies");
-  if (n == 0) return BG_OK;
+  if (n == 0) {
+    mc->nrep = 0;
+    return BG_OK;
+  }
   uint64_t now = bgi_now_ns(), cmd_ns = bgi_ms_ns(s->ep->command_timeout_ms);
   bgi_arena_reset(&mc->ws.arena);
   mc->nrep = n;
@@ -485,6 +488,8 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
   mc->status = BG_OK;
   mc->msg[0] = 0;
   mc->next = NULL;
+  mc->detached = 1;
+  mc->deadline_ns = deadline_ns;
   mc->linked_ns = now;
   mc->limit_ns = deadline_ns > now + cmd_ns ? deadline_ns - now : cmd_ns;
   pthread_mutex_lock(&m->mu);
@@ -513,6 +518,19 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
     write_queued(m);
     m->writing = 0;
   }
+  pthread_mutex_unlock(&m->mu);
+  return BG_OK;
+}
+
+int bgi_mux_wait(bgi_mux_call *mc, bgi_err *err) {
+  if (mc->nrep == 0) return BG_OK;
+  bgi_mux *m = mc->mux;
+  bgi_muxset *s = m->set;
+  uint64_t deadline_ns = mc->deadline_ns, now = mc->linked_ns;
+  pthread_mutex_lock(&m->mu);
+  /* its owner waits now: hand-offs may wake it (a turn passed over it meanwhile left the
+   * connection idle if no one else waited: the loop below then reads) */
+  mc->detached = 0;
   while (!mc->done) {
     int timed_out = 0;
     if (m->failed && !m->reading && m->gen == mc->gen) {
@@ -575,4 +593,9 @@ int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err 
   }
   pthread_mutex_unlock(&m->mu);
   return finish(mc, err);
+}
+
+int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err *err) {
+  int st = bgi_mux_submit(mc, n, deadline_ns, err);
+  return st == BG_OK ? bgi_mux_wait(mc, err) : st;
 }

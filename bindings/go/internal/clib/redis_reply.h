@@ -40,6 +40,13 @@ static inline int bgi_reply_is_pairs(const bgi_reply *r) {
   return r->type == REDIS_REPLY_ARRAY;
 }
 
+/* The value of field `name` (len bytes) in a pairs reply (HGETALL), or NULL. */
+static inline const bgi_reply *bgi_reply_field(const bgi_reply *h, const char *name, size_t len) {
+  for (size_t i = 0; i + 1 < h->elements; i += 2)
+    if (h->element[i]->len == len && memcmp(h->element[i]->str, name, len) == 0) return h->element[i + 1];
+  return NULL;
+}
+
 /* 1 when r is a bulk string equal to the literal lit (redis/layout.h's values). */
 #define bgi_reply_is_lit(r, lit) \
   ((r)->type == REDIS_REPLY_STRING && (r)->len == sizeof(lit) - 1 && \

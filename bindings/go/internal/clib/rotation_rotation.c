@@ -138,6 +138,8 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   r->started_ns = bgi_now_ns();
 
   st = named != BG_OK ? bgi_err_set(err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
+  /* its steps write Redisson's layout: over a partitioned filter's config they would mix the two */
+  if (st == BG_OK) st = bgi_filter_refuse_partitioned(f, "rotate", err);
   if (st == BG_OK) st = ops->begin(r, err);
   if (st == BG_OK) rotation_event(r, BG_EVENT_ROTATION_BEGIN, BG_OK, NULL);
   if (st != BG_OK) {

@@ -2,6 +2,7 @@ package io.bloomguard.interop;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -291,6 +292,55 @@ class ClusterInteropTest {
       }
       System.err.println("[cluster-interop] Redisson -> bloomguard: " + name + " slot " + slot + " on " + master
           + " (info node " + master + "), size " + size + ", k " + k + ", 500 of 500 present");
+    }
+  }
+
+  /**
+   * A partitioned filter ({@code init --partitions}) keeps none of the config fields an
+   * RBloomFilter reads, and no bitmap at NAME: Redisson 3.45.1's add and count fail "Bloom filter
+   * is not initialized!", its getters throw, and its contains answers false for every item - what
+   * it answers for any name without a config (since 3.42), never an answer from the partitions.
+   */
+  @Test
+  void redissonSeesAPartitionedFilterAsNotInitialized() throws Exception {
+    String name = "interop:cl:partitioned:" + UUID.randomUUID().toString().substring(0, 8);
+    String config = "{" + name + "}:config";
+    Cli cli = cliSeeds();
+    cli.run("init", name, "--expected", "100000", "--fpp", "0.01", "--partitions", "16").expect(0);
+    List<String> added = items(300, k -> "p-" + name + "-" + k);
+    cli.run(Cli.lines(added), "add", name).expect(0);
+    assertEquals(300, cli.run(Cli.lines(added), "--json", "contains", name).expect(0).json().get("present").asInt());
+    awaitReplicated(topo.ownerOf(keyslot(config)), config);
+    try {
+      Map<String, java.util.concurrent.Callable<Object>> calls = new LinkedHashMap<>();
+      calls.put("contains(added)", () -> bloom(name).contains(added.get(0)));
+      calls.put("contains(never)", () -> bloom(name).contains("never"));
+      calls.put("add", () -> bloom(name).add("x"));
+      calls.put("getSize", () -> bloom(name).getSize());
+      calls.put("getHashIterations", () -> bloom(name).getHashIterations());
+      calls.put("count", () -> bloom(name).count());
+      Map<String, String> seen = new LinkedHashMap<>();
+      for (Map.Entry<String, java.util.concurrent.Callable<Object>> c : calls.entrySet()) {
+        try {
+          seen.put(c.getKey(), "answered " + c.getValue().call());
+        } catch (Exception e) {
+          Throwable root = e;
+          while (root.getCause() != null) root = root.getCause();
+          seen.put(c.getKey(), "threw " + root);
+        }
+      }
+      System.err.println("[cluster-interop] Redisson on a partitioned filter: " + seen);
+      // Redisson 3.45.1 reads no config: contains answers false, as for any name without one (its
+      // behaviour since 3.42, not an answer from the partitions' bits); the rest throw
+      assertEquals("answered false", seen.get("contains(added)"), seen.toString());
+      assertEquals("answered false", seen.get("contains(never)"), seen.toString());
+      for (String call : List.of("add", "count"))
+        assertTrue(seen.get(call).contains("Bloom filter is not initialized"), seen.toString());
+      for (String call : List.of("getSize", "getHashIterations"))
+        assertTrue(seen.get(call).startsWith("threw "), seen.toString());
+      assertEquals(0L, redisson.getKeys().countExists(name), "no bitmap at NAME");
+    } finally {
+      cli.run("delete", name).expect(0);
     }
   }
 
