@@ -1,6 +1,6 @@
 /*
  * Internal: the geometry of a partitioned filter - one filter spread over P bitmap keys, each in
- * its own cluster slot (docs/partitioned.md). No I/O here.
+ * its own cluster slot (docs/layout.md, "Partitioned filter"). No I/O here.
  *
  * An item goes to ONE partition, chosen from its hash: all its k bits lie there, so a single-item
  * query or add touches one key on one node. Inside its partition an item's bits are Redisson's
