@@ -144,7 +144,7 @@ struct bgi_plane {
   int state, outcome;
   /* query */
   uint8_t *present;       /* the window's answers */
-  int bits_only, tracked, stale;
+  int bits_only, tracked, stale, plain;   /* plain: the cluster tests' fault (pquery.c) */
   uint64_t epoch;
   /* add */
   bgi_script_run run;

@@ -15,6 +15,7 @@
 
 #define BLOCK_REPLIES 4          /* MULTI, 2 QUEUED, EXEC */
 #define TRACKED_BLOCK_REPLIES 6  /* MULTI, 4 QUEUED, EXEC */
+#define PLAIN_BLOCK_REPLIES 2    /* the fault's meta and bits without MULTI */
 
 #define GET_U1 "$3\r\nGET\r\n$2\r\nu1\r\n"
 #define GET_U1_LEN (sizeof GET_U1 - 1)
@@ -40,6 +41,11 @@ static void append_meta(bgi_buf *out, const bgi_plane *l) {
 }
 
 static void append_block(bgi_buf *out, const bgi_plane *l, const uint64_t *idx, size_t n, int tracked) {
+  if (l->plain) {
+    append_meta(out, l);
+    append_bits(out, l, idx, n);
+    return;
+  }
   bgi_resp_array(out, 1);
   bgi_resp_bulk(out, "MULTI", 5);
   if (tracked) {
@@ -70,7 +76,13 @@ static int build_pquery(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) 
   uint64_t id = bgi_ptrack_id(f, l->part), vcfg = bgi_ptrack_cfg(l->g.gen, l->g.parts, l->g.cfg);
   l->epoch = bgi_tracking_epoch(c->track);
   l->bits_only = c->fault_bits_only || (!c->no_verdict && bgi_tracking_fresh(c->track, id, vcfg));
-  l->tracked = !l->bits_only && bgi_tracking_on(c->track);
+  /* The cluster tests' negative control (bgi_cluster.fault_ask_bits_only), as query.c's: the meta
+   * and the bits without MULTI, so a half-migrated slot answers ASK for the meta alone on any
+   * server (Valkey >= 8 answers TRYAGAIN for a whole EXEC), and the bits-only read after the ASK
+   * (c->fault_bits_only) finds the importing node's missing bitmap. */
+  bgi_cluster *cluster = atomic_load_explicit(&f->client->cluster, memory_order_relaxed);
+  l->plain = !l->bits_only && cluster && cluster->fault_ask_bits_only;
+  l->tracked = !l->bits_only && !l->plain && bgi_tracking_on(c->track);
   size_t need = chunks * (96 + 4 * bgi_pk_bound(f) + bgi_resp_bound(6, 64)) + n * k * (17 + BGI_RESP_U64_MAX);
   if (bgi_buf_reserve(&c->out, need) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
@@ -78,7 +90,8 @@ static int build_pquery(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) 
     if (l->bits_only) append_bits(&c->out, l, c->idx + done * k, m * k);
     else append_block(&c->out, l, c->idx + done * k, m * k, l->tracked);
   }
-  *nreplies = l->bits_only ? chunks : chunks * (l->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES);
+  *nreplies = l->bits_only ? chunks
+              : chunks * (l->plain ? PLAIN_BLOCK_REPLIES : l->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES);
   return BG_OK;
 }
 
@@ -136,8 +149,12 @@ static int parse_pquery(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx
       if ((st = take_bits(l, rep[r], &j, err)) != BG_OK) return st;
     return j == l->n ? BG_OK : bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
   }
-  size_t per = l->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES;
-  for (size_t r = 0; r < nreplies; r += per) {
+  size_t per = l->plain ? PLAIN_BLOCK_REPLIES : l->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES;
+  for (size_t r = 0; l->plain && r < nreplies; r += per) {
+    if (!check_meta(l, rep[r], err, &st)) return st;
+    if ((st = take_bits(l, rep[r + 1], &j, err)) != BG_OK) return st;
+  }
+  for (size_t r = 0; !l->plain && r < nreplies; r += per) {
     /* CLIENT CACHING refused when queued: EXEC aborted; plain blocks from now on */
     if (l->tracked && rep[r + 2]->type == REDIS_REPLY_ERROR) {
       bgi_tracking_off(c->track);
@@ -168,7 +185,7 @@ static int parse_pquery(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx
 enum { L_START, L_ASKED };
 
 static int ask(bgi_plane *l) {
-  l->stale = l->bits_only = l->tracked = 0;
+  l->stale = l->bits_only = l->tracked = l->plain = 0;
   size_t min_bytes = (size_t)l->n * bgi_cfg_k(l->g.cfg) * (GET_U1_LEN + bgi_resp_offset_min_len(bgi_cfg_size(l->g.cfg)));
   l->req = (bgi_req){.client = l->f->client, .slot = (int)bgi_pslot(l->part, l->g.parts),
                      .flags = bgi_call_flags_for_min_size(min_bytes), .deadline_ns = l->deadline_ns,
