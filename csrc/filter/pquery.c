@@ -150,28 +150,29 @@ static int parse_pquery(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx
     return j == l->n ? BG_OK : bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
   }
   size_t per = l->plain ? PLAIN_BLOCK_REPLIES : l->tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES;
-  for (size_t r = 0; l->plain && r < nreplies; r += per) {
-    if (!check_meta(l, rep[r], err, &st)) return st;
-    if ((st = take_bits(l, rep[r + 1], &j, err)) != BG_OK) return st;
-  }
-  for (size_t r = 0; !l->plain && r < nreplies; r += per) {
-    /* CLIENT CACHING refused when queued: EXEC aborted; plain blocks from now on */
-    if (l->tracked && rep[r + 2]->type == REDIS_REPLY_ERROR) {
-      bgi_tracking_off(c->track);
-      l->stale = 1;
-      return BG_OK;
+  for (size_t r = 0; r < nreplies; r += per) {
+    /* plain (the fault): the meta's and the bits' replies themselves */
+    const bgi_reply *const *el = (const bgi_reply *const *)rep + r;
+    if (!l->plain) {
+      /* CLIENT CACHING refused when queued: EXEC aborted; plain blocks from now on */
+      if (l->tracked && rep[r + 2]->type == REDIS_REPLY_ERROR) {
+        bgi_tracking_off(c->track);
+        l->stale = 1;
+        return BG_OK;
+      }
+      for (size_t i = 0; i + 1 < per; i++)
+        if (rep[r + i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[r + i], "contains", err);
+      const bgi_reply *ex = rep[r + per - 1];
+      if (ex->type == REDIS_REPLY_ERROR) return bgi_reply_error(ex, "contains", err);
+      if (ex->type != REDIS_REPLY_ARRAY || ex->elements != per - 2)
+        return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to EXEC");
+      el = (const bgi_reply *const *)ex->element;
     }
-    for (size_t i = 0; i + 1 < per; i++)
-      if (rep[r + i]->type == REDIS_REPLY_ERROR) return bgi_reply_error(rep[r + i], "contains", err);
-    const bgi_reply *ex = rep[r + per - 1];
-    if (ex->type == REDIS_REPLY_ERROR) return bgi_reply_error(ex, "contains", err);
-    if (ex->type != REDIS_REPLY_ARRAY || ex->elements != per - 2)
-      return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to EXEC");
-    const bgi_reply *fields = ex->element[l->tracked ? 2 : 0], *bits = ex->element[l->tracked ? 0 : 1];
-    if (l->tracked && ex->element[1]->type == REDIS_REPLY_ERROR) bgi_tracking_off(c->track);
+    const bgi_reply *fields = el[l->tracked ? 2 : 0], *bits = el[l->tracked ? 0 : 1];
+    if (l->tracked && el[1]->type == REDIS_REPLY_ERROR) bgi_tracking_off(c->track);
     if (!check_meta(l, fields, err, &st)) return st;
     if ((st = take_bits(l, bits, &j, err)) != BG_OK) return st;
-    if (l->tracked) has_ttl |= ex->element[3]->type != REDIS_REPLY_INTEGER || ex->element[3]->integer != -1;
+    if (l->tracked) has_ttl |= el[3]->type != REDIS_REPLY_INTEGER || el[3]->integer != -1;
   }
   if (j != l->n) return bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
   if (l->tracked && !has_ttl && !c->no_verdict)
