@@ -213,6 +213,7 @@ func TestOptionsMatchHeader(t *testing.T) {
 		"BG_OPT_ROTATE_CHUNK_BYTES":    WithChunkBytes(4096),
 		"BG_OPT_ROTATE_BATCH":          WithBatch(10),
 		"BG_OPT_ROTATE_NICE":           WithNice(5),
+		"BG_OPT_ROTATE_PARTITIONS":     WithPartitions(4),
 	}
 	lockCovered := map[string]LockOption{
 		"BG_OPT_LOCK_LEASE_MS":    WithLockLease(time.Second),

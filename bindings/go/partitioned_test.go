@@ -65,3 +65,38 @@ func TestInitPartitioned(t *testing.T) {
 		})
 	}
 }
+
+// A partitioned filter rotated (Swap) to other n and P with WithPartitions: the new items answer,
+// Info names the new P; Locked is refused with ErrNotSupported.
+func TestRotatePartitioned(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	f := openFilter(t, c, uniqueName(t))
+	if _, err := f.InitPartitioned(ctx, 20_000, 0.01, 4); err != nil {
+		t.Fatal(err)
+	}
+	items := make([][]byte, 3000)
+	for i := range items {
+		items[i] = []byte(fmt.Sprintf("rot-%d", i))
+	}
+	err := f.Rotate(ctx, 40_000, 0.01, Swap, func(r *Rotation) error { return r.AddMany(items) }, WithPartitions(8))
+	if err != nil {
+		t.Fatalf("Rotate: %v", err)
+	}
+	got, err := f.ContainsMany(ctx, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, ok := range got {
+		if !ok {
+			t.Fatalf("item %d absent after the rotation", i)
+		}
+	}
+	if info, err := f.Info(ctx); err != nil || info.Partitions != 8 || info.ExpectedInsertions != 40_000 {
+		t.Fatalf("Info: %+v %v", info, err)
+	}
+	err = f.Rotate(ctx, 1000, 0.01, Locked, func(r *Rotation) error { return nil })
+	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "use BG_ROTATE_SWAP") {
+		t.Fatalf("Locked: %v", err)
+	}
+}

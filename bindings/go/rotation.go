@@ -161,6 +161,13 @@ func WithNice(n int) RotateOption {
 	return rotateOption(intSetting("WithNice", C.BG_OPT_ROTATE_NICE, int64(n)))
 }
 
+// WithPartitions sets the partitions of the generation a rotation of a partitioned filter builds
+// (BG_OPT_ROTATE_PARTITIONS; default: as many as the live generation has; 1..16384). A plain
+// filter's rotation refuses it.
+func WithPartitions(n int) RotateOption {
+	return rotateOption(intSetting("WithPartitions", C.BG_OPT_ROTATE_PARTITIONS, int64(n)))
+}
+
 // WithBatch sets how many items a Naive rotation sends per round trip (BG_OPT_ROTATE_BATCH;
 // default 1000, 1..1000000).
 func WithBatch(n int) RotateOption {

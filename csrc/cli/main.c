@@ -22,7 +22,7 @@
 #define OPT_PROBES   0x800
 #define OPT_PARTS    0x1000
 #define OPT_ROTATE   (OPT_EXPECTED | OPT_FPP | OPT_BATCH | OPT_STRATEGY | OPT_FROM | OPT_LEASE | \
-                      OPT_WAIT | OPT_THREADS | OPT_CHUNK | OPT_STAGING)
+                      OPT_WAIT | OPT_THREADS | OPT_CHUNK | OPT_STAGING | OPT_PARTS)
 
 enum { ARGS_NONE, ARGS_NAME, ARGS_NAME_ITEMS };
 
@@ -112,6 +112,8 @@ static const command commands[] = {
    "  --staging-ttl-ms MS  time to live of the staging keys (default 300000)\n"
    "  --threads N        hashing threads (default: the online CPUs - 1, at least 1)\n"
    "  --chunk-bytes N    upload chunk in bytes (default 1048576)\n"
+   "  --partitions K     a partitioned filter: the new generation's partitions (swap and naive;\n"
+   "                     default: as many as now)\n"
    "  --batch N          items read per batch (default 262144); naive: items per round trip\n"
    "                     (default 1000)\n"
    "On a terminal, a progress bar on stderr shows the phase, items, items/s, bytes uploaded\n"

@@ -137,6 +137,8 @@ static int make_options(const cli_opts *o, bg_options **out) {
   if (rc == CLI_EXIT_OK && o->staging_ttl_ms)
     rc = set_opt(o, opts, BG_OPT_ROTATE_STAGING_TTL_MS, o->staging_ttl_ms,
                  "--staging-ttl-ms rejected by the library");
+  if (rc == CLI_EXIT_OK && o->partitions)
+    rc = set_opt(o, opts, BG_OPT_ROTATE_PARTITIONS, o->partitions, "--partitions rejected by the library");
   if (rc == CLI_EXIT_OK && o->have_batch)
     rc = set_opt(o, opts, BG_OPT_ROTATE_BATCH, (int64_t)o->batch, "--batch rejected by the library");
   if (rc != CLI_EXIT_OK) {

@@ -515,3 +515,23 @@ def test_partitioned_keyword(f, raw):
     assert f.delete() is True
     with pytest.raises(bloomguard.NotInitialized):
         f.contains("one")
+
+
+def test_partitioned_rotation(f):
+    """A partitioned filter rotated to other n and P: the new items answer, info names the new P;
+    a plain filter refuses ``partitions``, a locked rotation of a partitioned one is refused."""
+    assert f.init(20_000, 0.01, partitions=4) is True
+    f.add_many(["old-%d" % i for i in range(1000)])
+    new = ["new-%d" % i for i in range(3000)]
+    with f.rotate(40_000, 0.01, partitions=8) as rot:
+        rot.add_many(new)
+    assert all(f.contains_many(new))
+    assert sum(f.contains_many(["old-%d" % i for i in range(1000)])) < 50
+    info = f.info()
+    assert (info.partitions, info.expected_insertions) == (8, 40_000)
+    with pytest.raises(bloomguard.NotSupported, match="use BG_ROTATE_SWAP"):
+        f.rotate(1000, 0.01, strategy="locked")
+    f.delete()
+    f.init(1000, 0.01)
+    with pytest.raises(bloomguard.InvalidArgument, match="BG_OPT_ROTATE_PARTITIONS is for a partitioned filter"):
+        f.rotate(1000, 0.01, partitions=4)

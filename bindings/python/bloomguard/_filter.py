@@ -361,7 +361,8 @@ class Filter:
                progress: Optional[ProgressFn] = None, *, lease_ms: Optional[int] = None,
                wait: Optional[Union[float, "timedelta"]] = None, staging_ttl_ms: Optional[int] = None,
                threads: Optional[int] = None, chunk_bytes: Optional[int] = None,
-               batch: Optional[int] = None, nice: Optional[int] = None) -> Rotation:
+               batch: Optional[int] = None, nice: Optional[int] = None,
+               partitions: Optional[int] = None) -> Rotation:
         """Begins rebuilding this live filter for ``expected`` insertions at ``fpp`` (the same or
         other parameters) and returns the :class:`~bloomguard.Rotation`, best used as a context
         manager: it commits when the block ends normally and aborts when it raises::
@@ -391,7 +392,11 @@ class Filter:
         the lease, so none expires under a rotation that still holds it),
         ``threads`` (hashing threads; the online CPUs - 1, at least 1), ``nice`` (raised nice value
         of the hashing threads, so a rebuild yields the CPU to queries; 10; 0 - 19),
-        ``chunk_bytes`` (upload chunk; 1 MiB), ``batch`` (naive: items per round trip; 1000).
+        ``chunk_bytes`` (upload chunk; 1 MiB), ``batch`` (naive: items per round trip; 1000),
+        ``partitions`` (a partitioned filter: the new generation's partitions; default as many as
+        now; a plain filter raises :class:`~bloomguard.InvalidArgument`). A partitioned filter
+        rotates with ``"swap"`` (its generations side by side) or ``"naive"``; ``"locked"``
+        raises :class:`~bloomguard.NotSupported`.
         Out-of-range values raise
         :class:`~bloomguard.InvalidArgument`.
 
@@ -404,7 +409,7 @@ class Filter:
         if isinstance(fpp, bool) or not isinstance(fpp, numbers.Real):
             raise TypeError("fpp must be a float, not %s" % type(fpp).__name__)
         given = {"lease_ms": lease_ms, "wait": wait, "staging_ttl_ms": staging_ttl_ms, "threads": threads,
-                 "chunk_bytes": chunk_bytes, "batch": batch, "nice": nice}
+                 "chunk_bytes": chunk_bytes, "batch": batch, "nice": nice, "partitions": partitions}
         opts = build_options({k: v for k, v in given.items() if v is not None}, ROTATE_OPTIONS)
         wait_ms = seconds_to_ms(wait, "wait") if wait is not None else 0  # in range: build_options checked
         try:

@@ -62,6 +62,7 @@ ROTATE_OPTIONS: Dict[str, Tuple[int, str]] = {
     "chunk_bytes": (lib.BG_OPT_ROTATE_CHUNK_BYTES, "int"),
     "batch": (lib.BG_OPT_ROTATE_BATCH, "int"),
     "nice": (lib.BG_OPT_ROTATE_NICE, "int"),
+    "partitions": (lib.BG_OPT_ROTATE_PARTITIONS, "int"),
 }
 
 # Lock's keyword options (bg_lock_open): name -> (BG_OPT_LOCK_* value, kind). renew and subscribe

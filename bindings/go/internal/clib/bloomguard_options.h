@@ -93,6 +93,8 @@ typedef struct bg_options bg_options;
 #define BG_OPT_ROTATE_CHUNK_BYTES    24  /* upload chunk; 4096..67108864 */
 #define BG_OPT_ROTATE_BATCH          25  /* NAIVE: items per add round trip; 1..1000000 */
 #define BG_OPT_ROTATE_NICE           26  /* added to the hashing threads' nice value; 0..19 */
+#define BG_OPT_ROTATE_PARTITIONS     27  /* a partitioned filter's next generation: its partitions; 0 (default):
+                                            as many as the live one; 1..16384. A plain filter refuses it */
 /* Lock options (bg_lock_open; see lock.h). */
 #define BG_OPT_LOCK_LEASE_MS         40  /* lease (PEXPIRE) of a hold; default 30000 (Redisson's); 30..3600000 */
 #define BG_OPT_LOCK_RENEW            41  /* 1 (default): a thread renews held locks every third of the lease;

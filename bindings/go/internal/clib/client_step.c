@@ -48,6 +48,9 @@ static int parse_one(const bgi_reply *x, bgi_step *s, bgi_script_run *run, bgi_e
     const bgi_reply *e = x->element[i];
     if (e->type == REDIS_REPLY_INTEGER) {
       if (s->nints < 4) s->ints[s->nints++] = e->integer;
+    } else if (e->type == REDIS_REPLY_ARRAY && s->take_list) {
+      int st = s->take_list(s->take_ctx, e, err);
+      if (st != BG_OK) return st;
     } else if (e->str && s->nstrs < 2) {
       snprintf(s->str[s->nstrs++], sizeof s->str[0], "%s", e->str);
     }

@@ -32,6 +32,9 @@ typedef struct bgi_step {
   unsigned flags;            /* of bgi_client_call_ex (BGI_CALL_BULK: a step carrying a bitmap chunk) */
   long long ints[4];
   char str[2][128];
+  /* a reply element that is itself an array (a list the step returns) goes here, if set */
+  int (*take_list)(void *ctx, const bgi_reply *list, bgi_err *err);
+  void *take_ctx;
   int status;                /* bgi_steps_run: this step's own outcome */
 } bgi_step;
 

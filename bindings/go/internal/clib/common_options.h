@@ -33,6 +33,7 @@ struct bg_options {
   int64_t rotate_chunk_bytes;
   int64_t rotate_batch;
   int64_t rotate_nice;           /* added to the hashing threads' nice value */
+  int64_t rotate_partitions;     /* 0: the live generation's */
   int64_t lock_lease_ms;
   int64_t lock_renew;            /* 0 or 1 */
   int64_t lock_subscribe;        /* 0 or 1 */

@@ -83,8 +83,8 @@ static int prepare_init(bgi_admin *a, bg_filter *f, int64_t expected_insertions,
   return BG_OK;
 }
 
-static int init_partitioned(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int64_t parts,
-                            int *created, bgi_err *err) {
+int bgi_filter_init_parts(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int64_t parts,
+                          int *created, bgi_err *err) {
   bgi_admin a;
   int st = bgi_admin_prepare_init(&a, f, deadline_ns, expected_insertions, fpp, parts, err);
   if (st == BG_OK) st = bgi_admin_run(&a, err);
@@ -94,14 +94,14 @@ static int init_partitioned(bg_filter *f, uint64_t deadline_ns, int64_t expected
 
 int bgi_filter_init(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int *created,
                     bgi_err *err) {
-  return init_partitioned(f, deadline_ns, expected_insertions, fpp, 0, created, err);
+  return bgi_filter_init_parts(f, deadline_ns, expected_insertions, fpp, 0, created, err);
 }
 
 BG_API int bg_filter_init_partitioned_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp,
                                          int64_t partitions, int *created) {
   bgi_err err = {0};
   if (!f) return bgi_call_null_handle(call, "filter");
-  BGI_WITH_CALL(call, err.status = init_partitioned(f, bgi_call_deadline(call), expected_insertions, fpp, partitions,
+  BGI_WITH_CALL(call, err.status = bgi_filter_init_parts(f, bgi_call_deadline(call), expected_insertions, fpp, partitions,
                                                     created, &err));
   return bgi_filter_finish(f, call, &err);
 }
@@ -393,6 +393,7 @@ struct bgi_admin_heap {
   bgi_pconf_load ld;
   bgi_req req;
   bgi_err first;   /* count: the BG_ENOTINIT of its plain step, given back when the name is not partitioned */
+  uint32_t swept;  /* delete: generations swept (the live one, then a rotation's and those listed to go) */
   union {
     bgi_psweep sweep;
     bgi_pinit init;
@@ -482,12 +483,23 @@ static int resume_admin(bgi_task *t, int st, bgi_err *err) {
     case AD_SWEPT:
     default:
       if (st != BG_OK) return admin_end(a, st);
+      if (a->kind == BGI_ADMIN_DELETE) {
+        /* every generation the config names goes, not only the live one */
+        const bgi_pconf *conf = &a->heap->ld.conf;
+        a->swept_applied |= a->heap->u.sweep.applied;
+        uint32_t i = a->heap->swept++, has_next = conf->next.gen != 0;
+        const bgi_pgen *g = i < has_next ? &conf->next : i - has_next < conf->nsweep ? &conf->sweep[i - has_next] : NULL;
+        if (g) {
+          bgi_psweep_init(&a->heap->u.sweep, a->f, g, BGI_PSWEEP_DELETE, 0, a->req.deadline_ns);
+          return bgi_task_sub(t, &a->heap->u.sweep.t);
+        }
+      }
       if (a->kind == BGI_ADMIN_COUNT) {
         a->u.count.count = bgi_java_round(a->heap->u.sweep.count);
         return admin_end(a, BG_OK);
       }
       /* then the central config (and the plain keys of the name, if any) */
-      a->swept_applied = a->heap->u.sweep.applied;
+      a->swept_applied |= a->heap->u.sweep.applied;
       return send_plain(a);
   }
 }

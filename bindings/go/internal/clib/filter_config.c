@@ -8,10 +8,12 @@
 
 int bgi_parse_u64(const char *s, size_t len, uint64_t *out) {
   uint64_t v = 0;
-  if (len == 0 || len > 19 || (len > 1 && s[0] == '0')) return -1;
+  if (len == 0 || len > 20 || (len > 1 && s[0] == '0')) return -1;
   for (size_t i = 0; i < len; i++) {
     if (s[i] < '0' || s[i] > '9') return -1;
-    v = v * 10 + (uint64_t)(s[i] - '0');
+    uint64_t d = (uint64_t)(s[i] - '0');
+    if (v > (UINT64_MAX - d) / 10) return -1;   /* beyond 2^64 - 1 */
+    v = v * 10 + d;
   }
   *out = v;
   return 0;

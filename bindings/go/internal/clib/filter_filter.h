@@ -311,6 +311,9 @@ int bgi_filter_download(void *f, uint64_t deadline_ns, int64_t chunk_bytes, atom
 
 /* Redisson's tryInit (admin.c) and delete (bitmap, config, a swap's spare), without the ABI's call
  * handling: for callers inside the library (the naive rotation). created / deleted may be NULL. */
+/* The same over `parts` partitions (0: a plain filter, Redisson's layout). */
+int bgi_filter_init_parts(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int64_t parts,
+                          int *created, bgi_err *err);
 int bgi_filter_init(bg_filter *f, uint64_t deadline_ns, int64_t expected_insertions, double fpp, int *created,
                     bgi_err *err);
 int bgi_filter_delete(bg_filter *f, uint64_t deadline_ns, int *deleted, bgi_err *err);

@@ -3,7 +3,9 @@
  * add on a partitioned filter (partitioned.h): per partition of a window, one lane whose chunks
  * are each one run of the partition add script (scripts.h, bgi_script_padd): it checks the
  * partition's meta and sets the bits in one atomic step, or touches nothing when the meta is gone
- * or holds another geometry (then the central config is read again).
+ * or holds another geometry (then the central config is read again). During a rotation the same
+ * step records the items' hashes for the generation being built, or (its commit under way) names
+ * that generation, which pop.c then adds the items to.
  */
 #include "filter_partitioned.h"
 
@@ -18,14 +20,22 @@ static int build_padd(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   const uint64_t *idx = c->idx;
   for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
     size_t m = n - done < BGI_CHUNK_ITEMS ? n - done : BGI_CHUNK_ITEMS;
-    if (bgi_script_begin(&c->out, &bgi_script_padd, l->run.use_body, 2, 3 + m * k) != BG_OK ||
-        bgi_buf_reserve(&c->out, 2 * bgi_pk_bound(l->f) + (3 + m * k) * BGI_RESP_U64_MAX) != BG_OK)
+    size_t nargs = 4 + m * (2 + k);
+    if (bgi_script_begin(&c->out, &bgi_script_padd, l->run.use_body, 4, nargs) != BG_OK ||
+        bgi_buf_reserve(&c->out, 4 * bgi_pk_bound(l->f) + nargs * BGI_RESP_U64_MAX) != BG_OK)
       return bgi_err_set(err, BG_ENOMEM, "out of memory");
-    bgi_resp_pk(&c->out, l->f, l->g.gen, l->part, l->g.parts, BGI_PKEY_META);
-    bgi_resp_pk(&c->out, l->f, l->g.gen, l->part, l->g.parts, BGI_PKEY_BITMAP);
+    static const char keys[] = {BGI_PKEY_META, BGI_PKEY_BITMAP, BGI_PKEY_MARK, BGI_PKEY_DELTA};
+    for (size_t i = 0; i < sizeof keys; i++) bgi_resp_pk(&c->out, l->f, l->g.gen, l->part, l->g.parts, keys[i]);
     bgi_resp_u64(&c->out, bgi_cfg_size(l->g.cfg));
     bgi_resp_u64(&c->out, k);
     bgi_resp_u64(&c->out, l->g.parts);
+    bgi_resp_u64(&c->out, m);
+    /* the hashes, for a rotation's delta: the generation it builds may have another geometry */
+    for (size_t j = 0; j < m; j++) {
+      const uint64_t *h = l->w->h[l->items[done + j]];
+      bgi_resp_u64(&c->out, h[0]);
+      bgi_resp_u64(&c->out, h[1]);
+    }
     for (size_t j = 0; j < m * k; j++) bgi_resp_u64(&c->out, *idx++);
   }
   c->durable = 1;
@@ -37,6 +47,7 @@ static int parse_padd(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, 
   bgi_plane *l = ctx;
   (void)c;
   l->added = 0;
+  l->forward = 0;
   for (size_t r = 0; r < nreplies; r++) {
     const bgi_reply *x = rep[r];
     if (bgi_reply_is_error(x, "NOSCRIPT")) {
@@ -44,8 +55,8 @@ static int parse_padd(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, 
       return BG_OK;
     }
     if (x->type == REDIS_REPLY_ERROR) return bgi_reply_error(x, "add", err);
-    if (x->type != REDIS_REPLY_ARRAY || x->elements != 2 || x->element[0]->type != REDIS_REPLY_INTEGER ||
-        x->element[1]->type != REDIS_REPLY_INTEGER)
+    if (x->type != REDIS_REPLY_ARRAY || x->elements != 3 || x->element[0]->type != REDIS_REPLY_INTEGER ||
+        x->element[1]->type != REDIS_REPLY_INTEGER || x->element[2]->type != REDIS_REPLY_INTEGER)
       return bgi_err_set(err, BG_EPROTO, "add: unexpected reply from the partition add script");
     if (x->element[0]->integer == 0) {
       /* the first chunk found the meta changed and wrote nothing; so did the rest */
@@ -54,6 +65,7 @@ static int parse_padd(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, 
       return BG_OK;
     }
     l->added += (size_t)x->element[1]->integer;
+    if (x->element[0]->integer == 2) l->forward = (uint64_t)x->element[2]->integer;
   }
   return BG_OK;
 }

@@ -63,9 +63,16 @@ typedef struct bgi_pgen {
   double fpp;
 } bgi_pgen;
 
-/* What the central config says: the live generation (a rotation will add the one it builds). */
+/* Generations whose keys wait to be deleted (the central config's list; longer lists are cut). */
+#define BGI_PSWEEP_GENS 4
+
+/* What the central config says: the live generation, the one a rotation builds (gen 0: none),
+ * and those whose keys are to be deleted. */
 typedef struct bgi_pconf {
   bgi_pgen live;
+  bgi_pgen next;
+  bgi_pgen sweep[BGI_PSWEEP_GENS];
+  uint32_t nsweep;
 } bgi_pconf;
 
 /* The partition of an item with hash (h1, h2): a multiply-shift of a mix of both halves, so it

@@ -87,14 +87,15 @@ typedef struct bgi_pwin {
   uint32_t *part;        /* partition of each, for the generation being grouped */
   uint32_t *todo;        /* items still to do, n_todo of them */
   uint32_t *redo;        /* items a round gave back (a lane found its generation gone), n_redo */
+  uint32_t *fwd;         /* items added whose partition named a generation a commit moves to, n_fwd */
   uint32_t *order;       /* the items to do, by partition */
   uint32_t *start;       /* per partition p: its items are order[start[p] .. start[p + 1]) */
-  size_t n_todo, n_redo;
+  size_t n_todo, n_redo, n_fwd;
   size_t cap, cap_parts;
   bgi_plane *lanes;      /* BGI_PLANES_MAX of them, and their subtasks */
   bgi_subtask *subs;
   uint64_t h1[1][2];
-  uint32_t part1[1], todo1[1], redo1[1], order1[1];
+  uint32_t part1[1], todo1[1], redo1[1], fwd1[1], order1[1];
 } bgi_pwin;
 
 /* An empty window (its one-item room set up). */
@@ -104,6 +105,8 @@ int bgi_pwin_reserve(bgi_pwin *w, size_t n, bgi_err *err);
 void bgi_pwin_free(bgi_pwin *w);
 /* Hashes items[0..n) into w (n <= its room); every item is to do. */
 void bgi_pwin_hash(bgi_pwin *w, const void *const *items, const size_t *lens, size_t n);
+/* The same with the hashes given (a rotation applying its delta). */
+void bgi_pwin_set_hashes(bgi_pwin *w, const uint64_t (*h)[2], size_t n);
 /* Groups the items to do by partition of a generation of `parts` partitions (the grouping of one
  * item needs no room per partition). BG_OK or BG_ENOMEM. */
 int bgi_pwin_group(bgi_pwin *w, uint32_t parts, bgi_err *err);
@@ -111,7 +114,7 @@ int bgi_pwin_group(bgi_pwin *w, uint32_t parts, bgi_err *err);
 static inline void bgi_pwin_all(bgi_pwin *w) {
   for (size_t i = 0; i < w->n; i++) w->todo[i] = (uint32_t)i;
   w->n_todo = w->n;
-  w->n_redo = 0;
+  w->n_redo = w->n_fwd = 0;
 }
 /* The items a round gave back become the items to do. */
 static inline void bgi_pwin_take_redo(bgi_pwin *w) {
@@ -147,6 +150,7 @@ struct bgi_plane {
   uint8_t *present;       /* the window's answers */
   int bits_only, tracked, stale, plain;   /* plain: the cluster tests' fault (pquery.c) */
   uint64_t epoch;
+  uint64_t forward;       /* the partition's meta names the generation a commit moves to (0: none) */
   /* add */
   bgi_script_run run;
   size_t added;
@@ -178,7 +182,7 @@ int bgi_pwin_lane_status(bgi_pwin *w, uint32_t nlanes, uint32_t i, int round_st,
 
 #define BGI_PSWEEP_INIT 1      /* DEL bitmap, HSET meta: a partition made empty with the generation's geometry */
 #define BGI_PSWEEP_COUNT 2     /* BITCOUNT bitmap */
-#define BGI_PSWEEP_DELETE 3    /* DEL bitmap meta */
+#define BGI_PSWEEP_DELETE 3    /* UNLINK bitmap, meta, mark, delta */
 #define BGI_PSWEEP_EXPIRE 4    /* PEXPIRE both */
 #define BGI_PSWEEP_PERSIST 5   /* PERSIST both */
 
@@ -252,6 +256,12 @@ typedef struct bgi_pop_task {
   int is_add;
   const void *const *items;
   const size_t *lens;
+  const uint64_t (*hashes)[2];   /* instead of items: their hashes (bgi_pop_task_hashes) */
+  bgi_pgen fixed;         /* gen != 0: that generation only, whatever is live (a rotation's own) */
+  int forwarding;         /* the round adds items to the generation a commit moves to */
+  uint64_t confirm;       /* a query read a partition of this generation that a commit moves away
+                             from: the config must still name it once the window is read (0: none) */
+  uint64_t fwd_gen;
   size_t n, *done, *added;
   uint8_t *present;
   uint64_t deadline_ns;
@@ -270,5 +280,14 @@ void bgi_pop_task_init(bgi_pop_task *pt, bg_filter *f, int is_add, uint64_t dead
                        const size_t *lens, size_t n, uint8_t *present, size_t *added, size_t *done);
 /* Frees what the task holds; after it ended (done), or instead of running it. */
 void bgi_pop_task_free(bgi_pop_task *pt);
+/* Tests only (the negative control of tests/c/test_prot.c): adds and queries ignore a partition's
+ * forward generation - adds do not reach it, queries answer from a generation no longer live. */
+void bgi_pop_fault_ignore_forward(int on);
+
+/* An add of items given by their hashes into generation g alone (a rotation applying the items
+ * its delta recorded to the generation it built): a partition of g found gone fails it
+ * (BG_ESERVER). */
+void bgi_pop_task_hashes(bgi_pop_task *pt, bg_filter *f, const bgi_pgen *g, uint64_t deadline_ns,
+                         const uint64_t (*hashes)[2], size_t n, size_t *added, size_t *done);
 
 #endif

@@ -11,6 +11,7 @@ void bgi_pwin_init(bgi_pwin *w) {
   w->part = w->part1;
   w->todo = w->todo1;
   w->redo = w->redo1;
+  w->fwd = w->fwd1;
   w->order = w->order1;
   w->cap = 1;
 }
@@ -22,6 +23,7 @@ static void free_arrays(bgi_pwin *w) {
   if (w->todo != w->todo1 && w->todo != w->redo1) free(w->todo);
   if (w->redo != w->todo1 && w->redo != w->redo1) free(w->redo);
   if (w->order != w->order1) free(w->order);
+  if (w->fwd != w->fwd1) free(w->fwd);
 }
 
 void bgi_pwin_free(bgi_pwin *w) {
@@ -45,10 +47,12 @@ int bgi_pwin_reserve(bgi_pwin *w, size_t n, bgi_err *err) {
   w->todo = malloc(n * sizeof *w->todo);
   w->redo = malloc(n * sizeof *w->redo);
   w->order = malloc(n * sizeof *w->order);
-  if (!w->h || !w->part || !w->todo || !w->redo || !w->order) {
+  w->fwd = malloc(n * sizeof *w->fwd);
+  if (!w->h || !w->part || !w->todo || !w->redo || !w->order || !w->fwd) {
     /* back to the one-item room, nothing leaked */
-    free(w->h), free(w->part), free(w->todo), free(w->redo), free(w->order);
+    free(w->h), free(w->part), free(w->todo), free(w->redo), free(w->order), free(w->fwd);
     w->h = w->h1, w->part = w->part1, w->todo = w->todo1, w->redo = w->redo1, w->order = w->order1;
+    w->fwd = w->fwd1;
       w->cap = 1;
     return bgi_err_set(err, BG_ENOMEM, "out of memory");
   }
@@ -61,6 +65,12 @@ void bgi_pwin_hash(bgi_pwin *w, const void *const *items, const size_t *lens, si
   for (size_t i = 0; i < n; i++) {
     bgi_hash128(items[i], lens[i], w->h[i]);
   }
+  bgi_pwin_all(w);
+}
+
+void bgi_pwin_set_hashes(bgi_pwin *w, const uint64_t (*h)[2], size_t n) {
+  w->n = n;
+  memcpy(w->h, h, n * sizeof *h);
   bgi_pwin_all(w);
 }
 

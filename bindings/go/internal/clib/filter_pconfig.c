@@ -88,6 +88,27 @@ static int parse_gen(const bg_filter *f, const bgi_reply *h, uint64_t gen, bgi_p
   return BG_OK;
 }
 
+/* The generations listed to be deleted (each with its record: their keys' slots need it). */
+static int parse_sweep(const bg_filter *f, const bgi_reply *h, bgi_pconf *conf, bgi_err *err) {
+  const bgi_reply *list = bgi_reply_field(h, BGI_PCONF_SWEEP, sizeof BGI_PCONF_SWEEP - 1);
+  if (!str_field(list)) return BG_OK;
+  const char *p = list->str, *end = list->str + list->len;
+  while (p < end && conf->nsweep < BGI_PSWEEP_GENS) {
+    while (p < end && *p == ' ') p++;
+    const char *q = p;
+    while (q < end && *q != ' ') q++;
+    uint64_t gen;
+    if (q > p && bgi_parse_u64(p, (size_t)(q - p), &gen) == 0 && gen && gen != conf->live.gen) {
+      int st = parse_gen(f, h, gen, &conf->sweep[conf->nsweep], err);
+      /* a record already gone: its keys were deleted (the list is cleaned after them) */
+      if (st == BG_OK) conf->nsweep++;
+      else bgi_err_clear(err);
+    }
+    p = q;
+  }
+  return BG_OK;
+}
+
 int bgi_pconf_parse(bg_filter *f, const bgi_reply *h, bgi_pconf_load *ld, bgi_err *err) {
   if (h->type == REDIS_REPLY_ERROR) return bgi_reply_error(h, "reading the config", err);
   if (!bgi_reply_is_pairs(h)) return bgi_err_set(err, BG_EPROTO, "reading the config: unexpected reply to HGETALL");
@@ -119,6 +140,12 @@ int bgi_pconf_parse(bg_filter *f, const bgi_reply *h, bgi_pconf_load *ld, bgi_er
                        f->name.s, f->config_key.s);
   int st = parse_gen(f, h, live, &ld->conf.live, err);
   if (st != BG_OK) return st;
+  uint64_t next;
+  if (u64_field(bgi_reply_field(h, BGI_PCONF_NEXT, sizeof BGI_PCONF_NEXT - 1), &next) != 0)
+    return bgi_err_set(err, BG_ECORRUPT, "config hash %s: %s is not a generation number", f->config_key.s,
+                       BGI_PCONF_NEXT);
+  if (next && next != live && (st = parse_gen(f, h, next, &ld->conf.next, err)) != BG_OK) return st;
+  if ((st = parse_sweep(f, h, &ld->conf, err)) != BG_OK) return st;
   bgi_err_clear(err);
   ld->kind = BGI_KIND_PARTITIONED;
   bgi_pconf_set(f, &ld->conf);

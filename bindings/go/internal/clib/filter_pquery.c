@@ -2,7 +2,7 @@
 /*
  * contains on a partitioned filter (partitioned.h): per partition of a window, one lane whose
  * chunks are each one MULTI block
- *   HMGET meta size hashIterations partitions mode;  BITFIELD_RO bitmap GET u1 i...
+ *   HMGET meta size hashIterations partitions forward;  BITFIELD_RO bitmap GET u1 i...
  * so the partition's generation (its meta exists) and geometry are read with its bits in one
  * atomic step. With tracking (redis/tracking.h, as query.c) the block reads the bits first,
  * then CLIENT CACHING YES, the meta and PTTL meta: a meta found as expected, unlocked and without
@@ -33,12 +33,13 @@ static void append_bits(bgi_buf *out, const bgi_plane *l, const uint64_t *idx, s
 }
 
 static void append_meta(bgi_buf *out, const bgi_plane *l) {
-  bgi_resp_array(out, 5);
+  bgi_resp_array(out, 6);
   bgi_resp_bulk(out, "HMGET", 5);
   bgi_resp_pk(out, l->f, l->g.gen, l->part, l->g.parts, BGI_PKEY_META);
   bgi_resp_lit(out, BGI_CONFIG_SIZE);
   bgi_resp_lit(out, BGI_CONFIG_K);
   bgi_resp_lit(out, BGI_PCONF_PARTITIONS);
+  bgi_resp_lit(out, BGI_PMETA_FORWARD);
 }
 
 static void append_block(bgi_buf *out, const bgi_plane *l, const uint64_t *idx, size_t n, int tracked) {
@@ -121,18 +122,22 @@ static int meta_matches(const bgi_plane *l, const bgi_reply *const *v) {
          k == bgi_cfg_k(l->g.cfg) && parts == l->g.parts;
 }
 
-/* The meta's [size, hashIterations, partitions]: 1 when it holds the geometry the lane's indexes
- * were computed for; 0 when it is gone or holds another (the lane's outcome says so: the central
- * config tells what is live now), or on a failure (*st). */
+/* The meta's [size, hashIterations, partitions, forward]: 1 when it holds the geometry the lane's
+ * indexes were computed for; 0 when it is gone or holds another (the lane's outcome says so: the
+ * central config tells what is live now), or on a failure (*st). A forward generation (a commit
+ * under way) is noted: pop.c keeps the answer only if the central config, read after these bits,
+ * still names this generation. */
 static int check_meta(bgi_plane *l, const bgi_reply *fields, bgi_err *err, int *st) {
   *st = BG_OK;
   if (fields->type == REDIS_REPLY_ERROR) return (*st = bgi_reply_error(fields, "contains (partition meta)", err)), 0;
-  if (fields->type != REDIS_REPLY_ARRAY || fields->elements != 3)
+  if (fields->type != REDIS_REPLY_ARRAY || fields->elements != 4)
     return (*st = bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to HMGET")), 0;
   if (!meta_matches(l, (const bgi_reply *const *)fields->element)) {
     l->outcome = BGI_LANE_GONE;
     return 0;
   }
+  const bgi_reply *fwd = fields->element[3];
+  if (fwd->type == REDIS_REPLY_STRING && bgi_parse_u64(fwd->str, fwd->len, &l->forward) != 0) l->forward = 1;
   return 1;
 }
 
@@ -176,7 +181,8 @@ static int parse_pquery(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx
     if (l->tracked) has_ttl |= el[3]->type != REDIS_REPLY_INTEGER || el[3]->integer != -1;
   }
   if (j != l->n) return bgi_err_set(err, BG_EPROTO, "contains: fewer answers than items");
-  if (l->tracked && !has_ttl && !c->no_verdict)
+  /* no verdict for a partition a commit is moving away from: every read of it checks its meta */
+  if (l->tracked && !has_ttl && !l->forward && !c->no_verdict)
     bgi_tracking_remember(c->track, bgi_ptrack_id(l->f, l->part), bgi_ptrack_cfg(l->g.gen, l->g.parts, l->g.cfg),
                           l->epoch);
   return BG_OK;
@@ -188,6 +194,7 @@ enum { L_START, L_ASKED };
 
 static int ask(bgi_plane *l) {
   l->stale = l->bits_only = l->tracked = l->plain = 0;
+  l->forward = 0;
   size_t min_bytes = (size_t)l->n * bgi_cfg_k(l->g.cfg) * (GET_U1_LEN + bgi_resp_offset_min_len(bgi_cfg_size(l->g.cfg)));
   l->req = (bgi_req){.client = l->f->client, .slot = (int)bgi_pslot(l->part, l->g.parts),
                      .flags = bgi_call_flags_for_min_size(min_bytes), .deadline_ns = l->deadline_ns,

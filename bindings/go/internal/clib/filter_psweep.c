@@ -48,13 +48,15 @@ static int build_lane(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
       append_key_cmd(&c->out, l, "BITCOUNT", BGI_PKEY_BITMAP, 0);
       *nreplies = 1;
       return BG_OK;
-    case BGI_PSWEEP_DELETE:
-      bgi_resp_array(&c->out, 3);
-      bgi_resp_bulk(&c->out, "DEL", 3);
-      bgi_resp_pk(&c->out, l->f, l->g.gen, l->part, l->g.parts, BGI_PKEY_BITMAP);
-      bgi_resp_pk(&c->out, l->f, l->g.gen, l->part, l->g.parts, BGI_PKEY_META);
+    case BGI_PSWEEP_DELETE: {
+      /* UNLINK: a partition's bitmap may be hundreds of MB, freed off the server's main thread */
+      static const char keys[] = {BGI_PKEY_BITMAP, BGI_PKEY_META, BGI_PKEY_MARK, BGI_PKEY_DELTA};
+      bgi_resp_array(&c->out, 1 + sizeof keys);
+      bgi_resp_bulk(&c->out, "UNLINK", 6);
+      for (size_t i = 0; i < sizeof keys; i++) bgi_resp_pk(&c->out, l->f, l->g.gen, l->part, l->g.parts, keys[i]);
       *nreplies = 1;
       return BG_OK;
+    }
     default:
       /* PEXPIRE / PERSIST: both keys of the partition in one MULTI, so they never disagree */
       bgi_resp_array(&c->out, 1);

@@ -67,15 +67,27 @@ bgi_script bgi_script_init = {
 };
 
 /* The partition's meta checked and its bits set in one step: a generation deleted (or made again
- * with another geometry) is never written to, and no key of it is made again. */
+ * with another geometry) is never written to, and no key of it is made again. While a rotation's
+ * mark is there the items' hashes go to the delta in the same step (the rotation drains it into
+ * the generation it builds); once a commit set the meta's forward generation, the answer names it
+ * and the caller adds the items there too before it acknowledges them. */
 bgi_script bgi_script_padd = {
   .name = "partition add",
   .body =
-    "local m = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "', '" BGI_PCONF_PARTITIONS "')\n"
-    "if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return {0, 0} end\n"
+    "local m = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "', '" BGI_PCONF_PARTITIONS "', "
+    "'" BGI_PMETA_FORWARD "')\n"
+    "if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return {0, 0, 0} end\n"
     BGI_LUA_SETBITS
     "local k = tonumber(ARGV[2])\n"
-    "return {1, setbits(KEYS[2], 4, #ARGV, k)}\n",
+    "local n = tonumber(ARGV[4])\n"
+    "local added = setbits(KEYS[2], 5 + 2 * n, #ARGV, k)\n"
+    "if m[4] then return {2, added, tonumber(m[4])} end\n"
+    "local mark = redis.call('GET', KEYS[3])\n"
+    "if mark then\n"
+    "  redis.call('RPUSH', KEYS[4], unpack(ARGV, 5, 4 + 2 * n))\n"
+    "  redis.call('PEXPIRE', KEYS[4], string.match(mark, ':(%d+)$'))\n"
+    "end\n"
+    "return {1, added, 0}\n",
 };
 
 /* claim: KEYS = config; ARGV = token, claim ms, gen, P, partition size, total size, k, n, fpp */

@@ -50,10 +50,11 @@ extern bgi_script bgi_script_add;
 extern bgi_script bgi_script_init;
 
 /*
- * A partitioned filter's add, on one partition (filter/padd.c): KEYS = meta, bitmap; ARGV = size,
- * hashIterations, partitions (the geometry the indexes are for), then k indexes per item. Returns
- * {0, 0} when the meta is gone or holds another geometry (nothing written), else
- * {1, items_with_a_new_bit}.
+ * A partitioned filter's add, on one partition (filter/padd.c): KEYS = meta, bitmap, mark, delta;
+ * ARGV = size, hashIterations, partitions (the geometry the indexes are for), the item count n,
+ * then h1, h2 of each item, then k indexes per item. Returns {0, 0, 0} when the meta is gone or
+ * holds another geometry (nothing written), {1, items_with_a_new_bit, 0}, or
+ * {2, items_with_a_new_bit, G}: written, and a commit moves the filter to generation G.
  */
 extern bgi_script bgi_script_padd;
 

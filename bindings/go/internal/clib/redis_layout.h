@@ -34,6 +34,10 @@
 #define BGI_PCONF_LIVE "bgLive"              /* the live generation (absent until an init committed) */
 #define BGI_PCONF_CLAIM "bgClaim"            /* an init's token between its claim and its commit (the hash
                                                 has a TTL meanwhile) */
+#define BGI_PCONF_NEXT "bgNext"              /* the generation a rotation builds (its lease holds its gen) */
+#define BGI_PCONF_SWEEP "bgSweep"            /* generations whose keys are to be deleted, space-separated: the
+                                                one a commit retired, one a dead rotation left */
+#define BGI_PCONF_GENS "bgGens"              /* the last generation number handed out */
 /* per generation G: "g<G>:" + one of these */
 #define BGI_PCONF_GEN_PREFIX "g"
 #define BGI_PCONF_PARTITIONS "partitions"
@@ -44,7 +48,13 @@
 #define BGI_PKEY_BITMAP 'b'                  /* the partition's bitmap (Redisson's bit order) */
 #define BGI_PKEY_META 'm'                    /* hash: BGI_CONFIG_SIZE (bits of this partition), BGI_CONFIG_K,
                                                 BGI_PCONF_PARTITIONS: a step reads or checks them in the same
-                                                atomic step as the bits */
+                                                atomic step as the bits; BGI_PMETA_FORWARD, BGI_PMETA_STAGE */
+#define BGI_PKEY_MARK 'r'                    /* string, PX lease: a rotation's token while adds record their
+                                                hashes in the delta */
+#define BGI_PKEY_DELTA 'd'                   /* list: h1, h2 of each item added while the mark is there */
+#define BGI_PMETA_FORWARD "forward"          /* the generation a commit moves to: adds go there too, a query's
+                                                answer stands only while the central config still names this one */
+#define BGI_PMETA_STAGE "stage"              /* a generation being uploaded: the rotation's token (keys have a TTL) */
 
 /* ---- a rotation's keys (suffix(NAME, ...)) --------------------------------------------------- */
 
@@ -60,6 +70,7 @@
 #define BGI_LEASE_NEXT_N "next_n"
 #define BGI_LEASE_NEXT_FPP "next_fpp"
 #define BGI_LEASE_TTL "ttl"           /* what adds give the delta list */
+#define BGI_LEASE_GEN "gen"           /* a partitioned filter's rotation: the generation it builds */
 
 /* ---- a lock (Redisson RLock's layout, plus ours) --------------------------------------------- */
 

@@ -20,8 +20,18 @@
 #include "redis_reply.h"
 #include "redis_resp.h"
 
-/* Verdicts kept per connection: filter ids map onto slots directly; a collision costs a full check. */
-#define BGI_TRACK_SLOTS 32
+/* Verdicts kept per connection (a collision costs a full check). A partitioned filter keeps one
+ * per partition, and a connection to one master serves a run of consecutive partitions: its ids
+ * differ in their low bits only (filter/partitioned.h, bgi_ptrack_id), which bgi_track_slot maps
+ * to distinct slots - with 32 slots direct-mapped, partitions I and I + 32 of one master evicted
+ * each other's verdicts (a quarter of single-item queries at 128 partitions over 3 masters). */
+#define BGI_TRACK_SLOTS 1024
+
+/* The slot of a filter id: a plain filter's (small) id itself; a partition's index plus an offset
+ * per filter (the bits above the index), so one filter's partitions never collide. */
+static inline unsigned bgi_track_slot(uint64_t filter_id) {
+  return (unsigned)((filter_id + (filter_id >> 14) * 97) % BGI_TRACK_SLOTS);
+}
 
 typedef struct bgi_track_entry {
   uint64_t filter_id;    /* 0: empty */
@@ -86,7 +96,7 @@ static inline int bgi_tracking_fresh(const bgi_tracking *ct, uint64_t filter_id,
   if (!bgi_tracking_on(t)) return 0;
   uint64_t now = bgi_tracking_epoch(t);
   bgi_tracking_lock(t);
-  const bgi_track_entry *e = &t->slot[filter_id % BGI_TRACK_SLOTS];
+  const bgi_track_entry *e = &t->slot[bgi_track_slot(filter_id)];
   int fresh = e->filter_id == filter_id && e->cfg == cfg && e->epoch == now;
   bgi_tracking_unlock(t);
   return fresh;
@@ -98,7 +108,7 @@ static inline int bgi_tracking_fresh(const bgi_tracking *ct, uint64_t filter_id,
 static inline void bgi_tracking_remember(bgi_tracking *t, uint64_t filter_id, uint64_t cfg, uint64_t epoch) {
   bgi_tracking_lock(t);
   if (bgi_tracking_on(t) && bgi_tracking_epoch(t) == epoch) {
-    bgi_track_entry *e = &t->slot[filter_id % BGI_TRACK_SLOTS];
+    bgi_track_entry *e = &t->slot[bgi_track_slot(filter_id)];
     e->filter_id = filter_id;
     e->cfg = cfg;
     e->epoch = epoch;

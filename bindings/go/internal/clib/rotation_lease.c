@@ -33,6 +33,11 @@ static int64_t renew_round(void *arg) {
   if (deadline > l->until_ns) deadline = l->until_ns;
   if (deadline < bgi_after_ms(sent, LATE_TRY_MS)) deadline = bgi_after_ms(sent, LATE_TRY_MS);
   int st = bgi_rot_step_renew(r, deadline, &err);
+  if (st == BG_OK && r->part) {
+    pthread_mutex_lock(&r->part->mu);
+    st = bgi_prot_renew(r, deadline, &err);
+    pthread_mutex_unlock(&r->part->mu);
+  }
   if (st == BG_OK) {
     l->until_ns = bgi_after_ms(sent, r->opts.rotate_lease_ms);
     l->gone_by_ns = bgi_deadline_in_ms(r->opts.rotate_lease_ms);   /* the server ran it before its answer came */

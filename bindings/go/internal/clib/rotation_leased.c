@@ -12,16 +12,13 @@
 
 #include "rotation_rotation.h"
 
-int bgi_leased_begin(bg_rotation *r, bgi_err *err) {
+int bgi_leased_wait(bg_rotation *r, bgi_lease_step_fn step, bgi_err *err) {
   uint64_t deadline = bgi_deadline_in_ms(r->opts.rotate_wait_ms);
   for (;;) {
     int64_t pttl = 0;
     char owner[128];
-    int st = bgi_rot_step_begin(r, &pttl, owner, sizeof owner, err);
-    if (st != BG_EROTATING) {
-      if (st != BG_OK) return st;
-      break;
-    }
+    int st = step(r, &pttl, owner, sizeof owner, err);
+    if (st != BG_EROTATING) return st;
     /* a lease this process left behind (its give-back failed, giveback.c) is released and the
      * filter begun at once; a failed try leaves the wait below as it was */
     if (bgi_giveback_take_over(r, &(bgi_err){0}) == 1) continue;
@@ -36,6 +33,11 @@ int bgi_leased_begin(bg_rotation *r, bgi_err *err) {
       return bgi_err_set(err, BG_ECANCELED, "rotation of \"%s\": cancelled while waiting for the rotation of %s; "
                          "nothing was changed", r->f->name.s, owner);
   }
+}
+
+int bgi_leased_begin(bg_rotation *r, bgi_err *err) {
+  int st = bgi_leased_wait(r, bgi_rot_step_begin, err);
+  if (st != BG_OK) return st;
   if (bgi_bitmap_init(&r->next, r->size, r->k) != BG_OK) {
     bgi_rot_step_abort(r, &(bgi_err){0});
     return bgi_err_set(err, BG_ENOMEM, "out of memory for a %llu-bit bitmap", (unsigned long long)r->size);

@@ -10,7 +10,7 @@
 static int begin(bg_rotation *r, bgi_err *err) {
   /* exactly the rebuild that fails in production: the live filter is gone until tryInit */
   int st = bgi_filter_delete(r->f, 0, NULL, err);
-  if (st == BG_OK) st = bgi_filter_init(r->f, 0, r->n, r->fpp_value, NULL, err);
+  if (st == BG_OK) st = bgi_filter_init_parts(r->f, 0, r->n, r->fpp_value, r->part ? r->part->next.parts : 0, NULL, err);
   return st;
 }
 

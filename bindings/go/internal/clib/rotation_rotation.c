@@ -19,7 +19,7 @@ static int finish(bg_rotation *r, const bgi_err *err) { return bgi_errslot_store
 /* ---- what operators see (observe.h) ---------------------------------------------------------- */
 
 static int strategy_of(const bg_rotation *r) {
-  return r->ops == &bgi_rot_swap ? BG_ROTATE_SWAP : r->ops == &bgi_rot_locked ? BG_ROTATE_LOCKED : BG_ROTATE_NAIVE;
+  return r->ops == &bgi_rot_swap || r->ops == &bgi_rot_pswap ? BG_ROTATE_SWAP : r->ops == &bgi_rot_locked ? BG_ROTATE_LOCKED : BG_ROTATE_NAIVE;
 }
 
 /* A rotation event: kind, with st its status (BG_EV_STATUS) and why its cause (NULL: none). */
@@ -91,6 +91,34 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
   return bg_rotation_begin_ex(out, NULL, f, expected_insertions, fpp, strategy, opts);
 }
 
+/* The filter's kind decides: a plain one's strategies write Redisson's layout (n and p checked
+ * as Redisson does), a partitioned one's build a generation of its own (pswap.c). */
+static int choose(bg_rotation *r, const bgi_rot_ops **ops, char *why, size_t why_cap, bgi_err *err) {
+  bg_filter *f = r->f;
+  bgi_pconf_load ld;
+  bgi_req req;
+  bgi_pconf_req(&req, &ld, f, 0);
+  int st = bgi_req_exec(&req, err);
+  if (st != BG_OK && st != BG_ENOTINIT) return st;
+  bgi_err_clear(err);
+  if (st == BG_OK && ld.kind == BGI_KIND_PARTITIONED) {
+    if (*ops == &bgi_rot_locked)
+      return bgi_err_set(err, BG_ENOTSUP, "rotation: \"%s\" is a partitioned filter, which a locked rotation cannot "
+                         "rebuild: use BG_ROTATE_SWAP", f->name.s);
+    if ((st = bgi_prot_new(r, &ld.conf.live, r->opts.rotate_partitions, err)) != BG_OK) return st;
+    r->size = bgi_cfg_size(r->part->next.cfg) * r->part->next.parts;
+    r->k = bgi_cfg_k(r->part->next.cfg);
+    if (*ops == &bgi_rot_swap) *ops = &bgi_rot_pswap;
+    return BG_OK;
+  }
+  if (r->opts.rotate_partitions)
+    return bgi_err_set(err, BG_EINVAL, "rotation: BG_OPT_ROTATE_PARTITIONS is for a partitioned filter, and \"%s\" is "
+                       "not one (init it with partitions to spread it)", f->name.s);
+  if (bgi_params(r->n, r->fpp_value, &r->size, &r->k, why, why_cap) != BG_OK)
+    return bgi_err_set(err, BG_EBADPARAMS, "rotation: %s", why);
+  return BG_OK;
+}
+
 static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, double fpp, int strategy,
                  const bg_options *opts, bgi_err *err) {
   char why[256];
@@ -102,7 +130,9 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   int st = bgi_options_check(opts, BGI_OPT_ROTATION, err);
   if (st != BG_OK) return st;
   if (!(r = calloc(1, sizeof *r))) return bgi_err_set(err, BG_ENOMEM, "rotation: out of memory");
-  if (bgi_params(expected_insertions, fpp, &r->size, &r->k, why, sizeof why) != BG_OK) {
+  /* n and p as Redisson checks them, before anything is asked of the server (the size cap of a
+   * plain filter only once the filter's kind is known: a partitioned one has none) */
+  if (bgi_params_uncapped(expected_insertions, fpp, &r->size, &r->k, why, sizeof why) != BG_OK) {
     free(r);
     return bgi_err_set(err, BG_EBADPARAMS, "rotation: %s", why);
   }
@@ -138,12 +168,13 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   r->started_ns = bgi_now_ns();
 
   st = named != BG_OK ? bgi_err_set(err, BG_ENOMEM, "rotation: out of memory") : BG_OK;
-  /* its steps write Redisson's layout: over a partitioned filter's config they would mix the two */
-  if (st == BG_OK) st = bgi_filter_refuse_partitioned(f, "rotate", err);
+  if (st == BG_OK) st = choose(r, &ops, why, sizeof why, err);
+  r->ops = ops;
   if (st == BG_OK) st = ops->begin(r, err);
   if (st == BG_OK) rotation_event(r, BG_EVENT_ROTATION_BEGIN, BG_OK, NULL);
   if (st != BG_OK) {
     bg_lock_close(r->lock);
+    bgi_prot_free(r);
     bgi_key_free(&r->staging_key);
     bgi_bitmap_free(&r->next);
     bgi_errslot_destroy(&r->err);
@@ -263,6 +294,7 @@ BG_API void bg_rotation_free(bg_rotation *r) {
   if (r->state == BGI_ROT_ACTIVE) bg_rotation_abort(r);
   bgi_lease_stop(r);
   bg_lock_close(r->lock);
+  bgi_prot_free(r);
   bgi_bitmap_free(&r->next);
   bgi_key_free(&r->staging_key);
   bgi_options_clear(&r->opts);

@@ -11,6 +11,7 @@
 #include "common_options.h"
 #include "common_worker.h"
 #include "filter_filter.h"
+#include "filter_partitioned.h"
 
 /* The next generation, built in memory: bits in SETBIT order (bit o: byte o/8, mask 0x80 >> o%8). */
 typedef struct bgi_bitmap {
@@ -43,6 +44,41 @@ typedef struct bgi_lease {
 
 enum { BGI_ROT_ACTIVE = 0, BGI_ROT_COMMITTED, BGI_ROT_ABORTED, BGI_ROT_FAILED };
 
+/* ---- a partitioned filter's rotation (pswap.c; its steps psteps.c; the build pbuild.c) ------- */
+
+/* The next generation's partitions, built in memory: partition i's bits in SETBIT order from
+ * bytes + i * pbytes. */
+typedef struct bgi_pbuild {
+  uint8_t *bytes;
+  size_t pbytes;
+  bgi_pgen g;
+} bgi_pbuild;
+
+int bgi_pbuild_init(bgi_pbuild *b, const bgi_pgen *g);
+void bgi_pbuild_free(bgi_pbuild *b);
+/* Hashes the items into their partitions on up to `threads` threads (nice as bgi_bitmap_add). */
+void bgi_pbuild_add(bgi_pbuild *b, const void *const *items, const size_t *lens, size_t n, int threads, int nice);
+
+/* Where a partitioned rotation is: what its lease keeper renews besides the lease. */
+enum {
+  BGI_PROT_BUILDING,   /* the live partitions' marks and the staged ones */
+  BGI_PROT_PERSISTED,  /* the marks (the staged partitions no longer expire) */
+  BGI_PROT_DRAINING    /* nothing more: the marks are being replaced by forwards */
+};
+
+typedef struct bgi_prot {
+  bgi_pgen live, next;   /* the generation rotated from, and the one built */
+  bgi_pbuild build;
+  uint64_t *written;     /* per partition of next: bytes its bitmap must have (the last chunk sent) */
+  atomic_int phase;
+  pthread_mutex_t mu;    /* a renewal runs under it; the phase changes under it */
+  char mark[64];         /* the marks' value: "token:delta TTL" */
+  uint64_t (*delta)[2];  /* hashes drained from the live partitions' deltas */
+  size_t ndelta, cap;
+  char *keybuf;          /* room for 4 partition keys */
+  size_t keycap;
+} bgi_prot;
+
 /*
  * One strategy (swap.c, locked.c, naive.c); rotation.c keeps the ABI and calls these.
  *  begin   after the handle is set up: take what the strategy needs (lease, lock, or the naive
@@ -60,7 +96,7 @@ typedef struct bgi_rot_ops {
   void (*abort)(bg_rotation *r, bgi_err *err);
 } bgi_rot_ops;
 
-extern const bgi_rot_ops bgi_rot_swap, bgi_rot_locked, bgi_rot_naive;
+extern const bgi_rot_ops bgi_rot_swap, bgi_rot_locked, bgi_rot_naive, bgi_rot_pswap;
 
 struct bg_rotation {
   bg_filter *f;
@@ -83,6 +119,7 @@ struct bg_rotation {
   double fpp_value;
   char fpp[32];         /* Java's Double.toString, as the config hash stores it */
   bgi_bitmap next;      /* SWAP, LOCKED (leased.c) */
+  bgi_prot *part;       /* a partitioned filter's rotation (pswap.c); NULL for a plain one */
   bgi_lease lease;      /* SWAP, LOCKED */
   bg_lock *lock;        /* LOCKED: the filter's write lock */
   int lock_held;        /* LOCKED: taken by the commit, on the committing thread */
@@ -136,11 +173,41 @@ int bgi_rot_check_active(bg_rotation *r, const char *what, bgi_err *err);
  * add builds in memory; settle, after a commit, stops the keeper and gives the handle the new
  * config; abort gives the lease back and drops the staging keys. */
 int bgi_leased_begin(bg_rotation *r, bgi_err *err);
+/* The lease alone: begin's step until it is not BG_EROTATING, waiting up to BG_OPT_ROTATE_WAIT_MS
+ * for another rotation to end (and taking over a lease this process left behind). */
+typedef int (*bgi_lease_step_fn)(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, size_t owner_cap,
+                                 bgi_err *err);
+int bgi_leased_wait(bg_rotation *r, bgi_lease_step_fn step, bgi_err *err);
 int bgi_leased_add(bg_rotation *r, const void *const *items, const size_t *lens, size_t n, bgi_err *err);
 void bgi_leased_settle(bg_rotation *r);
 void bgi_leased_abort(bg_rotation *r, bgi_err *err);
 
 int bgi_lease_start(bg_rotation *r);
+/* A partitioned rotation's state (pswap.c): G' over `parts` partitions (0: as many as live has),
+ * for the rotation's n and fpp; the failure's message says what to change. */
+int bgi_prot_new(bg_rotation *r, const bgi_pgen *live, int64_t parts, bgi_err *err);
+void bgi_prot_free(bg_rotation *r);
+/* A partitioned rotation's part of a renewal (psteps.c): its phase's keys. */
+int bgi_prot_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err);
+
+/* A partitioned rotation's server steps (psteps.c); each a status with its message in err. */
+int bgi_prot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, size_t owner_cap, bgi_err *err);
+int bgi_prot_step_mark(bg_rotation *r, uint32_t part, bgi_err *err);
+int bgi_prot_step_stage(bg_rotation *r, uint32_t part, bgi_err *err);
+int bgi_prot_step_write(bg_rotation *r, uint32_t part, size_t offset, const uint8_t *data, size_t len, bgi_err *err);
+int bgi_prot_step_persist(bg_rotation *r, uint32_t part, bgi_err *err);
+int bgi_prot_step_drain(bg_rotation *r, uint32_t part, bgi_err *err);
+int bgi_prot_step_flip(bg_rotation *r, int64_t *config_ttl_ms, bgi_err *err);
+int bgi_prot_step_unmark(bg_rotation *r, uint32_t part, bgi_err *err);
+/* The central config's part of an abort: the lease given back, the built generation's record dropped. */
+int bgi_prot_step_release(bg_rotation *r, bgi_err *err);
+/* Generation g's keys deleted (a sweep), then its record and its place in the list to delete. */
+int bgi_prot_delete_gen(bg_filter *f, const bgi_pgen *g, bgi_err *err);
+/* Runs a sweep of every partition of g (filter/partitioned.h) on this thread. */
+int bgi_prot_sweep(bg_filter *f, const bgi_pgen *g, int op, int64_t ttl_ms, bgi_err *err);
+/* Tests only: the rotator process kills itself (SIGKILL) at point (BGI_PROT_DIE_*; 0: never). */
+enum { BGI_PROT_DIE_BEGUN = 1, BGI_PROT_DIE_UPLOADING, BGI_PROT_DIE_FORWARDING, BGI_PROT_DIE_FLIPPED };
+void bgi_prot_fault_die_at(int point);
 void bgi_lease_stop(bg_rotation *r);
 
 /* What an abort could not give back (giveback.c): the lease (lease_left: its abort step failed)
