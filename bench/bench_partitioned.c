@@ -488,25 +488,40 @@ static int cpu_per_master(const target *tg, bg_client *c, int inflight, uint64_t
 
 /* ---- part 3: rotation ------------------------------------------------------------------------- */
 
-/* One SWAP rotation of f to (n, p) fed with items seq[0], seq[2], ... (count of them); seconds, or
- * -1 with the status in *st. */
-static double rotate_once(bg_filter *f, int64_t n, double p, size_t count, int *st) {
-  bg_rotation *r = NULL;
-  double t0 = bgb_now_s();
-  *st = bg_rotation_begin(&r, f, n, p, BG_ROTATE_SWAP, NULL);
-  if (*st != BG_OK) return -1;
+/* One SWAP rotation of f to (n, p) fed with the first `count` added items (seq[0], seq[2], ...);
+ * seconds, or -1 with the status in *st and the message in msg. Afterwards every one of those
+ * items must answer present (a false negative ends the benchmark). */
+static double rotate_once(bg_filter *f, int64_t n, double p, size_t count, int *st, char *msg, size_t cap) {
   enum { CHUNK = 10000 };
   static const void *items[CHUNK];
   static size_t lens[CHUNK];
+  static uint8_t present[CHUNK];
+  bg_rotation *r = NULL;
+  double t0 = bgb_now_s();
+  *st = bg_rotation_begin(&r, f, n, p, BG_ROTATE_SWAP, NULL);
+  if (*st != BG_OK) {
+    snprintf(msg, cap, "%s", bg_filter_errmsg(f));
+    return -1;
+  }
   for (size_t done = 0; done < count && *st == BG_OK;) {
     size_t m = 0;
     for (; m < CHUNK && done < count; m++, done++) items[m] = seq[2 * done], lens[m] = seq_len[2 * done];
     *st = bg_rotation_add_many(r, items, lens, m);
   }
   if (*st == BG_OK) *st = bg_rotation_commit(r);
-  if (*st != BG_OK) fprintf(stderr, "  rotation failed: %s\n", bg_filter_errmsg(f));
+  if (*st != BG_OK) snprintf(msg, cap, "%s", bg_rotation_errmsg(r));
   bg_rotation_free(r);
-  return *st == BG_OK ? bgb_now_s() - t0 : -1;
+  if (*st != BG_OK) return -1;
+  double took = bgb_now_s() - t0;
+  for (size_t done = 0; done < count;) {
+    size_t m = 0, at = done;
+    for (; m < CHUNK && done < count; m++, done++) items[m] = seq[2 * done], lens[m] = seq_len[2 * done];
+    if (bg_filter_contains_many(f, items, lens, m, present) != BG_OK)
+      bgb_die("contains after the rotation: %s%s", bg_filter_errmsg(f), NULL);
+    for (size_t i = 0; i < m; i++)
+      if (!present[i]) bgb_die("after the rotation an added item answers absent: %s%s", text[2 * (at + i)], NULL);
+  }
+  return took;
 }
 
 /*
@@ -526,15 +541,16 @@ static void rotation_part(bg_client *c, bg_filter *pf, const char *prefix, int64
   size_t items_small = n_added / (size_t)parts;
   double t_plain[MAX_ROUNDS], t_part[MAX_ROUNDS];
   int st = BG_OK, part_ok = 1, np = 0;
+  char msg[512] = "";
   if (reps > MAX_ROUNDS) reps = MAX_ROUNDS;
   for (int r = 0; r < reps; r++) {
-    t_plain[r] = rotate_once(sf, n_small, p, items_small, &st);
-    if (t_plain[r] < 0) bgb_die("plain rotation failed: %s%s", bg_strerror(st), NULL);
+    t_plain[r] = rotate_once(sf, n_small, p, items_small, &st, msg, sizeof msg);
+    if (t_plain[r] < 0) bgb_die("plain rotation failed: %s%s", msg, NULL);
     if (part_ok) {
-      double t = rotate_once(pf, n, p, n_added, &st);
+      double t = rotate_once(pf, n, p, n_added, &st, msg, sizeof msg);
       if (t < 0) {
         part_ok = 0;
-        if (st != BG_ENOTSUP) bgb_die("partitioned rotation failed: %s%s", bg_strerror(st), NULL);
+        if (st != BG_ENOTSUP) bgb_die("partitioned rotation failed: %s%s", msg, NULL);
       } else {
         t_part[np++] = t;
       }
@@ -549,7 +565,7 @@ static void rotation_part(bg_client *c, bg_filter *pf, const char *prefix, int64
   if (!part_ok) {
     printf("| partitioned (%lld, %g, P = %lld) | %llu per partition | %zu | - | - |\n\n", (long long)n, p,
            (long long)parts, (unsigned long long)part_bits, n_added);
-    printf("partitioned rotation: not supported by this library build\n");
+    printf("partitioned rotation: not supported by this library build (BG_ENOTSUP: %s)\n", msg);
   } else {
     double med = bgb_median(t_part, np);
     printf("| partitioned (%lld, %g, P = %lld) | %llu per partition | %zu | %.2f | %.2f |\n", (long long)n, p,
