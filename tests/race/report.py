@@ -16,11 +16,15 @@ CLUSTER_COLUMNS = [("cluster_moved", "MOVED"), ("cluster_ask", "ASK"), ("cluster
 
 def table(o: Outcome) -> str:
     s = o.scenario
-    head = ("%s%s, %s (n, p): expected %s, fpp %s; %d rotations planned, %d base items, %d items in the "
+    where = ("cluster control (one more C reader, cfault, follows ASK wrongly): " if s.fault_reader else
+             "cluster: " if s.cluster else "")
+    if s.partitions:
+        where += "partitioned (P = %d, %d partitions' slots migrating), " % (s.partitions, s.moved_partitions)
+    head = ("%s%s, %s (n, p): expected %s, fpp %s; %d rotations planned%s, %d base items, %d items in the "
             "database at the end; %.1f s"
-            % (("cluster control (one more C reader, cfault, follows ASK wrongly): " if s.fault_reader else
-                "cluster: " if s.cluster else ""), s.strategy, "unchanged" if s.params == "same" else "alternating",
-               "/".join(map(str, s.expected)), s.fpp, o.planned_rotations, s.base_items, o.db_items, o.seconds))
+            % (where, s.strategy, "unchanged" if s.params == "same" else "alternating",
+               "/".join(map(str, s.expected)), s.fpp, o.planned_rotations, "" if s.rotate else " (rotators off)",
+               s.base_items, o.db_items, o.seconds))
     columns = COLUMNS + (CLUSTER_COLUMNS if s.cluster else [])
     rows: List[List[str]] = [["lang"] + [title for _, title in columns]]
     totals: dict = {}
@@ -34,14 +38,18 @@ def table(o: Outcome) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = [head]
     if s.cluster:
-        lines.append("  slot migrations (one way, config key first): %d, %s s each"
-                     % (o.legs, "%.2f-%.2f" % (min(o.leg_seconds), max(o.leg_seconds)) if o.leg_seconds else "-"))
+        lines.append("  slot migrations (one way, %s first): %d, %s s each"
+                     % ("each partition's meta" if s.partitions else "config key", o.legs, "%.2f-%.2f" % (min(o.leg_seconds), max(o.leg_seconds)) if o.leg_seconds else "-"))
     if o.cut_short:
         lines.append("  (cut short: the rotation budget ran out before every round; a busy machine)")
     for r in rows:
         lines.append("  " + "  ".join(cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in
                                        enumerate(zip(r, widths))))
-    if o.bitmap_equal is None:
+    if s.partitions:
+        lines.append("  final filter: %d partitions, size %d in all, k %d; db items absent: %d (a query of each; "
+                     "no reference bitmap for a partitioned filter)" % (o.final_partitions, o.final_size,
+                                                                         o.final_k, o.missing))
+    elif o.bitmap_equal is None:
         lines.append("  final filter: not initialized (caught between a delete and an init)")
     else:
         lines.append("  final filter: size %d, k %d; db items absent: %d; bitmap %s the reference%s"

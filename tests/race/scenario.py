@@ -63,7 +63,7 @@ class Standalone:
         with self.server.resp() as r:
             return r("GET", key) or b""
 
-    def migrator(self, name: str, max_legs: int, min_legs: int) -> Any:
+    def migrator(self, name: str, max_legs: int, min_legs: int, partitions: int = 0, moved: int = 0) -> Any:
         raise HarnessError("a standalone server has no slots to migrate")
 
 
@@ -81,9 +81,14 @@ class Scenario:
     max_legs: int = 0        # cluster: migrations (one way) at most, and at least
     min_legs: int = 0
     fault_reader: bool = False  # cluster control: one more C reader, "cfault", following ASK wrongly
+    partitions: int = 0      # a partitioned filter of P partitions (0: Redisson's layout); no Redisson reader
+    moved_partitions: int = 0  # partitioned: the partitions whose slots migrate (spread over 0..P-1)
+    rotate: bool = True      # False: no rotator runs; the migrator's min_legs set the race's length
 
     @property
     def name(self) -> str:
+        if self.partitions:
+            return "cluster-partitioned" + ("-fault" if self.fault_reader else "")
         if self.fault_reader:
             return "cluster-fault"
         return ("cluster-%s" % self.strategy) if self.cluster else "%s-%s" % (self.strategy, self.params)
@@ -119,6 +124,7 @@ class Outcome:
     last_expected: int = 0
     final_size: int = 0
     final_k: int = 0
+    final_partitions: int = 0  # partitioned: the final filter's P (its bitmap is not compared)
     bitmap_equal: Optional[bool] = None
     bitmap_diff: str = ""
     extra_bits: int = 0       # set in the live bitmap, in no item's indexes
@@ -137,12 +143,18 @@ class Outcome:
                 continue
             row = out.setdefault(c["lang"], {})
             for k, v in c.items():
-                if isinstance(v, int) and k != "last_expected":
+                if isinstance(v, int) and k not in ("last_expected", "partitions"):
                     row[k] = row.get(k, 0) + v
         return out
 
     def first_errors(self) -> List[str]:
         return ["%s %s: %s" % (c["lang"], c["role"], c["first_error"]) for c in self.counts if c["first_error"]]
+
+
+def race_languages(scenario: Scenario, langs: List[str]) -> List[str]:
+    """The languages whose workers run: Redisson cannot read a partitioned filter (its contains
+    answers false, as for any name without its config), so no Java reader there."""
+    return [lang for lang in langs if not (scenario.partitions and lang == "java")]
 
 
 class Race:
@@ -153,8 +165,8 @@ class Race:
         self.s = scenario
         self.server = server
         self.commands = commands
-        self.langs = langs
-        self.writers = [lang for lang in WRITERS if lang in langs]
+        self.langs = race_languages(scenario, langs)
+        self.writers = [lang for lang in WRITERS if lang in self.langs]
         self.dir = workdir
         self.filter = "race:%s:%d" % (scenario.name, os.getpid())
         self.items = workdir / "items.txt"
@@ -175,6 +187,10 @@ class Race:
             "--url", self.server.worker_url(lang), "--filter", self.filter, "--role", role, "--strategy", self.s.strategy,
             "--items", str(self.items), "--db", str(self.db), "--added", str(self.added),
             "--stop", str(self.stop)] + extra
+        if self.s.partitions:  # every worker tryInits the partitioned filter at start (README)
+            args += ["--partitions", str(self.s.partitions)]
+            if role != "rotate":  # a rotator has them already
+                args += ["--expected", str(self.s.expected[0]), "--fpp", repr(self.s.fpp)]
         with open(out, "wb") as o, open(err, "wb") as e:
             proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=o, stderr=e)
         return Worker(lang, role, proc, out, err)
@@ -195,15 +211,19 @@ class Race:
         self.db.write_bytes(self.items.read_bytes())
         self.added.write_bytes(b"")
         with bloomguard.Client(self.server.url, command_timeout=10) as client, client.filter(self.filter) as f:
-            f.init(self.s.expected[0], self.s.fpp)
+            f.init(self.s.expected[0], self.s.fpp, partitions=self.s.partitions)
             f.add_many(base)
         migrator = None
         try:
             self._start_background()
             if self.s.cluster:  # every worker is running: the slot starts moving
-                migrator = self.server.migrator(self.filter, self.s.max_legs, self.s.min_legs)
+                migrator = self.server.migrator(self.filter, self.s.max_legs, self.s.min_legs,
+                                                self.s.partitions, self.s.moved_partitions)
                 migrator.start()
-            out.planned_rotations, out.last_expected = self._rotate_in_turn(out)
+            if self.s.rotate:
+                out.planned_rotations, out.last_expected = self._rotate_in_turn(out)
+            else:  # the migrator's min_legs, under the readers' and adders' traffic, are the race
+                out.last_expected = self.s.expected[0]
             if migrator is not None:
                 migrator.finish(MIGRATOR_FINISH_S)  # its last leg (or the minimum) under traffic
                 out.legs, out.leg_seconds = migrator.legs, migrator.seconds
@@ -280,7 +300,9 @@ class Race:
 
     def _check_final(self, out: Outcome) -> None:
         """The filter's last generation against a reference built from every item the database
-        ever held (base + every add attempted): swap and locked must match it byte for byte."""
+        ever held (base + every add attempted): swap and locked must match it byte for byte. A
+        partitioned filter: its config, and a query of every database item (the reference is a
+        plain filter's bitmap)."""
         db_items = [ln for ln in self.db.read_bytes().split(b"\n") if ln]
         out.db_items = len(db_items)
         with bloomguard.Client(self.server.url, command_timeout=10) as client, client.filter(self.filter) as f:
@@ -289,7 +311,10 @@ class Race:
             except bloomguard.NotInitialized:
                 return  # a naive rotation may have been caught between delete and init: reported
             out.final_size, out.final_k = info.size, info.hash_iterations
+            out.final_partitions = info.partitions
             out.missing = sum(1 for p in f.contains_many(db_items) if not p)
+        if self.s.partitions:  # the reference bitmap is a plain filter's: the queries above judge
+            return
         live = self.server.get(self.filter).rstrip(b"\0")
         want = reference_bitmap(db_items, out.final_size, out.final_k)
         out.bitmap_equal = live == want

@@ -162,6 +162,23 @@ static void cluster_counts(bg_filter *f, counts *c) {
   }
 }
 
+/* --partitions: a service's start-up, Redisson's tryInit - here of a partitioned filter, which
+ * keeps the config already there (the harness made it: *created 0) - then info(), whose P the
+ * harness compares. A failure is the harness's (exit 2), as a failed open is. */
+static int init_partitioned(const worker_args *a, bg_filter *f, counts *c) {
+  int created = 0;
+  uint32_t parts = 0;
+  int st = bg_filter_init_partitioned(f, a->expected[0], a->fpp, a->partitions, &created);
+  if (st == BG_OK) st = bg_filter_info_partitioned(f, NULL, NULL, NULL, NULL, &parts);
+  if (st != BG_OK) {
+    fprintf(stderr, "race worker: init --partitions %ld of %s: %s\n", a->partitions, a->filter, bg_filter_errmsg(f));
+    return -1;
+  }
+  c->init_created = created;
+  c->partitions = parts;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   worker_args a;
   kit_parse_args(&a, argc, argv);
@@ -201,6 +218,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "race worker: open %s: %s\n", a.filter, bg_client_errmsg(client));
     return 2;
   }
+  if (a.partitions && init_partitioned(&a, f, &c) != 0) return 2;
   if (!strcmp(a.role, "query")) run_query(&a, f, &c);
   else if (!strcmp(a.role, "add")) run_add(&a, f, &c);
   else if (!strcmp(a.role, "rotate")) run_rotate(&a, f, &c);

@@ -17,6 +17,7 @@ static void usage(const char *msg) {
           "usage: bg_race_worker --url URL --filter NAME --role query|add|rotate --strategy swap|locked|naive\n"
           "  --items FILE --db FILE --added FILE [--stop FILE] [--ready FILE] [--id TAG]\n"
           "  [--duration SEC] [--count N] [--expected N[,N...]] [--fpp P] [--hold-ms MS] [--pause-us US]\n"
+          "  [--partitions P (a partitioned filter: tryInit with the first --expected, --fpp, P at start)]\n"
           "  [--lang NAME (default c; the harness names the worker built against hiredis 1.x c1)]\n"
           "  [--fault ask-bits-only (bg_race_worker_fault only, with a cluster URL: the control)]\n",
           msg);
@@ -59,6 +60,7 @@ void kit_parse_args(worker_args *a, int argc, char **argv) {
     else if (!strcmp(k, "--fpp")) a->fpp = atof(v);
     else if (!strcmp(k, "--hold-ms")) a->hold_ms = to_long(v, "--hold-ms");
     else if (!strcmp(k, "--pause-us")) a->pause_us = to_long(v, "--pause-us");
+    else if (!strcmp(k, "--partitions")) a->partitions = to_long(v, "--partitions");
     else if (!strcmp(k, "--expected")) {
       char buf[256];
       snprintf(buf, sizeof buf, "%s", v);
@@ -70,7 +72,8 @@ void kit_parse_args(worker_args *a, int argc, char **argv) {
   }
   if (!a->url || !a->filter || !a->role || !a->strategy || !a->items || !a->db || !a->added)
     usage("--url, --filter, --role, --strategy, --items, --db and --added are required");
-  if (!strcmp(a->role, "rotate") && a->n_expected == 0) usage("rotate needs --expected");
+  if ((!strcmp(a->role, "rotate") || a->partitions) && a->n_expected == 0)
+    usage("rotate and --partitions need --expected");
 }
 
 void kit_list_push(item_list *l, const char *s, size_t len) {
@@ -174,6 +177,7 @@ void kit_print_counts(const worker_args *a, const counts *c) {
          c->rotation_errors, c->locked, c->tracked, c->cluster_moved, c->cluster_ask, c->cluster_busy,
          c->cluster_reloads, c->last_expected);
   json_string(c->first_error);
+  if (a->partitions) printf(",\"init_created\":%ld,\"partitions\":%ld", c->init_created, c->partitions);
   printf("}\n");
   fflush(stdout);
 }

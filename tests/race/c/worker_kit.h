@@ -25,6 +25,7 @@ typedef struct worker_args {
   double fpp;
   long hold_ms;       /* rotate: pause between reading the database and committing */
   long pause_us;      /* query/add: pause between two operations */
+  long partitions;    /* a partitioned filter's P (0: Redisson's layout): tryInit'd at start */
 } worker_args;
 
 /* Parses argv; on a usage error prints it and exits 2 (a harness failure). */
@@ -65,6 +66,9 @@ typedef struct counts {
    * redirects followed, TRYAGAIN / CLUSTERDOWN / LOADING answers waited out, slot map reloads */
   long cluster_moved, cluster_ask, cluster_busy, cluster_reloads;
   long last_expected;
+  /* with --partitions: 1 if this worker's tryInit created the filter (the harness made it
+   * first, so 0), and the P its info() then read */
+  long init_created, partitions;
   char first_error[512];
 } counts;
 void kit_print_counts(const worker_args *a, const counts *c);

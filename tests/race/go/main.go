@@ -41,6 +41,7 @@ type args struct {
 	fpp                                                            float64
 	holdMS, pauseUS                                                int
 	goroutines, queues                                             int
+	partitions                                                     int
 }
 
 type counts struct {
@@ -65,6 +66,10 @@ type counts struct {
 	Tracked        int64  `json:"tracked"`   // queries that read the bits alone (BG_STAT_TRACKED_READS)
 	CanTrack       bool   `json:"can_track"` // the library has FeatureTracking (hiredis >= 1.0)
 	FirstError     string `json:"first_error"`
+	// --partitions: 1 if this worker's tryInit created the filter (the harness made it first), and
+	// the P its Info then read
+	InitCreated *int64 `json:"init_created,omitempty"`
+	Partitions  *int64 `json:"partitions,omitempty"`
 }
 
 func (c *counts) note(format string, a ...any) {
@@ -262,6 +267,25 @@ func runRotate(ctx context.Context, a *args, f *bloomguard.Filter, c *counts) {
 	}
 }
 
+// initPartitioned is a service's start-up: Redisson's tryInit, of a partitioned filter, which keeps
+// the config already there (the harness made it), then Info, whose P the harness compares. A
+// failure is the harness's (exit 2), as a failed open is.
+func initPartitioned(ctx context.Context, a *args, f *bloomguard.Filter, c *counts) {
+	created, err := f.InitPartitioned(ctx, a.expected[0], a.fpp, a.partitions)
+	if err != nil {
+		fail("init --partitions %d of %s: %v", a.partitions, a.filter, err)
+	}
+	info, err := f.Info(ctx)
+	if err != nil {
+		fail("info of %s: %v", a.filter, err)
+	}
+	var made, parts int64 = 0, int64(info.Partitions)
+	if created {
+		made = 1
+	}
+	c.InitCreated, c.Partitions = &made, &parts
+}
+
 func parseArgs() *args {
 	a := &args{}
 	var duration float64
@@ -284,6 +308,7 @@ func parseArgs() *args {
 	flag.IntVar(&a.pauseUS, "pause-us", 0, "pause between operations")
 	flag.IntVar(&a.goroutines, "goroutines", 8, "query: readers at once (each pausing --pause-us between loops)")
 	flag.IntVar(&a.queues, "queues", 1, "the client's submission queues (bloomguard.WithQueues; 0: blocking calls)")
+	flag.IntVar(&a.partitions, "partitions", 0, "a partitioned filter's P: tryInit with the first --expected, --fpp and P at start")
 	flag.Parse()
 	a.duration = time.Duration(duration * float64(time.Second))
 	for _, s := range strings.Split(expected, ",") {
@@ -299,8 +324,8 @@ func parseArgs() *args {
 	if a.url == "" || a.filter == "" || a.items == "" || a.db == "" || a.added == "" {
 		fail("--url, --filter, --items, --db and --added are required")
 	}
-	if a.role == "rotate" && len(a.expected) == 0 {
-		fail("rotate needs --expected")
+	if (a.role == "rotate" || a.partitions != 0) && len(a.expected) == 0 {
+		fail("rotate and --partitions need --expected")
 	}
 	return a
 }
@@ -324,6 +349,9 @@ func main() {
 	}
 	defer f.Close()
 	c := &counts{Lang: "go", Role: a.role, Strategy: a.strategy}
+	if a.partitions != 0 {
+		initPartitioned(ctx, a, f, c)
+	}
 	switch a.role {
 	case "query":
 		runQuery(ctx, a, f, c)

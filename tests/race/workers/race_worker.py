@@ -37,6 +37,11 @@ class Counts:
         self.can_track = "tracking" in bloomguard.features()  # hiredis >= 1.0
         self.first_error = ""
 
+    def started_partitioned(self, created: bool, partitions: int) -> None:
+        """--partitions: whether this worker's tryInit created the filter, the P info() read."""
+        self.init_created = int(created)
+        self.partitions = partitions
+
     def note(self, what: str) -> None:
         if not self.first_error:
             self.first_error = what
@@ -172,6 +177,9 @@ def run_query_aio(args: argparse.Namespace, url: str, c: Counts) -> None:
         async with await bloomguard.aio.connect(url, command_timeout=10, connect_timeout=10,
                                                 write_lock_wait=10, config_retries=20) as client:
             af = client.filter(args.filter)
+            if args.partitions:  # init_partitioned(), through the queue
+                created = await af.init(args.expected[0], args.fpp, partitions=args.partitions)
+                c.started_partitioned(created, (await af.info()).partitions)
             await asyncio.gather(*(task(af) for _ in range(AIO_TASKS)))
             return dict(af.stats())
 
@@ -204,6 +212,12 @@ def run_add(args: argparse.Namespace, f: bloomguard.Filter, c: Counts) -> None:
     finally:
         os.close(db)
         os.close(added)
+
+
+def init_partitioned(args: argparse.Namespace, f: bloomguard.Filter, c: Counts) -> None:
+    """--partitions: a service's start-up, Redisson's tryInit - of a partitioned filter, which keeps
+    the config already there (the harness made it) - then info(), whose P the harness compares."""
+    c.started_partitioned(f.init(args.expected[0], args.fpp, partitions=args.partitions), f.info().partitions)
 
 
 def run_rotate(args: argparse.Namespace, f: bloomguard.Filter, c: Counts) -> None:
@@ -246,12 +260,14 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--fpp", type=float, default=0.01)
     p.add_argument("--hold-ms", type=int, default=0)
     p.add_argument("--pause-us", type=int, default=0)
+    p.add_argument("--partitions", type=int, default=0,
+                   help="a partitioned filter's P: tryInit with the first --expected, --fpp and P at start")
     p.add_argument("--aio", action="store_true", help="queries through bloomguard.aio (language pyaio)")
     args = p.parse_args(argv)
     if args.aio and args.role != "query":
         p.error("--aio is a reader's (role query)")
-    if args.role == "rotate" and not args.expected:
-        p.error("rotate needs --expected")
+    if (args.role == "rotate" or args.partitions) and not args.expected:
+        p.error("rotate and --partitions need --expected")
     return args
 
 
@@ -268,6 +284,8 @@ def main(argv: List[str]) -> int:
     with bloomguard.Client(args.url, command_timeout=10, connect_timeout=10, write_lock_wait=10,
                            config_retries=20) as client:   # tests/race/README.md, "Config retries"
         with client.filter(args.filter) as f:
+            if args.partitions:
+                init_partitioned(args, f, c)
             {"query": run_query, "add": run_add, "rotate": run_rotate}[args.role](args, f, c)
             st = f.stats()  # the client's Redis Cluster counters (0 standalone)
             c.tracked = st["tracked_reads"]
