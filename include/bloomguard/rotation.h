@@ -34,6 +34,15 @@
  * that point is in what they feed to the rotation. Rotating a filter that does not exist yet
  * creates it: the commit writes its config (so the first build and every rebuild are one code path).
  *
+ * A partitioned filter (filter.h, bg_filter_init_partitioned) rotates with SWAP (and NAIVE): the
+ * next generation, with BG_OPT_ROTATE_PARTITIONS partitions (default: as many as now), is built
+ * in memory, staged beside the live one partition by partition, and made live by one step on the
+ * config; the guarantees above hold, adds being recorded per partition (their hashes) until the
+ * commit drains each partition, and then sent to both generations by the adder (docs/layout.md,
+ * "Rotating a partitioned filter"). A rotator that dies before that step leaves the live
+ * generation whole; what it staged expires, or the next rotation deletes it. LOCKED answers
+ * BG_ENOTSUP for a partitioned filter.
+ *
  * BG_ROTATE_LOCKED rebuilds in place, with no second copy of the bitmap in Redis: begin and add
  * are SWAP's (the lease, adds recorded for the next generation, the build in memory); the commit
  * takes the filter's write lock (bg_lock_open_filter, lock.h; waiting up to the lease for other
