@@ -164,16 +164,19 @@ static void set_phase(worker *w) {
   }
 }
 
+void bgi_build_thread_nice(int nice) {
+  if (nice <= 0) return;
+  /* a thread of its own: on Linux the nice value is per thread, so this one yields the CPU to the
+   * process's serving threads and ends with its work - nothing to restore */
+  id_t tid = (id_t)syscall(SYS_gettid);
+  errno = 0;
+  int cur = getpriority(PRIO_PROCESS, tid);
+  if (errno == 0) setpriority(PRIO_PROCESS, tid, cur + nice);
+}
+
 static void *work(void *arg) {
   worker *w = arg;
-  if (w->nice > 0) {
-    /* a thread of its own (run_all): on Linux the nice value is per thread, so this one yields the
-     * CPU to the process's serving threads and ends with its work - nothing to restore */
-    id_t tid = (id_t)syscall(SYS_gettid);
-    errno = 0;
-    int cur = getpriority(PRIO_PROCESS, tid);
-    if (errno == 0) setpriority(PRIO_PROCESS, tid, cur + w->nice);
-  }
+  bgi_build_thread_nice(w->nice);
   if (w->phase == 0) hash_phase(w);
   else set_phase(w);
   return NULL;

@@ -266,11 +266,20 @@ run add "$PF" --from "$WORK/pf-items"
 expect_rc "add --from into a partitioned filter (no bulk path)" 0
 run contains "$PF" apple cherry date
 expect_rc "the items added from a file are there" 0
-run rotate "$PF" --expected 1000 --fpp 0.01 --from "$WORK/pf-items"
-expect_rc "rotate of a partitioned filter refused" 2
-expect_err "rotate: BG_ENOTSUP, partitioned" 'BG_ENOTSUP.*partitioned filter'
+run rotate "$PF" --expected 1000 --fpp 0.01 --strategy locked --from "$WORK/pf-items"
+expect_rc "a locked rotation of a partitioned filter refused" 2
+expect_err "rotate --strategy locked: BG_ENOTSUP, partitioned" 'BG_ENOTSUP.*partitioned filter.*use BG_ROTATE_SWAP'
 run info "$PF"
-expect_out "the refused rotation left the filter partitioned" '^partitions: 4 '
+expect_out "the refused rotation left the filter as it was" '^partitions: 4 '
+run rotate "$PF" --expected 20000 --fpp 0.01 --partitions 8 --from "$WORK/pf-items"
+expect_rc "rotate a partitioned filter to 8 partitions" 0
+run info "$PF"
+expect_out "the rotation's partitions" '^partitions: 8 '
+run contains "$PF" cherry date
+expect_rc "the rotated items are there" 0
+run rotate "$F" --expected 1000 --fpp 0.01 --partitions 8 --from "$WORK/pf-items"
+expect_rc "rotate --partitions of a plain filter refused" 2
+expect_err "rotate --partitions, plain: BG_EINVAL" 'BG_EINVAL.*BG_OPT_ROTATE_PARTITIONS is for a partitioned filter'
 run delete "$PF"
 expect_rc "delete a partitioned filter" 0
 

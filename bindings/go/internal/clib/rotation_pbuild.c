@@ -7,13 +7,9 @@
  * atomic OR: two items of two threads may share a byte, and the partitions together exceed what
  * 32-bit offsets (bitmap.c's bucketed build) can address.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "bloomguard_hash.h"
 #include "hash_hash.h"
@@ -62,13 +58,7 @@ static void add_slice(const slice *s) {
 
 static void *work(void *arg) {
   slice *s = arg;
-  if (s->nice > 0) {
-    /* per thread on Linux: this one yields to the process's serving threads and ends with its work */
-    id_t tid = (id_t)syscall(SYS_gettid);
-    errno = 0;
-    int cur = getpriority(PRIO_PROCESS, tid);
-    if (errno == 0) setpriority(PRIO_PROCESS, tid, cur + s->nice);
-  }
+  bgi_build_thread_nice(s->nice);
   add_slice(s);
   return NULL;
 }

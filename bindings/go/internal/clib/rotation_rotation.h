@@ -29,6 +29,8 @@ void bgi_bitmap_free(bgi_bitmap *b);
  * (0: the caller's thread takes part, at its priority); no allocation per item (scratch buffers
  * sized by a round, not by n, are kept with the bitmap). */
 void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens, size_t n, int threads, int nice);
+/* Raises the calling thread's nice value by nice (> 0; a build thread of its own, BG_OPT_ROTATE_NICE). */
+void bgi_build_thread_nice(int nice);
 /* Length Redis would give the string after SETBITs of the same bits: last non-zero byte + 1. */
 size_t bgi_bitmap_used_len(const bgi_bitmap *b);
 
