@@ -67,7 +67,7 @@ func TestInitPartitioned(t *testing.T) {
 }
 
 // A partitioned filter rotated (Swap) to other n and P with WithPartitions: the new items answer,
-// Info names the new P; Locked is refused with ErrNotSupported.
+// Info names the new P; Locked rewrites in place and refuses another geometry (ErrBadParams).
 func TestRotatePartitioned(t *testing.T) {
 	ctx := context.Background()
 	c := openClient(t)
@@ -95,8 +95,15 @@ func TestRotatePartitioned(t *testing.T) {
 	if info, err := f.Info(ctx); err != nil || info.Partitions != 8 || info.ExpectedInsertions != 40_000 {
 		t.Fatalf("Info: %+v %v", info, err)
 	}
-	err = f.Rotate(ctx, 1000, 0.01, Locked, func(r *Rotation) error { return nil })
-	if !errors.Is(err, ErrNotSupported) || !strings.Contains(err.Error(), "use BG_ROTATE_SWAP") {
+	// Locked rewrites in place: the partitions' geometry must stay
+	err = f.Rotate(ctx, 20_000, 0.01, Locked, func(r *Rotation) error { return nil })
+	if !errors.Is(err, ErrBadParams) || !strings.Contains(err.Error(), "keep (n, p) or use BG_ROTATE_SWAP") {
+		t.Fatalf("Locked to another geometry: %v", err)
+	}
+	if err := f.Rotate(ctx, 40_000, 0.01, Locked, func(r *Rotation) error { return r.AddMany(items) }); err != nil {
 		t.Fatalf("Locked: %v", err)
+	}
+	if got, err := f.ContainsMany(ctx, items); err != nil || !got[0] || !got[len(got)-1] {
+		t.Fatalf("after Locked: %v", err)
 	}
 }

@@ -113,7 +113,7 @@ static const command commands[] = {
    "  --threads N        hashing threads (default: the online CPUs - 1, at least 1)\n"
    "  --chunk-bytes N    upload chunk in bytes (default 1048576)\n"
    "  --partitions K     a partitioned filter: the new generation's partitions (swap and naive;\n"
-   "                     default: as many as now)\n"
+   "                     default: as many as now; locked rewrites its partitions in place)\n"
    "  --batch N          items read per batch (default 262144); naive: items per round trip\n"
    "                     (default 1000)\n"
    "On a terminal, a progress bar on stderr shows the phase, items, items/s, bytes uploaded\n"

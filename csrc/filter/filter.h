@@ -122,6 +122,10 @@ typedef struct bgi_lock_wait {
   uint64_t look_ns;      /* how long the last look at the lock took (a round trip) */
 } bgi_lock_wait;
 
+/* The end of the next nap while what `held` says holds the filter (polled, the first naps short),
+ * or BG_ELOCKED once the call may wait no longer (query.c; a partitioned filter's pop.c). */
+int bgi_lock_nap(const bg_filter *f, bgi_lock_wait *w, const char *held, uint64_t *until, bgi_err *err);
+
 /*
  * Queries items[0..n) against Redis, without the policy (filter/guarded.c wraps it), as a task
  * (common/task.h): window by window, a config change recomputed and asked again, a write lock

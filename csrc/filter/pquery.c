@@ -32,13 +32,14 @@ static void append_bits(bgi_buf *out, const bgi_plane *l, const uint64_t *idx, s
 }
 
 static void append_meta(bgi_buf *out, const bgi_plane *l) {
-  bgi_resp_array(out, 6);
+  bgi_resp_array(out, 7);
   bgi_resp_bulk(out, "HMGET", 5);
   bgi_resp_pk(out, l->f, l->g.gen, l->part, l->g.parts, BGI_PKEY_META);
   bgi_resp_lit(out, BGI_CONFIG_SIZE);
   bgi_resp_lit(out, BGI_CONFIG_K);
   bgi_resp_lit(out, BGI_PCONF_PARTITIONS);
   bgi_resp_lit(out, BGI_PMETA_FORWARD);
+  bgi_resp_lit(out, BGI_PMETA_STAGE);
 }
 
 static void append_block(bgi_buf *out, const bgi_plane *l, const uint64_t *idx, size_t n, int tracked) {
@@ -121,18 +122,23 @@ static int meta_matches(const bgi_plane *l, const bgi_reply *const *v) {
          k == bgi_cfg_k(l->g.cfg) && parts == l->g.parts;
 }
 
-/* The meta's [size, hashIterations, partitions, forward]: 1 when it holds the geometry the lane's
- * indexes were computed for; 0 when it is gone or holds another (the lane's outcome says so: the
- * central config tells what is live now), or on a failure (*st). A forward generation (a commit
+/* The meta's [size, hashIterations, partitions, forward, stage]: 1 when it holds the geometry the
+ * lane's indexes were computed for; 0 when it is gone or holds another (the lane's outcome says
+ * so: the central config tells what is live now), when a locked rotation is rewriting these bits
+ * (stage: the outcome says so, pop.c waits), or on a failure (*st). A forward generation (a commit
  * under way) is noted: pop.c keeps the answer only if the central config, read after these bits,
  * still names this generation. */
 static int check_meta(bgi_plane *l, const bgi_reply *fields, bgi_err *err, int *st) {
   *st = BG_OK;
   if (fields->type == REDIS_REPLY_ERROR) return (*st = bgi_reply_error(fields, "contains (partition meta)", err)), 0;
-  if (fields->type != REDIS_REPLY_ARRAY || fields->elements != 4)
+  if (fields->type != REDIS_REPLY_ARRAY || fields->elements != 5)
     return (*st = bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to HMGET")), 0;
   if (!meta_matches(l, (const bgi_reply *const *)fields->element)) {
     l->outcome = BGI_LANE_GONE;
+    return 0;
+  }
+  if (fields->element[4]->type == REDIS_REPLY_STRING) {
+    l->outcome = BGI_LANE_LOCKED;
     return 0;
   }
   const bgi_reply *fwd = fields->element[3];

@@ -17,6 +17,7 @@
  */
 #include "filter/filter.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -208,27 +209,26 @@ static int parse_query(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx,
 #define LOCK_POLL_FIRST_NS 500000u
 #define LOCK_POLL_MAX_NS 20000000u
 
-static int locked_too_long(const bg_filter *f, const bgi_lock_wait *w, bgi_err *err) {
-  return bgi_err_set(err, BG_ELOCKED, "contains: \"%s\" is write-locked (an in-place rebuild holds %s) and "
-                     "stayed so for as long as this call may wait (BG_OPT_WRITE_LOCK_WAIT_MS = %lld, or the call's "
-                     "deadline)", f->name.s, f->lock_key.s, (long long)w->wait_ms);
+static int locked_too_long(const bg_filter *f, const bgi_lock_wait *w, const char *held, bgi_err *err) {
+  return bgi_err_set(err, BG_ELOCKED, "contains: \"%s\" is write-locked (%s) and stayed so for as long as this call "
+                     "may wait (BG_OPT_WRITE_LOCK_WAIT_MS = %lld, or the call's deadline)", f->name.s, held,
+                     (long long)w->wait_ms);
 }
 
-/* The end of the next nap while the write lock is held (polled, the first naps short), or
- * BG_ELOCKED once the call may wait no longer. */
-static int lock_nap(const bg_filter *f, bgi_lock_wait *w, uint64_t *until, bgi_err *err) {
+int bgi_lock_nap(const bg_filter *f, bgi_lock_wait *w, const char *held, uint64_t *until, bgi_err *err) {
   uint64_t now = bgi_now_ns();
   if (!w->until_ns) {
     w->until_ns = bgi_after_ms(now, w->wait_ms);
     if (w->deadline_ns && w->deadline_ns < w->until_ns) w->until_ns = w->deadline_ns;
     w->nap_ns = LOCK_POLL_FIRST_NS;
   }
-  if (now >= w->until_ns) return locked_too_long(f, w, err);
+  if (now >= w->until_ns) return locked_too_long(f, w, held, err);
   uint64_t nap = w->nap_ns < w->until_ns - now ? w->nap_ns : w->until_ns - now;
   /* the call's deadline leaves no time for one more look after this nap - one that takes twice
    * as long as the last one did, so a slow server does not turn the answer into a timeout: say
    * why now */
-  if (w->until_ns == w->deadline_ns && now + nap + 2 * w->look_ns >= w->until_ns) return locked_too_long(f, w, err);
+  if (w->until_ns == w->deadline_ns && now + nap + 2 * w->look_ns >= w->until_ns)
+    return locked_too_long(f, w, held, err);
   *until = now + nap;
   w->nap_ns = w->nap_ns * 2 < LOCK_POLL_MAX_NS ? w->nap_ns * 2 : LOCK_POLL_MAX_NS;
   return BG_OK;
@@ -310,7 +310,9 @@ static int resume_contains(bgi_task *t, int st, bgi_err *err) {
                                         BGI_REBUILD_FIELD));
   if (q->locked) {
     uint64_t until = 0;
-    if ((st = lock_nap(f, &ct->w, &until, err)) != BG_OK) return bgi_task_done(t, st);
+    char held[300];
+    snprintf(held, sizeof held, "an in-place rebuild holds %s", f->lock_key.s);
+    if ((st = bgi_lock_nap(f, &ct->w, held, &until, err)) != BG_OK) return bgi_task_done(t, st);
     ct->state = Q_NAPPED;
     return bgi_task_sleep(t, until);
   }

@@ -15,7 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bloomguard/hash.h"
 #include "client/step.h"
+#include "filter/scripts.h"
+#include "hash/hash.h"
 #include "redis/layout.h"
 #include "redis/names.h"
 #include "rotation/rotation.h"
@@ -24,7 +27,8 @@
   "local m = redis.call('HMGET', " meta ", '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "', '" BGI_PCONF_PARTITIONS "')\n" \
   "if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return {0} end\n"
 
-/* KEYS config, lease. ARGV token, owner, lease ms, mark TTL, P, partition size, total, k, n, fpp.
+/* KEYS config, lease. ARGV token, owner, lease ms, mark TTL, P, partition size, total, k, n, fpp,
+ * in place ("1": a locked rotation, which rewrites the live generation and builds none).
  * {1, live, next}; {0, owner, pttl}: another rotation holds the lease; {2}: not a (live)
  * partitioned filter. A generation a dead rotation left (bgNext) joins the list to delete. */
 static bgi_script begin_script = {
@@ -41,11 +45,16 @@ static bgi_script begin_script = {
     "local dead = redis.call('HGET', KEYS[1], '" BGI_PCONF_NEXT "')\n"
     "if dead and tonumber(dead) ~= live then sweep = sweep .. ' ' .. dead end\n"
     "for g in string.gmatch(sweep, '%d+') do last = math.max(last, tonumber(g)) end\n"
-    "local nxt = last + 1\n"
-    "local p = '" BGI_PCONF_GEN_PREFIX "' .. nxt .. ':'\n"
-    "redis.call('HSET', KEYS[1], '" BGI_PCONF_GENS "', nxt, '" BGI_PCONF_NEXT "', nxt,\n"
-    "  p .. '" BGI_PCONF_PARTITIONS "', ARGV[5], p .. '" BGI_PCONF_PSIZE "', ARGV[6], p .. '" BGI_PCONF_TOTAL "', ARGV[7],\n"
-    "  p .. '" BGI_CONFIG_K "', ARGV[8], p .. '" BGI_CONFIG_N "', ARGV[9], p .. '" BGI_CONFIG_FPP "', ARGV[10])\n"
+    "local nxt = live\n"
+    "if ARGV[11] ~= '1' then\n"
+    "  nxt = last + 1\n"
+    "  local p = '" BGI_PCONF_GEN_PREFIX "' .. nxt .. ':'\n"
+    "  redis.call('HSET', KEYS[1], '" BGI_PCONF_GENS "', nxt, '" BGI_PCONF_NEXT "', nxt,\n"
+    "    p .. '" BGI_PCONF_PARTITIONS "', ARGV[5], p .. '" BGI_PCONF_PSIZE "', ARGV[6], p .. '" BGI_PCONF_TOTAL "', ARGV[7],\n"
+    "    p .. '" BGI_CONFIG_K "', ARGV[8], p .. '" BGI_CONFIG_N "', ARGV[9], p .. '" BGI_CONFIG_FPP "', ARGV[10])\n"
+    "elseif dead and tonumber(dead) ~= live then\n"
+    "  redis.call('HDEL', KEYS[1], '" BGI_PCONF_NEXT "')\n"
+    "end\n"
     "sweep = string.gsub(sweep, '^ +', '')\n"
     "if sweep ~= '' then redis.call('HSET', KEYS[1], '" BGI_PCONF_SWEEP "', sweep) end\n"
     "redis.call('HSET', KEYS[2], '" BGI_LEASE_TOKEN "', ARGV[1], '" BGI_LEASE_OWNER "', ARGV[2], '" BGI_LEASE_GEN "', nxt,\n"
@@ -150,6 +159,59 @@ static bgi_script flip_script = {
     "redis.call('HDEL', KEYS[1], '" BGI_PCONF_NEXT "')\n"
     "redis.call('DEL', KEYS[2])\n"
     "return {1, redis.call('PTTL', KEYS[1])}\n",
+};
+
+/* KEYS meta, bitmap, mark (a live partition). ARGV size, k, P, mark, token. {1, the bitmap's bytes}:
+ * the rewrite begins (from here queries of the partition wait, pop.c); {0}: the mark is gone
+ * (the lease was lost); {2}: the partition holds another geometry. */
+static bgi_script rewrite_start_script = {
+  .name = "partitioned locked rotation start",
+  .body =
+    "if redis.call('GET', KEYS[3]) ~= ARGV[4] then return {0} end\n"
+    "local m = redis.call('HMGET', KEYS[1], '" BGI_CONFIG_SIZE "', '" BGI_CONFIG_K "', '" BGI_PCONF_PARTITIONS "')\n"
+    "if m[1] ~= ARGV[1] or m[2] ~= ARGV[2] or m[3] ~= ARGV[3] then return {2} end\n"
+    "redis.call('HSET', KEYS[1], '" BGI_PMETA_STAGE "', ARGV[5])\n"
+    "return {1, redis.call('STRLEN', KEYS[2])}\n",
+};
+
+/* KEYS mark, delta. ARGV mark. {1, hashes}: the delta so far, taken (the mark stays); {0}: the
+ * mark is gone. */
+static bgi_script rewrite_take_script = {
+  .name = "partitioned locked rotation take",
+  .body =
+    "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0} end\n"
+    "local d = redis.call('LRANGE', KEYS[2], 0, -1)\n"
+    "redis.call('DEL', KEYS[2])\n"
+    "return {1, d}\n",
+};
+
+/* KEYS meta, bitmap, mark, delta. ARGV mark, token, bytes written, k, then k indexes per item
+ * taken. {1}: the bits set, and with no add left the partition is live again (stage, mark and
+ * delta gone); {2}: the bits set, more adds arrived (take them); {0}: the mark is gone; {3}: not
+ * our rewrite, or its bitmap lost bytes written. */
+static bgi_script rewrite_finish_script = {
+  .name = "partitioned locked rotation finish",
+  .body =
+    BGI_LUA_SETBITS
+    "if redis.call('GET', KEYS[3]) ~= ARGV[1] then return {0} end\n"
+    "if redis.call('HGET', KEYS[1], '" BGI_PMETA_STAGE "') ~= ARGV[2] then return {3} end\n"
+    "if redis.call('STRLEN', KEYS[2]) < tonumber(ARGV[3]) then return {3} end\n"
+    "if #ARGV > 4 then setbits(KEYS[2], 5, #ARGV, tonumber(ARGV[4])) end\n"
+    "if redis.call('LLEN', KEYS[4]) > 0 then return {2} end\n"
+    "redis.call('DEL', KEYS[3], KEYS[4])\n"
+    "redis.call('HDEL', KEYS[1], '" BGI_PMETA_STAGE "')\n"
+    "return {1}\n",
+};
+
+/* KEYS config, lease. ARGV token, gen, n, fpp. {1}; {0}: the lease is not ours. */
+static bgi_script rewrite_done_script = {
+  .name = "partitioned locked rotation commit",
+  .body =
+    "if redis.call('HGET', KEYS[2], '" BGI_LEASE_TOKEN "') ~= ARGV[1] then return {0} end\n"
+    "local p = '" BGI_PCONF_GEN_PREFIX "' .. ARGV[2] .. ':'\n"
+    "redis.call('HSET', KEYS[1], p .. '" BGI_CONFIG_N "', ARGV[3], p .. '" BGI_CONFIG_FPP "', ARGV[4])\n"
+    "redis.call('DEL', KEYS[2])\n"
+    "return {1}\n",
 };
 
 #define FORGET_GEN \
@@ -274,7 +336,8 @@ int bgi_prot_step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, si
   sarg(&p, 7, num(&p, 5, bgi_cfg_k(n->cfg)));
   sarg(&p, 8, num(&p, 6, (uint64_t)n->n));
   sarg(&p, 9, r->fpp);
-  int st = run(r, &p, &begin_script, 10, r->f->slot, 0, &s, err);
+  sarg(&p, 10, pr->in_place ? "1" : "0");
+  int st = run(r, &p, &begin_script, 11, r->f->slot, 0, &s, err);
   if (st != BG_OK) return st;
   if (s.ints[0] == 1 && s.nints >= 3) {
     pr->live.gen = (uint64_t)s.ints[1];
@@ -339,7 +402,8 @@ int bgi_prot_step_write(bg_rotation *r, uint32_t part, size_t offset, const uint
 int bgi_prot_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err) {
   bgi_prot *pr = r->part;
   int phase = atomic_load(&pr->phase), st = BG_OK;
-  for (uint32_t i = 0; phase < BGI_PROT_DRAINING && i < pr->live.parts && st == BG_OK; i++)
+  /* a locked rotation's rewritten partitions have no mark left */
+  for (uint32_t i = atomic_load(&pr->done); phase < BGI_PROT_DRAINING && i < pr->live.parts && st == BG_OK; i++)
     st = renew_mark(r, i, deadline_ns, err);
   /* the renewal of a stage is a write of no bytes that checks nothing of its length (written[] is
    * the committing thread's) */
@@ -471,4 +535,108 @@ int bgi_prot_delete_gen(bg_filter *f, const bgi_pgen *g, bgi_err *err) {
   size_t lens[] = {f->config_key.len, strlen(gen)};
   bgi_step s = {.script = &forget_script, .nkeys = 1, .nargs = 1, .argv = argv, .lens = lens};
   return bgi_step_run(f->client, f->slot, 0, &s, err);
+}
+
+/* ---- a locked rotation: the live partitions rewritten in place, one at a time ---------------- */
+
+int bgi_prot_step_rewrite_start(bg_rotation *r, uint32_t part, uint64_t *old_len, bgi_err *err) {
+  bgi_prot *pr = r->part;
+  pstep p;
+  bgi_step s = {0};
+  pkeys(r, &p, &pr->live, part, (char[]){BGI_PKEY_META, BGI_PKEY_BITMAP, BGI_PKEY_MARK, 0});
+  sarg(&p, 0, num(&p, 0, bgi_cfg_size(pr->live.cfg)));
+  sarg(&p, 1, num(&p, 1, bgi_cfg_k(pr->live.cfg)));
+  sarg(&p, 2, num(&p, 2, pr->live.parts));
+  sarg(&p, 3, pr->mark);
+  sarg(&p, 4, r->token);
+  int st = run(r, &p, &rewrite_start_script, 5, (int)bgi_pslot(part, pr->live.parts), 0, &s, err);
+  if (st == BG_OK && s.ints[0] == 2)
+    return bgi_err_set(err, BG_ECONFIG, "rotation: the partitioned filter \"%s\" changed under it (deleted, or made "
+                       "again with other parameters)", r->f->name.s);
+  if (st == BG_OK && s.ints[0] != 1) return lost(r, "commit (a partition's mark expired)", err);
+  if (st == BG_OK) *old_len = s.nints > 1 && s.ints[1] > 0 ? (uint64_t)s.ints[1] : 0;
+  return st;
+}
+
+/* One finish step with the indexes of the hashes taken so far (pr->delta). */
+static int rewrite_finish(bg_rotation *r, uint32_t part, bgi_step *s, bgi_err *err) {
+  bgi_prot *pr = r->part;
+  uint32_t k = bgi_cfg_k(pr->live.cfg);
+  uint64_t size = bgi_cfg_size(pr->live.cfg);
+  size_t n = pr->ndelta * k, nkeys = 4, nargs = 4 + n;
+  const char **argv = malloc((nkeys + nargs) * sizeof *argv);
+  size_t *lens = malloc((nkeys + nargs) * sizeof *lens);
+  char *nums = malloc(n * 21 + 1);
+  uint64_t idx[BG_MAX_HASH_ITERATIONS];
+  pstep p;
+  int st;
+  if (!argv || !lens || !nums) {
+    st = bgi_err_set(err, BG_ENOMEM, "out of memory");
+    goto cleanup;
+  }
+  pkeys(r, &p, &pr->live, part, (char[]){BGI_PKEY_META, BGI_PKEY_BITMAP, BGI_PKEY_MARK, BGI_PKEY_DELTA, 0});
+  sarg(&p, 0, pr->mark);
+  sarg(&p, 1, r->token);
+  sarg(&p, 2, num(&p, 0, pr->written[part]));
+  sarg(&p, 3, num(&p, 1, k));
+  memcpy(argv, p.argv, (nkeys + 4) * sizeof *argv);
+  memcpy(lens, p.lens, (nkeys + 4) * sizeof *lens);
+  char *at = nums;
+  for (size_t i = 0, a = nkeys + 4; i < pr->ndelta; i++) {
+    bgi_indexes_from_hash(pr->delta[i][0], pr->delta[i][1], size, k, idx);
+    for (uint32_t j = 0; j < k; j++, a++) {
+      int len = snprintf(at, 21, "%llu", (unsigned long long)idx[j]);
+      argv[a] = at, lens[a] = (size_t)len;
+      at += len;
+    }
+  }
+  *s = (bgi_step){.script = &rewrite_finish_script, .nkeys = nkeys, .nargs = nargs, .argv = argv, .lens = lens,
+                  .durable = 1};
+  st = bgi_step_run(r->f->client, (int)bgi_pslot(part, pr->live.parts), 0, s, err);
+  if (st == BG_OK && s->ints[0] == 3) st = vanished(r, &pr->live, part, "commit", err);
+  else if (st == BG_OK && s->ints[0] == 0) st = lost(r, "commit (a partition's mark expired)", err);
+cleanup:
+  free(argv);
+  free(lens);
+  free(nums);
+  return st;
+}
+
+int bgi_prot_step_rewrite_finish(bg_rotation *r, uint32_t part, bgi_err *err) {
+  bgi_prot *pr = r->part;
+  /* bounded: adds arriving faster than this loop takes them fail the rotation (nothing is lost:
+   * the partition stays being rewritten, its queries wait, until the next rotation) */
+  for (int i = 0; i < 64; i++) {
+    pstep p;
+    bgi_step take = {.take_list = take_delta, .take_ctx = pr};
+    pr->ndelta = 0;
+    pkeys(r, &p, &pr->live, part, (char[]){BGI_PKEY_MARK, BGI_PKEY_DELTA, 0});
+    sarg(&p, 0, pr->mark);
+    int st = run(r, &p, &rewrite_take_script, 1, (int)bgi_pslot(part, pr->live.parts), 0, &take, err);
+    if (st == BG_OK && take.ints[0] != 1) st = lost(r, "commit (a partition's mark expired)", err);
+    bgi_step fin;
+    /* under the keeper's lock: the step that deletes the mark, and the count that stops its renewal */
+    pthread_mutex_lock(&pr->mu);
+    if (st == BG_OK) st = rewrite_finish(r, part, &fin, err);
+    int done = st == BG_OK && fin.ints[0] == 1;
+    if (done) atomic_store(&pr->done, part + 1);
+    pthread_mutex_unlock(&pr->mu);
+    if (st != BG_OK || done) return st;
+  }
+  return bgi_err_set(err, BG_EROTATING, "commit: adds to \"%s\" kept arriving faster than the locked rotation could "
+                     "take them; rotate again", r->f->name.s);
+}
+
+int bgi_prot_step_rewrite_done(bg_rotation *r, bgi_err *err) {
+  bgi_prot *pr = r->part;
+  pstep p;
+  bgi_step s = {.durable = 1};
+  central_keys(r, &p);
+  sarg(&p, 0, r->token);
+  sarg(&p, 1, num(&p, 0, pr->live.gen));
+  sarg(&p, 2, num(&p, 1, (uint64_t)r->n));
+  sarg(&p, 3, r->fpp);
+  int st = run(r, &p, &rewrite_done_script, 4, r->f->slot, 0, &s, err);
+  if (st == BG_OK && s.ints[0] != 1) return lost(r, "commit", err);
+  return st;
 }

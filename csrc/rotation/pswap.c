@@ -37,7 +37,7 @@ static atomic_int die_at;
 
 void bgi_prot_fault_die_at(int point) { atomic_store(&die_at, point); }
 
-static void maybe_die(int point) {
+void bgi_prot_maybe_die(int point) {
   if (atomic_load(&die_at) == point) raise(SIGKILL);
 }
 
@@ -73,6 +73,8 @@ static int begin(bg_rotation *r, bgi_err *err) {
   st = read_config(r, &conf, err);
   if (st == BG_OK) {
     pr->live = conf.live;
+    if (pr->in_place) pr->next = (bgi_pgen){.gen = pr->live.gen, .parts = pr->live.parts, .cfg = pr->live.cfg,
+                                            .n = r->n, .fpp = r->fpp_value};
     /* what dead rotations and failed deletes left */
     for (uint32_t i = 0; i < conf.nsweep && st == BG_OK; i++) st = bgi_prot_delete_gen(r->f, &conf.sweep[i], err);
   }
@@ -80,18 +82,20 @@ static int begin(bg_rotation *r, bgi_err *err) {
                       !(pr->written = calloc(pr->next.parts, sizeof *pr->written))))
     st = bgi_err_set(err, BG_ENOMEM, "out of memory for a %u-partition generation of %llu bits each", pr->next.parts,
                      (unsigned long long)bgi_cfg_size(pr->next.cfg));
-  for (uint32_t i = 0; i < pr->next.parts && st == BG_OK; i++) st = bgi_prot_step_stage(r, i, err);
+  /* in place (plocked.c) the partitions to write are the live ones: nothing to stage */
+  if (pr->in_place) atomic_store(&pr->phase, BGI_PROT_PERSISTED);
+  for (uint32_t i = 0; i < pr->next.parts && st == BG_OK && !pr->in_place; i++) st = bgi_prot_step_stage(r, i, err);
   for (uint32_t i = 0; i < pr->live.parts && st == BG_OK; i++) st = bgi_prot_step_mark(r, i, err);
   if (st == BG_OK && bgi_lease_start(r) != BG_OK) st = bgi_err_set(err, BG_ENOMEM, "cannot start the lease renewal thread");
   if (st != BG_OK) {
     abort_(r, &(bgi_err){0});
     return st;
   }
-  maybe_die(BGI_PROT_DIE_BEGUN);
+  bgi_prot_maybe_die(BGI_PROT_DIE_BEGUN);
   return BG_OK;
 }
 
-static int add(bg_rotation *r, const void *const *items, const size_t *lens, size_t n, bgi_err *err) {
+int bgi_pswap_add(bg_rotation *r, const void *const *items, const size_t *lens, size_t n, bgi_err *err) {
   (void)err;
   bgi_pbuild_add(&r->part->build, items, lens, n, (int)r->opts.rotate_threads, (int)r->opts.rotate_nice);
   r->items += n;
@@ -124,7 +128,7 @@ static int upload(bg_rotation *r, bgi_err *err) {
       r->upload_pos += used;
       st = bgi_rot_report(r, BG_PHASE_UPLOADING, 0, err);
     }
-    if (i == pr->next.parts / 2) maybe_die(BGI_PROT_DIE_UPLOADING);
+    if (i == pr->next.parts / 2) bgi_prot_maybe_die(BGI_PROT_DIE_UPLOADING);
   }
   return st;
 }
@@ -155,14 +159,14 @@ static int commit(bg_rotation *r, bgi_err *err) {
     set_phase(pr, BGI_PROT_DRAINING);
     for (uint32_t i = 0; i < pr->live.parts && st == BG_OK; i++) {
       st = bgi_prot_step_drain(r, i, err);
-      if (i == pr->live.parts / 2) maybe_die(BGI_PROT_DIE_FORWARDING);
+      if (i == pr->live.parts / 2) bgi_prot_maybe_die(BGI_PROT_DIE_FORWARDING);
     }
   }
   if (st == BG_OK) st = apply_delta(r, err);
   int64_t config_ttl = -1;
   if (st == BG_OK) st = bgi_prot_step_flip(r, &config_ttl, err);
   if (st != BG_OK) return st;
-  maybe_die(BGI_PROT_DIE_FLIPPED);
+  bgi_prot_maybe_die(BGI_PROT_DIE_FLIPPED);
   bgi_lease_stop(r);
   bgi_pconf_set(r->f, &(bgi_pconf){.live = pr->next});
   /* the rest is housekeeping: what it leaves stays listed in the config for the next rotation */
@@ -188,7 +192,7 @@ static void abort_(bg_rotation *r, bgi_err *err) {
   if (pr->next.gen && bgi_prot_step_release(r, &one) != BG_OK && st == BG_OK) *err = one;
 }
 
-const bgi_rot_ops bgi_rot_pswap = {.name = "swap", .begin = begin, .add = add, .commit = commit, .abort = abort_};
+const bgi_rot_ops bgi_rot_pswap = {.name = "swap", .begin = begin, .add = bgi_pswap_add, .commit = commit, .abort = abort_};
 
 /* ---- the rotation's state ------------------------------------------------------------------ */
 

@@ -69,9 +69,9 @@ BG_API int bg_filter_init(bg_filter *f, int64_t expected_insertions, double fpp,
  * and fpp (without its 2^32-bit cap on the total) and for partitions too few to stay below 2^32
  * bits each (the message names the fewest that fit). tryInit's meaning: a config already there, of
  * either kind, is kept (*created 0). Every other operation of this header works on both kinds;
- * a swap (or naive) rotation rebuilds one, BG_OPT_ROTATE_PARTITIONS giving the next generation's
- * partitions (rotation.h); the degrade policy's local snapshot (policy.h) and a locked rotation
- * refuse a partitioned filter with BG_ENOTSUP.
+ * rotations rebuild one (rotation.h: swap with BG_OPT_ROTATE_PARTITIONS giving the next
+ * generation's partitions, locked in place); the degrade policy's local snapshot (policy.h)
+ * refuses a partitioned filter with BG_ENOTSUP.
  */
 BG_API int bg_filter_init_partitioned(bg_filter *f, int64_t expected_insertions, double fpp, int64_t partitions,
                                       int *created);

@@ -40,8 +40,10 @@
  * config; the guarantees above hold, adds being recorded per partition (their hashes) until the
  * commit drains each partition, and then sent to both generations by the adder (docs/layout.md,
  * "Rotating a partitioned filter"). A rotator that dies before that step leaves the live
- * generation whole; what it staged expires, or the next rotation deletes it. LOCKED answers
- * BG_ENOTSUP for a partitioned filter.
+ * generation whole; what it staged expires, or the next rotation deletes it. LOCKED rewrites a
+ * partitioned filter's live partitions in place, one at a time (queries of the one being
+ * rewritten wait as for the write lock), and keeps their geometry: (n, fpp) giving other
+ * partitions is BG_EBADPARAMS.
  *
  * BG_ROTATE_LOCKED rebuilds in place, with no second copy of the bitmap in Redis: begin and add
  * are SWAP's (the lease, adds recorded for the next generation, the build in memory); the commit

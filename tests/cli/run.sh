@@ -267,8 +267,10 @@ expect_rc "add --from into a partitioned filter (no bulk path)" 0
 run contains "$PF" apple cherry date
 expect_rc "the items added from a file are there" 0
 run rotate "$PF" --expected 1000 --fpp 0.01 --strategy locked --from "$WORK/pf-items"
-expect_rc "a locked rotation of a partitioned filter refused" 2
-expect_err "rotate --strategy locked: BG_ENOTSUP, partitioned" 'BG_ENOTSUP.*partitioned filter.*use BG_ROTATE_SWAP'
+expect_rc "a locked rotation of a partitioned filter to another geometry refused" 2
+expect_err "rotate --strategy locked, other geometry: BG_EBADPARAMS" 'BG_EBADPARAMS.*keep \(n, p\) or use BG_ROTATE_SWAP'
+run rotate "$PF" --expected 100000 --fpp 0.01 --strategy locked --from "$WORK/pf-items"
+expect_rc "a locked rotation of a partitioned filter in place" 0
 run info "$PF"
 expect_out "the refused rotation left the filter as it was" '^partitions: 4 '
 run rotate "$PF" --expected 20000 --fpp 0.01 --partitions 8 --from "$WORK/pf-items"

@@ -519,7 +519,7 @@ def test_partitioned_keyword(f, raw):
 
 def test_partitioned_rotation(f):
     """A partitioned filter rotated to other n and P: the new items answer, info names the new P;
-    a plain filter refuses ``partitions``, a locked rotation of a partitioned one is refused."""
+    a plain filter refuses ``partitions``; a locked rotation rewrites it in place (same geometry)."""
     assert f.init(20_000, 0.01, partitions=4) is True
     f.add_many(["old-%d" % i for i in range(1000)])
     new = ["new-%d" % i for i in range(3000)]
@@ -529,8 +529,15 @@ def test_partitioned_rotation(f):
     assert sum(f.contains_many(["old-%d" % i for i in range(1000)])) < 50
     info = f.info()
     assert (info.partitions, info.expected_insertions) == (8, 40_000)
-    with pytest.raises(bloomguard.NotSupported, match="use BG_ROTATE_SWAP"):
-        f.rotate(1000, 0.01, strategy="locked")
+    # locked: in place, so the partitions' geometry stays
+    with pytest.raises(bloomguard.BadParams, match="keep \\(n, p\\) or use BG_ROTATE_SWAP"):
+        f.rotate(20_000, 0.01, strategy="locked")
+    again = ["again-%d" % i for i in range(2000)]
+    with f.rotate(40_000, 0.01, strategy="locked") as rot:
+        rot.add_many(again)
+    assert all(f.contains_many(again))
+    assert sum(f.contains_many(new)) < 150
+    assert f.info().partitions == 8
     f.delete()
     f.init(1000, 0.01)
     with pytest.raises(bloomguard.InvalidArgument, match="BG_OPT_ROTATE_PARTITIONS is for a partitioned filter"):

@@ -75,6 +75,10 @@ SCENARIOS = [
     pytest.param(Scenario("swap", "same", SAME, rounds=3, per_process=6, cluster=True, max_legs=24, min_legs=8,
                           partitions=PARTITIONS, moved_partitions=8, rotate=ROTATE_PARTITIONED),
                  id="cluster-partitioned"),
+    # the same with locked rotations: each partition rewritten in place while its queries wait
+    pytest.param(Scenario("locked", "same", SAME, rounds=3, per_process=6, cluster=True, max_legs=24, min_legs=8,
+                          partitions=PARTITIONS, moved_partitions=8, rotate=ROTATE_PARTITIONED),
+                 id="cluster-partitioned-locked"),
     # its control: the cfault reader reads a partition's bits without its meta check after an ASK
     pytest.param(Scenario("swap", "same", SAME, rounds=1, per_process=6, cluster=True, max_legs=24, min_legs=4,
                           partitions=PARTITIONS, moved_partitions=8, rotate=ROTATE_PARTITIONED, fault_reader=True),

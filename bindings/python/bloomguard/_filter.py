@@ -395,8 +395,9 @@ class Filter:
         ``chunk_bytes`` (upload chunk; 1 MiB), ``batch`` (naive: items per round trip; 1000),
         ``partitions`` (a partitioned filter: the new generation's partitions; default as many as
         now; a plain filter raises :class:`~bloomguard.InvalidArgument`). A partitioned filter
-        rotates with ``"swap"`` (its generations side by side) or ``"naive"``; ``"locked"``
-        raises :class:`~bloomguard.NotSupported`.
+        rotates with ``"swap"`` (its generations side by side), ``"locked"`` (in place, one
+        partition at a time; the partitions' geometry must stay, else
+        :class:`~bloomguard.BadParams`) or ``"naive"``.
         Out-of-range values raise
         :class:`~bloomguard.InvalidArgument`.
 

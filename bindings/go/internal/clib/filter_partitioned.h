@@ -134,6 +134,8 @@ uint32_t bgi_pwin_next(const bgi_pwin *w, uint32_t parts, uint32_t *p, const uin
 #define BGI_LANE_DONE 0      /* answered / applied */
 #define BGI_LANE_GONE 1      /* the partition's meta is gone or holds another geometry: nothing was read
                                 or written; the central config says what is live */
+#define BGI_LANE_LOCKED 2    /* a locked rotation rewrites the partition's bits (its meta's stage): no
+                                answer; asked again after a nap, up to BG_OPT_WRITE_LOCK_WAIT_MS */
 
 struct bgi_plane {
   bgi_task t;
@@ -262,6 +264,8 @@ typedef struct bgi_pop_task {
   uint64_t confirm;       /* a query read a partition of this generation that a commit moves away
                              from: the config must still name it once the window is read (0: none) */
   uint64_t fwd_gen;
+  int locked;             /* a round found a partition being rewritten in place */
+  bgi_lock_wait lw;
   size_t n, *done, *added;
   uint8_t *present;
   uint64_t deadline_ns;

@@ -15,7 +15,9 @@
  */
 #include "filter_partitioned.h"
 
-enum { C_START, C_CONFIG, C_ROUND, C_FORWARD, C_CONFIRM };
+#include <stdio.h>
+
+enum { C_START, C_CONFIG, C_ROUND, C_FORWARD, C_CONFIRM, C_NAP };
 
 static atomic_int fault_ignore_forward;
 
@@ -124,6 +126,19 @@ static int next_round(bgi_pop_task *pt, bgi_err *err) {
     }
     return next_window(pt, err);
   }
+  if (pt->locked) {
+    /* partitions being rewritten by a locked rotation: asked again after a nap, as a plain
+     * filter's queries wait for its write lock */
+    uint64_t until = 0;
+    char held[200];
+    snprintf(held, sizeof held, "a locked rotation rewrites some of its %u partitions in place", pt->g.parts);
+    pt->locked = 0;
+    int st = bgi_lock_nap(pt->f, &pt->lw, held, &until, err);
+    if (st != BG_OK) return finish(pt, st);
+    bgi_pwin_take_redo(&pt->win);
+    pt->state = C_NAP;
+    return bgi_task_sleep(&pt->t, until);
+  }
   /* some partitions were gone or changed: the central config says what is live now */
   if (pt->attempt++ >= pt->retries) return changed_too_often(pt, err);
   bgi_pwin_take_redo(&pt->win);
@@ -145,6 +160,9 @@ static int resume_pop(bgi_task *t, int st, bgi_err *err) {
     case C_FORWARD:
       if (st != BG_OK) return finish(pt, st);
       return forward(pt, 1, err);
+    case C_NAP:
+      if (st != BG_OK) return finish(pt, st);
+      return group(pt, err);
     case C_CONFIRM:
       if (st != BG_OK) return finish(pt, st);
       if (pt->ld.kind == BGI_KIND_PARTITIONED && pt->ld.conf.live.gen == pt->confirm && pt->g.gen == pt->confirm)
@@ -175,6 +193,12 @@ static int resume_pop(bgi_task *t, int st, bgi_err *err) {
       pt->win.n_redo += l->n;
       continue;
     }
+    if (l->outcome == BGI_LANE_LOCKED) {
+      memcpy(pt->win.redo + pt->win.n_redo, l->items, l->n * sizeof *l->items);
+      pt->win.n_redo += l->n;
+      pt->locked = 1;
+      continue;
+    }
     if (pt->added && !pt->forwarding) *pt->added += l->added;
     if (l->forward && !pt->fixed.gen && !atomic_load_explicit(&fault_ignore_forward, memory_order_relaxed)) {
       if (pt->is_add) {
@@ -202,8 +226,9 @@ void bgi_pop_task_init(bgi_pop_task *pt, bg_filter *f, int is_add, uint64_t dead
   pt->present = present;
   pt->hashes = NULL;
   pt->fixed = (bgi_pgen){0};
-  pt->forwarding = pt->confirm = 0;
+  pt->forwarding = pt->confirm = pt->locked = 0;
   pt->fwd_gen = 0;
+  pt->lw = (bgi_lock_wait){.wait_ms = f->client->opts.lock_wait_ms, .deadline_ns = deadline_ns};
   pt->deadline_ns = deadline_ns;
   pt->retries = f->client->opts.config_retries;
   pt->attempt = 0;

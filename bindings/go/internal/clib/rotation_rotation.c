@@ -19,7 +19,8 @@ static int finish(bg_rotation *r, const bgi_err *err) { return bgi_errslot_store
 /* ---- what operators see (observe.h) ---------------------------------------------------------- */
 
 static int strategy_of(const bg_rotation *r) {
-  return r->ops == &bgi_rot_swap || r->ops == &bgi_rot_pswap ? BG_ROTATE_SWAP : r->ops == &bgi_rot_locked ? BG_ROTATE_LOCKED : BG_ROTATE_NAIVE;
+  if (r->ops == &bgi_rot_swap || r->ops == &bgi_rot_pswap) return BG_ROTATE_SWAP;
+  return r->ops == &bgi_rot_locked || r->ops == &bgi_rot_plocked ? BG_ROTATE_LOCKED : BG_ROTATE_NAIVE;
 }
 
 /* A rotation event: kind, with st its status (BG_EV_STATUS) and why its cause (NULL: none). */
@@ -102,13 +103,12 @@ static int choose(bg_rotation *r, const bgi_rot_ops **ops, char *why, size_t why
   if (st != BG_OK && st != BG_ENOTINIT) return st;
   bgi_err_clear(err);
   if (st == BG_OK && ld.kind == BGI_KIND_PARTITIONED) {
-    if (*ops == &bgi_rot_locked)
-      return bgi_err_set(err, BG_ENOTSUP, "rotation: \"%s\" is a partitioned filter, which a locked rotation cannot "
-                         "rebuild: use BG_ROTATE_SWAP", f->name.s);
     if ((st = bgi_prot_new(r, &ld.conf.live, r->opts.rotate_partitions, err)) != BG_OK) return st;
+    if (*ops == &bgi_rot_locked && (st = bgi_plocked_check(r, err)) != BG_OK) return st;
     r->size = bgi_cfg_size(r->part->next.cfg) * r->part->next.parts;
     r->k = bgi_cfg_k(r->part->next.cfg);
     if (*ops == &bgi_rot_swap) *ops = &bgi_rot_pswap;
+    if (*ops == &bgi_rot_locked) *ops = &bgi_rot_plocked;
     return BG_OK;
   }
   if (r->opts.rotate_partitions)

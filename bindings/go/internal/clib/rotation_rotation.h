@@ -69,7 +69,9 @@ enum {
 };
 
 typedef struct bgi_prot {
-  bgi_pgen live, next;   /* the generation rotated from, and the one built */
+  bgi_pgen live, next;   /* the generation rotated from, and the one built (in place: the same) */
+  int in_place;          /* LOCKED: the live generation's partitions rewritten one at a time */
+  _Atomic uint32_t done; /* LOCKED: partitions rewritten (their marks gone: not renewed) */
   bgi_pbuild build;
   uint64_t *written;     /* per partition of next: bytes its bitmap must have (the last chunk sent) */
   atomic_int phase;
@@ -98,7 +100,7 @@ typedef struct bgi_rot_ops {
   void (*abort)(bg_rotation *r, bgi_err *err);
 } bgi_rot_ops;
 
-extern const bgi_rot_ops bgi_rot_swap, bgi_rot_locked, bgi_rot_naive, bgi_rot_pswap;
+extern const bgi_rot_ops bgi_rot_swap, bgi_rot_locked, bgi_rot_naive, bgi_rot_pswap, bgi_rot_plocked;
 
 struct bg_rotation {
   bg_filter *f;
@@ -188,6 +190,11 @@ int bgi_lease_start(bg_rotation *r);
 /* A partitioned rotation's state (pswap.c): G' over `parts` partitions (0: as many as live has),
  * for the rotation's n and fpp; the failure's message says what to change. */
 int bgi_prot_new(bg_rotation *r, const bgi_pgen *live, int64_t parts, bgi_err *err);
+/* LOCKED: BG_OK when the rotation's geometry is the live one's (it rewrites in place), else the
+ * BG_EBADPARAMS saying what to keep. */
+int bgi_plocked_check(bg_rotation *r, bgi_err *err);
+/* What swap and locked add: the items hashed into the build. */
+int bgi_pswap_add(bg_rotation *r, const void *const *items, const size_t *lens, size_t n, bgi_err *err);
 void bgi_prot_free(bg_rotation *r);
 /* A partitioned rotation's part of a renewal (psteps.c): its phase's keys. */
 int bgi_prot_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err);
@@ -201,6 +208,11 @@ int bgi_prot_step_persist(bg_rotation *r, uint32_t part, bgi_err *err);
 int bgi_prot_step_drain(bg_rotation *r, uint32_t part, bgi_err *err);
 int bgi_prot_step_flip(bg_rotation *r, int64_t *config_ttl_ms, bgi_err *err);
 int bgi_prot_step_unmark(bg_rotation *r, uint32_t part, bgi_err *err);
+/* LOCKED: a live partition's rewrite begins (*old_len: its bitmap's bytes), and ends once the
+ * adds its mark recorded are set (the loop of take and finish steps). Then the config's record. */
+int bgi_prot_step_rewrite_start(bg_rotation *r, uint32_t part, uint64_t *old_len, bgi_err *err);
+int bgi_prot_step_rewrite_finish(bg_rotation *r, uint32_t part, bgi_err *err);
+int bgi_prot_step_rewrite_done(bg_rotation *r, bgi_err *err);
 /* The central config's part of an abort: the lease given back, the built generation's record dropped. */
 int bgi_prot_step_release(bg_rotation *r, bgi_err *err);
 /* Generation g's keys deleted (a sweep), then its record and its place in the list to delete. */
@@ -208,8 +220,10 @@ int bgi_prot_delete_gen(bg_filter *f, const bgi_pgen *g, bgi_err *err);
 /* Runs a sweep of every partition of g (filter/partitioned.h) on this thread. */
 int bgi_prot_sweep(bg_filter *f, const bgi_pgen *g, int op, int64_t ttl_ms, bgi_err *err);
 /* Tests only: the rotator process kills itself (SIGKILL) at point (BGI_PROT_DIE_*; 0: never). */
-enum { BGI_PROT_DIE_BEGUN = 1, BGI_PROT_DIE_UPLOADING, BGI_PROT_DIE_FORWARDING, BGI_PROT_DIE_FLIPPED };
+enum { BGI_PROT_DIE_BEGUN = 1, BGI_PROT_DIE_UPLOADING, BGI_PROT_DIE_FORWARDING, BGI_PROT_DIE_FLIPPED,
+       BGI_PROT_DIE_REWRITING };
 void bgi_prot_fault_die_at(int point);
+void bgi_prot_maybe_die(int point);
 void bgi_lease_stop(bg_rotation *r);
 
 /* What an abort could not give back (giveback.c): the lease (lease_left: its abort step failed)
