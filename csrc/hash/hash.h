@@ -42,6 +42,19 @@ static inline void bgi_indexes_from_hash(uint64_t h1, uint64_t h2, uint64_t size
   }
 }
 
+/* A partitioned filter's partition of an item with hash (h1, h2) (filter/partition.h): a
+ * multiply-shift of a mix of both halves, so it does not follow the bits the item sets inside its
+ * partition (those come from h1 and h2 mod the partition's size). */
+static inline uint32_t bgi_partition_of(uint64_t h1, uint64_t h2, uint32_t parts) {
+  uint64_t x = h1 ^ (h2 * 0x9e3779b97f4a7c15ULL);
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return (uint32_t)(((unsigned __int128)x * parts) >> 64);
+}
+
 /*
  * A filter's geometry packed as size << 32 | k, so it is read and written with one atomic word
  * (size <= BG_MAX_SIZE < 2^32, k <= BG_MAX_HASH_ITERATIONS). 0 means "not read yet".

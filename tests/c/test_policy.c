@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "filter/filter.h"
+#include "filter/partitioned.h"
 #include "harness.h"
 #include "items.h"
 #include "redis_fixture.h"
@@ -379,6 +380,55 @@ static void test_corrupt_class(void) {
 
 /* ---- snapshot ------------------------------------------------------------------------------------ */
 
+/* A partitioned filter's snapshot: its partitions copied one by one, answering item for item as
+ * Redis did; a partition a locked rotation rewrites, or one a commit forwards, refuses it. */
+static void test_snapshot_of_a_partitioned_filter(void) {
+  bg_filter *f = open_filter("psnap");
+  bg_call *call = NULL;
+  items in = make_items("pin", 3000), out = make_items("pout", 3000);
+  uint8_t *from_redis = calloc(6000, 1), *from_snap = calloc(6000, 1);
+  CHECK_OK(bg_call_new(&call));
+  CHECK_OK(bg_filter_init_partitioned(f, 5000, 0.01, 4, NULL));
+  CHECK_OK(bg_filter_add_many(f, PTRS(in), in.len, in.n, NULL));
+  CHECK_OK(bg_filter_contains_many(f, PTRS(in), in.len, in.n, from_redis));
+  CHECK_OK(bg_filter_contains_many(f, PTRS(out), out.len, out.n, from_redis + 3000));
+  bg_policy *p = quick_policy();
+  int chain[] = {BG_ACT_SNAPSHOT, BG_ACT_ERROR};
+  CHECK_OK(bg_policy_set_chain(p, BG_FAIL_NOTINIT, chain, 2));
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_CHUNK_BYTES, 4096));  /* several chunks a partition */
+  CHECK_OK(bg_filter_set_policy(f, p));
+  CHECK_OK(bg_filter_snapshot_refresh_ex(f, call));
+  uint64_t size = 0;
+  uint32_t parts = 0;
+  CHECK_OK(bg_filter_info_partitioned(f, &size, NULL, NULL, NULL, &parts));
+  CHECK_EQ_INT(stat(f, BG_STAT_SNAPSHOT_BYTES), (int64_t)(parts * ((size / parts + 7) / 8)));
+  /* the partitions' meta marked as a locked rotation's rewrite, then as a commit's forward */
+  char key[64];
+  for (int mark = 0; mark < 2; mark++) {
+    char *keys = bgt_redis_cmd(&srv, "KEYS %s", "*psnap:g1:p2:m");
+    CHECK(keys && keys[0]);
+    snprintf(key, sizeof key, "%s", keys);
+    free(keys);
+    free(bgt_redis_cmd(&srv, "HSET %s %s 1", key, mark ? "forward" : "stage"));
+    CHECK_STATUS(bg_filter_snapshot_refresh_ex(f, call), mark ? BG_EROTATING : BG_ELOCKED);
+    free(bgt_redis_cmd(&srv, "HDEL %s %s", key, mark ? "forward" : "stage"));
+  }
+  /* the filter goes away: the snapshot answers, item for item like Redis did */
+  CHECK_OK(bg_filter_delete(f, NULL));
+  CHECK_OK(bg_filter_contains_many_ex(f, call, PTRS(in), in.len, in.n, from_snap));
+  CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_SNAPSHOT);
+  CHECK_OK(bg_filter_contains_many_ex(f, call, PTRS(out), out.len, out.n, from_snap + 3000));
+  CHECK(memcmp(from_redis, from_snap, 6000) == 0);
+  size_t fp = 0;
+  for (size_t i = 3000; i < 6000; i++) fp += from_snap[i];
+  CHECK_MSG(fp < 100, "%zu false positives of 3000", fp);
+  bg_policy_free(p);
+  bg_call_free(call);
+  items_free(&in), items_free(&out);
+  free(from_redis), free(from_snap);
+  bg_filter_close(f);
+}
+
 /* The snapshot answers exactly what Redis answered, once Redis cannot. */
 static void test_snapshot_answers_like_redis(void) {
   bg_filter *f = open_filter("snap");
@@ -569,6 +619,77 @@ static unsigned char *naive_download(size_t chunk, size_t *nbytes) {
   return bits;
 }
 
+/* What a snapshot holds of sets A and B: 1 all of A, 2 all of B (3 both), 0 a mix. */
+static int snapshot_generation(const bgi_snapshot *s, items *a, items *b) {
+  int whole = 0;
+  items *sets[2] = {a, b};
+  uint8_t *present = calloc(a->n > b->n ? a->n : b->n, 1);
+  for (int i = 0; i < 2; i++) {
+    bgi_snapshot_query(s, PTRS(*sets[i]), sets[i]->len, sets[i]->n, present);
+    size_t all = 1;
+    for (size_t j = 0; j < sets[i]->n && all; j++) all = present[j];
+    if (all) whole |= 1 << i;
+  }
+  free(present);
+  return whole;
+}
+
+/* The same race on a partitioned filter (4 partitions), whose swap rotations make a new
+ * generation each time and delete the old one: every snapshot is one whole generation. Negative
+ * control: the download with its checks off (bgi_download_fault_unchecked) catches mixes. */
+static void test_partitioned_snapshot_is_one_generation(void) {
+#if defined(__SANITIZE_THREAD__)
+  printf("    skipped under ThreadSanitizer (timing race between downloads and rotations)\n");
+  return;
+#endif
+  bg_filter *f = open_filter("pgen"), *q = open_filter("pgen");
+  items a = make_items("pgen-a", 4000), b = make_items("pgen-b", 4000);
+  bg_filter_delete(f, NULL);
+  CHECK_OK(bg_filter_init_partitioned(f, 20000, 0.01, 4, NULL));
+  CHECK_OK(bg_filter_add_many(f, PTRS(a), a.len, a.n, NULL));
+  bg_policy *p = quick_policy();
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_CHUNK_BYTES, 4096));
+  CHECK_OK(bg_filter_set_policy(q, p));
+  CHECK_OK(bg_filter_snapshot_refresh(q));
+  bgi_snapshot *s0 = bgi_guard_snapshot(&q->guard);
+  CHECK_EQ_INT(snapshot_generation(s0, &a, &b), 1);
+  bgi_snapshot_unref(s0);
+  rotator r = {f, &a, &b, 0, 0};
+  pthread_t th;
+  pthread_create(&th, NULL, rotate_loop, &r);
+  int ok = 0, refused = 0, mixed = 0, unchecked_mixed = 0, unchecked_runs = 0;
+  uint64_t t0 = bgt_now_ns();
+  /* at least 10 rotations under the downloads, and the control caught */
+  while (bgt_now_ns() - t0 < 8000000000ull && (ok < 20 || unchecked_mixed == 0 || atomic_load(&r.rotations) < 10) &&
+         atomic_load(&r.rotations) < 390) {
+    for (int unchecked = 0; unchecked < 2; unchecked++) {
+      bgi_download_fault_unchecked(unchecked);
+      if (bg_filter_snapshot_refresh(q) != BG_OK) {
+        refused += !unchecked;
+        continue;
+      }
+      bgi_snapshot *s = bgi_guard_snapshot(&q->guard);
+      int whole = snapshot_generation(s, &a, &b);
+      bgi_snapshot_unref(s);
+      if (unchecked) unchecked_runs++, unchecked_mixed += whole == 0;
+      else ok++, mixed += whole == 0;
+    }
+  }
+  bgi_download_fault_unchecked(0);
+  atomic_store(&r.stop, 1);
+  pthread_join(th, NULL);
+  printf("    %d rotations; snapshots: %d downloaded, %d refused, %d mixed; unchecked downloads: %d of %d mixed\n",
+         atomic_load(&r.rotations), ok, refused, mixed, unchecked_mixed, unchecked_runs);
+  CHECK_EQ_INT(mixed, 0);
+  CHECK_MSG(ok > 0, "no snapshot succeeded during the rotations");
+  CHECK_MSG(unchecked_mixed > 0, "negative control: the unchecked download never caught a mix in %d runs: the "
+                                 "harness proves nothing", unchecked_runs);
+  CHECK_OK(bg_filter_delete(f, NULL));
+  bg_policy_free(p);
+  items_free(&a), items_free(&b);
+  bg_filter_close(f), bg_filter_close(q);
+}
+
 static void test_snapshot_is_one_generation_under_rotations(void) {
 #if defined(__SANITIZE_THREAD__)
   /* a race of download speed against rotation speed: ThreadSanitizer slows the download ~10x, so
@@ -752,5 +873,7 @@ BGT_RUN(BGT_CASE(setup), BGT_CASE(test_no_policy_plain_statuses), BGT_CASE(test_
         BGT_CASE(test_add_retry_outlasts_missing_filter), BGT_CASE(test_actions_against_missing_filter),
         BGT_CASE(test_server_class_busy_script), BGT_CASE(test_server_class_readonly_and_oom),
         BGT_CASE(test_corrupt_class), BGT_CASE(test_snapshot_answers_like_redis),
+        BGT_CASE(test_snapshot_of_a_partitioned_filter),
         BGT_CASE(test_snapshot_restarts_when_config_is_written), BGT_CASE(test_snapshot_is_one_generation_under_rotations),
+        BGT_CASE(test_partitioned_snapshot_is_one_generation),
         BGT_CASE(test_snapshot_background_refresh), BGT_CASE(test_set_policy_while_querying), BGT_CASE(teardown))

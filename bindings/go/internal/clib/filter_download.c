@@ -28,8 +28,11 @@
  */
 #include "filter_filter.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "filter_partitioned.h"
 
 #define DOWNLOAD_ATTEMPTS 3
 
@@ -43,7 +46,16 @@ typedef struct download {
   uint64_t taken_ns;
   bgi_snapshot *snap;    /* result of a complete, consistent attempt */
   int changed;           /* a watched key was touched: start over */
+  /* a partitioned filter's: the partition being read into snap */
+  const bgi_pgen *g;
+  uint32_t part;
 } download;
+
+/* A partition's bitmap, for read_chunks. */
+typedef struct pkey_ref {
+  const bgi_pgen *g;
+  uint32_t part;
+} pkey_ref;
 
 static int nomem(bgi_err *err) { return bgi_err_set(err, BG_ENOMEM, "out of memory"); }
 
@@ -108,6 +120,39 @@ static int unwatch(bgi_conn *c, const download *d, int st) {
   return st;
 }
 
+/* The bitmap's bytes [0, len) into dst, GETRANGE by GETRANGE: of the key `key`, or (key NULL) of
+ * partition `part` of d's generation. */
+static int read_chunks(bgi_conn *c, const download *d, const bgi_key *key, const pkey_ref *pk, uint8_t *dst,
+                       size_t len, bgi_err *err) {
+  const bg_filter *f = d->f;
+  int64_t ms = 0;
+  int st = BG_OK;
+  for (size_t off = 0; off < len && st == BG_OK; off += d->chunk) {
+    size_t m = len - off < d->chunk ? len - off : d->chunk;
+    bgi_reply *r[1];
+    if (d->stop && atomic_load(d->stop)) st = bgi_err_set(err, BG_EABORTED, "snapshot: stopped");
+    else if ((st = wait_ms(d, &ms, err)) == BG_OK) {
+      bgi_buf_reset(&c->out);
+      if (bgi_buf_reserve(&c->out, bgi_resp_bound(4, BGI_PKEY_MAX(f->name.len) + 48)) != BG_OK) st = nomem(err);
+    }
+    if (st == BG_OK) {
+      bgi_resp_array(&c->out, 4);
+      bgi_resp_bulk(&c->out, "GETRANGE", 8);
+      if (key) bgi_resp_key(&c->out, key);
+      else bgi_resp_pk(&c->out, f, pk->g->gen, pk->part, pk->g->parts, BGI_PKEY_BITMAP);
+      bgi_resp_u64(&c->out, off);
+      bgi_resp_u64(&c->out, off + m - 1);
+      st = bgi_conn_roundtrip(c, r, 1, bgi_deadline_in_ms(ms), err);
+    }
+    if (st == BG_OK && r[0]->type == REDIS_REPLY_ERROR) st = bgi_reply_error(r[0], "snapshot (bitmap)", err);
+    else if (st == BG_OK && r[0]->type != REDIS_REPLY_STRING)
+      st = bgi_err_set(err, BG_EPROTO, "snapshot: unexpected reply to GETRANGE");
+    /* shorter only if the bitmap alone was cut by someone else: the rest stays zero, like in Redis */
+    if (st == BG_OK) memcpy(dst + off, r[0]->str, r[0]->len < m ? r[0]->len : m);
+  }
+  return st;
+}
+
 static int parse_download(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
   download *d = ctx;
   bg_filter *f = d->f;
@@ -137,31 +182,9 @@ static int parse_download(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi
   bgi_snapshot *s = bgi_snapshot_new(cfg, d->taken_ns);
   if (!s) return unwatch(c, d, nomem(err));
   size_t len = strlen_ < s->nbytes ? (size_t)strlen_ : s->nbytes;  /* bytes past size / 8 are not the filter's */
-  for (size_t off = 0; off < len; off += d->chunk) {
-    size_t m = len - off < d->chunk ? len - off : d->chunk;
-    bgi_reply *r[1];
-    if (d->stop && atomic_load(d->stop)) st = bgi_err_set(err, BG_EABORTED, "snapshot: stopped");
-    else if ((st = wait_ms(d, &ms, err)) == BG_OK) {
-      bgi_buf_reset(&c->out);
-      if (bgi_buf_reserve(&c->out, bgi_resp_bound(4, f->name.len + 48)) != BG_OK) st = nomem(err);
-    }
-    if (st == BG_OK) {
-      bgi_resp_array(&c->out, 4);
-      bgi_resp_bulk(&c->out, "GETRANGE", 8);
-      bgi_resp_key(&c->out, &f->name);
-      bgi_resp_u64(&c->out, off);
-      bgi_resp_u64(&c->out, off + m - 1);
-      st = bgi_conn_roundtrip(c, r, 1, bgi_deadline_in_ms(ms), err);
-    }
-    if (st == BG_OK && r[0]->type == REDIS_REPLY_ERROR) st = bgi_reply_error(r[0], "snapshot (bitmap)", err);
-    else if (st == BG_OK && r[0]->type != REDIS_REPLY_STRING)
-      st = bgi_err_set(err, BG_EPROTO, "snapshot: unexpected reply to GETRANGE");
-    if (st != BG_OK) {
-      bgi_snapshot_unref(s);
-      return unwatch(c, d, st);
-    }
-    /* shorter only if the bitmap alone was cut by someone else: the rest stays zero, like in Redis */
-    memcpy(s->bits + off, r[0]->str, r[0]->len < m ? r[0]->len : m);
+  if ((st = read_chunks(c, d, &f->name, NULL, s->bits, len, err)) != BG_OK) {
+    bgi_snapshot_unref(s);
+    return unwatch(c, d, st);
   }
   /* the end: EXEC is nil if the config or the lease was written since WATCH */
   bgi_reply *r[3];
@@ -202,22 +225,177 @@ static int parse_download(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi
   return BG_OK;
 }
 
+/* ---- a partitioned filter: partition by partition ------------------------------------------ */
+
+static atomic_int fault_unchecked;
+
+void bgi_download_fault_unchecked(int on) { atomic_store(&fault_unchecked, on); }
+
+/* WATCH meta; HMGET meta size hashIterations partitions forward stage; STRLEN bitmap. */
+static void append_pmeta(bgi_buf *out, const download *d) {
+  bgi_resp_array(out, 7);
+  bgi_resp_bulk(out, "HMGET", 5);
+  bgi_resp_pk(out, d->f, d->g->gen, d->part, d->g->parts, BGI_PKEY_META);
+  bgi_resp_lit(out, BGI_CONFIG_SIZE);
+  bgi_resp_lit(out, BGI_CONFIG_K);
+  bgi_resp_lit(out, BGI_PCONF_PARTITIONS);
+  bgi_resp_lit(out, BGI_PMETA_FORWARD);
+  bgi_resp_lit(out, BGI_PMETA_STAGE);
+}
+
+static int build_pwatch(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
+  download *d = ctx;
+  if (bgi_buf_reserve(&c->out, bgi_resp_bound(16, 3 * BGI_PKEY_MAX(d->f->name.len) + 128)) != BG_OK) return nomem(err);
+  bgi_resp_array(&c->out, 2);
+  bgi_resp_bulk(&c->out, "WATCH", 5);
+  bgi_resp_pk(&c->out, d->f, d->g->gen, d->part, d->g->parts, BGI_PKEY_META);
+  append_pmeta(&c->out, d);
+  bgi_resp_array(&c->out, 2);
+  bgi_resp_bulk(&c->out, "STRLEN", 6);
+  bgi_resp_pk(&c->out, d->f, d->g->gen, d->part, d->g->parts, BGI_PKEY_BITMAP);
+  *nreplies = 3;
+  return BG_OK;
+}
+
+/* The meta's [size, hashIterations, partitions, forward, stage] names d's generation, usable. */
+static int pmeta_usable(const download *d, const bgi_reply *m, bgi_err *err) {
+  uint64_t size, k, parts;
+  if (m->type != REDIS_REPLY_ARRAY || m->elements != 5) return bgi_err_set(err, BG_EPROTO, "snapshot: unexpected reply");
+  const bgi_reply *const *v = (const bgi_reply *const *)m->element;
+  if (v[4]->type == REDIS_REPLY_STRING)
+    return bgi_err_set(err, BG_ELOCKED, "snapshot: a partition of \"%s\" is being rewritten in place (a locked "
+                       "rotation); the snapshot is taken after it", d->f->name.s);
+  if (v[3]->type == REDIS_REPLY_STRING)
+    return bgi_err_set(err, BG_EROTATING, "snapshot: a rotation of \"%s\" is committing; the snapshot is taken after "
+                       "it", d->f->name.s);
+  for (int i = 0; i < 3; i++)
+    if (v[i]->type != REDIS_REPLY_STRING) return BG_ECONFIG;
+  if (bgi_parse_u64(v[0]->str, v[0]->len, &size) != 0 || bgi_parse_u64(v[1]->str, v[1]->len, &k) != 0 ||
+      bgi_parse_u64(v[2]->str, v[2]->len, &parts) != 0 || size != bgi_cfg_size(d->g->cfg) || k != bgi_cfg_k(d->g->cfg) ||
+      parts != d->g->parts)
+    return BG_ECONFIG;
+  return BG_OK;
+}
+
+static int parse_pdownload(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
+  download *d = ctx;
+  bgi_snapshot *s = d->snap;
+  int64_t ms = 0;
+  (void)n;
+  for (int i = 0; i < 3; i++)
+    if (rep[i]->type == REDIS_REPLY_ERROR) return unwatch(c, d, bgi_reply_error(rep[i], "snapshot", err));
+  int unchecked = atomic_load(&fault_unchecked);
+  int st = unchecked ? BG_OK : pmeta_usable(d, rep[1], err);
+  if (st == BG_ECONFIG) d->changed = 1;   /* the generation is gone: the config says what is live */
+  if (st != BG_OK) return unwatch(c, d, d->changed ? BG_OK : st);
+  if (rep[2]->type != REDIS_REPLY_INTEGER) return unwatch(c, d, bgi_err_set(err, BG_EPROTO, "snapshot: unexpected reply"));
+  size_t len = rep[2]->integer > 0 ? (size_t)rep[2]->integer : 0;
+  if (len > s->pbytes) len = s->pbytes;
+  pkey_ref pk = {d->g, d->part};
+  uint8_t *dst = s->bits + (size_t)d->part * s->pbytes;
+  if ((st = read_chunks(c, d, NULL, &pk, dst, len, err)) != BG_OK) return unwatch(c, d, st);
+  /* EXEC is nil if the meta was written since WATCH (a rotation's drain, a locked rewrite, a delete) */
+  bgi_reply *r[3];
+  if ((st = wait_ms(d, &ms, err)) == BG_OK) {
+    bgi_buf_reset(&c->out);
+    if (bgi_buf_reserve(&c->out, bgi_resp_bound(9, BGI_PKEY_MAX(d->f->name.len) + 128)) != BG_OK) st = nomem(err);
+  }
+  if (st == BG_OK) {
+    bgi_resp_array(&c->out, 1);
+    bgi_resp_bulk(&c->out, "MULTI", 5);
+    append_pmeta(&c->out, d);
+    bgi_resp_array(&c->out, 1);
+    bgi_resp_bulk(&c->out, "EXEC", 4);
+    st = bgi_conn_roundtrip(c, r, 3, bgi_deadline_in_ms(ms), err);   /* EXEC ends the WATCH, whatever it answers */
+  }
+  if (st != BG_OK) return st;
+  if (r[0]->type == REDIS_REPLY_ERROR || r[1]->type == REDIS_REPLY_ERROR)
+    return bgi_reply_error(r[0]->type == REDIS_REPLY_ERROR ? r[0] : r[1], "snapshot", err);
+  if (unchecked) return BG_OK;
+  if (r[2]->type == REDIS_REPLY_NIL) {
+    d->changed = 1;
+    return BG_OK;
+  }
+  if (r[2]->type == REDIS_REPLY_ERROR) return bgi_reply_error(r[2], "snapshot", err);
+  if (r[2]->type != REDIS_REPLY_ARRAY || r[2]->elements != 1) return bgi_err_set(err, BG_EPROTO, "snapshot: unexpected reply to EXEC");
+  st = pmeta_usable(d, r[2]->element[0], err);
+  if (st == BG_ECONFIG) d->changed = 1, st = BG_OK;
+  return st;
+}
+
+/* The live generation as the config says now (BG_ENOTINIT: none, or not partitioned). */
+static int live_gen(bg_filter *f, bgi_pgen *g, bgi_err *err) {
+  bgi_pconf_load ld;
+  bgi_req req;
+  bgi_pconf_req(&req, &ld, f, 0);
+  int st = bgi_req_exec(&req, err);
+  if (st == BG_OK && ld.kind != BGI_KIND_PARTITIONED)
+    st = bgi_err_set(err, BG_ENOTINIT, "snapshot: \"%s\" is not a partitioned filter any more", f->name.s);
+  if (st == BG_OK) *g = ld.conf.live;
+  return st;
+}
+
+/*
+ * One attempt: the live generation read from the config, each partition copied as the plain
+ * download copies a bitmap (WATCH its meta, read it and the bits, EXEC ends it: nil when the meta
+ * was written meanwhile), then the config read again. A rotation's commit sets every partition's
+ * forward before it makes another generation live, and a locked one marks each partition it
+ * rewrites: a partition so marked refuses the download, one marked during its copy makes EXEC
+ * nil, and a generation made live after every partition was copied shows in the last read. So a
+ * snapshot is one generation's partitions, each holding every bit set when its copy began.
+ */
+static int pdownload_once(download *d, bgi_err *err) {
+  bg_filter *f = d->f;
+  bgi_pgen g, after;
+  int st = live_gen(f, &g, err);
+  if (st != BG_OK) return st;
+  bgi_snapshot *s = bgi_snapshot_new_parts(g.cfg, g.parts, d->taken_ns = bgi_now_ns());
+  if (!s) return nomem(err);
+  d->snap = s;
+  d->g = &g;
+  for (uint32_t i = 0; i < g.parts && st == BG_OK && !d->changed; i++) {
+    d->part = i;
+    st = bgi_client_call_ex(f->client, (int)bgi_pslot(i, g.parts), d->deadline_ns, BGI_CALL_BULK, build_pwatch,
+                            parse_pdownload, d, err);
+  }
+  if (st == BG_OK && !d->changed && !atomic_load(&fault_unchecked) && (st = live_gen(f, &after, err)) == BG_OK &&
+      after.gen != g.gen)
+    d->changed = 1;
+  d->g = NULL;
+  if (st != BG_OK || d->changed) {
+    bgi_snapshot_unref(s);
+    d->snap = NULL;
+  }
+  return st;
+}
+
 int bgi_filter_download(void *fp, uint64_t deadline_ns, int64_t chunk_bytes, atomic_int *stop, bgi_snapshot **out,
                         bgi_err *err) {
   bg_filter *f = fp;
   download d = {.f = f, .deadline_ns = deadline_ns, .chunk = (size_t)chunk_bytes, .stop = stop};
+  int partitioned = atomic_load(&f->kind) == BGI_KIND_PARTITIONED;
   *out = NULL;
   for (int attempt = 0; attempt < DOWNLOAD_ATTEMPTS; attempt++) {
     d.changed = 0;
     d.snap = NULL;
-    /* bulk: it WATCHes and reads chunks in parse, so it needs a pooled connection; said before
-     * the build, which would otherwise be made on a multiplexed workspace first (client.h) */
-    int st = bgi_client_call_ex(f->client, f->slot, deadline_ns, BGI_CALL_BULK, build_watch, parse_download, &d, err);
-    if (st == BG_ENOTINIT) {
-      /* no Redisson config: a partitioned filter's is of another kind, which this download cannot read */
-      bgi_err first = *err;
-      if (bgi_filter_refuse_partitioned(f, "snapshot", err) == BG_ENOTSUP) return BG_ENOTSUP;
-      *err = first;
+    int st;
+    if (partitioned) {
+      st = pdownload_once(&d, err);
+    } else {
+      /* bulk: it WATCHes and reads chunks in parse, so it needs a pooled connection; said before
+       * the build, which would otherwise be made on a multiplexed workspace first (client.h) */
+      st = bgi_client_call_ex(f->client, f->slot, deadline_ns, BGI_CALL_BULK, build_watch, parse_download, &d, err);
+      if (st == BG_ENOTINIT) {
+        /* no Redisson config: a partitioned filter's is of another kind, read partition by partition */
+        bgi_err first = *err;
+        bgi_pgen g;
+        if (live_gen(f, &g, err) == BG_OK) {
+          partitioned = 1;
+          attempt--;
+          continue;
+        }
+        *err = first;
+      }
     }
     if (st != BG_OK) return st;
     if (!d.changed) {

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "common_err.h"
+#include "hash_hash.h"
 
 /* Most partitions: one per cluster slot. */
 #define BGI_MAX_PARTITIONS 16384
@@ -75,18 +76,8 @@ typedef struct bgi_pconf {
   uint32_t nsweep;
 } bgi_pconf;
 
-/* The partition of an item with hash (h1, h2): a multiply-shift of a mix of both halves, so it
- * does not follow the bits the item sets inside its partition (those come from h1 and h2 mod the
- * partition's size). */
-static inline uint32_t bgi_partition_of(uint64_t h1, uint64_t h2, uint32_t parts) {
-  uint64_t x = h1 ^ (h2 * 0x9e3779b97f4a7c15ULL);
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return (uint32_t)(((unsigned __int128)x * parts) >> 64);
-}
+/* The partition of an item: bgi_partition_of (hash/hash.h, beside Redisson's index sequence: the
+ * policy's snapshot answers from it too). */
 
 /* The cluster slot of partition i of P: the middle of its 1/P share of the slots, so the masters
  * hold partitions in proportion to the slots they serve. */

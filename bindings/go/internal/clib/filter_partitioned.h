@@ -287,6 +287,9 @@ void bgi_pop_task_free(bgi_pop_task *pt);
 /* Tests only (the negative control of tests/c/test_prot.c): adds and queries ignore a partition's
  * forward generation - adds do not reach it, queries answer from a generation no longer live. */
 void bgi_pop_fault_ignore_forward(int on);
+/* Tests only (the negative control of test_policy.c's partitioned snapshot race): the download
+ * copies every partition's bits without checking its meta, its WATCH or the config after. */
+void bgi_download_fault_unchecked(int on);
 
 /* An add of items given by their hashes into generation g alone (a rotation applying the items
  * its delta recorded to the generation it built): a partition of g found gone fails it

@@ -123,14 +123,18 @@ int bgi_bucket_take(bgi_bucket *b, uint64_t now_ns);
 
 typedef struct bgi_snapshot {
   atomic_long refs;
-  uint64_t cfg;          /* packed size << 32 | k (filter.h) */
+  uint64_t cfg;          /* packed size << 32 | k (filter.h); a partitioned filter's: of a partition */
   uint64_t taken_ns;     /* when its download started */
-  size_t nbytes;         /* (size + 7) / 8 */
+  uint32_t parts;        /* a partitioned filter's partitions, one after another; 0: a plain filter */
+  size_t pbytes;         /* (size + 7) / 8: one partition's bytes (the whole bitmap's when plain) */
+  size_t nbytes;         /* all of them */
   uint8_t bits[];        /* SETBIT order: bit o is byte o / 8, mask 0x80 >> (o % 8) */
 } bgi_snapshot;
 
 /* A zeroed snapshot for this config (one reference); NULL when out of memory. */
 bgi_snapshot *bgi_snapshot_new(uint64_t cfg, uint64_t taken_ns);
+/* The same for a partitioned filter of `parts` partitions of cfg's size (filter/partition.h). */
+bgi_snapshot *bgi_snapshot_new_parts(uint64_t cfg, uint32_t parts, uint64_t taken_ns);
 void bgi_snapshot_unref(bgi_snapshot *s);
 /* Sets an item's bits (tests, and a snapshot being built). */
 void bgi_snapshot_add(bgi_snapshot *s, const void *item, size_t len);

@@ -16,29 +16,40 @@
 #include "hash_hash.h"
 
 
-bgi_snapshot *bgi_snapshot_new(uint64_t cfg, uint64_t taken_ns) {
-  size_t nbytes = (size_t)((bgi_cfg_size(cfg) + 7) / 8);
+bgi_snapshot *bgi_snapshot_new_parts(uint64_t cfg, uint32_t parts, uint64_t taken_ns) {
+  size_t pbytes = (size_t)((bgi_cfg_size(cfg) + 7) / 8), nbytes = pbytes * (parts ? parts : 1);
   bgi_snapshot *s = calloc(1, sizeof *s + nbytes);
   if (!s) return NULL;
   atomic_init(&s->refs, 1);
   s->cfg = cfg;
   s->taken_ns = taken_ns;
+  s->parts = parts;
+  s->pbytes = pbytes;
   s->nbytes = nbytes;
   return s;
 }
 
+bgi_snapshot *bgi_snapshot_new(uint64_t cfg, uint64_t taken_ns) { return bgi_snapshot_new_parts(cfg, 0, taken_ns); }
+
 void bgi_snapshot_unref(bgi_snapshot *s) {
   if (s && atomic_fetch_sub(&s->refs, 1) == 1) free(s);
+}
+
+/* The bytes an item's bits index into: the whole bitmap, or its partition's. */
+static uint8_t *bits_of(const bgi_snapshot *s, const uint64_t h[2]) {
+  uint8_t *bits = (uint8_t *)s->bits;
+  return s->parts ? bits + (size_t)bgi_partition_of(h[0], h[1], s->parts) * s->pbytes : bits;
 }
 
 void bgi_snapshot_add(bgi_snapshot *s, const void *item, size_t len) {
   uint64_t h[2], size = bgi_cfg_size(s->cfg);
   uint32_t k = bgi_cfg_k(s->cfg);
   bgi_hash128(item, len, h);
+  uint8_t *bits = bits_of(s, h);
   uint64_t x = h[0];
   for (uint32_t i = 0; i < k; i++) {
     uint64_t o = (x & INT64_MAX) % size;
-    s->bits[o >> 3] |= (uint8_t)(0x80u >> (o & 7));
+    bits[o >> 3] |= (uint8_t)(0x80u >> (o & 7));
     x += (i % 2 == 0) ? h[1] : h[0];
   }
 }
@@ -51,11 +62,12 @@ void bgi_snapshot_query(const bgi_snapshot *s, const void *const *items, const s
     uint64_t h[2];
     uint8_t all = 1;
     bgi_hash128(items[i], lens[i], h);
+    const uint8_t *bits = bits_of(s, h);
     uint64_t x = h[0];
     /* Redisson's index sequence (hash.h), stopping at the first clear bit */
     for (uint32_t j = 0; j < k && all; j++) {
       uint64_t o = (x & INT64_MAX) % size;
-      all = (s->bits[o >> 3] >> (7 - (o & 7))) & 1;
+      all = (bits[o >> 3] >> (7 - (o & 7))) & 1;
       x += (j % 2 == 0) ? h[1] : h[0];
     }
     present[i] = all;
