@@ -71,8 +71,8 @@ BG_API int bg_filter_init(bg_filter *f, int64_t expected_insertions, double fpp,
  * bits each (the message names the fewest that fit). tryInit's meaning: a config already there, of
  * either kind, is kept (*created 0). Every other operation of this header works on both kinds;
  * rotations rebuild one (rotation.h: swap with BG_OPT_ROTATE_PARTITIONS giving the next
- * generation's partitions, locked in place); the degrade policy's local snapshot (policy.h)
- * refuses a partitioned filter with BG_ENOTSUP.
+ * generation's partitions, locked in place), and the degrade policy's snapshot copies its
+ * partitions (policy.h).
  */
 BG_API int bg_filter_init_partitioned(bg_filter *f, int64_t expected_insertions, double fpp, int64_t partitions,
                                       int *created);
