@@ -257,6 +257,31 @@ static void locked_rewrites_in_place(void) {
   bg_client_close(c), bg_client_close(c2);
 }
 
+/* A locked rotation whose begin fails after it took the lease (a partition's meta no longer
+ * matches: the filter changed under it) undoes only its own marks: the live partitions stay. */
+static void locked_begin_failure_keeps_the_filter(void) {
+  bg_client *c = open_client();
+  items base = make_items("plf-base", 2000);
+  bg_filter *f = fresh(c, "plf", 5000, 4, &base);
+  char *keys = bgt_redis_cmd(&srv, "KEYS %s", "*plf:g1:p3:m"), key[128], *size = NULL;
+  CHECK(keys && keys[0]);
+  snprintf(key, sizeof key, "%s", keys);
+  free(keys);
+  size = bgt_redis_cmd(&srv, "HGET %s size", key);
+  free(bgt_redis_cmd(&srv, "HSET %s size 12345", key));
+  bg_rotation *r = NULL;
+  CHECK_STATUS(bg_rotation_begin(&r, f, 5000, 0.01, BG_ROTATE_LOCKED, NULL), BG_ECONFIG);
+  CHECK(r == NULL);
+  CHECK_EQ_INT(gen_keys("plf", 1), 8);   /* 4 metas, 4 bitmaps: no mark left, nothing deleted */
+  free(bgt_redis_cmd(&srv, "HSET %s size %s", key, size));
+  free(size);
+  CHECK_EQ_U64(present(f, &base), base.n);
+  bg_filter_delete(f, NULL);
+  items_free(&base);
+  bg_filter_close(f);
+  bg_client_close(c);
+}
+
 /* A locked rotator killed mid-rewrite: the partition it was writing answers BG_ELOCKED (after the
  * write-lock wait) and never from half-written bits; the others answer; the next locked rotation
  * rewrites it and the filter is whole again. */
@@ -441,6 +466,7 @@ static void options(void) { with_server(options_checked); }
 static void locked(void) {
   bgt_redis_start(&srv, NULL);
   locked_rewrites_in_place();
+  locked_begin_failure_keeps_the_filter();
   locked_killed_mid_rewrite();
   bgt_redis_stop(&srv);
 }

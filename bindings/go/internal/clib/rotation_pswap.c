@@ -49,7 +49,6 @@ static void set_phase(bgi_prot *pr, int phase) {
   pthread_mutex_unlock(&pr->mu);
 }
 
-static void abort_(bg_rotation *r, bgi_err *err);
 
 /* The live generation's record, as the config says after our begin step. */
 static int read_config(bg_rotation *r, bgi_pconf *conf, bgi_err *err) {
@@ -89,7 +88,7 @@ static int begin(bg_rotation *r, bgi_err *err) {
   for (uint32_t i = 0; i < pr->live.parts && st == BG_OK; i++) st = bgi_prot_step_mark(r, i, err);
   if (st == BG_OK && bgi_lease_start(r) != BG_OK) st = bgi_err_set(err, BG_ENOMEM, "cannot start the lease renewal thread");
   if (st != BG_OK) {
-    abort_(r, &(bgi_err){0});
+    r->ops->abort(r, &(bgi_err){0});   /* this strategy's undo: a locked one's deletes nothing */
     return st;
   }
   bgi_prot_maybe_die(BGI_PROT_DIE_BEGUN);
@@ -187,7 +186,9 @@ static void abort_(bg_rotation *r, bgi_err *err) {
     if (bgi_prot_step_unmark(r, i, &one) != BG_OK && st == BG_OK) st = (*err = one).status;
   }
   bgi_err one = {0};
-  if (pr->next.gen && bgi_prot_sweep(r->f, &pr->next, BGI_PSWEEP_DELETE, 0, &one) != BG_OK && st == BG_OK)
+  /* never the live generation (in place, next is the live one: plocked.c has its own abort) */
+  if (pr->next.gen && pr->next.gen != pr->live.gen &&
+      bgi_prot_sweep(r->f, &pr->next, BGI_PSWEEP_DELETE, 0, &one) != BG_OK && st == BG_OK)
     st = (*err = one).status;
   one = (bgi_err){0};
   if (pr->next.gen && bgi_prot_step_release(r, &one) != BG_OK && st == BG_OK) *err = one;
