@@ -221,12 +221,15 @@ static bgi_script rewrite_done_script = {
   "    p .. '" BGI_CONFIG_K "', p .. '" BGI_CONFIG_N "', p .. '" BGI_CONFIG_FPP "')\n" \
   "end\n"
 
-/* KEYS config, lease. ARGV token, next. The lease given back if ours; the next generation's
- * record dropped if the config still names it as being built. */
+/* KEYS config, lease. ARGV token, next, in place ("1": a locked rotation, whose next is the
+ * live one). The lease given back if ours; the next generation's record dropped if the config
+ * still names it as being built. {1}; {2}: it is live (the flip happened, its answer was lost):
+ * nothing is touched. */
 static bgi_script release_script = {
   .name = "partitioned rotation abort",
   .body =
     FORGET_GEN
+    "if ARGV[3] ~= '1' and redis.call('HGET', KEYS[1], '" BGI_PCONF_LIVE "') == ARGV[2] then return {2} end\n"
     "if redis.call('HGET', KEYS[2], '" BGI_LEASE_TOKEN "') == ARGV[1] then redis.call('DEL', KEYS[2]) end\n"
     "if redis.call('HGET', KEYS[1], '" BGI_PCONF_NEXT "') == ARGV[2] then\n"
     "  redis.call('HDEL', KEYS[1], '" BGI_PCONF_NEXT "')\n"
@@ -508,13 +511,16 @@ int bgi_prot_step_flip(bg_rotation *r, int64_t *config_ttl_ms, bgi_err *err) {
   return st;
 }
 
-int bgi_prot_step_release(bg_rotation *r, bgi_err *err) {
+int bgi_prot_step_release(bg_rotation *r, int *live, bgi_err *err) {
   pstep p;
   bgi_step s = {0};
   central_keys(r, &p);
   sarg(&p, 0, r->token);
   sarg(&p, 1, num(&p, 0, r->part->next.gen));
-  return run(r, &p, &release_script, 2, r->f->slot, 0, &s, err);
+  sarg(&p, 2, r->part->in_place ? "1" : "0");
+  int st = run(r, &p, &release_script, 3, r->f->slot, 0, &s, err);
+  *live = st == BG_OK && s.ints[0] == 2;
+  return st;
 }
 
 int bgi_prot_sweep(bg_filter *f, const bgi_pgen *g, int op, int64_t ttl_ms, bgi_err *err) {

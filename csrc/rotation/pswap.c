@@ -146,6 +146,17 @@ static int apply_delta(bg_rotation *r, bgi_err *err) {
   return st;
 }
 
+/* After a flip that failed on the way (a timeout, a lost connection): the config says whether it
+ * ran. */
+static int flipped_anyway(bg_rotation *r) {
+  bgi_pconf_load ld;
+  bgi_req req;
+  bgi_err ignored = {0};
+  bgi_pconf_req(&req, &ld, r->f, 0);
+  return bgi_req_exec(&req, &ignored) == BG_OK && ld.kind == BGI_KIND_PARTITIONED &&
+         ld.conf.live.gen == r->part->next.gen;
+}
+
 static int commit(bg_rotation *r, bgi_err *err) {
   bgi_prot *pr = r->part;
   int st = upload(r, err);
@@ -163,7 +174,9 @@ static int commit(bg_rotation *r, bgi_err *err) {
   }
   if (st == BG_OK) st = apply_delta(r, err);
   int64_t config_ttl = -1;
-  if (st == BG_OK) st = bgi_prot_step_flip(r, &config_ttl, err);
+  if (st == BG_OK && (st = bgi_prot_step_flip(r, &config_ttl, err)) != BG_OK && st != BG_EROTATING &&
+      st != BG_ECONFIG && flipped_anyway(r))
+    st = BG_OK;   /* the step ran but its answer was lost */
   if (st != BG_OK) return st;
   bgi_prot_maybe_die(BGI_PROT_DIE_FLIPPED);
   bgi_lease_stop(r);
@@ -178,19 +191,20 @@ static int commit(bg_rotation *r, bgi_err *err) {
 static void abort_(bg_rotation *r, bgi_err *err) {
   bgi_prot *pr = r->part;
   bgi_lease_stop(r);
-  int st = BG_OK;
-  /* adds stop recording and forwarding first; then what was built goes, then the lease */
-  for (uint32_t i = 0; i < pr->live.parts && pr->next.gen; i++) {
+  if (!pr->next.gen) return;   /* the begin step never ran */
+  /* the config first: a flip whose answer was lost made the built generation live, and then it
+   * all stays; else its record goes, so adds stop forwarding to it */
+  int live = 0, st = bgi_prot_step_release(r, &live, err);
+  if (st != BG_OK || live) return;
+  for (uint32_t i = 0; i < pr->live.parts; i++) {
     bgi_err one = {0};
     if (bgi_prot_step_unmark(r, i, &one) != BG_OK && st == BG_OK) st = (*err = one).status;
   }
   bgi_err one = {0};
   /* never the live generation (in place, next is the live one: plocked.c has its own abort) */
-  if (pr->next.gen && pr->next.gen != pr->live.gen &&
-      bgi_prot_sweep(r->f, &pr->next, BGI_PSWEEP_DELETE, 0, &one) != BG_OK && st == BG_OK)
-    st = (*err = one).status;
-  one = (bgi_err){0};
-  if (pr->next.gen && bgi_prot_step_release(r, &one) != BG_OK && st == BG_OK) *err = one;
+  if (pr->next.gen != pr->live.gen && bgi_prot_sweep(r->f, &pr->next, BGI_PSWEEP_DELETE, 0, &one) != BG_OK &&
+      st == BG_OK)
+    *err = one;
 }
 
 const bgi_rot_ops bgi_rot_pswap = {.name = "swap", .begin = begin, .add = bgi_pswap_add, .commit = commit, .abort = abort_};

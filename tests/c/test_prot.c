@@ -273,6 +273,9 @@ static void locked_begin_failure_keeps_the_filter(void) {
   CHECK_STATUS(bg_rotation_begin(&r, f, 5000, 0.01, BG_ROTATE_LOCKED, NULL), BG_ECONFIG);
   CHECK(r == NULL);
   CHECK_EQ_INT(gen_keys("plf", 1), 8);   /* 4 metas, 4 bitmaps: no mark left, nothing deleted */
+  char *lease = cmd("EXISTS %s", "{plf}:rotation");
+  CHECK_EQ_STR(lease, "0");               /* and the lease given back */
+  free(lease);
   free(bgt_redis_cmd(&srv, "HSET %s size %s", key, size));
   free(size);
   CHECK_EQ_U64(present(f, &base), base.n);

@@ -68,7 +68,8 @@ static void abort_(bg_rotation *r, bgi_err *err) {
     if (bgi_prot_step_unmark(r, i, &one) != BG_OK && st == BG_OK) st = (*err = one).status;
   }
   bgi_err one = {0};
-  if (bgi_prot_step_release(r, &one) != BG_OK && st == BG_OK) *err = one;
+  int live = 0;
+  if (bgi_prot_step_release(r, &live, &one) != BG_OK && st == BG_OK) *err = one;
 }
 
 int bgi_plocked_check(bg_rotation *r, bgi_err *err) {

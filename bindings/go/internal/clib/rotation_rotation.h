@@ -213,8 +213,9 @@ int bgi_prot_step_unmark(bg_rotation *r, uint32_t part, bgi_err *err);
 int bgi_prot_step_rewrite_start(bg_rotation *r, uint32_t part, uint64_t *old_len, bgi_err *err);
 int bgi_prot_step_rewrite_finish(bg_rotation *r, uint32_t part, bgi_err *err);
 int bgi_prot_step_rewrite_done(bg_rotation *r, bgi_err *err);
-/* The central config's part of an abort: the lease given back, the built generation's record dropped. */
-int bgi_prot_step_release(bg_rotation *r, bgi_err *err);
+/* The central config's part of an abort: the lease given back, the built generation's record
+ * dropped - unless that generation is live (*live 1: a flip whose answer was lost; nothing done). */
+int bgi_prot_step_release(bg_rotation *r, int *live, bgi_err *err);
 /* Generation g's keys deleted (a sweep), then its record and its place in the list to delete. */
 int bgi_prot_delete_gen(bg_filter *f, const bgi_pgen *g, bgi_err *err);
 /* Runs a sweep of every partition of g (filter/partitioned.h) on this thread. */
