@@ -312,6 +312,11 @@ static int lost(bg_rotation *r, const char *what, bgi_err *err) {
 
 static int vanished(bg_rotation *r, const bgi_pgen *g, uint32_t part, const char *what, bgi_err *err) {
   char key[160];
+  if (r->part->in_place)
+    return bgi_err_set(err, BG_ESERVER, "%s refused: the partition %s of \"%s\" lost bytes during its rewrite in place "
+                       "(it expired, was evicted or deleted); it stays marked as being rewritten (its queries fail "
+                       "with BG_ELOCKED) until the next rotation: rotate again", what,
+                       bgi_pk_text(r->f, g->gen, part, g->parts, BGI_PKEY_BITMAP, key, sizeof key), r->f->name.s);
   return bgi_err_set(err, BG_ESERVER, "%s refused: the staged partition %s of \"%s\" is not all there (it expired, was "
                      "evicted or deleted during the rotation); the live filter is unchanged: rotate again", what,
                      bgi_pk_text(r->f, g->gen, part, g->parts, BGI_PKEY_BITMAP, key, sizeof key), r->f->name.s);
