@@ -153,11 +153,31 @@ static int read_chunks(bgi_conn *c, const download *d, const bgi_key *key, const
   return st;
 }
 
+static void append_config(bgi_buf *out, const download *d) { bgi_append_hmget_config(out, d->f); }
+
+/* The download's end: MULTI, what append reads (bound: its bytes), EXEC - nil if a watched key
+ * was written since the WATCH. EXEC ends the WATCH, whatever it answers. */
+static int exec_read(bgi_conn *c, const download *d, void (*append)(bgi_buf *, const download *), size_t bound,
+                     bgi_reply **r, bgi_err *err) {
+  int64_t ms = 0;
+  int st = wait_ms(d, &ms, err);
+  if (st != BG_OK) return st;
+  bgi_buf_reset(&c->out);
+  if (bgi_buf_reserve(&c->out, 64 + bound) != BG_OK) return nomem(err);
+  bgi_resp_array(&c->out, 1);
+  bgi_resp_bulk(&c->out, "MULTI", 5);
+  append(&c->out, d);
+  bgi_resp_array(&c->out, 1);
+  bgi_resp_bulk(&c->out, "EXEC", 4);
+  return bgi_conn_roundtrip(c, r, 3, bgi_deadline_in_ms(ms), err);
+}
+
+static void append_pmeta(bgi_buf *out, const download *d);
+
 static int parse_download(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
   download *d = ctx;
   bg_filter *f = d->f;
   uint64_t cfg;
-  int64_t ms = 0;
   int st;
   (void)n;
   for (int i = 0; i < 6; i++)
@@ -188,18 +208,7 @@ static int parse_download(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi
   }
   /* the end: EXEC is nil if the config or the lease was written since WATCH */
   bgi_reply *r[3];
-  if ((st = wait_ms(d, &ms, err)) == BG_OK) {
-    bgi_buf_reset(&c->out);
-    if (bgi_buf_reserve(&c->out, 64 + bgi_hmget_config_bound(f)) != BG_OK) st = nomem(err);
-  }
-  if (st == BG_OK) {
-    bgi_resp_array(&c->out, 1);
-    bgi_resp_bulk(&c->out, "MULTI", 5);
-    bgi_append_hmget_config(&c->out, f);
-    bgi_resp_array(&c->out, 1);
-    bgi_resp_bulk(&c->out, "EXEC", 4);
-    st = bgi_conn_roundtrip(c, r, 3, bgi_deadline_in_ms(ms), err);   /* EXEC ends the WATCH, whatever it answers */
-  }
+  st = exec_read(c, d, append_config, 64 + bgi_hmget_config_bound(f), r, err);
   if (st == BG_OK) {
     const bgi_reply *ex = r[2];
     if (r[0]->type == REDIS_REPLY_ERROR || r[1]->type == REDIS_REPLY_ERROR)
@@ -280,7 +289,6 @@ static int pmeta_usable(const download *d, const bgi_reply *m, bgi_err *err) {
 static int parse_pdownload(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
   download *d = ctx;
   bgi_snapshot *s = d->snap;
-  int64_t ms = 0;
   (void)n;
   for (int i = 0; i < 3; i++)
     if (rep[i]->type == REDIS_REPLY_ERROR) return unwatch(c, d, bgi_reply_error(rep[i], "snapshot", err));
@@ -296,19 +304,8 @@ static int parse_pdownload(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bg
   if ((st = read_chunks(c, d, NULL, &pk, dst, len, err)) != BG_OK) return unwatch(c, d, st);
   /* EXEC is nil if the meta was written since WATCH (a rotation's drain, a locked rewrite, a delete) */
   bgi_reply *r[3];
-  if ((st = wait_ms(d, &ms, err)) == BG_OK) {
-    bgi_buf_reset(&c->out);
-    if (bgi_buf_reserve(&c->out, bgi_resp_bound(9, BGI_PKEY_MAX(d->f->name.len) + 128)) != BG_OK) st = nomem(err);
-  }
-  if (st == BG_OK) {
-    bgi_resp_array(&c->out, 1);
-    bgi_resp_bulk(&c->out, "MULTI", 5);
-    append_pmeta(&c->out, d);
-    bgi_resp_array(&c->out, 1);
-    bgi_resp_bulk(&c->out, "EXEC", 4);
-    st = bgi_conn_roundtrip(c, r, 3, bgi_deadline_in_ms(ms), err);   /* EXEC ends the WATCH, whatever it answers */
-  }
-  if (st != BG_OK) return st;
+  if ((st = exec_read(c, d, append_pmeta, bgi_resp_bound(9, BGI_PKEY_MAX(d->f->name.len) + 128), r, err)) != BG_OK)
+    return st;
   if (r[0]->type == REDIS_REPLY_ERROR || r[1]->type == REDIS_REPLY_ERROR)
     return bgi_reply_error(r[0]->type == REDIS_REPLY_ERROR ? r[0] : r[1], "snapshot", err);
   if (unchecked) return BG_OK;

@@ -323,6 +323,21 @@ static int vanished(bg_rotation *r, const bgi_pgen *g, uint32_t part, const char
                      bgi_pk_text(r->f, g->gen, part, g->parts, BGI_PKEY_BITMAP, key, sizeof key), r->f->name.s);
 }
 
+/* A live partition's keys (`what`), then its geometry and the marks' value: ARGV 1..4. */
+static void live_geometry(bg_rotation *r, pstep *p, uint32_t part, const char *what) {
+  bgi_prot *pr = r->part;
+  pkeys(r, p, &pr->live, part, what);
+  sarg(p, 0, num(p, 0, bgi_cfg_size(pr->live.cfg)));
+  sarg(p, 1, num(p, 1, bgi_cfg_k(pr->live.cfg)));
+  sarg(p, 2, num(p, 2, pr->live.parts));
+  sarg(p, 3, pr->mark);
+}
+
+static int changed_under_it(bg_rotation *r, bgi_err *err) {
+  return bgi_err_set(err, BG_ECONFIG, "rotation: the partitioned filter \"%s\" changed under it (deleted, or made "
+                     "again with other parameters); rotate again", r->f->name.s);
+}
+
 static void central_keys(bg_rotation *r, pstep *p) {
   p->nkeys = 2;
   p->argv[0] = r->f->config_key.s, p->lens[0] = r->f->config_key.len;
@@ -365,16 +380,10 @@ int bgi_prot_step_mark(bg_rotation *r, uint32_t part, bgi_err *err) {
   bgi_prot *pr = r->part;
   pstep p;
   bgi_step s = {0};
-  pkeys(r, &p, &pr->live, part, (char[]){BGI_PKEY_META, BGI_PKEY_MARK, BGI_PKEY_DELTA, 0});
-  sarg(&p, 0, num(&p, 0, bgi_cfg_size(pr->live.cfg)));
-  sarg(&p, 1, num(&p, 1, bgi_cfg_k(pr->live.cfg)));
-  sarg(&p, 2, num(&p, 2, pr->live.parts));
-  sarg(&p, 3, pr->mark);
+  live_geometry(r, &p, part, (char[]){BGI_PKEY_META, BGI_PKEY_MARK, BGI_PKEY_DELTA, 0});
   sarg(&p, 4, num(&p, 3, (uint64_t)r->guarded_ttl_ms));
   int st = run(r, &p, &mark_script, 5, (int)bgi_pslot(part, pr->live.parts), 0, &s, err);
-  if (st == BG_OK && s.ints[0] != 1)
-    return bgi_err_set(err, BG_ECONFIG, "rotation: the partitioned filter \"%s\" changed under it (deleted, or made "
-                       "again with other parameters); nothing was changed: rotate again", r->f->name.s);
+  if (st == BG_OK && s.ints[0] != 1) return changed_under_it(r, err);
   return st;
 }
 
@@ -555,16 +564,10 @@ int bgi_prot_step_rewrite_start(bg_rotation *r, uint32_t part, uint64_t *old_len
   bgi_prot *pr = r->part;
   pstep p;
   bgi_step s = {0};
-  pkeys(r, &p, &pr->live, part, (char[]){BGI_PKEY_META, BGI_PKEY_BITMAP, BGI_PKEY_MARK, 0});
-  sarg(&p, 0, num(&p, 0, bgi_cfg_size(pr->live.cfg)));
-  sarg(&p, 1, num(&p, 1, bgi_cfg_k(pr->live.cfg)));
-  sarg(&p, 2, num(&p, 2, pr->live.parts));
-  sarg(&p, 3, pr->mark);
+  live_geometry(r, &p, part, (char[]){BGI_PKEY_META, BGI_PKEY_BITMAP, BGI_PKEY_MARK, 0});
   sarg(&p, 4, r->token);
   int st = run(r, &p, &rewrite_start_script, 5, (int)bgi_pslot(part, pr->live.parts), 0, &s, err);
-  if (st == BG_OK && s.ints[0] == 2)
-    return bgi_err_set(err, BG_ECONFIG, "rotation: the partitioned filter \"%s\" changed under it (deleted, or made "
-                       "again with other parameters)", r->f->name.s);
+  if (st == BG_OK && s.ints[0] == 2) return changed_under_it(r, err);
   if (st == BG_OK && s.ints[0] != 1) return lost(r, "commit (a partition's mark expired)", err);
   if (st == BG_OK) *old_len = s.nints > 1 && s.ints[1] > 0 ? (uint64_t)s.ints[1] : 0;
   return st;
