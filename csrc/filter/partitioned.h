@@ -46,6 +46,8 @@ typedef struct bgi_pconf_load {
 } bgi_pconf_load;
 
 void bgi_pconf_req(bgi_req *r, bgi_pconf_load *ld, bg_filter *f, uint64_t deadline_ns);
+/* The same read on this thread (a rotation's steps, the snapshot's download). */
+int bgi_pconf_read(bg_filter *f, bgi_pconf_load *ld, bgi_err *err);
 /* The same parse, of an HGETALL reply another step made (info). */
 int bgi_pconf_parse(bg_filter *f, const bgi_reply *hash, bgi_pconf_load *ld, bgi_err *err);
 

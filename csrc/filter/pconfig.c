@@ -175,15 +175,8 @@ void bgi_pconf_req(bgi_req *r, bgi_pconf_load *ld, bg_filter *f, uint64_t deadli
                  .parse = parse_load, .ctx = ld};
 }
 
-int bgi_filter_refuse_partitioned(bg_filter *f, const char *what, bgi_err *err) {
-  bgi_pconf_load ld;
+int bgi_pconf_read(bg_filter *f, bgi_pconf_load *ld, bgi_err *err) {
   bgi_req req;
-  bgi_pconf_req(&req, &ld, f, 0);
-  int st = bgi_req_exec(&req, err);
-  if (st == BG_OK && ld.kind == BGI_KIND_PARTITIONED)
-    return bgi_err_set(err, BG_ENOTSUP, "%s: \"%s\" is a partitioned filter, which this version cannot %s",
-                       what, f->name.s, what);
-  if (st != BG_OK && st != BG_ENOTINIT) return st;
-  bgi_err_clear(err);
-  return BG_OK;
+  bgi_pconf_req(&req, ld, f, 0);
+  return bgi_req_exec(&req, err);
 }

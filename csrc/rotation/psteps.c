@@ -399,19 +399,29 @@ static int renew_mark(bg_rotation *r, uint32_t part, uint64_t deadline_ns, bgi_e
   return st;
 }
 
-int bgi_prot_step_write(bg_rotation *r, uint32_t part, size_t offset, const uint8_t *data, size_t len, bgi_err *err) {
+/* One run of the write script on staged partition `part` (the keeper's key room when keeper): its
+ * reply's code in *code. */
+static int stage_write(bg_rotation *r, int keeper, uint32_t part, size_t offset, const uint8_t *data, size_t len,
+                       uint64_t must_have, uint64_t deadline_ns, long long *code, bgi_err *err) {
   bgi_prot *pr = r->part;
   pstep p;
   bgi_step s = {.flags = bgi_call_flags_for_payload(len)};
-  pkeys(r, &p, &pr->next, part, (char[]){BGI_PKEY_META, BGI_PKEY_BITMAP, 0});
+  pkeys_in(r, &p, keeper, &pr->next, part, (char[]){BGI_PKEY_META, BGI_PKEY_BITMAP, 0});
   sarg(&p, 0, r->token);
   sarg(&p, 1, num(&p, 0, (uint64_t)r->guarded_ttl_ms));
   sarg(&p, 2, num(&p, 1, offset));
   arg(&p, 3, (const char *)data, len);
-  sarg(&p, 4, num(&p, 2, pr->written[part]));
-  int st = run(r, &p, &write_script, 5, (int)bgi_pslot(part, pr->next.parts), 0, &s, err);
-  if (st == BG_OK && s.ints[0] == 3) return vanished(r, &pr->next, part, "upload", err);
-  if (st == BG_OK && s.ints[0] != 1) return vanished(r, &pr->next, part, "upload", err);
+  sarg(&p, 4, num(&p, 2, must_have));
+  int st = run(r, &p, &write_script, 5, (int)bgi_pslot(part, pr->next.parts), deadline_ns, &s, err);
+  *code = s.ints[0];
+  return st;
+}
+
+int bgi_prot_step_write(bg_rotation *r, uint32_t part, size_t offset, const uint8_t *data, size_t len, bgi_err *err) {
+  bgi_prot *pr = r->part;
+  long long code = 0;
+  int st = stage_write(r, 0, part, offset, data, len, pr->written[part], 0, &code, err);
+  if (st == BG_OK && code != 1) return vanished(r, &pr->next, part, "upload", err);
   if (st == BG_OK && len && offset + len > pr->written[part]) pr->written[part] = offset + len;
   return st;
 }
@@ -425,16 +435,9 @@ int bgi_prot_renew(bg_rotation *r, uint64_t deadline_ns, bgi_err *err) {
   /* the renewal of a stage is a write of no bytes that checks nothing of its length (written[] is
    * the committing thread's) */
   for (uint32_t i = 0; phase < BGI_PROT_PERSISTED && i < pr->next.parts && st == BG_OK; i++) {
-    pstep p;
-    bgi_step s = {0};
-    pkeys_in(r, &p, 1, &pr->next, i, (char[]){BGI_PKEY_META, BGI_PKEY_BITMAP, 0});
-    sarg(&p, 0, r->token);
-    sarg(&p, 1, num(&p, 0, (uint64_t)r->guarded_ttl_ms));
-    sarg(&p, 2, "0");
-    sarg(&p, 3, "");
-    sarg(&p, 4, "0");
-    st = run(r, &p, &write_script, 5, (int)bgi_pslot(i, pr->next.parts), deadline_ns, &s, err);
-    if (st == BG_OK && s.ints[0] != 1) st = lost(r, "lease renewal (a staged partition expired)", err);
+    long long code = 0;
+    st = stage_write(r, 1, i, 0, (const uint8_t *)"", 0, 0, deadline_ns, &code, err);
+    if (st == BG_OK && code != 1) st = lost(r, "lease renewal (a staged partition expired)", err);
   }
   return st;
 }

@@ -52,9 +52,7 @@ static void set_phase(bgi_prot *pr, int phase) {
 /* The live generation's record, as the config says after our begin step. */
 static int read_config(bg_rotation *r, bgi_pconf *conf, bgi_err *err) {
   bgi_pconf_load ld;
-  bgi_req req;
-  bgi_pconf_req(&req, &ld, r->f, 0);
-  int st = bgi_req_exec(&req, err);
+  int st = bgi_pconf_read(r->f, &ld, err);
   if (st != BG_OK) return st;
   if (ld.kind != BGI_KIND_PARTITIONED || ld.conf.live.gen != r->part->live.gen)
     return bgi_err_set(err, BG_ECONFIG, "rotation: the partitioned filter \"%s\" changed under it; rotate again",
@@ -150,10 +148,8 @@ static int apply_delta(bg_rotation *r, bgi_err *err) {
  * ran. */
 static int flipped_anyway(bg_rotation *r) {
   bgi_pconf_load ld;
-  bgi_req req;
   bgi_err ignored = {0};
-  bgi_pconf_req(&req, &ld, r->f, 0);
-  return bgi_req_exec(&req, &ignored) == BG_OK && ld.kind == BGI_KIND_PARTITIONED &&
+  return bgi_pconf_read(r->f, &ld, &ignored) == BG_OK && ld.kind == BGI_KIND_PARTITIONED &&
          ld.conf.live.gen == r->part->next.gen;
 }
 

@@ -323,9 +323,7 @@ static int parse_pdownload(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bg
 /* The live generation as the config says now (BG_ENOTINIT: none, or not partitioned). */
 static int live_gen(bg_filter *f, bgi_pgen *g, bgi_err *err) {
   bgi_pconf_load ld;
-  bgi_req req;
-  bgi_pconf_req(&req, &ld, f, 0);
-  int st = bgi_req_exec(&req, err);
+  int st = bgi_pconf_read(f, &ld, err);
   if (st == BG_OK && ld.kind != BGI_KIND_PARTITIONED)
     st = bgi_err_set(err, BG_ENOTINIT, "snapshot: \"%s\" is not a partitioned filter any more", f->name.s);
   if (st == BG_OK) *g = ld.conf.live;

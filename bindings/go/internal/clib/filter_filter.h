@@ -322,11 +322,6 @@ int bgi_filter_init(bg_filter *f, uint64_t deadline_ns, int64_t expected_inserti
                     bgi_err *err);
 int bgi_filter_delete(bg_filter *f, uint64_t deadline_ns, int *deleted, bgi_err *err);
 
-/* BG_ENOTSUP when the name holds a partitioned filter (one round trip: the config hash's kind),
- * for the steps that know only Redisson's layout (`what`: "rotate"); BG_OK when it holds a plain
- * one or none; a failure to read it. */
-int bgi_filter_refuse_partitioned(bg_filter *f, const char *what, bgi_err *err);
-
 /* Ends a public filter operation (see bgi_call_finish). */
 static inline int bgi_filter_finish(bg_filter *f, bg_call *call, const bgi_err *err) {
   return bgi_call_finish(call, &f->err, err, BG_SOURCE_REDIS);

@@ -35,11 +35,14 @@ static int finish(bgi_pop_task *pt, int st) {
   return bgi_task_done(&pt->t, st);
 }
 
-static int reload(bgi_pop_task *pt) {
-  pt->state = C_CONFIG;
+/* Reads the central config; state says what the answer is for. */
+static int load_config(bgi_pop_task *pt, int state) {
+  pt->state = state;
   bgi_pconf_req(&pt->req, &pt->ld, pt->f, pt->deadline_ns);
   return bgi_task_call(&pt->t, &pt->req);
 }
+
+static int reload(bgi_pop_task *pt) { return load_config(pt, C_CONFIG); }
 
 static int next_round(bgi_pop_task *pt, bgi_err *err);
 
@@ -90,11 +93,7 @@ static bgi_pgen known_gen(bg_filter *f, uint64_t gen) {
  * in the generation that stays live. */
 static int forward(bgi_pop_task *pt, int reloaded, bgi_err *err) {
   bgi_pgen target = known_gen(pt->f, pt->fwd_gen);
-  if (!target.gen && !reloaded) {
-    pt->state = C_FORWARD;
-    bgi_pconf_req(&pt->req, &pt->ld, pt->f, pt->deadline_ns);
-    return bgi_task_call(&pt->t, &pt->req);
-  }
+  if (!target.gen && !reloaded) return load_config(pt, C_FORWARD);
   if (!target.gen || pt->attempt++ >= pt->retries) {
     pt->win.n_fwd = 0;
     return target.gen ? changed_too_often(pt, err) : next_window(pt, err);
@@ -119,11 +118,7 @@ static int next_round(bgi_pop_task *pt, bgi_err *err) {
   }
   if (!pt->win.n_redo) {
     if (pt->win.n_fwd) return forward(pt, 0, err);
-    if (pt->confirm) {
-      pt->state = C_CONFIRM;
-      bgi_pconf_req(&pt->req, &pt->ld, pt->f, pt->deadline_ns);
-      return bgi_task_call(&pt->t, &pt->req);
-    }
+    if (pt->confirm) return load_config(pt, C_CONFIRM);
     return next_window(pt, err);
   }
   if (pt->locked) {

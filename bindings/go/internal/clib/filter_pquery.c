@@ -2,7 +2,7 @@
 /*
  * contains on a partitioned filter (partitioned.h): per partition of a window, one lane whose
  * chunks are each one MULTI block
- *   HMGET meta size hashIterations partitions forward;  BITFIELD_RO bitmap GET u1 i...
+ *   HMGET meta size hashIterations partitions forward stage;  BITFIELD_RO bitmap GET u1 i...
  * so the partition's generation (its meta exists) and geometry are read with its bits in one
  * atomic step. With tracking (redis/tracking.h, as query.c) the block reads the bits first,
  * then CLIENT CACHING YES, the meta and PTTL meta: a meta found as expected, unlocked and without

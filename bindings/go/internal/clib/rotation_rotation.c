@@ -97,9 +97,7 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
 static int choose(bg_rotation *r, const bgi_rot_ops **ops, char *why, size_t why_cap, bgi_err *err) {
   bg_filter *f = r->f;
   bgi_pconf_load ld;
-  bgi_req req;
-  bgi_pconf_req(&req, &ld, f, 0);
-  int st = bgi_req_exec(&req, err);
+  int st = bgi_pconf_read(f, &ld, err);
   if (st != BG_OK && st != BG_ENOTINIT) return st;
   bgi_err_clear(err);
   if (st == BG_OK && ld.kind == BGI_KIND_PARTITIONED) {
