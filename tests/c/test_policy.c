@@ -380,13 +380,28 @@ static void test_corrupt_class(void) {
 
 /* ---- snapshot ------------------------------------------------------------------------------------ */
 
+/* Deletes f, then asks in (3000 items) and out (3000 more) again: the snapshot answers, each as
+ * from_redis[] says Redis did, with few false positives among out. */
+static void answers_like_redis_once_gone(bg_filter *f, bg_call *call, items *in, items *out, const uint8_t *from_redis) {
+  uint8_t *from_snap = calloc(6000, 1);
+  CHECK_OK(bg_filter_delete(f, NULL));
+  CHECK_OK(bg_filter_contains_many_ex(f, call, PTRS(*in), in->len, in->n, from_snap));
+  CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_SNAPSHOT);
+  CHECK_OK(bg_filter_contains_many_ex(f, call, PTRS(*out), out->len, out->n, from_snap + 3000));
+  CHECK(memcmp(from_redis, from_snap, 6000) == 0);
+  size_t fp = 0;
+  for (size_t i = 3000; i < 6000; i++) fp += from_snap[i];
+  CHECK_MSG(fp < 100, "%zu false positives of 3000", fp);
+  free(from_snap);
+}
+
 /* A partitioned filter's snapshot: its partitions copied one by one, answering item for item as
  * Redis did; a partition a locked rotation rewrites, or one a commit forwards, refuses it. */
 static void test_snapshot_of_a_partitioned_filter(void) {
   bg_filter *f = open_filter("psnap");
   bg_call *call = NULL;
   items in = make_items("pin", 3000), out = make_items("pout", 3000);
-  uint8_t *from_redis = calloc(6000, 1), *from_snap = calloc(6000, 1);
+  uint8_t *from_redis = calloc(6000, 1);
   CHECK_OK(bg_call_new(&call));
   CHECK_OK(bg_filter_init_partitioned(f, 5000, 0.01, 4, NULL));
   CHECK_OK(bg_filter_add_many(f, PTRS(in), in.len, in.n, NULL));
@@ -414,18 +429,11 @@ static void test_snapshot_of_a_partitioned_filter(void) {
     free(bgt_redis_cmd(&srv, "HDEL %s %s", key, mark ? "forward" : "stage"));
   }
   /* the filter goes away: the snapshot answers, item for item like Redis did */
-  CHECK_OK(bg_filter_delete(f, NULL));
-  CHECK_OK(bg_filter_contains_many_ex(f, call, PTRS(in), in.len, in.n, from_snap));
-  CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_SNAPSHOT);
-  CHECK_OK(bg_filter_contains_many_ex(f, call, PTRS(out), out.len, out.n, from_snap + 3000));
-  CHECK(memcmp(from_redis, from_snap, 6000) == 0);
-  size_t fp = 0;
-  for (size_t i = 3000; i < 6000; i++) fp += from_snap[i];
-  CHECK_MSG(fp < 100, "%zu false positives of 3000", fp);
+  answers_like_redis_once_gone(f, call, &in, &out, from_redis);
   bg_policy_free(p);
   bg_call_free(call);
   items_free(&in), items_free(&out);
-  free(from_redis), free(from_snap);
+  free(from_redis);
   bg_filter_close(f);
 }
 
@@ -453,14 +461,7 @@ static void test_snapshot_answers_like_redis(void) {
   CHECK_EQ_INT(stat(f, BG_STAT_SNAPSHOT_BYTES), (47925 + 7) / 8);
   CHECK(stat(f, BG_STAT_SNAPSHOT_AGE_MS) >= 0);
   /* the filter goes away: the snapshot answers, item for item like Redis did */
-  CHECK_OK(bg_filter_delete(f, NULL));
-  CHECK_OK(bg_filter_contains_many_ex(f, call, PTRS(in), in.len, in.n, from_snap));
-  CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_SNAPSHOT);
-  CHECK_OK(bg_filter_contains_many_ex(f, call, PTRS(out), out.len, out.n, from_snap + 3000));
-  CHECK(memcmp(from_redis, from_snap, 6000) == 0);
-  size_t fp = 0;
-  for (size_t i = 3000; i < 6000; i++) fp += from_snap[i];
-  CHECK_MSG(fp < 100, "%zu false positives of 3000", fp);
+  answers_like_redis_once_gone(f, call, &in, &out, from_redis);
   CHECK_EQ_INT(stat(f, BG_STAT_ANSWERS_SNAPSHOT), 2);
   /* a snapshot older than the max age is not used */
   CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_MAX_AGE_MS, 1));
