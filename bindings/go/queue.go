@@ -158,7 +158,7 @@ type request struct {
 	items cItems         // a batch (C memory)
 	arg   int64          // init: expected insertions; expire: ms
 	fpp   float64
-	parts int64          // init: a partitioned filter's partitions (0: Redisson's layout)
+	parts int64 // init: a partitioned filter's partitions (0: Redisson's layout)
 
 	ctx         context.Context
 	deadline    time.Time
