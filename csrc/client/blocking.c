@@ -51,7 +51,7 @@ static int roundtrip(bgi_transport *tr, bgi_task *waiter, bgi_xfer *x, size_t n,
   if (x->shared) {
     uint64_t until = deadline_ns ? deadline_ns : bgi_deadline_in_ms(wait_ms);
     if (!b->defer) return mux_done(b, x, bgi_mux_roundtrip(b->mc, n, until, err));
-    int st = bgi_mux_submit(b->mc, n, until, err);
+    int st = b->hold ? bgi_mux_submit_held(b->mc, n, until, err) : bgi_mux_submit(b->mc, n, until, err);
     if (st != BG_OK) return mux_done(b, x, st);
     b->pending = x;
     return BGI_PENDING;
@@ -72,6 +72,12 @@ int bgi_blocking_transport_wait(bgi_blocking_transport *b, bgi_err *err) {
   return mux_done(b, x, bgi_mux_wait(b->mc, err));
 }
 
+void bgi_blocking_transport_flush(bgi_blocking_transport *b) {
+  if (!b->hold) return;
+  b->hold = 0;
+  if (b->pending && b->pending->shared) bgi_mux_flush(b->mc->mux);
+}
+
 static void release(bgi_transport *tr, bgi_xfer *x) {
   bgi_blocking_transport *b = (bgi_blocking_transport *)tr;
   if (x->shared) bgi_muxset_end(x->h, b->mc);
@@ -88,6 +94,7 @@ void bgi_blocking_transport_init(bgi_blocking_transport *b, bgi_reply **rep, int
   b->rep = rep;
   b->own_rep = NULL;
   b->defer = defer;
+  b->hold = 0;
   b->pending = NULL;
 }
 

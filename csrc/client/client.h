@@ -198,6 +198,7 @@ typedef struct bgi_blocking_transport {
   bgi_reply **rep;       /* BGI_MAX_REPLIES: a pooled connection's replies (NULL: made when needed) */
   bgi_reply **own_rep;   /* what was made (freed by bgi_blocking_transport_free) */
   int defer;
+  int hold;              /* deferring: submits are held until bgi_blocking_transport_flush */
   bgi_xfer *pending;     /* deferring: the transfer whose round trip was submitted */
 } bgi_blocking_transport;
 
@@ -206,10 +207,14 @@ void bgi_blocking_transport_init(bgi_blocking_transport *b, bgi_reply **rep, int
 void bgi_blocking_transport_free(bgi_blocking_transport *b);
 /* Waits for the round trip a deferring transport submitted: the outcome roundtrip would have had. */
 int bgi_blocking_transport_wait(bgi_blocking_transport *b, bgi_err *err);
+/* Writes a held submit (and whatever else its connection queued) and holds no more. */
+void bgi_blocking_transport_flush(bgi_blocking_transport *b);
 
 /* The blocking runner's executor (run.c): CALLs through bgi_req_exec, a fan-out's started on the
  * deferring transport. What every blocking filter operation is run with (bgi_task_run_with). */
 extern const bgi_executor bgi_req_executor;
+/* Test only (the negative control of a fan-out's one write per server): 1 writes each CALL alone. */
+void bgi_fanout_fault_send_each(int on);
 
 /* The endpoint of the node serving slot (the server's own standalone), for connections of a
  * caller's own (lock waiters' subscriptions), once the client is ready (bgi_client_ready, with

@@ -19,16 +19,19 @@ typedef struct lane {
 
 static int run_fanout(bgi_task *t, const bgi_executor *ex);
 
+/* How a lane's CALLs go out: each sent and waited for, or started (a fan-out's lane), or started
+ * and held until the executor's flush (a fan-out's first CALLs). */
+enum { SEND_AND_WAIT, START, START_HELD };
+
 /* Moves l forward from its top task resumed with st until it ends (l->done; the status is
- * returned) or waits for a started CALL (l->pending; BGI_TASK_PENDING). can_start: CALLs may be
- * started (a fan-out's lane), else each is sent and waited for. */
-static int step(lane *l, const bgi_executor *ex, int can_start, int st) {
+ * returned) or waits for a started CALL (l->pending; BGI_TASK_PENDING). */
+static int step(lane *l, const bgi_executor *ex, int how, int st) {
   for (;;) {
     bgi_task *t = l->stack[l->depth];
     switch (t->resume(t, st, l->err)) {
       case BGI_NEXT_CALL:
-        if (can_start) {
-          st = ex->start(l->state, t->req, l->err);
+        if (how != SEND_AND_WAIT) {
+          st = ex->start(l->state, t->req, how == START_HELD && ex->flush, l->err);
           if (st == BGI_TASK_PENDING) {
             l->pending = 1;
             return st;
@@ -89,15 +92,18 @@ static int run_fanout(bgi_task *t, const bgi_executor *ex) {
     for (size_t i = 0; i < n; i++) {
       lane l;
       lane_init(&l, subs[i].t, &subs[i].err, NULL);
-      step(&l, ex, 0, BG_OK);
+      step(&l, ex, SEND_AND_WAIT, BG_OK);
     }
     return BG_OK;
   }
   lane *lanes = (lane *)(mem + n * state);
   for (size_t i = 0; i < n; i++) {
     lane_init(&lanes[i], subs[i].t, &subs[i].err, mem + i * state);
-    step(&lanes[i], ex, 1, BG_OK);
+    step(&lanes[i], ex, START_HELD, BG_OK);
   }
+  if (ex->flush)
+    for (size_t i = 0; i < n; i++)
+      if (lanes[i].pending) ex->flush(lanes[i].state);
   /* every request is out: now the answers, in the order they were sent */
   for (int more = 1; more;) {
     more = 0;
@@ -107,7 +113,7 @@ static int run_fanout(bgi_task *t, const bgi_executor *ex) {
       l->pending = 0;
       int st = ex->finish(l->state, l->err);
       if (st == BGI_TASK_PENDING) l->pending = 1;
-      else if (step(l, ex, 1, st) != BGI_TASK_PENDING) continue;
+      else if (step(l, ex, START, st) != BGI_TASK_PENDING) continue;
       more = 1;
     }
   }
@@ -118,7 +124,7 @@ static int run_fanout(bgi_task *t, const bgi_executor *ex) {
 int bgi_task_run_with(bgi_task *root, const bgi_executor *ex, bgi_err *err) {
   lane l;
   lane_init(&l, root, err, NULL);
-  return step(&l, ex, 0, BG_OK);
+  return step(&l, ex, SEND_AND_WAIT, BG_OK);
 }
 
 int bgi_task_run(bgi_task *root, bgi_exec_fn exec, bgi_err *err) {

@@ -109,11 +109,15 @@ typedef int (*bgi_exec_fn)(const void *req, bgi_err *err);
  * by the runner until the CALL ended) and returns BGI_TASK_PENDING while its answer is due, or the
  * outcome at once; finish waits for it and returns the outcome, or BGI_TASK_PENDING again (the
  * CALL sent its request once more: a redirect). start NULL: a fan-out runs task after task.
+ * hold: the fan-out's first CALLs may be kept unsent until flush (NULL: never held), which the
+ * runner calls for each of them before the first finish, so that the requests for one server go
+ * out together; CALLs started later are sent at once.
  */
 typedef struct bgi_executor {
   bgi_exec_fn call;
   size_t state_size;
-  int (*start)(void *state, const void *req, bgi_err *err);
+  int (*start)(void *state, const void *req, int hold, bgi_err *err);
+  void (*flush)(void *state);
   int (*finish)(void *state, bgi_err *err);
 } bgi_executor;
 

@@ -2,7 +2,15 @@
 /* A task's CALL sent by the blocking runner (client.h, bgi_req_exec, bgi_req_executor). */
 #include "client_client.h"
 
+#include <stdatomic.h>
+
 #include "common_wait.h"
+
+/* The fan-out test's negative control (test_partitioned), never set otherwise: nothing is held,
+ * each CALL of a fan-out is written on its own, as before holding was made. */
+static atomic_int fault_send_each;
+
+void bgi_fanout_fault_send_each(int on) { atomic_store(&fault_send_each, on); }
 
 int bgi_req_exec(const void *p, bgi_err *err) {
   const bgi_req *r = p;
@@ -38,9 +46,10 @@ static int drive(started *s, int st, bgi_err *err) {
   }
 }
 
-static int start(void *state, const void *req, bgi_err *err) {
+static int start(void *state, const void *req, int hold, bgi_err *err) {
   started *s = state;
   bgi_blocking_transport_init(&s->b, NULL, 1);
+  s->b.hold = hold && !atomic_load_explicit(&fault_send_each, memory_order_relaxed);
   bgi_req_task_init(&s->rt, req, &s->b.tr);
   return drive(s, BG_OK, err);
 }
@@ -51,6 +60,8 @@ static int finish(void *state, bgi_err *err) {
   return drive(s, st, err);
 }
 
+static void flush(void *state) { bgi_blocking_transport_flush(&((started *)state)->b); }
+
 const bgi_executor bgi_req_executor = {
-  .call = bgi_req_exec, .state_size = sizeof(started), .start = start, .finish = finish,
+  .call = bgi_req_exec, .state_size = sizeof(started), .start = start, .flush = flush, .finish = finish,
 };
