@@ -224,6 +224,10 @@ enum { BGI_PROT_DIE_BEGUN = 1, BGI_PROT_DIE_UPLOADING, BGI_PROT_DIE_FORWARDING, 
        BGI_PROT_DIE_REWRITING };
 void bgi_prot_fault_die_at(int point);
 void bgi_prot_maybe_die(int point);
+/* Tests only: a swap's flip runs and its answer is lost (BG_ECONN); _UNCHECKED, the negative
+ * control, also keeps commit and abort from asking the config whether it ran. 0: off. */
+enum { BGI_PROT_FLIP_LOST = 1, BGI_PROT_FLIP_LOST_UNCHECKED };
+void bgi_prot_fault_lose_flip(int mode);
 void bgi_lease_stop(bg_rotation *r);
 
 /* What an abort could not give back (giveback.c): the lease (lease_left: its abort step failed)

@@ -454,6 +454,50 @@ static void stale_handle(int ignore_forward, const char *name) {
   bg_client_close(c), bg_client_close(c2);
 }
 
+/* The flip runs but its answer is lost: commit finds the flip in the config and succeeds, the
+ * rotation's generation answers, the old one is gone. The control (the config not asked) fails
+ * the commit, and its abort then deletes the generation the config made live. */
+static void lost_flip_answer(int unchecked, const char *name) {
+  bg_client *c = open_client();
+  items base = make_items("pl-base", 1000), next = make_items("pl-next", 1000);
+  bg_filter *f = fresh(c, name, 5000, 4, &base), *g = NULL;
+  bg_options *o = rotate_opts(8, 0, 0);
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 5000, 0.01, BG_ROTATE_SWAP, o));
+  CHECK_OK(bg_rotation_add_many(r, PTRS(next), next.len, next.n));
+  bgi_prot_fault_lose_flip(unchecked ? BGI_PROT_FLIP_LOST_UNCHECKED : BGI_PROT_FLIP_LOST);
+  int st = bg_rotation_commit(r);
+  bgi_prot_fault_lose_flip(0);
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s", bg_rotation_errmsg(r));
+  bg_rotation_free(r);
+  CHECK_OK(bg_filter_open(&g, c, name));   /* a handle that knows nothing yet */
+  uint8_t *p = calloc(next.n, 1);
+  size_t found = 0;
+  int qst = bg_filter_contains_many(g, PTRS(next), next.len, next.n, p);
+  for (size_t i = 0; qst == BG_OK && i < next.n; i++) found += p[i];
+  free(p);
+  char *live = config_field(name, "bgLive");
+  printf("  %s: commit %d, bgLive %s, %zu of %zu items found (query %d)\n", unchecked ? "control" : "lost answer", st,
+         live, found, next.n, qst);
+  if (unchecked) {
+    CHECK_MSG(st != BG_OK && found < next.n, "the control did not fail: commit %d, %zu of %zu found (query %d)", st,
+              found, next.n, qst);
+  } else {
+    CHECK_MSG(st == BG_OK, "commit: %s", msg);
+    CHECK_EQ_STR(live, "2");
+    CHECK_EQ_INT(qst, BG_OK);
+    CHECK_EQ_U64(found, next.n);
+    CHECK_EQ_INT(gen_keys(name, 1), 0);
+  }
+  free(live);
+  bg_filter_delete(f, NULL);
+  bg_options_free(o);
+  items_free(&base), items_free(&next);
+  bg_filter_close(f), bg_filter_close(g);
+  bg_client_close(c);
+}
+
 static void stale_handle_after_flip(void) { stale_handle(0, "pst"); }
 static void stale_handle_control(void) { stale_handle(1, "psc"); }
 
@@ -487,5 +531,12 @@ static void stale(void) {
   stale_handle_control();
   bgt_redis_stop(&srv);
 }
+static void lost_flip(void) {
+  bgt_redis_start(&srv, NULL);
+  lost_flip_answer(0, "plf");
+  lost_flip_answer(1, "plc");
+  bgt_redis_stop(&srv);
+}
 
-BGT_RUN(BGT_CASE(swap), BGT_CASE(abort_), BGT_CASE(options), BGT_CASE(locked), BGT_CASE(killed), BGT_CASE(stale))
+BGT_RUN(BGT_CASE(swap), BGT_CASE(abort_), BGT_CASE(options), BGT_CASE(locked), BGT_CASE(killed), BGT_CASE(stale),
+        BGT_CASE(lost_flip))

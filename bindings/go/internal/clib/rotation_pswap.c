@@ -42,6 +42,13 @@ void bgi_prot_maybe_die(int point) {
   if (atomic_load(&die_at) == point) raise(SIGKILL);
 }
 
+static atomic_int lose_flip;
+
+void bgi_prot_fault_lose_flip(int mode) { atomic_store(&lose_flip, mode); }
+
+/* The control: a lost flip answer taken at its word (neither commit nor abort asks the config). */
+static int flip_unchecked(void) { return atomic_load(&lose_flip) == BGI_PROT_FLIP_LOST_UNCHECKED; }
+
 static void set_phase(bgi_prot *pr, int phase) {
   /* under the keeper's lock: a renewal reads the phase once and renews what it names */
   pthread_mutex_lock(&pr->mu);
@@ -150,7 +157,7 @@ static int apply_delta(bg_rotation *r, bgi_err *err) {
 static int flipped_anyway(bg_rotation *r) {
   bgi_pconf_load ld;
   bgi_err ignored = {0};
-  return bgi_pconf_read(r->f, &ld, &ignored) == BG_OK && ld.kind == BGI_KIND_PARTITIONED &&
+  return !flip_unchecked() && bgi_pconf_read(r->f, &ld, &ignored) == BG_OK && ld.kind == BGI_KIND_PARTITIONED &&
          ld.conf.live.gen == r->part->next.gen;
 }
 
@@ -171,9 +178,15 @@ static int commit(bg_rotation *r, bgi_err *err) {
   }
   if (st == BG_OK) st = apply_delta(r, err);
   int64_t config_ttl = -1;
-  if (st == BG_OK && (st = bgi_prot_step_flip(r, &config_ttl, err)) != BG_OK && st != BG_EROTATING &&
-      st != BG_ECONFIG && flipped_anyway(r))
-    st = BG_OK;   /* the step ran but its answer was lost */
+  if (st == BG_OK) {
+    st = bgi_prot_step_flip(r, &config_ttl, err);
+    if (st == BG_OK && atomic_load(&lose_flip))
+      st = bgi_err_set(err, BG_ECONN, "commit: the connection was lost before the flip's answer (a test's fault)");
+    if (st != BG_OK && st != BG_EROTATING && st != BG_ECONFIG && flipped_anyway(r)) {
+      st = BG_OK;   /* the step ran but its answer was lost */
+      bgi_err_clear(err);
+    }
+  }
   if (st != BG_OK) return st;
   bgi_prot_maybe_die(BGI_PROT_DIE_FLIPPED);
   bgi_lease_stop(r);
@@ -192,7 +205,7 @@ static void abort_(bg_rotation *r, bgi_err *err) {
   /* the config first: a flip whose answer was lost made the built generation live, and then it
    * all stays; else its record goes, so adds stop forwarding to it */
   int live = 0, st = bgi_prot_step_release(r, &live, err);
-  if (st != BG_OK || live) return;
+  if (st != BG_OK || (live && !flip_unchecked())) return;
   for (uint32_t i = 0; i < pr->live.parts; i++) {
     bgi_err one = {0};
     if (bgi_prot_step_unmark(r, i, &one) != BG_OK && st == BG_OK) st = (*err = one).status;
