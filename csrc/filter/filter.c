@@ -68,6 +68,9 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const
   atomic_init(&f->next_cfg, 0);
   atomic_init(&f->kind, 0);
   pthread_mutex_init(&f->pmu, NULL);
+  pthread_mutex_init(&f->spare_mu, NULL);
+  f->spare = NULL;
+  f->nspare = 0;
   bgi_errslot_init(&f->err);
   bgi_guard_init(&f->guard);
   /* the engine refreshes its snapshot through the filter's consistent download (download.c) */
@@ -91,6 +94,8 @@ BG_API void bg_filter_close(bg_filter *f) {
   bgi_client_unref(f->client);
   bgi_errslot_destroy(&f->err);
   pthread_mutex_destroy(&f->pmu);
+  bgi_guarded_free_spares(f);
+  pthread_mutex_destroy(&f->spare_mu);
   free_names(f);
   free(f);
 }

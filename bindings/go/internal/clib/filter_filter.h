@@ -47,6 +47,10 @@ struct bg_filter {
   /* a partitioned filter's central config as last read (under pmu) */
   pthread_mutex_t pmu;
   bgi_pconf pconf;
+  /* the task memory of partitioned operations that ended, for the next ones (guarded.c) */
+  pthread_mutex_t spare_mu;
+  struct bgi_pheap *spare;
+  int nspare;
 };
 
 /* Items hashed and sent per round trip, and per atomic server step within it: bounds client
@@ -222,6 +226,8 @@ void bgi_guarded_op_init(bgi_guarded_op *op, int is_add, bg_filter *f, uint64_t 
                          const size_t *lens, size_t n, uint8_t *present);
 /* How many items an add found new (after it ended). */
 static inline size_t bgi_guarded_op_added(const bgi_guarded_op *op) { return op->added + op->attempt_added; }
+/* Frees the task memory the handle kept (its close). */
+void bgi_guarded_free_spares(bg_filter *f);
 
 /* The op run on this thread. *source: the answer's BG_SOURCE_*. */
 int bgi_filter_guarded_contains(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,

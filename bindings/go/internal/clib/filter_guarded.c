@@ -19,15 +19,53 @@
 
 enum { K_START, K_RAN, K_PROBED };
 
-/* A partitioned filter's task and the probe's config load, on the heap together. */
-typedef struct pheap {
+/* The operation a kinded task is part of. */
+static bgi_guarded_op *op_of(bgi_kinded_task *kt) {
+  return (bgi_guarded_op *)((char *)kt - offsetof(bgi_guarded_op, kt));
+}
+
+/* A partitioned filter's task and the probe's config load, on the heap together (~2 KB: too big
+ * for every operation's slot). An operation that ends gives it back to the handle, and the next
+ * takes it (at most SPARE_KEPT kept): once warm, a query allocates nothing. */
+typedef struct bgi_pheap {
   bgi_pop_task pop;
   bgi_pconf_load ld;
   bgi_err first;   /* the BG_ENOTINIT that made the probe, given back when the layout is the same */
+  struct bgi_pheap *next;
 } pheap;
 
+#define SPARE_KEPT 64
+
+static pheap *take_heap(bg_filter *f) {
+  pthread_mutex_lock(&f->spare_mu);
+  pheap *h = f->spare;
+  if (h) f->spare = h->next, f->nspare--;
+  pthread_mutex_unlock(&f->spare_mu);
+  return h ? h : malloc(sizeof *h);
+}
+
+static void give_heap(bg_filter *f, pheap *h) {
+  pthread_mutex_lock(&f->spare_mu);
+  if (f->nspare < SPARE_KEPT) {
+    h->next = f->spare, f->spare = h, f->nspare++;
+    h = NULL;
+  }
+  pthread_mutex_unlock(&f->spare_mu);
+  free(h);
+}
+
+void bgi_guarded_free_spares(bg_filter *f) {
+  for (pheap *h = f->spare, *next; h; h = next) {
+    next = h->next;
+    free(h);
+  }
+  f->spare = NULL;
+  f->nspare = 0;
+}
+
 static int kinded_end(bgi_kinded_task *kt, int st) {
-  free(kt->pop);   /* pop is the first member of its pheap */
+  bgi_guarded_op *op = op_of(kt);
+  if (kt->pop) give_heap(op->f, (pheap *)kt->pop);   /* pop is the first member of its pheap */
   kt->pop = NULL;
   kt->ld = NULL;
   return bgi_task_done(&kt->t, st);
@@ -35,7 +73,8 @@ static int kinded_end(bgi_kinded_task *kt, int st) {
 
 static int need_heap(bgi_kinded_task *kt, bgi_err *err) {
   if (kt->pop) return BG_OK;
-  pheap *h = malloc(sizeof *h);
+  bgi_guarded_op *op = op_of(kt);
+  pheap *h = take_heap(op->f);
   if (!h) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   kt->pop = &h->pop;
   kt->ld = &h->ld;
@@ -44,7 +83,7 @@ static int need_heap(bgi_kinded_task *kt, bgi_err *err) {
 
 /* The attempt's task for the layout `kind`, as a SUB. */
 static int run_kind(bgi_kinded_task *kt, int kind, bgi_err *err) {
-  bgi_guarded_op *op = (bgi_guarded_op *)((char *)kt - offsetof(bgi_guarded_op, kt));
+  bgi_guarded_op *op = op_of(kt);
   int is_add = op->is_add;
   uint8_t *present = is_add ? NULL : OFF(op->present, op->from);
   kt->kind = kind;
@@ -68,7 +107,7 @@ static int run_kind(bgi_kinded_task *kt, int kind, bgi_err *err) {
 
 static int resume_kinded(bgi_task *t, int st, bgi_err *err) {
   bgi_kinded_task *kt = (bgi_kinded_task *)t;
-  bgi_guarded_op *op = (bgi_guarded_op *)((char *)kt - offsetof(bgi_guarded_op, kt));
+  bgi_guarded_op *op = op_of(kt);
   switch (kt->state) {
     case K_START:
       return run_kind(kt, atomic_load(&op->f->kind), err);
