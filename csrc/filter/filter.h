@@ -227,6 +227,8 @@ void bgi_guarded_op_init(bgi_guarded_op *op, int is_add, bg_filter *f, uint64_t 
 static inline size_t bgi_guarded_op_added(const bgi_guarded_op *op) { return op->added + op->attempt_added; }
 /* Frees the task memory the handle kept (its close). */
 void bgi_guarded_free_spares(bg_filter *f);
+/* Test only (the negative control of "a warm query allocates nothing"): 1 keeps no task memory. */
+void bgi_guarded_fault_no_spares(int on);
 
 /* The op run on this thread. *source: the answer's BG_SOURCE_*. */
 int bgi_filter_guarded_contains(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens,

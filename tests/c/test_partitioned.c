@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "client/client.h"
+#include "filter/filter.h"
 #include "filter/partition.h"
 #include "harness.h"
 #include "hash/hash.h"
@@ -21,6 +22,29 @@
 #include "redis_fixture.h"
 
 static bgt_redis srv;
+
+/* Allocations counted (malloc, calloc, realloc of every thread) by taking the allocator's place:
+ * not under ASan or TSan, whose own allocators must see every block. */
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+#define COUNTS_ALLOCATIONS 1
+#include <stdatomic.h>
+static atomic_long allocations;
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t size);
+extern void *__libc_realloc(void *p, size_t n);
+void *malloc(size_t n) {
+  atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+  return __libc_malloc(n);
+}
+void *calloc(size_t n, size_t size) {
+  atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+  return __libc_calloc(n, size);
+}
+void *realloc(void *p, size_t n) {
+  atomic_fetch_add_explicit(&allocations, 1, memory_order_relaxed);
+  return __libc_realloc(p, n);
+}
+#endif
 
 /* ---- sizing (no server) -------------------------------------------------------------------- */
 
@@ -428,6 +452,56 @@ static void batch_written_once_per_server(void) {
   bg_client_close(c);
 }
 
+#ifdef COUNTS_ALLOCATIONS
+/* Allocations made by 1000 single-item queries of f's 100 items, once each has been asked (its
+ * partition's verdict and the buffers' sizes settled). */
+static long allocations_of_queries(bg_filter *f) {
+  int yes = 0;
+  long a0 = 0;
+  for (int i = 0; i < 1100; i++) {
+    if (i == 100) a0 = atomic_load(&allocations);
+    char item[16];
+    int n = snprintf(item, sizeof item, "a%d", i % 100);
+    CHECK_OK(bg_filter_contains(f, item, (size_t)n, &yes));
+    CHECK(yes);
+  }
+  return atomic_load(&allocations) - a0;
+}
+
+/* A warm single-item query allocates nothing, on a plain filter and on a partitioned one.
+ * Negative control: the partitioned task memory not kept (the fault) - one allocation a query. */
+static void warm_queries_allocate_nothing(void) {
+  bg_client *c = open_client();
+  bg_filter *plain = NULL, *part = NULL;
+  CHECK_OK(bg_filter_open(&plain, c, "pa-plain"));
+  CHECK_OK(bg_filter_open(&part, c, "pa-part"));
+  CHECK_OK(bg_filter_init(plain, 10000, 0.01, NULL));
+  CHECK_OK(bg_filter_init_partitioned(part, 10000, 0.01, 16, NULL));
+  for (int i = 0; i < 100; i++) {
+    char item[16];
+    int n = snprintf(item, sizeof item, "a%d", i);
+    CHECK_OK(bg_filter_add(plain, item, (size_t)n, NULL));
+    CHECK_OK(bg_filter_add(part, item, (size_t)n, NULL));
+  }
+  long on_plain = allocations_of_queries(plain), on_part = allocations_of_queries(part);
+  bgi_guarded_fault_no_spares(1);
+  long control = allocations_of_queries(part);
+  bgi_guarded_fault_no_spares(0);
+  printf("  allocations in 1000 warm single-item queries: plain %ld, partitioned %ld (control: %ld)\n", on_plain,
+         on_part, control);
+  CHECK_MSG(on_plain == 0, "a plain filter's queries allocated %ld times", on_plain);
+  CHECK_MSG(on_part == 0, "a partitioned filter's queries allocated %ld times", on_part);
+  CHECK_MSG(control >= 1000, "control: %ld allocations with the task memory not kept - the harness cannot tell",
+            control);
+  CHECK_OK(bg_filter_delete(plain, NULL));
+  CHECK_OK(bg_filter_delete(part, NULL));
+  bg_filter_close(plain), bg_filter_close(part);
+  bg_client_close(c);
+}
+#else
+static void warm_queries_allocate_nothing(void) { printf("  not counted under a sanitizer's allocator\n"); }
+#endif
+
 static void with_server(void (*fn)(void)) {
   bgt_redis_start(&srv, NULL);
   fn();
@@ -437,7 +511,8 @@ static void with_server(void (*fn)(void)) {
 static void standalone(void) { with_server(operations_standalone); }
 static void queue(void) { with_server(operations_on_a_queue); }
 static void one_write(void) { with_server(batch_written_once_per_server); }
+static void no_allocation(void) { with_server(warm_queries_allocate_nothing); }
 
 BGT_RUN(BGT_CASE(sizes_bounded_and_fpr_within_target), BGT_CASE(arguments_checked), BGT_CASE(measured_fpr_within_1_05x),
         BGT_CASE(naive_sizing_exceeds_1_05x), BGT_CASE(standalone), BGT_CASE(queue),
-        BGT_CASE(one_write))
+        BGT_CASE(one_write), BGT_CASE(no_allocation))

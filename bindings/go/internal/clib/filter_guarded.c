@@ -36,6 +36,11 @@ typedef struct bgi_pheap {
 
 #define SPARE_KEPT 64
 
+/* The allocation test's negative control (test_partitioned), never set otherwise: nothing kept. */
+static atomic_int fault_no_spares;
+
+void bgi_guarded_fault_no_spares(int on) { atomic_store(&fault_no_spares, on); }
+
 static pheap *take_heap(bg_filter *f) {
   pthread_mutex_lock(&f->spare_mu);
   pheap *h = f->spare;
@@ -46,7 +51,7 @@ static pheap *take_heap(bg_filter *f) {
 
 static void give_heap(bg_filter *f, pheap *h) {
   pthread_mutex_lock(&f->spare_mu);
-  if (f->nspare < SPARE_KEPT) {
+  if (f->nspare < SPARE_KEPT && !atomic_load_explicit(&fault_no_spares, memory_order_relaxed)) {
     h->next = f->spare, f->spare = h, f->nspare++;
     h = NULL;
   }
