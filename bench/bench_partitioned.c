@@ -351,8 +351,6 @@ static int bad_answers(const char *what, const tally *t) {
 static int rounds = 5, slices = 4;
 static double seconds = 0.5;
 
-/* Returns 1 if the target is met, 0 if missed; exits on wrong answers. */
-
 /* "1.234" of a ratio's median, or "-" when the side did not run. */
 static void print_range(const double *v, int n) {
   double lo = v[0], hi = v[0];

@@ -75,7 +75,7 @@ int bgi_blocking_transport_wait(bgi_blocking_transport *b, bgi_err *err) {
 void bgi_blocking_transport_flush(bgi_blocking_transport *b) {
   if (!b->hold) return;
   b->hold = 0;
-  if (b->pending && b->pending->shared) bgi_mux_flush(b->mc->mux);
+  if (b->pending) bgi_mux_flush(b->mc->mux);   /* only a multiplexed round trip is pending */
 }
 
 static void release(bgi_transport *tr, bgi_xfer *x) {

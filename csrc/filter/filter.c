@@ -69,8 +69,6 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const
   atomic_init(&f->kind, 0);
   pthread_mutex_init(&f->pmu, NULL);
   pthread_mutex_init(&f->spare_mu, NULL);
-  f->spare = NULL;
-  f->nspare = 0;
   bgi_errslot_init(&f->err);
   bgi_guard_init(&f->guard);
   /* the engine refreshes its snapshot through the filter's consistent download (download.c) */

@@ -145,7 +145,7 @@ int bgi_mux_submit(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err *er
 int bgi_mux_wait(bgi_mux_call *mc, bgi_err *err);
 /* Submit that links mc and queues its commands but leaves the write to the next writer or to
  * bgi_mux_flush: a fan-out holds all its calls, then flushes each connection - one write per
- * connection, not one per call (a partitioned batch of 100 made ~90 send calls per batch). */
+ * connection, not one per call (a partitioned batch of 100 made ~70 send calls). */
 int bgi_mux_submit_held(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err *err);
 /* Writes what is queued on m unless someone is writing it already. */
 void bgi_mux_flush(bgi_mux *m);
