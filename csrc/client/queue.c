@@ -10,6 +10,7 @@
 #include "client/queue.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/timerfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/call.h"
@@ -57,6 +59,17 @@ static void sync_timerfd(bg_queue *q) {
 
 /* ---- the slab ------------------------------------------------------------------------------- */
 
+static inline int op_live(bgi_qop *op) { return (atomic_load(&op->state) & BGI_QOP_LIVE) != 0; }
+
+/* The driving thread's: a started operation is live in a new generation of its slot, not
+ * cancelled; an ended one keeps the generation and loses both bits (a cancel's compare-and-swap
+ * on the word it read before then fails). */
+static void set_live(bgi_qop *op) {
+  uint64_t gen = (atomic_load(&op->state) >> BGI_QOP_GEN_SHIFT) + 1;
+  atomic_store(&op->state, gen << BGI_QOP_GEN_SHIFT | BGI_QOP_LIVE);
+}
+static void set_ended(bgi_qop *op) { atomic_fetch_and(&op->state, ~(uint64_t)(BGI_QOP_LIVE | BGI_QOP_CANCEL)); }
+
 static int grow(bg_queue *q) {
   size_t k = atomic_load(&q->nchunks);
   if (k == BGI_QOP_MAX_CHUNKS) return BG_ENOMEM;
@@ -80,7 +93,6 @@ int bgi_queue_op_new(bg_queue *q, const bg_call *call, uint64_t tag, bgi_qop **o
   q->free = op->next;
   op->next = NULL;
   atomic_store(&op->tag, tag);
-  atomic_store(&op->cancel, 0);
   op->call = call;
   op->deadline_ns = bgi_call_deadline(call);
   op->depth = 0;
@@ -143,7 +155,7 @@ static void child_ended(bg_queue *q, bgi_qop *op, int st) {
   op->sub->err = op->err;
   op->sub->err.status = st;
   op->sub->t->status = st;
-  atomic_store(&op->live, 0);
+  set_ended(op);
   bgi_queue_op_discard(q, op);
   if (--parent->children == 0) advance(q, parent, BG_OK);
 }
@@ -160,7 +172,7 @@ static void complete(bg_queue *q, bgi_qop *op, int st) {
   op->status = st;
   op->finish(op, st);
   op->degraded = st == BG_OK && op->source > BG_SOURCE_REDIS ? op->err.degraded : BG_OK;
-  atomic_store(&op->live, 0);
+  set_ended(op);
   if (q->done_tail) q->done_tail->next = op;
   else q->done_head = op;
   q->done_tail = op;
@@ -267,26 +279,81 @@ void bgi_queue_timer_cancel(bg_queue *q, bgi_timer *t) { bgi_timers_cancel(&q->t
 
 /* ---- discovery: where the client's calls go, found on a thread of the queue's -------------------- */
 
+/*
+ * One discovery, shared by its thread and the queue until both let go: the queue's close does not
+ * wait for a connect or an answer that may never come (the thread is detached and ends by the
+ * discovery's own bounds), and what the thread still uses then - the client, the fd it signals,
+ * this record - stays alive until it ends.
+ */
+typedef struct bgi_qdisc {
+  atomic_int refs;     /* the thread's, and the queue's until it took the outcome or closed */
+  bg_client *client;   /* a reference */
+  int fd;              /* a duplicate of the queue's eventfd (the queue's own may be closed first) */
+  atomic_int done;
+  int status;
+  bgi_err err;
+} bgi_qdisc;
+
+/* Discoveries not freed yet, in the whole process (for the tests: a detached one ends and frees). */
+static atomic_int discoveries_live;
+int bgi_queue_discoveries_live(void) { return atomic_load(&discoveries_live); }
+
+/* The negative control of the test that a close does not wait for a discovery (never set
+ * otherwise): the close waits for it, as it once joined its thread. */
+static atomic_int fault_close_waits_discovery;
+void bgi_queue_fault_close_waits_discovery(int on) { atomic_store(&fault_close_waits_discovery, on); }
+
+static void disc_unref(bgi_qdisc *d) {
+  if (atomic_fetch_sub(&d->refs, 1) != 1) return;
+  if (d->fd >= 0) close(d->fd);
+  bgi_client_unref(d->client);
+  free(d);
+  atomic_fetch_sub(&discoveries_live, 1);
+}
+
 static void *discover_thread(void *p) {
-  bg_queue *q = p;
-  memset(&q->disc_err, 0, sizeof q->disc_err);
+  bgi_qdisc *d = p;
   /* no deadline of a caller: the discovery's own bounds (a connect and its answer); each waiting
    * operation's deadline ends its own wait */
-  q->disc_status = bgi_client_discover(q->client, 0, &q->disc_err);
-  atomic_store(&q->disc_done, 1);
-  signal_fd(q);
+  d->status = bgi_client_discover(d->client, 0, &d->err);
+  atomic_store(&d->done, 1);
+  uint64_t one = 1;
+  ssize_t ignored = write(d->fd, &one, sizeof one);
+  (void)ignored;
+  disc_unref(d);
   return NULL;
+}
+
+static int start_discovery(bg_queue *q, bgi_err *err) {
+  bgi_qdisc *d = calloc(1, sizeof *d);
+  if (!d) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+  atomic_fetch_add(&discoveries_live, 1);
+  atomic_init(&d->refs, 2);
+  atomic_init(&d->done, 0);
+  d->fd = fcntl(q->evfd, F_DUPFD_CLOEXEC, 0);
+  bgi_client_ref(q->client);
+  d->client = q->client;
+  pthread_attr_t attr;
+  pthread_t thread;
+  int started = d->fd >= 0 && pthread_attr_init(&attr) == 0;
+  if (started) {
+    started = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED) == 0 &&
+              pthread_create(&thread, &attr, discover_thread, d) == 0;
+    pthread_attr_destroy(&attr);
+  }
+  if (!started) {
+    atomic_store(&d->refs, 1);
+    disc_unref(d);
+    return bgi_err_set(err, BG_ENOMEM, "cannot start a thread to find the server");
+  }
+  q->disc = d;
+  return BG_OK;
 }
 
 int bgi_queue_discover(bg_queue *q, bgi_req_task *rt, uint64_t deadline_ns, bgi_err *err) {
   bgi_qop *op = QOP_OF(rt, rt);
   (void)deadline_ns;
-  if (!q->disc_running) {
-    atomic_store(&q->disc_done, 0);
-    if (pthread_create(&q->disc_thread, NULL, discover_thread, q) != 0)
-      return bgi_err_set(err, BG_ENOMEM, "cannot start a thread to find the server");
-    q->disc_running = 1;
-  }
+  if (!q->disc && start_discovery(q, err) != BG_OK) return err->status;
   op->discovering = 1;
   op->disc_next = q->disc_waiters;
   q->disc_waiters = op;
@@ -295,20 +362,21 @@ int bgi_queue_discover(bg_queue *q, bgi_req_task *rt, uint64_t deadline_ns, bgi_
 
 /* The discovery ended: every operation that waited for it goes on with its outcome. */
 static void discovery_ended(bg_queue *q) {
-  pthread_join(q->disc_thread, NULL);
-  q->disc_running = 0;
+  bgi_qdisc *d = q->disc;
+  q->disc = NULL;
   bgi_qop *op = q->disc_waiters;
   q->disc_waiters = NULL;
   while (op) {
     bgi_qop *next = op->disc_next;
     op->discovering = 0;
-    if (q->disc_status == BG_OK) advance(q, op, BG_OK);
+    if (d->status == BG_OK) advance(q, op, BG_OK);
     else {
-      op->err = q->disc_err;
-      advance(q, op, q->disc_status);
+      op->err = d->err;
+      advance(q, op, d->status);
     }
     op = next;
   }
+  disc_unref(d);
 }
 
 /* An operation stops waiting for the discovery (its deadline, a cancel). */
@@ -336,7 +404,7 @@ static void interrupt(bg_queue *q, bgi_qop *op, int st, const char *why) {
 static void start_op(bg_queue *q, bgi_qop *op, bgi_task *task) {
   op->stack[0] = task;
   op->depth = 0;
-  atomic_store(&op->live, 1);
+  set_live(op);
   q->nlive++;
   if (op->call) {
     q->ncalls++;
@@ -363,12 +431,12 @@ static void for_each_live(bg_queue *q, void (*fn)(bg_queue *, bgi_qop *)) {
   for (size_t c = 0; c < k; c++) {
     bgi_qop *chunk = atomic_load(&q->chunks[c]);
     for (size_t i = 0; i < BGI_QOP_CHUNK; i++)
-      if (atomic_load(&chunk[i].live)) fn(q, &chunk[i]);
+      if (op_live(&chunk[i])) fn(q, &chunk[i]);
   }
 }
 
 static void cancel_if_asked(bg_queue *q, bgi_qop *op) {
-  if (atomic_load(&op->cancel)) interrupt(q, op, BG_ECANCELED, "bg_queue_cancel");
+  if (atomic_load(&op->state) & BGI_QOP_CANCEL) interrupt(q, op, BG_ECANCELED, "bg_queue_cancel");
   else if (op->call && atomic_load(&op->call->cancelled)) interrupt(q, op, BG_ECANCELED, "bg_call_cancel");
 }
 
@@ -405,7 +473,7 @@ static void run_once(bg_queue *q, const struct epoll_event *ev, int nev) {
       bgi_pipes_event(q->pipes, p, ev[i].events);
     }
   }
-  if (q->disc_running && atomic_load(&q->disc_done)) discovery_ended(q);
+  if (q->disc && atomic_load(&q->disc->done)) discovery_ended(q);
   if (atomic_exchange(&q->cancel_asked, 0)) for_each_live(q, cancel_if_asked);
   uint64_t now = bgi_now_ns();
   for (bgi_timer *t; (t = bgi_timers_pop_due(&q->timers, now));) on_timer(q, t);
@@ -415,7 +483,9 @@ static void run_once(bg_queue *q, const struct epoll_event *ev, int nev) {
 /* ---- the ABI ---------------------------------------------------------------------------------- */
 
 static void queue_free(bg_queue *q) {
-  if (q->disc_running) pthread_join(q->disc_thread, NULL);   /* bounded by the connect and command timeouts */
+  if (q->disc && atomic_load(&fault_close_waits_discovery))
+    while (!atomic_load(&q->disc->done)) usleep(1000);
+  if (q->disc) disc_unref(q->disc);   /* its thread ends on its own */
   /* first: the heap points into the pipes and the slots */
   bgi_timers_free(&q->timers);
   if (q->pipes) bgi_pipes_free(q->pipes);
@@ -502,13 +572,33 @@ BG_API const char *bg_queue_errmsg(const bg_queue *q) {
   return q ? bgi_errslot_view((bgi_errslot *)&q->err) : "queue handle is NULL";
 }
 
+/* The negative control of the test that a cancel reaches only its own operation (never set
+ * otherwise): the cancel bit is set without the compare-and-swap, after a pause that lets the
+ * slot's operation end and another take the slot. */
+static atomic_int fault_cancel_unchecked;
+void bgi_queue_fault_cancel_unchecked(int on) { atomic_store(&fault_cancel_unchecked, on); }
+
+/* Sets the cancel bit of the operation in slot op if it is live with this tag, in one step with
+ * the check: the compare-and-swap succeeds only on the state word read before the tag, so the
+ * operation that was live then is still the slot's (its end, and any reuse, change the word). */
+static void cancel_slot(bgi_qop *op, uint64_t tag) {
+  uint64_t s = atomic_load(&op->state);
+  if (!(s & BGI_QOP_LIVE) || (s & BGI_QOP_CANCEL) || atomic_load(&op->tag) != tag) return;
+  if (atomic_load_explicit(&fault_cancel_unchecked, memory_order_relaxed)) {
+    struct timespec pause = {0, 200000};   /* nanosleep is async-signal-safe */
+    nanosleep(&pause, NULL);
+    atomic_fetch_or(&op->state, BGI_QOP_CANCEL);
+    return;
+  }
+  atomic_compare_exchange_strong(&op->state, &s, s | BGI_QOP_CANCEL);   /* fails: it ended; not ours */
+}
+
 BG_API int bg_queue_cancel(bg_queue *q, uint64_t tag) {
   if (!q) return BG_EINVAL;
   size_t k = atomic_load(&q->nchunks);
   for (size_t c = 0; c < k; c++) {
     bgi_qop *chunk = atomic_load(&q->chunks[c]);
-    for (size_t i = 0; i < BGI_QOP_CHUNK; i++)
-      if (atomic_load(&chunk[i].live) && atomic_load(&chunk[i].tag) == tag) atomic_store(&chunk[i].cancel, 1);
+    for (size_t i = 0; i < BGI_QOP_CHUNK; i++) cancel_slot(&chunk[i], tag);
   }
   atomic_store(&q->cancel_asked, 1);
   signal_fd(q);

@@ -1,5 +1,6 @@
 #include "filter/filter.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,7 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const
     free(f);
     return bgi_call_finish(call, &c->err, &err, BG_SOURCE_NONE);
   }
+  atomic_init(&f->refs, 1);
   f->slot = (int)bgi_keyslot(f->name.s, f->name.len);
   atomic_init(&f->cfg, 0);
   f->id = atomic_fetch_add_explicit(&next_filter_id, 1, memory_order_relaxed);
@@ -86,8 +88,9 @@ BG_API int bg_filter_open(bg_filter **out, bg_client *c, const char *name) {
   return bg_filter_open_ex(out, NULL, c, name);
 }
 
-BG_API void bg_filter_close(bg_filter *f) {
-  if (!f) return;
+void bgi_filter_ref(bg_filter *f) { atomic_fetch_add(&f->refs, 1); }
+
+static void filter_free(bg_filter *f) {
   bgi_guard_destroy(&f->guard);   /* first: it stops the snapshot refresher, which uses the client */
   bgi_client_unref(f->client);
   bgi_errslot_destroy(&f->err);
@@ -96,6 +99,21 @@ BG_API void bg_filter_close(bg_filter *f) {
   pthread_mutex_destroy(&f->spare_mu);
   free_names(f);
   free(f);
+}
+
+void bgi_filter_unref(bg_filter *f) {
+  if (atomic_fetch_sub(&f->refs, 1) == 1) filter_free(f);
+}
+
+/* The caller's reference goes: operations still in flight on a queue finish with the filter as it
+ * was (they hold references), and the last of them frees it. The snapshot refresher stops now, on
+ * the caller's thread, rather than on a queue's, which the last operation may complete on. */
+BG_API void bg_filter_close(bg_filter *f) {
+  if (!f) return;
+  pthread_mutex_lock(&f->guard.admin_mu);
+  bgi_refresher_stop(&f->guard);
+  pthread_mutex_unlock(&f->guard.admin_mu);
+  bgi_filter_unref(f);
 }
 
 BG_API const char *bg_filter_name(const bg_filter *f) { return f ? f->name.s : NULL; }
@@ -141,12 +159,29 @@ int bgi_compute_indexes(bgi_conn *c, const void *const *items, const size_t *len
   return BG_OK;
 }
 
+/* No object is bigger than PTRDIFF_MAX bytes (C's pointer difference must hold its size), so
+ * neither an item nor a batch's copy can be: a larger length is a mistake of the caller's (a
+ * negative length cast, an unset one), and a sum past it would wrap around a copy's size. */
+#define ITEMS_MAX_BYTES ((size_t)PTRDIFF_MAX)
+/* An item's pointer, its length and an answer byte per item, all in one batch's copy. */
+#define ITEMS_MAX_COUNT (ITEMS_MAX_BYTES / (sizeof(void *) + sizeof(size_t) + 1))
+
 int bgi_check_items(const char *fn, const void *const *items, const size_t *lens, size_t n, const void *out,
                     bgi_err *err) {
   if (n && (!items || !lens)) return bgi_err_set(err, BG_EINVAL, "%s: items and lens must not be NULL", fn);
   if (n && !out) return bgi_err_set(err, BG_EINVAL, "%s: the output array must not be NULL", fn);
-  for (size_t i = 0; i < n; i++)
+  if (n > ITEMS_MAX_COUNT)
+    return bgi_err_set(err, BG_EINVAL, "%s: %zu items in one batch: at most %zu fit in memory (PTRDIFF_MAX bytes); "
+                       "check n", fn, n, ITEMS_MAX_COUNT);
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) {
     if (!items[i] && lens[i])
       return bgi_err_set(err, BG_EINVAL, "%s: item %zu is NULL with length %zu", fn, i, lens[i]);
+    if (lens[i] > ITEMS_MAX_BYTES - total)
+      return bgi_err_set(err, BG_EINVAL, "%s: item %zu's length %zu takes the batch past PTRDIFF_MAX (%zu) bytes, more "
+                         "than any buffer can hold: a length is wrong (a negative number cast to size_t?)", fn, i,
+                         lens[i], ITEMS_MAX_BYTES);
+    total += lens[i];
+  }
   return BG_OK;
 }

@@ -1,12 +1,14 @@
 /* Public hashing and sizing functions (bloomguard/hash.h): argument checks around hash/hash.h. */
 #include "bloomguard/hash.h"
 
+#include <stddef.h>
+
 #include "bloomguard/errors.h"
 #include "common/call.h"
 #include "hash/hash.h"
 
 int bg_hash128(const void *data, size_t len, uint64_t *h1, uint64_t *h2) {
-  if (!h1 || !h2 || (!data && len > 0)) return BG_EINVAL;
+  if (!h1 || !h2 || (!data && len > 0) || len > (size_t)PTRDIFF_MAX) return BG_EINVAL;
   uint64_t h[2];
   bgi_hash128(data, len, h);
   *h1 = h[0];
@@ -15,7 +17,7 @@ int bg_hash128(const void *data, size_t len, uint64_t *h1, uint64_t *h2) {
 }
 
 int bg_indexes(const void *data, size_t len, uint64_t size, uint32_t k, uint64_t *out) {
-  if (!out || (!data && len > 0) || k == 0) return BG_EINVAL;
+  if (!out || (!data && len > 0) || len > (size_t)PTRDIFF_MAX || k == 0) return BG_EINVAL;
   /* No Redisson filter is bigger (tryInit refuses it), and Redis could not SETBIT past it:
      a larger size can only come from a corrupt config, so say so rather than compute. */
   if (size == 0 || size > BG_MAX_SIZE) return BG_EINVAL;

@@ -1,14 +1,17 @@
 #include "redis/resp.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "bloomguard/errors.h"
 
 int bgi_buf_reserve(bgi_buf *b, size_t extra) {
   if (b->cap - b->len >= extra) return BG_OK;
+  /* no size past PTRDIFF_MAX can be allocated; the doubling stops before it would wrap */
+  if (extra > (size_t)PTRDIFF_MAX - b->len) return BG_ENOMEM;
   size_t need = b->len + extra;
   size_t cap = b->cap ? b->cap : 4096;
-  while (cap < need) cap *= 2;
+  while (cap < need) cap = cap > (size_t)PTRDIFF_MAX / 2 ? need : cap * 2;
   char *p = realloc(b->data, cap);
   if (!p) return BG_ENOMEM;
   b->data = p;

@@ -60,11 +60,15 @@ typedef struct bg_queue bg_queue;
 typedef struct bg_completion bg_completion;
 
 /* A queue for operations on filters of client c (a reference is taken: close the queue first
- * or later, in any order). Makes its fd; connects nothing yet. */
+ * or later, in any order; a submitted operation also holds its filter until it completes, so
+ * filters, clients and queues may be closed in any order with operations in flight). Makes its fd;
+ * connects nothing yet. */
 BG_API int  bg_queue_open(bg_queue **out, bg_client *c);
 BG_API int  bg_queue_open_ex(bg_queue **out, bg_call *call, bg_client *c);
 /* Drops every operation not yet polled (no completion follows), closes the queue's connections
- * and its fd. NULL is a no-op. */
+ * and its fd. NULL is a no-op. Never waits on the network: a discovery of the server still under
+ * way (the first operations of a client opened without connecting) is left to end on its own
+ * thread, which holds what it uses. */
 BG_API void bg_queue_close(bg_queue *q);
 /* The fd to watch for readability (the queue's own: do not read, write or close it); -1 for NULL. */
 BG_API int  bg_queue_fd(const bg_queue *q);

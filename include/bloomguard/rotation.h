@@ -54,7 +54,11 @@
  *  - bloomguard readers (any process) see the write lock in the same step that reads the bits:
  *    they wait for it up to BG_OPT_WRITE_LOCK_WAIT_MS (options.h), then fail with BG_ELOCKED, which the
  *    policy (policy.h, class BG_FAIL_LOCKED) answers - never from a half-written bitmap;
- *  - adds are never blocked, and none is lost (as SWAP);
+ *  - adds are never blocked, and none is lost (as SWAP). While the rewrite runs, an add's "newly
+ *    set" answer (bg_filter_add's *added) may say 1 for an item that was present: a chunk already
+ *    rewritten holds the new generation's bits, which get the items added since begin() only from
+ *    the recorded adds at the final step, so re-adding one of those sets its bits again. Whether
+ *    the item is present is never affected - only that count;
  *  - a rotator that dies after the rewrite began leaves the mark: once its lock's lease runs out,
  *    readers fail at once with BG_ELOCKED ("stopped half-way"; the policy answers) until the next
  *    rotation of any strategy, which may begin as soon as the rotation lease has run out;

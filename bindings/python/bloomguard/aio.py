@@ -37,7 +37,7 @@ import asyncio
 import itertools
 import numbers
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Type, Union
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple, Type, Union
 
 from ._answer import Answer, Answers
 from ._call import SOURCES, TimeoutArg, take_callback_error
@@ -79,13 +79,17 @@ async def connect(url: str, **options: Any) -> "Client":
 
 
 class _Pending:
-    __slots__ = ("future", "kind", "call", "n")
+    __slots__ = ("future", "kind", "call", "n", "owner")
 
-    def __init__(self, future: "asyncio.Future[Any]", kind: int, call: Any, n: int) -> None:
+    def __init__(self, future: "asyncio.Future[Any]", kind: int, call: Any, n: int, owner: Any) -> None:
         self.future = future
         self.kind = kind
         self.call = call
         self.n = n
+        # the blocking filter underneath, kept until the completion: the C operation holds the C
+        # filter itself, this keeps its policy's fallback registered (a closed, dropped filter's
+        # fallback would decline)
+        self.owner = owner
 
 
 class Client:
@@ -206,7 +210,7 @@ class Client:
         return call
 
     async def _submit(self, kind: int, n: int, timeout: TimeoutArg, submit: Callable[[Any, int], int],
-                      fptr: Any) -> Any:
+                      fptr: Any, owner: Any) -> Any:
         if self._closed:
             raise Closed("the client is closed")
         if asyncio.get_running_loop() is not self._loop:
@@ -222,7 +226,7 @@ class Client:
                 msg = cstr(lib.bg_filter_errmsg(fptr))
             raise error_for(st, msg)
         fut = self._loop.create_future()
-        self._pending[tag] = _Pending(fut, kind, None if call == ffi.NULL else call, n)
+        self._pending[tag] = _Pending(fut, kind, None if call == ffi.NULL else call, n, owner)
         try:
             return await fut
         except asyncio.CancelledError:
@@ -320,8 +324,13 @@ class Filter:
     def stats(self) -> Any:
         return self._sync.stats()
 
+    def _submit(self, kind: int, n: int, timeout: TimeoutArg, submit: Callable[[Any, int], int],
+                fptr: Any) -> Awaitable[Any]:
+        return self._client._submit(kind, n, timeout, submit, fptr, self._sync)
+
     def close(self) -> None:
-        """Lets go of the filter (idempotent); operations still in flight finish first."""
+        """Lets go of the filter (idempotent). Operations already submitted are not cut short: each
+        still completes with its answer (the C operation holds the filter until it ends)."""
         if self._f is not None:
             self._f = None
             self._sync._handle.unpin()
@@ -340,7 +349,7 @@ class Filter:
             raise TypeError("fpp must be a float, not %s" % type(fpp).__name__)
         parts = _int(partitions, "partitions", (-(2**63), 2**63 - 1))
         f, q = self._ptr(), self._client._q
-        got: bool = await self._client._submit(
+        got: bool = await self._submit(
             _BOOL, 0, timeout,
             lambda call, tag: lib.bg_filter_init_partitioned_submit_ex(f, call, q, tag, n, float(fpp), parts), f)
         return got
@@ -349,7 +358,7 @@ class Filter:
         """Adds one item; True if at least one of its bits was newly set."""
         data, n = _buffer(item)
         f, q = self._ptr(), self._client._q
-        got: bool = await self._client._submit(_ADD1, 1, timeout,
+        got: bool = await self._submit(_ADD1, 1, timeout,
                                                lambda call, tag: lib.bg_filter_add_submit_ex(f, call, q, tag, data, n), f)
         return got
 
@@ -357,7 +366,7 @@ class Filter:
         """Adds every item; returns how many set a new bit."""
         batch = Batch(items)
         f, q = self._ptr(), self._client._q
-        got: int = await self._client._submit(
+        got: int = await self._submit(
             _ADD_MANY, batch.n, timeout,
             lambda call, tag: lib.bg_filter_add_many_submit_ex(f, call, q, tag, batch.ptrs, batch.lens, batch.n), f)
         return got
@@ -366,7 +375,7 @@ class Filter:
         """True if the item may have been added (no false negatives)."""
         data, n = _buffer(item)
         f, q = self._ptr(), self._client._q
-        got: bool = await self._client._submit(
+        got: bool = await self._submit(
             _CONTAINS1, 1, timeout, lambda call, tag: lib.bg_filter_contains_submit_ex(f, call, q, tag, data, n), f)
         return got
 
@@ -374,7 +383,7 @@ class Filter:
         """:meth:`contains` for every item, in order."""
         batch = Batch(items)
         f, q = self._ptr(), self._client._q
-        got: List[bool] = await self._client._submit(
+        got: List[bool] = await self._submit(
             _CONTAINS_MANY, batch.n, timeout,
             lambda call, tag: lib.bg_filter_contains_many_submit_ex(f, call, q, tag, batch.ptrs, batch.lens, batch.n),
             f)
@@ -384,7 +393,7 @@ class Filter:
         """:meth:`contains` with provenance (``Answer``, as the blocking ``query``)."""
         data, n = _buffer(item)
         f, q = self._ptr(), self._client._q
-        got: Answer = await self._client._submit(
+        got: Answer = await self._submit(
             _QUERY1, 1, timeout, lambda call, tag: lib.bg_filter_contains_submit_ex(f, call, q, tag, data, n), f)
         return got
 
@@ -392,7 +401,7 @@ class Filter:
         """:meth:`contains_many` with provenance (``Answers``)."""
         batch = Batch(items)
         f, q = self._ptr(), self._client._q
-        got: Answers = await self._client._submit(
+        got: Answers = await self._submit(
             _QUERY_MANY, batch.n, timeout,
             lambda call, tag: lib.bg_filter_contains_many_submit_ex(f, call, q, tag, batch.ptrs, batch.lens, batch.n),
             f)
@@ -401,21 +410,21 @@ class Filter:
     async def count(self, *, timeout: TimeoutArg = None) -> int:
         """Redisson's ``count()`` estimate."""
         f, q = self._ptr(), self._client._q
-        got: int = await self._client._submit(_NUMBER, 0, timeout,
+        got: int = await self._submit(_NUMBER, 0, timeout,
                                               lambda call, tag: lib.bg_filter_count_submit_ex(f, call, q, tag), f)
         return got
 
     async def info(self, *, timeout: TimeoutArg = None) -> FilterInfo:
         """The config hash (``FilterInfo``)."""
         f, q = self._ptr(), self._client._q
-        got: FilterInfo = await self._client._submit(_INFO, 0, timeout,
+        got: FilterInfo = await self._submit(_INFO, 0, timeout,
                                                      lambda call, tag: lib.bg_filter_info_submit_ex(f, call, q, tag), f)
         return got
 
     async def delete(self, *, timeout: TimeoutArg = None) -> bool:
         """Deletes the bitmap and the config; True if there was something to delete."""
         f, q = self._ptr(), self._client._q
-        got: bool = await self._client._submit(_BOOL, 0, timeout,
+        got: bool = await self._submit(_BOOL, 0, timeout,
                                                lambda call, tag: lib.bg_filter_delete_submit_ex(f, call, q, tag), f)
         return got
 
@@ -423,7 +432,7 @@ class Filter:
         """Gives both keys a time to live of ``ttl`` seconds (``datetime.timedelta`` works too)."""
         ms = seconds_to_ms(ttl, "ttl")
         f, q = self._ptr(), self._client._q
-        got: bool = await self._client._submit(_BOOL, 0, timeout,
+        got: bool = await self._submit(_BOOL, 0, timeout,
                                                lambda call, tag: lib.bg_filter_expire_submit_ex(f, call, q, tag, ms), f)
         return got
 

@@ -44,6 +44,11 @@ typedef struct bg_filter bg_filter;
 BG_API int  bg_filter_open(bg_filter **out, bg_client *c, const char *name);
 /* The same; a failure's message goes to call when given, else to the client's message slot. */
 BG_API int  bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const char *name);
+/*
+ * Lets go of the handle (NULL is a no-op). Operations submitted to a queue (queue.h) and still in
+ * flight keep the filter alive and complete as they would have: the last of them frees it. The
+ * handle must not be used after this call; blocking calls on it must have returned.
+ */
 BG_API void bg_filter_close(bg_filter *f);
 BG_API const char *bg_filter_name(const bg_filter *f);
 
@@ -79,7 +84,8 @@ BG_API int bg_filter_init_partitioned(bg_filter *f, int64_t expected_insertions,
 BG_API int bg_filter_init_partitioned_ex(bg_filter *f, bg_call *call, int64_t expected_insertions, double fpp,
                                          int64_t partitions, int *created);
 
-/* *added (may be NULL) is 1 if at least one of the item's bits was newly set. */
+/* *added (may be NULL) is 1 if at least one of the item's bits was newly set (during a LOCKED
+ * rotation's rewrite it may be 1 for an item added since the rotation began: rotation.h). */
 BG_API int bg_filter_add(bg_filter *f, const void *item, size_t len, int *added);
 /* items[i] may be NULL when lens[i] is 0. *added (may be NULL): how many items set a new bit. */
 BG_API int bg_filter_add_many(bg_filter *f, const void *const *items, const size_t *lens, size_t n,

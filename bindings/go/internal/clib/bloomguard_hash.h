@@ -17,7 +17,8 @@ BG_BEGIN_DECLS
 /* Largest hash-iteration count accepted from a config hash (Redisson's optimum never exceeds 1075). */
 #define BG_MAX_HASH_ITERATIONS 4096
 
-/* HighwayHash-128 with Redisson's key over len bytes (data may be NULL when len is 0). */
+/* HighwayHash-128 with Redisson's key over len bytes (data may be NULL when len is 0). BG_EINVAL for
+ * NULL outputs and for len > PTRDIFF_MAX (no object is that big: a wrong length). */
 BG_API int bg_hash128(const void *data, size_t len, uint64_t *h1, uint64_t *h2);
 
 /* The k bit indexes Redisson sets for an item in a bitmap of size bits; out holds k values. */

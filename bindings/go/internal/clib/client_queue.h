@@ -7,7 +7,10 @@
  * An operation (bgi_qop) lives in a slot of the queue's slab from its submit until the poll after
  * the one that handed out its completion. The slab grows by whole chunks that are never freed
  * before the queue, so a cancel from any thread (or a signal handler) can look at every slot
- * without a lock: it reads a slot's tag and sets its cancel flag, both atomics.
+ * without a lock. A slot's state word holds its generation (one more per operation the slot
+ * carries), live and cancel bits: a cancel reads the word, then the tag, and sets the cancel bit
+ * by a compare-and-swap on the word it read - which fails if the operation ended (or the slot
+ * took another one) meanwhile, so a cancel never reaches an operation it was not aimed at.
  *
  * What an operation is - its task, its copy of the items, how its answer is read off it - belongs
  * to the layer that submits it (filter/submit.c): the slot holds that layer's record in `body`.
@@ -33,11 +36,15 @@ typedef struct bgi_pipes bgi_pipes;
 /* Reads the answer off the submitting layer's record once the operation's task ended with st. */
 typedef void (*bgi_qop_finish_fn)(bgi_qop *op, int st);
 
+/* The bits of bgi_qop.state below the generation (state >> BGI_QOP_GEN_SHIFT). */
+#define BGI_QOP_LIVE 1u     /* submitted and not yet completed */
+#define BGI_QOP_CANCEL 2u   /* bg_queue_cancel asked */
+#define BGI_QOP_GEN_SHIFT 2
+
 struct bgi_qop {
-  /* read by cancels on any thread */
+  /* read by cancels on any thread: the tag is written before the state word that makes it live */
   _Atomic uint64_t tag;
-  atomic_int live;           /* submitted and not yet completed */
-  atomic_int cancel;         /* bg_queue_cancel asked */
+  _Atomic uint64_t state;    /* generation << BGI_QOP_GEN_SHIFT | BGI_QOP_LIVE | BGI_QOP_CANCEL */
   /* the driving thread's */
   bg_queue *q;
   const bg_call *call;       /* the submit's (its timeout, its cancel flag), or NULL */
@@ -109,12 +116,9 @@ struct bg_queue {
   bgi_timer call_scan;              /* while operations with a bg_call are in flight: look at their
                                        cancel flags every BGI_WAIT_SLICE_MS */
   bgi_pipes *pipes;                 /* the queue's connections (client/pipes.c) */
-  /* a discovery of where the client's calls go (bgi_queue_discover) on a thread of its own */
-  pthread_t disc_thread;
-  int disc_running;
-  atomic_int disc_done;
-  bgi_err disc_err;
-  int disc_status;
+  /* a discovery of where the client's calls go (bgi_queue_discover) on a thread of its own, which
+   * the queue never waits for (a close leaves it to end on its own: it holds what it uses) */
+  struct bgi_qdisc *disc;
   bgi_qop *disc_waiters;
   bgi_qop *running;                 /* whose task runs now (bg_queue_running), else NULL */
   bgi_errslot err;
@@ -160,5 +164,13 @@ void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t);
 void bgi_pipes_fault_no_discard(bgi_pipes *p, int on);
 /* Writes what submits and resumed operations queued since. */
 void bgi_pipes_flush(bgi_pipes *p);
+
+/* Tests only (the negative control of the stress test of cancels from other threads): a cancel sets
+ * its bit without checking that the slot still holds the operation it looked at. */
+void bgi_queue_fault_cancel_unchecked(int on);
+/* Tests only: discoveries (bgi_queue_discover) whose record is not freed yet, in the whole process;
+ * and the negative control of the test that a close never waits for one (the close waits). */
+int bgi_queue_discoveries_live(void);
+void bgi_queue_fault_close_waits_discovery(int on);
 
 #endif

@@ -20,6 +20,9 @@
 
 /* The keys of a filter (docs/layout.md): all suffix(name, ...) but the bitmap, at the name itself. */
 struct bg_filter {
+  /* the caller's reference (bg_filter_close drops it) + one per submitted operation in flight, so a
+   * filter closed with operations on a queue is freed by the last of them to complete */
+  atomic_long refs;
   bg_client *client;
   bgi_key name;          /* the filter's name, and its bitmap's key */
   bgi_key config_key;
@@ -52,6 +55,9 @@ struct bg_filter {
   struct bgi_pheap *spare;
   int nspare;
 };
+
+void bgi_filter_ref(bg_filter *f);
+void bgi_filter_unref(bg_filter *f);
 
 /* Items hashed and sent per round trip, and per atomic server step within it: bounds client
  * memory for huge batches and keeps each server-side step short (other clients wait for it). */

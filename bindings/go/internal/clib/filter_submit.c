@@ -3,7 +3,8 @@
  * The filter operations of a submission queue (include/bloomguard/queue.h): each submit checks
  * its arguments as the blocking form does, copies the items into the queue's slot and starts the
  * same task the blocking form runs - the guarded query or add (guarded.c), or the admin
- * operation (admin.c) - on the queue's runner.
+ * operation (admin.c) - on the queue's runner. A submitted operation holds a reference on its
+ * filter until its finish has read the answer off it: bg_filter_close may come at any time.
  */
 #include "filter_filter.h"
 
@@ -30,12 +31,14 @@ static void finish_contains(bgi_qop *op, int st) {
   op->present = st == BG_OK ? op->answers : NULL;
   op->npresent = st == BG_OK ? o->u.g.n : 0;
   op->value = st == BG_OK && o->u.g.n == 1 ? op->answers[0] : 0;
+  bgi_filter_unref(o->f);   /* last: it may free the filter */
 }
 
 static void finish_add(bgi_qop *op, int st) {
   fop *o = FOP(op);
   op->source = st == BG_OK ? BG_SOURCE_REDIS : BG_SOURCE_NONE;
   op->value = st == BG_OK ? (int64_t)bgi_guarded_op_added(&o->u.g) : 0;
+  bgi_filter_unref(o->f);
 }
 
 static void finish_admin(bgi_qop *op, int st) {
@@ -50,6 +53,7 @@ static void finish_admin(bgi_qop *op, int st) {
     op->info_expected = o->u.a.u.info.n;
     op->info_fpp = o->u.a.u.info.fpp;
   }
+  bgi_filter_unref(o->f);
 }
 
 /* The checks every submit shares: handles, and the queue serving the filter's client. */
@@ -83,6 +87,7 @@ static int submit_items(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, 
   o->f = f;
   bgi_guarded_op_init(&o->u.g, is_add, f, op->deadline_ns, op->item_ptrs, op->item_lens, n,
                       is_add ? NULL : op->answers);
+  bgi_filter_ref(f);   /* the operation's, given back by its finish: a close meanwhile frees nothing */
   bgi_queue_op_start(q, op, &o->u.g.gt.t, is_add ? finish_add : finish_contains);
   return submitted(f, call, &err);
 }
@@ -102,6 +107,7 @@ static int submit_admin(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, 
     bgi_queue_op_discard(q, op);
     return submitted(f, call, &err);
   }
+  bgi_filter_ref(f);
   bgi_queue_op_start(q, op, &o->u.a.t, finish_admin);
   return submitted(f, call, &err);
 }
