@@ -499,7 +499,9 @@ static void warm_queries_allocate_nothing(void) {
   bg_client_close(c);
 }
 #else
-static void warm_queries_allocate_nothing(void) { printf("  not counted under a sanitizer's allocator\n"); }
+static void warm_queries_allocate_nothing(void) {
+  bgt_skip_case(BGT_SKIP_SANITIZER " (allocations are not counted under a sanitizer's allocator)");
+}
 #endif
 
 static void with_server(void (*fn)(void)) {

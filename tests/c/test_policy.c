@@ -640,7 +640,7 @@ static int snapshot_generation(const bgi_snapshot *s, items *a, items *b) {
  * control: the download with its checks off (bgi_download_fault_unchecked) catches mixes. */
 static void test_partitioned_snapshot_is_one_generation(void) {
 #if defined(__SANITIZE_THREAD__)
-  printf("    skipped under ThreadSanitizer (timing race between downloads and rotations)\n");
+  bgt_skip_case(BGT_SKIP_TSAN " (a timing race between downloads and rotations)");
   return;
 #endif
   bg_filter *f = open_filter("pgen"), *q = open_filter("pgen");
@@ -696,7 +696,7 @@ static void test_snapshot_is_one_generation_under_rotations(void) {
   /* a race of download speed against rotation speed: ThreadSanitizer slows the download ~10x, so
    * no snapshot finishes between rotations and the case measures nothing; it runs in the plain and
    * ASan builds */
-  printf("    skipped under ThreadSanitizer (timing race between downloads and rotations)\n");
+  bgt_skip_case(BGT_SKIP_TSAN " (a timing race between downloads and rotations)");
   return;
 #endif
   bg_filter *f = open_filter("gen"), *q = open_filter("gen");

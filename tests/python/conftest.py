@@ -86,3 +86,7 @@ def sigint_raises():
         yield
     finally:
         signal.signal(signal.SIGINT, old)
+
+
+# skips are skips: in CI only the documented reasons may skip (skip_policy.py)
+from skip_policy import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import threading
 import time
 from typing import Any, List
 
 import bloomguard
 import bloomguard.aio as aio
+from lateness import Lateness
 
 ITEMS = [b"item-%d" % i for i in range(200)]
 ABSENT = [b"absent-%d" % i for i in range(200)]
@@ -102,34 +102,6 @@ def test_a_fallback_still_answers_for_a_closed_filter(url, fname, raw):
     assert asyncio.run(main()) is True
 
 
-class _Lateness:
-    """How late this machine wakes a sleeping thread (a probe napping 2 ms at a time): a bound on
-    elapsed time is the operation's own plus what the machine imposed meanwhile."""
-
-    def __init__(self) -> None:
-        self.samples: List[tuple] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            t0 = time.monotonic()
-            time.sleep(0.002)
-            t1 = time.monotonic()
-            self.samples.append((t1, max(0.0, t1 - t0 - 0.002)))
-
-    def __enter__(self) -> "_Lateness":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def worst_since(self, t: float) -> float:
-        return max((late for at, late in self.samples if at >= t - 0.05), default=0.0)
-
-
 def test_close_does_not_wait_for_a_server_that_never_answers():
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -151,7 +123,7 @@ def test_close_does_not_wait_for_a_server_that_never_answers():
             pass
         return took
 
-    with _Lateness() as late:
+    with Lateness() as late:
         t_start = time.monotonic()
         took = asyncio.run(main())
         bound = 0.05 + late.worst_since(t_start)

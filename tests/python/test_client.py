@@ -64,9 +64,11 @@ def test_tracking_option(url, fname, tracking):
         assert f.contains("new") is True
         assert f.info().expected_insertions == 50000
         s = f.stats()
-        assert s["tracked_reads"] >= 0 and 0 <= s["tracked_stale"] <= s["tracked_reads"]
-        if not tracking:
+        assert s["tracked_stale"] <= s["tracked_reads"]
+        if not tracking or "tracking" not in bloomguard.features():
             assert s["tracked_reads"] == 0 and s["tracked_stale"] == 0
+        else:  # five repeated queries of an unchanged filter on one connection: read tracked
+            assert s["tracked_reads"] > 0, s
         f.delete()
 
 

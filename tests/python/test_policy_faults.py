@@ -11,7 +11,6 @@ import time
 import pytest
 
 import bloomguard
-from conftest import ROOT
 from redis_helpers import RedisServer
 
 TIMEOUT = 0.2  # the client's command timeout in these tests (s)
@@ -228,10 +227,6 @@ def test_naive_rotation_with_a_python_fallback_answers_without_errors(client, fn
 
 # --- a LOCKED rebuild: the locked class ---------------------------------------------------------------
 
-_LOCKED_PENDING = "comes with the lock engine" in (ROOT / "include" / "bloomguard" / "rotation.h").read_text()
-
-
-@pytest.mark.skipif(_LOCKED_PENDING, reason="the C library does not have BG_ROTATE_LOCKED yet")
 def test_locked_rotation_queries_degrade_to_the_fallback(client, fname):
     """While a LOCKED rotation rewrites the bitmap in place (its progress callback reports an
     uploaded chunk: the filter's write lock is held), queries wait briefly and fail with the locked
