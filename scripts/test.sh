@@ -20,7 +20,30 @@ PATH="$(bash scripts/go-toolchain.sh):$PATH"
 export PATH
 
 START=$SECONDS
-step() { printf '\n=== [%4ds] %s\n' "$((SECONDS - START))" "$*"; }
+# Each step's wall time, kept in build/test-times.txt and printed at the end (on failure too).
+TIMES=$TOP/build/test-times.txt
+mkdir -p "$TOP/build"
+: >"$TIMES"
+STEP_NAME= STEP_AT=$SECONDS
+end_step() {
+  [ -n "$STEP_NAME" ] && printf '%6ds  %s\n' "$((SECONDS - STEP_AT))" "$STEP_NAME" >>"$TIMES"
+  STEP_NAME=
+}
+step() {
+  end_step
+  STEP_NAME=$*
+  STEP_AT=$SECONDS
+  printf '\n=== [%4ds] %s\n' "$((SECONDS - START))" "$*"
+}
+report_times() {
+  local rc=$?
+  end_step
+  printf '\n=== wall time per step (%s; total %d s)\n' "$TIMES" "$((SECONDS - START))"
+  cat "$TIMES"
+  printf '%6ds  total\n' "$((SECONDS - START))" >>"$TIMES"
+  return $rc
+}
+trap report_times EXIT
 
 build() {  # build DIR [cmake args...]
   local dir=$1; shift
@@ -56,6 +79,10 @@ bash scripts/check-hiredis014.sh build-hiredis014
 step "Python binding (cffi) and its pytest suite"
 bash bindings/python/ci.sh
 
+step "Python binding built against Debian's hiredis 0.14 (no tracking, no TLS): the tests of those branches"
+BG_PY_VENV=build-python/venv-hiredis014 BLOOMGUARD_CMAKE_ARGS=-DBG_HIREDIS=system bash bindings/python/ci.sh \
+  -k "test_tls or test_client or test_observe or test_wheel or test_features or tracking"
+
 step "Go binding (cgo): its C copy is current, vet, test -race, test (static binary, blocking calls); its otel module"
 python3 scripts/go-amalgamate.py --check
 (
@@ -64,6 +91,8 @@ python3 scripts/go-amalgamate.py --check
   go test -race -count=1 ./...
   # the second run on the blocking calls (WithQueues(0) for every client of the tests)
   BG_TEST_QUEUES=0 go test -tags bloomguard_static -count=1 ./... 2>&1 | grep -v 'statically linked applications requires\|^/usr/bin/ld: .*in function'
+  # the build without hiredis's TLS part (-tags bloomguard_notls): the tests of what it changes
+  go test -tags bloomguard_notls -count=1 -run 'TestLibraryFeatures|TLS' .
   # the OpenTelemetry / Prometheus instrumentation: a module of its own (the binding keeps no dependencies)
   cd otel
   go vet ./...
@@ -104,3 +133,4 @@ if [ "${BG_SKIP_VALKEY:-0}" != 1 ]; then
 fi
 
 step "all test steps passed"
+end_step

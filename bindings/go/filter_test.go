@@ -1016,21 +1016,17 @@ func TestLibraryFeatures(t *testing.T) {
 	if fs&^(FeatureTracking|FeatureTLS) != 0 {
 		t.Fatalf("undefined feature bits: %#x", int(fs))
 	}
-	system := strings.Contains(os.Getenv("BG_CMAKE_ARGS"), "BG_HIREDIS=system")
-	if !fs.Has(FeatureTracking) && !system {
-		t.Errorf("library without FeatureTracking: the default build should have hiredis >= 1.0 (cmake/hiredis.cmake)")
+	if !fs.Has(FeatureTracking) {
+		t.Errorf("library without FeatureTracking: internal/clib compiles hiredis >= 1.0")
 	}
-	if !fs.Has(FeatureTLS) && !system {
-		t.Errorf("library without FeatureTLS: the default build should have hiredis's TLS part")
+	if fs.Has(FeatureTLS) == notlsBuild {
+		t.Errorf("FeatureTLS is %v in a build with bloomguard_notls %v", fs.Has(FeatureTLS), notlsBuild)
 	}
 }
 
-// With a library that can track (hiredis >= 1.0) and Redis >= 6, repeated queries of an unchanged
-// filter read the bits alone: TrackedReads > 0. With tracking off, never.
+// Repeated queries of an unchanged filter read the bits alone (the binding always compiles hiredis
+// >= 1.0, and Redis >= 6 tracks): TrackedReads > 0. With tracking off, never.
 func TestRepeatedQueriesTakeTheTrackedPath(t *testing.T) {
-	if !LibraryFeatures().Has(FeatureTracking) {
-		t.Skip("library built with hiredis < 1.0: no tracking")
-	}
 	ctx := context.Background()
 	for _, on := range []bool{true, false} {
 		t.Run(strconv.FormatBool(on), func(t *testing.T) {

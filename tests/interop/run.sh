@@ -12,16 +12,15 @@
 # The cluster: the nodes in $BLOOMGUARD_TEST_CLUSTER_SEEDS ("h:p,h:p,...") when set; otherwise
 # scripts/cluster.sh starts 3 masters + 3 replicas in this run's temp dir and its `stop` ends
 # them by pid on exit. The seeds reach the tests as -Dbloomguard.cluster.seeds and
-# $BLOOMGUARD_CLUSTER_SEEDS; when the cluster cannot be started they are "none", and
-# ClusterInteropTest then fails when CI=true (skips otherwise).
+# $BLOOMGUARD_CLUSTER_SEEDS. A cluster (or the TLS server below) that cannot be started fails the
+# run here, CI or not: a skipped interop class would hide a regression.
 # TLS (TlsInteropTest): scripts/tls-certs.sh makes a test CA and certificates in this run's temp
 # dir and a TLS-only redis-server (--port 0 --tls-port P, no client certificates required) is
 # started there and stopped by its pid on exit; -Dbloomguard.tls.url=rediss://127.0.0.1:P and
 # -Dbloomguard.tls.ca=DIR/ca.crt (and $BLOOMGUARD_TLS_URL, $BLOOMGUARD_TLS_CA) reach the tests.
 # $BLOOMGUARD_TEST_TLS_URL with $BLOOMGUARD_TEST_TLS_CA (the PEM CA it is signed by; the CA dir
 # must also hold other-ca.crt, as scripts/tls-certs.sh makes it) use a server the caller
-# started instead. When none can be started the URL is "none": TlsInteropTest then fails when
-# CI=true (skips otherwise).
+# started instead. When none can be started the run fails.
 #
 # Environment:
 #   BLOOMGUARD_CLI   path of the bloomguard command (default: build/bloomguard)
@@ -132,8 +131,8 @@ else
     SEEDS=${seeds_url#redis://}
     echo "interop: Redis Cluster (3 masters + 3 replicas, pids in $CLUSTER_DIR/pids) at $SEEDS, up in $((SECONDS - t0)) s"
   else
-    SEEDS=none
-    echo "interop: could not start a Redis Cluster with scripts/cluster.sh: ClusterInteropTest will fail (CI) or skip" >&2
+    echo "interop: could not start a Redis Cluster with scripts/cluster.sh: ClusterInteropTest cannot run" >&2
+    exit 1
   fi
 fi
 
@@ -183,9 +182,8 @@ if [ -n "${BLOOMGUARD_TEST_TLS_URL:-}" ]; then
 elif start_tls_server; then
   echo "interop: TLS-only redis-server pid $TLS_PID at $TLS_URL (test CA $TLS_CA)"
 else
-  TLS_URL=none
-  TLS_CA=none
-  echo "interop: could not start a TLS redis-server: TlsInteropTest will fail (CI) or skip" >&2
+  echo "interop: could not start a TLS redis-server: TlsInteropTest cannot run" >&2
+  exit 1
 fi
 
 export BLOOMGUARD_REDIS_URL=$URL

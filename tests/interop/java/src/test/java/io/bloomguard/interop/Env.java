@@ -109,12 +109,6 @@ final class Env {
     return clusterProblem;
   }
 
-  /** True on CI (CI=true), where a missing cluster or TLS server must fail those tests, not skip them. */
-  static boolean onCi() {
-    String ci = System.getenv("CI");
-    return ci != null && !ci.isBlank() && !ci.equalsIgnoreCase("false") && !ci.equals("0");
-  }
-
   /** scripts/cluster.sh start in a temp dir; returns its seeds ("redis://h:p,...") or null. */
   private static String startOwnCluster() {
     Path script = Path.of("").toAbsolutePath().resolve("../../../scripts/cluster.sh").normalize();
