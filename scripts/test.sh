@@ -54,6 +54,10 @@ build() {  # build DIR [cmake args...]
 step "Vendored third-party sources match their checksums"
 bash third_party/update.sh check
 
+step "Every test asserts something (scripts/lint-tests.py, and its planted control)"
+python3 scripts/lint-tests.py --self-test
+python3 scripts/lint-tests.py
+
 step "C tests (RelWithDebInfo)"
 build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ctest --test-dir build --output-on-failure -j "$JOBS"
