@@ -314,14 +314,15 @@ static void test_renewals_land_in_time(void) {
 }
 
 /* Negative control: every pass of the thread sleeps two periods (400 ms, of the 600 ms leases)
- * first; the judge must flag it (late, short of lease, or holds lost), whatever the probe allowed. */
+ * first; the judge must flag the renewals late - the property it controls (holds lost are only a
+ * consequence, and would also come from a harness that loses them otherwise). */
 static void test_a_renewer_a_period_late_is_caught(void) {
   verdict v;
   bgi_lock_renew_fault_delay(2 * 200 * 1000000ull);
   run(1500, &v);
   bgi_lock_renew_fault_delay(0);
-  CHECK_MSG(v.late + v.short_headroom + v.gone + v.takeovers > 0, "a renewer two periods late was not caught (%zu "
-            "renewals, the probe allowed %.0f ms)", v.n, (double)allowance_ns / 1e6);
+  CHECK_MSG(v.late > 0, "a renewer two periods late was not judged late (%zu renewals, the probe allowed %.0f ms; "
+            "gone %zu, takeovers %zu)", v.n, (double)allowance_ns / 1e6, v.gone, v.takeovers);
 }
 
 /* A first acquire whose reply (or thread) comes 300 ms after the server took the lock, with a
