@@ -14,43 +14,6 @@ import (
 	"time"
 )
 
-// lateness measures how late the runtime wakes a sleeping goroutine (naps of 2 ms): a bound on
-// elapsed time is the operation's own plus what the machine imposed meanwhile.
-type lateness struct {
-	mu    sync.Mutex
-	worst time.Duration
-	stop  chan struct{}
-	done  chan struct{}
-}
-
-func startLateness() *lateness {
-	l := &lateness{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		for {
-			select {
-			case <-l.stop:
-				return
-			default:
-			}
-			t0 := time.Now()
-			time.Sleep(2 * time.Millisecond)
-			if late := time.Since(t0) - 2*time.Millisecond; late > 0 {
-				l.mu.Lock()
-				l.worst = max(l.worst, late)
-				l.mu.Unlock()
-			}
-		}
-	}()
-	return l
-}
-
-func (l *lateness) end() time.Duration {
-	close(l.stop)
-	<-l.done
-	return l.worst
-}
-
 func TestFilterCloseWithOperationsInFlight(t *testing.T) {
 	ctx := context.Background()
 	c := openClient(t)
@@ -139,12 +102,11 @@ func TestCloseDuringDiscoveryIsPrompt(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the cancelled operation did not end")
 	}
-	late := startLateness()
 	t0 := time.Now()
 	f.Close()
 	c.Close() // the last reference: the queue closes, its discovery still waiting for the server
 	took := time.Since(t0)
-	bound := 50*time.Millisecond + late.end()
+	bound := 50*time.Millisecond + machineLate(t0)
 	if took > bound {
 		t.Errorf("closing took %v while a discovery waited for a silent server (bound %v)", took, bound)
 	}

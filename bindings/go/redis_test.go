@@ -47,6 +47,7 @@ func runTests(m *testing.M) int {
 	}
 	testServer = srv
 	defer srv.stop()
+	startLatenessProbe()
 	code := m.Run()
 	select { // a server that died under the tests: say why, before its directory goes
 	case err := <-srv.exited:

@@ -1,6 +1,7 @@
-"""Ctrl-C during a wait inside the library (issue 16): the call's interrupt callback lets the
+"""Ctrl-C during a wait inside the library: the call's interrupt callback lets the
 SIGINT handler run while the main thread waits in C with the GIL released, and the wait is
-cancelled: KeyboardInterrupt within 150 ms of the signal, for a lock, a rotation waiting for
+cancelled: KeyboardInterrupt within 150 ms of the signal (plus what the machine imposed meanwhile:
+lateness.py), for a lock, a rotation waiting for
 another one, a query waiting out a write lock and a policy backoff - nothing left behind. Each
 with its control: the same wait without a signal takes its full time. The signal comes from
 another thread, as _thread.interrupt_main() and as a real os.kill(SIGINT) (the sigint_raises
@@ -16,6 +17,7 @@ import time
 import pytest
 
 import bloomguard
+from lateness import Lateness
 
 CANCEL_RETURN = 0.150
 CANCEL_AFTER = 0.3
@@ -39,16 +41,18 @@ def interrupted_within(send, fn) -> float:
         send()
 
     timer = threading.Timer(CANCEL_AFTER, fire)
-    timer.start()
-    try:
-        with pytest.raises(KeyboardInterrupt):
-            fn()
-        back = time.monotonic()
-    finally:
-        timer.join()
-    assert sent, "returned before the signal"
-    took = back - sent[0]
-    assert took <= CANCEL_RETURN, "KeyboardInterrupt %.3f s after the signal (at most %.3f)" % (took, CANCEL_RETURN)
+    with Lateness() as late:
+        timer.start()
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                fn()
+            back = time.monotonic()
+        finally:
+            timer.join()
+        assert sent, "returned before the signal"
+        took = back - sent[0]
+        bound = CANCEL_RETURN + late.worst_since(sent[0])
+    assert took <= bound, "KeyboardInterrupt %.3f s after the signal (at most %.3f)" % (took, bound)
     return took
 
 
