@@ -4,7 +4,7 @@
 
     import bloomguard.aio
 
-    async with await bloomguard.aio.connect("redis://127.0.0.1:6379", command_timeout=0.5) as client:
+    async with bloomguard.aio.connect("redis://127.0.0.1:6379", command_timeout=0.5) as client:
         f = client.filter("products")
         await f.init(1_000_000, 0.01)
         await f.add("sku-42")
@@ -30,6 +30,10 @@ is reported through the loop's exception handler and the callback counts as decl
 builds a whole bitmap, work for a thread, and the loop never waits for it.
 
 The exceptions are the blocking API's (:class:`~bloomguard.BloomGuardError` and its subclasses).
+
+Every public method of the blocking :class:`bloomguard.Client`, :class:`bloomguard.Filter`,
+:class:`bloomguard.Rotation` and :class:`bloomguard.Lock` has a twin here (awaited where it makes a
+round trip), or a one-line reason in :data:`NOT_TWINNED`.
 """
 from __future__ import annotations
 
@@ -37,22 +41,42 @@ import asyncio
 import itertools
 import numbers
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple, Type, Union
+from typing import Any, Awaitable, Callable, Dict, Generator, Iterable, List, Optional, Tuple, Type, Union
 
 from ._answer import Answer, Answers
 from ._call import SOURCES, TimeoutArg, take_callback_error
 from ._client import Client as _SyncClient
+from ._events import EventListener
 from ._errors import Closed, InvalidArgument, error_for
 from ._ffi import cstr, ffi, lib
 from ._filter import Filter as _SyncFilter
 from ._filter import FilterInfo
 from ._handle import Handle
 from ._items import Batch, Item, as_buffer
+from ._lock import Hold, LockOwner, Seconds
+from ._lock import Lock as _SyncLock
 from ._options import seconds_to_ms
 from ._policy import Policy
-from ._rotation import ProgressFn, Rotation as _SyncRotation
+from ._rotation import ProgressFn, RotationStats
+from ._rotation import Rotation as _SyncRotation
 
-__all__ = ["connect", "Client", "Filter", "Rotation"]
+__all__ = ["connect", "Client", "Filter", "Rotation", "Lock", "NOT_TWINNED"]
+
+#: Public members of the blocking classes without an asyncio twin, each with the reason
+#: (tests/python/test_aio_parity.py fails on a member that has neither).
+NOT_TWINNED: Dict[str, str] = {
+    "Client.__enter__": "an aio client is an async context manager (async with)",
+    "Client.__exit__": "an aio client is an async context manager (async with)",
+    "Filter.__enter__": "an aio filter is an async context manager (async with)",
+    "Filter.__exit__": "an aio filter is an async context manager (async with)",
+    "Filter.__contains__": "the in operator cannot await: use await f.contains(item)",
+    "Filter.client": "the aio filter's client is the aio Client that opened it (its .sync is the blocking one)",
+    "Rotation.__enter__": "an aio rotation is an async context manager (async with)",
+    "Rotation.__exit__": "an aio rotation is an async context manager (async with)",
+    "Lock.__enter__": "an aio lock is an async context manager (async with)",
+    "Lock.__exit__": "an aio lock is an async context manager (async with)",
+    "Lock.client": "the aio lock's client is the aio Client that opened it (its .sync is the blocking one)",
+}
 
 _BATCH = 256  # completions taken per poll
 
@@ -62,20 +86,48 @@ _CONTAINS1, _CONTAINS_MANY, _QUERY1, _QUERY_MANY, _ADD1, _ADD_MANY, _NUMBER, _BO
 _NOT_NEGATIVE = (0, 2**63 - 1)
 
 
-async def connect(url: str, **options: Any) -> "Client":
+class _Connecting:
+    """What :func:`connect` returns: ``await`` it for the :class:`Client`, or use it as ``async
+    with connect(url) as client:`` (closed at the end of the block)."""
+
+    __slots__ = ("_url", "_options", "_client")
+
+    def __init__(self, url: str, options: Dict[str, Any]) -> None:
+        self._url = url
+        self._options = options
+        self._client: Optional[Client] = None
+
+    async def _open(self) -> "Client":
+        loop = asyncio.get_running_loop()
+        if self._options.get("connect_at_open"):
+            sync = await loop.run_in_executor(None, lambda: _SyncClient(self._url, **self._options))
+        else:
+            sync = _SyncClient(self._url, **self._options)
+        try:
+            return Client._on_loop(sync, loop)
+        except BaseException:
+            sync.close()
+            raise
+
+    def __await__(self) -> Generator[Any, None, "Client"]:
+        return self._open().__await__()
+
+    async def __aenter__(self) -> "Client":
+        self._client = await self._open()
+        return self._client
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+def connect(url: str, **options: Any) -> _Connecting:
     """Opens a client for the running loop: ``url`` and ``options`` as :class:`bloomguard.Client`
-    takes them. Opening checks the URL and the options at once; it connects nothing unless
+    takes them. ``client = await connect(url)``, or ``async with connect(url) as client:``.
+    Opening checks the URL and the options at once; it connects nothing unless
     ``connect_at_open=True``, whose check of the server runs in the loop's default executor."""
-    loop = asyncio.get_running_loop()
-    if options.get("connect_at_open"):
-        sync = await loop.run_in_executor(None, lambda: _SyncClient(url, **options))
-    else:
-        sync = _SyncClient(url, **options)
-    try:
-        return Client(sync, loop)
-    except BaseException:
-        sync.close()
-        raise
+    return _Connecting(url, options)
 
 
 class _Pending:
@@ -99,7 +151,31 @@ class Client:
     submission queue and connections.
     """
 
-    def __init__(self, sync: _SyncClient, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, url: str, **options: Any) -> None:
+        """A client for the running loop (as :func:`connect`, which also checks the server first
+        when given ``connect_at_open=True``; this constructor cannot wait, so it refuses that)."""
+        if options.get("connect_at_open"):
+            raise InvalidArgument("connect_at_open=True waits for the server: use `await bloomguard.aio.connect(url, "
+                                  "connect_at_open=True)`")
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise RuntimeError("a bloomguard.aio.Client is made on a running event loop (inside a coroutine); "
+                               "use `await bloomguard.aio.connect(url)` there") from None
+        sync = _SyncClient(url, **options)
+        try:
+            self._attach(sync, loop)
+        except BaseException:
+            sync.close()
+            raise
+
+    @classmethod
+    def _on_loop(cls, sync: _SyncClient, loop: asyncio.AbstractEventLoop) -> "Client":
+        self = cls.__new__(cls)
+        self._attach(sync, loop)
+        return self
+
+    def _attach(self, sync: _SyncClient, loop: asyncio.AbstractEventLoop) -> None:
         self._sync = sync
         self._loop = loop
         cptr = sync._handle.pin()
@@ -243,14 +319,47 @@ class Client:
             raise Closed("the client is closed")
         return Filter(self, _SyncFilter(self._sync, name, policy=policy))
 
+    def lock(self, name: str, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
+             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,
+             owner: Optional[LockOwner] = None) -> "Lock":
+        """An awaited :class:`Lock` on ``name + ":lock"`` (no I/O), as the blocking
+        :meth:`bloomguard.Client.lock` (its holder is the Lock object or ``owner``: a hold may be
+        released from any task)."""
+        if self._closed:
+            raise Closed("the client is closed")
+        return Lock(self, self._sync.lock(name, lease_ms=lease_ms, renew=renew, subscribe=subscribe,
+                                          poll_max_ms=poll_max_ms, owner=owner))
+
+    async def ping(self) -> None:
+        """One round trip (PING), in the loop's default executor; raises on failure."""
+        await _in_executor(self._sync.ping)
+
+    def on_event(self, listener: EventListener) -> EventListener:
+        """As :meth:`bloomguard.Client.on_event`: ``listener(event)`` on the thread where the event
+        happens (often the loop's own, inside a poll); it must return quickly."""
+        return self._sync.on_event(listener)
+
+    def remove_event_listener(self, listener: EventListener) -> None:
+        """Stops calling a listener given to :meth:`on_event`."""
+        self._sync.remove_event_listener(listener)
+
+    def stats(self) -> Dict[str, int]:
+        """The client's counters (no I/O), as :meth:`bloomguard.Client.stats`."""
+        return self._sync.stats()
+
+    def open_filters(self) -> List[_SyncFilter]:
+        """The blocking filters open on this client, the aio filters' included (their ``.sync``)."""
+        return self._sync.open_filters()
+
     @property
     def sync(self) -> _SyncClient:
         """The blocking :class:`bloomguard.Client` underneath (the same connections' pools, for
-        locks and for code that runs in threads)."""
+        code that runs in threads)."""
         return self._sync
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` was called."""
         return self._closed
 
     async def close(self) -> None:
@@ -270,10 +379,12 @@ class Client:
         self._sync.close()
 
     async def __aenter__(self) -> "Client":
+        """The client itself; closed at the end of the block."""
         return self
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                         tb: Optional[TracebackType]) -> None:
+        """Closes the client (:meth:`close`)."""
         await self.close()
 
 
@@ -300,12 +411,14 @@ class Filter:
     __slots__ = ("_client", "_sync", "_f")
 
     def __init__(self, client: Client, sync: _SyncFilter) -> None:
+        """Made by :meth:`Client.filter`."""
         self._client = client
         self._sync = sync
         self._f = sync._handle.pin()
 
     @property
     def name(self) -> str:
+        """The filter's name (its bitmap's key)."""
         return self._sync.name
 
     @property
@@ -315,14 +428,49 @@ class Filter:
 
     @property
     def policy(self) -> Optional[Policy]:
+        """The degrade policy (None: every failure raises); settable, as on the blocking filter."""
         return self._sync.policy
 
     @policy.setter
     def policy(self, value: Optional[Policy]) -> None:
         self._sync.policy = value
 
-    def stats(self) -> Any:
+    def stats(self) -> Dict[str, int]:
+        """The handle's counters (no I/O), as :meth:`bloomguard.Filter.stats`."""
         return self._sync.stats()
+
+    def histogram(self, operation: str, outcome: str = "ok") -> Any:
+        """A latency histogram of this handle (no I/O), as :meth:`bloomguard.Filter.histogram`."""
+        return self._sync.histogram(operation, outcome)
+
+    @property
+    def breaker_state(self) -> str:
+        """The policy's circuit breaker, as on the blocking filter (no I/O)."""
+        return self._sync.breaker_state
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._f is None
+
+    async def node(self) -> Tuple[str, int]:
+        """The ``"host:port"`` serving the filter and its hash slot (in the loop's default executor:
+        a client that connected nothing yet finds the server first)."""
+        got: Tuple[str, int] = await _in_executor(self._sync.node)
+        return got
+
+    async def snapshot(self, *, timeout: TimeoutArg = None) -> None:
+        """Downloads the policy's local snapshot now (in the loop's default executor: a download of
+        the whole bitmap is work for a thread), as :meth:`bloomguard.Filter.snapshot`."""
+        await _in_executor(lambda: self._sync.snapshot(timeout=timeout))
+
+    def lock(self, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
+             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,
+             owner: Optional[LockOwner] = None) -> "Lock":
+        """The filter's write lock (``"{NAME}:lock"``, the one a LOCKED rotation takes), awaited:
+        as the blocking :meth:`bloomguard.Filter.lock`."""
+        return Lock(self._client, self._sync.lock(lease_ms=lease_ms, renew=renew, subscribe=subscribe,
+                                                  poll_max_ms=poll_max_ms, owner=owner))
 
     def _submit(self, kind: int, n: int, timeout: TimeoutArg, submit: Callable[[Any, int], int],
                 fptr: Any) -> Awaitable[Any]:
@@ -436,6 +584,13 @@ class Filter:
                                                lambda call, tag: lib.bg_filter_expire_submit_ex(f, call, q, tag, ms), f)
         return got
 
+    async def persist(self, *, timeout: TimeoutArg = None) -> bool:
+        """Removes the keys' time to live; True if one was removed."""
+        f, q = self._ptr(), self._client._q
+        got: bool = await self._submit(_BOOL, 0, timeout,
+                                       lambda call, tag: lib.bg_filter_persist_submit_ex(f, call, q, tag), f)
+        return got
+
     def rotate(self, expected: int, fpp: float, *, strategy: str = "swap", progress: Optional[ProgressFn] = None,
                **options: Any) -> "Rotation":
         """A live rebuild (as the blocking :meth:`bloomguard.Filter.rotate`), awaited:
@@ -444,11 +599,18 @@ class Filter:
         return Rotation(self, expected, fpp, strategy, progress, options)
 
     async def __aenter__(self) -> "Filter":
+        """The filter itself; closed at the end of the block."""
         return self
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                         tb: Optional[TracebackType]) -> None:
+        """Closes the filter (operations in flight still complete)."""
         self.close()
+
+
+async def _in_executor(fn: Callable[..., Any], *args: Any) -> Any:
+    """fn(*args) in the running loop's default executor: a blocking call the loop must not wait for."""
+    return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
 
 class Rotation:
@@ -457,17 +619,16 @@ class Rotation:
 
     def __init__(self, f: Filter, expected: int, fpp: float, strategy: str, progress: Optional[ProgressFn],
                  options: Dict[str, Any]) -> None:
+        """Made by :meth:`Filter.rotate`."""
         self._filter = f
         self._args = (expected, fpp)
+        self._strategy = strategy
         self._kwargs = dict(options, strategy=strategy, progress=progress)
         self._sync: Optional[_SyncRotation] = None
 
-    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
-
     async def begin(self) -> "Rotation":
         """Takes the rotation's lease (waits for another rotation as the options say)."""
-        self._sync = await self._run(lambda: self._filter._sync.rotate(*self._args, **self._kwargs))
+        self._sync = await _in_executor(lambda: self._filter._sync.rotate(*self._args, **self._kwargs))
         return self
 
     def _rotation(self) -> _SyncRotation:
@@ -475,22 +636,197 @@ class Rotation:
             raise InvalidArgument("the rotation has not begun (use `async with f.rotate(...)` or await begin())")
         return self._sync
 
-    async def add(self, item: Item) -> None:
-        await self._run(self._rotation().add, item)
+    @property
+    def sync(self) -> Optional[_SyncRotation]:
+        """The blocking :class:`bloomguard.Rotation` underneath (None before :meth:`begin`)."""
+        return self._sync
 
-    async def add_many(self, items: Iterable[Item]) -> None:
-        await self._run(self._rotation().add_many, items)
+    @property
+    def name(self) -> str:
+        """The name of the filter being rotated."""
+        return self._filter.name
+
+    @property
+    def strategy(self) -> str:
+        """The strategy asked for (``"swap"``, ``"locked"`` or ``"naive"``)."""
+        return self._strategy
+
+    @property
+    def expected(self) -> int:
+        """Expected insertions of the next generation."""
+        return int(self._args[0])
+
+    @property
+    def fpp(self) -> float:
+        """False probability of the next generation."""
+        return float(self._args[1])
+
+    @property
+    def state(self) -> str:
+        """``"pending"`` before :meth:`begin`, then the blocking rotation's (``"active"``,
+        ``"committed"``, ``"aborted"``, ``"failed"``)."""
+        return "pending" if self._sync is None else self._sync.state
+
+    @property
+    def stats(self) -> RotationStats:
+        """Items added, bytes uploaded and seconds elapsed (after :meth:`begin`)."""
+        return self._rotation().stats
+
+    @property
+    def items(self) -> int:
+        """Items added so far."""
+        return self._rotation().items
+
+    @property
+    def bytes_uploaded(self) -> int:
+        """Bytes of the next generation uploaded so far."""
+        return self._rotation().bytes_uploaded
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since the rotation began, up to its end."""
+        return self._rotation().elapsed
+
+    async def add(self, item: Item) -> None:
+        """Adds one item to the next generation."""
+        await _in_executor(self._rotation().add, item)
+
+    async def add_many(self, items: Iterable[Item]) -> int:
+        """Adds every item to the next generation; returns how many items it took."""
+        got: int = await _in_executor(self._rotation().add_many, items)
+        return got
 
     async def commit(self) -> None:
-        await self._run(self._rotation().commit)
+        """Uploads the next generation and swaps it in (as the blocking ``commit``)."""
+        await _in_executor(self._rotation().commit)
 
     async def abort(self) -> None:
-        await self._run(self._rotation().abort)
+        """Gives up; the live filter is untouched (idempotent)."""
+        await _in_executor(self._rotation().abort)
 
     async def __aenter__(self) -> "Rotation":
+        """Begins the rotation."""
         return await self.begin()
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
                         tb: Optional[TracebackType]) -> None:
+        """Commits when the block ended normally, aborts otherwise."""
         rot = self._rotation()
-        await self._run(rot.__exit__, exc_type, exc, tb)
+        await _in_executor(rot.__exit__, exc_type, exc, tb)
+
+
+class _Holding:
+    """``async with lock.hold(...) as token``: acquires on entry, releases on exit."""
+
+    __slots__ = ("_lock", "_mode", "_wait")
+
+    def __init__(self, lock: "Lock", mode: str, wait: Seconds) -> None:
+        self._lock = lock
+        self._mode = mode
+        self._wait = wait
+
+    async def __aenter__(self) -> int:
+        return await self._lock.acquire(self._mode, wait=self._wait)
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        holding = self._lock._sync.hold(self._mode, wait=self._wait)  # the blocking exit's rules
+        await _in_executor(holding.__exit__, exc_type, exc, tb)
+
+
+class Lock:
+    """A distributed lock whose acquire, release and retire are awaited (each in the loop's
+    default executor: the blocking :class:`bloomguard.Lock` underneath, whose holder is the Lock
+    object or its ``owner`` - not a thread - so a hold taken in one task may be released in
+    another). ``async with client.lock(name) as lock: async with lock.write(wait=5) as token:``."""
+
+    __slots__ = ("_client", "_sync")
+
+    def __init__(self, client: Client, sync: _SyncLock) -> None:
+        """Made by :meth:`Client.lock` and :meth:`Filter.lock`."""
+        self._client = client
+        self._sync = sync
+
+    @property
+    def sync(self) -> _SyncLock:
+        """The blocking :class:`bloomguard.Lock` underneath."""
+        return self._sync
+
+    @property
+    def name(self) -> str:
+        """The name given (the key is ``name + ":lock"``)."""
+        return self._sync.name
+
+    @property
+    def key(self) -> str:
+        """The lock's Redis key: ``name + ":lock"``."""
+        return self._sync.key
+
+    @property
+    def closed(self) -> bool:
+        """True once :meth:`close` was called."""
+        return self._sync.closed
+
+    @property
+    def per_thread(self) -> bool:
+        """Always False here: an aio lock's holder is the Lock object or its owner."""
+        return self._sync.per_thread
+
+    @property
+    def owner(self) -> Optional[LockOwner]:
+        """The holder of this Lock's holds."""
+        return self._sync.owner
+
+    @property
+    def holder_id(self) -> str:
+        """The holder id ``"<UUID>:<seq>"`` (the hash field while it holds)."""
+        return self._sync.holder_id
+
+    async def acquire(self, mode: str = "exclusive", *, wait: Seconds = 0) -> int:
+        """Acquires in ``mode`` waiting up to ``wait`` seconds; returns the fencing token (as the
+        blocking :meth:`bloomguard.Lock.acquire`)."""
+        got: int = await _in_executor(lambda: self._sync.acquire(mode, wait=wait))
+        return got
+
+    async def release(self) -> None:
+        """Releases one acquire of the holder (as the blocking ``release``)."""
+        await _in_executor(self._sync.release)
+
+    async def retire(self) -> bool:
+        """Retires the lock's name when nobody holds it (as the blocking ``retire``)."""
+        got: bool = await _in_executor(self._sync.retire)
+        return got
+
+    def held(self) -> Hold:
+        """What the holder holds through this Lock (no round trip)."""
+        return self._sync.held()
+
+    def hold(self, mode: str = "exclusive", *, wait: Seconds = 0) -> _Holding:
+        """``async with lock.hold("write", wait=5) as token:`` acquires on entry, releases on exit."""
+        self._sync.hold(mode, wait=wait)  # checks the mode now, as the blocking one does
+        return _Holding(self, mode, wait)
+
+    def exclusive(self, *, wait: Seconds = 0) -> _Holding:
+        """``hold("exclusive", wait=wait)``."""
+        return _Holding(self, "exclusive", wait)
+
+    def read(self, *, wait: Seconds = 0) -> _Holding:
+        """``hold("read", wait=wait)``."""
+        return _Holding(self, "read", wait)
+
+    def write(self, *, wait: Seconds = 0) -> _Holding:
+        """``hold("write", wait=wait)``."""
+        return _Holding(self, "write", wait)
+
+    async def close(self) -> None:
+        """Releases every hold still held through this Lock and frees it (idempotent)."""
+        await _in_executor(self._sync.close)
+
+    async def __aenter__(self) -> "Lock":
+        """The lock itself; closed at the end of the block."""
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                        tb: Optional[TracebackType]) -> None:
+        """Closes the lock (releasing what it holds)."""
+        await self.close()
