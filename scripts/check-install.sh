@@ -86,6 +86,20 @@ else
   echo "check-install.sh: libbloomguard.a beside the system hiredis skipped (needs a vendored-hiredis build and libhiredis-dev)"
 fi
 
+# bloomguard inside another project (tests/install/subdir: add_subdirectory): the tests, benchmarks,
+# examples and demo default to OFF there; the same with -DBG_BUILD_EXTRAS=ON must turn them on
+# (the control: the check reads a cache that can say ON)
+extras() {  # extras DIR [cmake args]: the four BG_BUILD_* values of that configure, one line
+  local dir=$1; shift
+  cmake -S tests/install/subdir -B "$dir" -G Ninja -DBG_SOURCE_DIR="$PWD" "$@" >/dev/null
+  for o in TESTS BENCH EXAMPLES DEMO; do sed -n "s/^BG_BUILD_$o:BOOL=//p" "$dir/CMakeCache.txt"; done | tr '\n' ' '
+}
+got=$(extras "$SCRATCH/parent")
+[ "$got" = "OFF OFF OFF OFF " ] || die "under add_subdirectory BG_BUILD_TESTS/BENCH/EXAMPLES/DEMO are '$got', not OFF"
+got=$(extras "$SCRATCH/parent-on" -DBG_BUILD_EXTRAS=ON)
+[ "$got" = "ON ON ON ON " ] || die "negative control: -DBG_BUILD_EXTRAS=ON gave '$got', not ON: the check cannot fail"
+echo "under add_subdirectory: tests, benchmarks, examples and demo OFF by default (ON with BG_BUILD_EXTRAS=ON)"
+
 # the notices of what the libraries and the command hold: share/doc/bloomguard, `bloomguard licenses`
 python3 scripts/notices.py install "$PREFIX" --build "$BUILD"
 if [ -x "$PREFIX/bin/bloomguard" ]; then
