@@ -159,6 +159,9 @@ say "python -m build (sdist + wheel)"
   { tail -40 "$WORK/build.log" >&2; die "python -m build"; }
 ls "$WORK/dist"/bloomguard-*.tar.gz >/dev/null 2>&1 || die "python -m build made no sdist"
 wheel=$(ls "$WORK/dist"/bloomguard-*-cp39-abi3-*.whl 2>/dev/null) || die "python -m build made no cp39-abi3 wheel: $(ls "$WORK/dist")"
+# LICENSE, NOTICE and the third-party notices in both (scripts/notices.py, with its control)
+python3 "$SRC/scripts/notices.py" sdist "$WORK/dist"/bloomguard-*.tar.gz >/dev/null || die "the sdist lacks notices"
+python3 "$SRC/scripts/notices.py" wheel "$wheel" >/dev/null || die "the wheel lacks notices"
 "${CLEAN[@]}" "$WORK/venv-build/bin/python" -m pip install --quiet "$wheel" >>"$WORK/build.log" 2>&1 ||
   { tail -20 "$WORK/build.log" >&2; die "pip install $wheel"; }
 py_check "$WORK/venv-build" "python -m build"

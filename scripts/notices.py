@@ -56,6 +56,29 @@ def go_files() -> dict[str, str]:
     return out
 
 
+def repo_problems() -> list[str]:
+    """The tables above against the repository: every folder of third_party/ has a notice here,
+    NOTICE names every notice, pyproject.toml's license-files lists them all."""
+    bad = []
+    listed = {Path(p).parts[1] for p in THIRD_PARTY.values()}
+    for d in sorted(p.name for p in (ROOT / "third_party").iterdir() if p.is_dir()):
+        if d not in listed:
+            bad.append("third_party/%s has no notice in scripts/notices.py's THIRD_PARTY (nor, then, in the "
+                       "artifacts): add its license file there, to NOTICE and to pyproject.toml" % d)
+    notice = (ROOT / "NOTICE").read_text()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    files = re.search(r"^license-files\s*=\s*\[(.*?)\]", pyproject, re.S | re.M)
+    files = re.findall(r'"([^"]+)"', files.group(1)) if files else []
+    for rel in OWN + list(THIRD_PARTY.values()):
+        if not (ROOT / rel).is_file():
+            bad.append("%s does not exist" % rel)
+        if rel not in OWN and rel not in notice:
+            bad.append("NOTICE does not name %s" % rel)
+        if rel not in files:
+            bad.append("pyproject.toml's license-files does not list %s" % rel)
+    return bad
+
+
 def source(rel: str) -> bytes:
     return (ROOT / rel).read_bytes()
 
@@ -173,7 +196,7 @@ def main() -> int:
         out = subprocess.run([a.path, "licenses"], check=True, capture_output=True, text=True).stdout
         view, want = cli_view(out), wanted(comps)
 
-    bad = run(a.kind, view, want, extra)
+    bad = repo_problems() + run(a.kind, view, want, extra)
     # the negative control: the same artifact without one third-party notice must fail
     victim = next(p for p, src in sorted(want.items()) if src not in OWN)
     control = run(a.kind, {k: v for k, v in view.items() if k != victim}, want, extra)

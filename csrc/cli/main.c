@@ -147,7 +147,8 @@ static const command commands[] = {
    NULL},
   {"version", ARGS_NONE, 0, "version",
    "Prints the versions of the command and of the library it loaded, and the hash\n"
-   "implementation picked for this CPU. Needs no server.\n",
+   "implementation picked for this CPU; with --verbose also the license and the notices\n"
+   "compiled in (see 'licenses'). Needs no server.\n",
    NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
