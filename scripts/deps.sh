@@ -4,7 +4,8 @@
 # BG_NO_INSTALL=1 only reports what is missing.
 set -euo pipefail
 
-# libhiredis-dev: Debian's hiredis 0.14, for the build that keeps 0.14 tested (scripts/check-hiredis014.sh);
+# libhiredis-dev: Debian's hiredis 0.14, for the build that keeps 0.14 tested (scripts/check-hiredis014.sh)
+# and for scripts/check-install.sh (libbloomguard.a linked beside it in one program);
 # the default build uses the vendored hiredis 1.x (third_party/), TLS part included (libssl-dev; openssl
 # makes the TLS tests' certificates). HighwayHash is vendored too.
 pkgs=(cmake ninja-build gcc g++ pkg-config libhiredis-dev libssl-dev openssl libcjson-dev

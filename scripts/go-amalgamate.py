@@ -11,7 +11,12 @@ SQLite's amalgamation). This script makes that directory from the repository:
   Go build needs no C++ compiler;
 - hiredis (third_party/hiredis; its TLS part only without the bloomguard_notls build tag) and
   Google's portable C HighwayHash (third_party/highwayhash/c);
-- every header they include from the repository (the public headers under include/ too).
+- every header they include from the repository (the public headers under include/ too);
+- the notices of the third-party code among them, unchanged, beside the copies (hiredis_COPYING,
+  highwayhash_LICENSE, and openssl_LICENSE.txt for programs built with -tags bloomguard_static),
+  and the repository's LICENSE and NOTICE at the top of each Go module (bindings/go, and
+  bindings/go/otel): a module's zip is all pkg.go.dev and a user get. scripts/notices.py holds
+  the list; --check covers these files too.
 
 Each file is renamed after its path (csrc/filter/add.c -> filter_add.c, include/bloomguard/filter.h
 -> bloomguard_filter.h, third_party/hiredis/net.c -> hiredis_net.c), its #include lines of
@@ -27,11 +32,13 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import tempfile
 from pathlib import Path
 
+import notices  # scripts/notices.py: which notices the Go module holds, and where
+
 ROOT = Path(__file__).resolve().parent.parent
-OUT = ROOT / "bindings" / "go" / "internal" / "clib"
+GO = ROOT / "bindings" / "go"
+OUT = GO / "internal" / "clib"
 # where #include "x" (after the including file's own directory) and #include <x> are looked up, as
 # the CMake build's include path has them
 SEARCH = [ROOT / "csrc", ROOT / "include", ROOT / "third_party", ROOT / "third_party" / "highwayhash"]
@@ -146,20 +153,28 @@ def generated_in(directory: Path) -> dict[str, str]:
     return found
 
 
+def notice_files() -> dict[str, bytes]:
+    """{path under bindings/go: content}: the notices, copied byte for byte."""
+    return {path: (ROOT / src).read_bytes() for path, src in notices.go_files().items()}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="bindings/go/internal/clib from the C sources")
     parser.add_argument("--check", action="store_true", help="only compare; exit 1 when out of date")
     args = parser.parse_args()
     want = generate()
     have = generated_in(OUT)
+    want_notices = notice_files()
+    have_notices = {p: (GO / p).read_bytes() for p in want_notices if (GO / p).is_file()}
     if args.check:
         stale = sorted(n for n in set(want) | set(have) if want.get(n) != have.get(n))
+        stale += sorted("bindings/go/" + p for p in want_notices if want_notices[p] != have_notices.get(p))
         if stale:
-            print("bindings/go/internal/clib is out of date with the C sources (%d files: %s); run "
+            print("bindings/go/internal/clib is out of date with the C sources and notices (%d files: %s); run "
                   "python3 scripts/go-amalgamate.py and commit the result" % (len(stale), ", ".join(stale[:8])),
                   file=sys.stderr)
             return 1
-        print("bindings/go/internal/clib: %d generated files, current" % len(want))
+        print("bindings/go/internal/clib: %d generated files and %d notices, current" % (len(want), len(want_notices)))
         return 0
     OUT.mkdir(parents=True, exist_ok=True)
     for name in set(have) - set(want):
@@ -167,7 +182,10 @@ def main() -> int:
     for name, text in want.items():
         if have.get(name) != text:
             (OUT / name).write_text(text)
-    print("bindings/go/internal/clib: %d files" % len(want))
+    for path, data in want_notices.items():
+        if have_notices.get(path) != data:
+            (GO / path).write_bytes(data)
+    print("bindings/go/internal/clib: %d files; %d notices" % (len(want), len(want_notices)))
     return 0
 
 

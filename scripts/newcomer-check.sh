@@ -9,9 +9,14 @@
 #           fresh GOMODCACHE and GOCACHE, no CGO_*/PKG_CONFIG_PATH/LD_LIBRARY_PATH: plain
 #           `go build`, the binary run from another folder; the same with -tags bloomguard_static
 #           (ldd: static); CGO_ENABLED=0 fails with one message naming cgo.
+#   C       README.md's C line run as written (`cmake -S bloomguard ... && cmake --install build
+#           --prefix "$HOME/.local"`, HOME a scratch folder, no sudo), then a program built against
+#           that prefix as the README says (find_package with CMAKE_PREFIX_PATH, pkg-config with
+#           PKG_CONFIG_PATH) queries the server; no test, benchmark, example or demo was built.
 # The checkout is copied first (the files git tracks or would track: no build directories), so
 # nothing built before is reused. Starts its own redis-server on a free loopback port.
 #   bash scripts/newcomer-check.sh
+# BG_NEWCOMER_PARTS: which of "python go c" to run (default all three).
 # Needs python3 with venv, Go >= 1.24 on PATH, gcc/g++, libssl-dev, redis-server.
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -85,7 +90,60 @@ py_check() {
   say "$what: Python query and the venv's bloomguard ($out) work"
 }
 
+PARTS=" ${BG_NEWCOMER_PARTS:-python go c} "
+
+# ---- C: README.md's line, as written --------------------------------------------------------
+if [[ $PARTS == *" c "* ]]; then
+  line=$(grep -m1 '^cmake -S bloomguard ' "$SRC/README.md") || die "README.md has no C line (cmake -S bloomguard ...)"
+  case $line in *sudo*) die "README.md's C line uses sudo: $line" ;; esac
+  say "C: README.md's line: $line"
+  mkdir -p "$WORK/home"
+  t0=$SECONDS
+  (cd "$WORK" && "${CLEAN[@]}" HOME="$WORK/home" bash -euo pipefail -c "$line") >"$WORK/c.log" 2>&1 ||
+    { tail -30 "$WORK/c.log" >&2; die "README.md's C line failed"; }
+  PREFIX=$WORK/home/.local
+  [ -f "$PREFIX/include/bloomguard.h" ] && [ -x "$PREFIX/bin/bloomguard" ] || die "README.md's C line installed nothing into $PREFIX"
+  built=$(find "$WORK/build" -maxdepth 3 -type f -perm -u+x \( -name 'test_*' -o -name 'bench_*' -o -name 'bloomguard-demo' -o -name event_loop \) | head -3)
+  [ -z "$built" ] || die "README.md's C line built the project's own tests, benchmarks, examples or demo: $built"
+  say "C: built and installed into \$HOME/.local in $((SECONDS - t0)) s (libraries and the command only)"
+  cat >"$WORK/cquery.c" <<'EOF_C'
+#include <bloomguard.h>
+#include <stdio.h>
+int main(int argc, char **argv) {
+  bg_client *c = NULL;
+  bg_filter *f = NULL;
+  int present = 0, st = argc == 3 ? bg_client_open(&c, argv[1], NULL) : BG_EINVAL;
+  if (st == BG_OK) st = bg_filter_open(&f, c, argv[2]);
+  if (st == BG_OK) st = bg_filter_init(f, 1000, 0.01, NULL);
+  if (st == BG_OK) st = bg_filter_add(f, "c-item", 6, NULL);
+  if (st == BG_OK) st = bg_filter_contains(f, "c-item", 6, &present);
+  if (st == BG_OK) st = bg_filter_delete(f, NULL);
+  bg_filter_close(f);
+  bg_client_close(c);
+  if (st != BG_OK) { printf("%s\n", bg_strerror(st)); return 1; }
+  printf("contains=%d\n", present);
+  return present ? 0 : 1;
+}
+EOF_C
+  # pkg-config as the README says (the shared library, found through LD_LIBRARY_PATH)
+  # shellcheck disable=SC2046
+  cc "$WORK/cquery.c" -o "$WORK/cquery-pc" $(PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig" pkg-config --cflags --libs bloomguard) ||
+    die "C: a program built with pkg-config against \$HOME/.local"
+  out=$(cd / && "${CLEAN[@]}" LD_LIBRARY_PATH="$PREFIX/lib" "$WORK/cquery-pc" "$URL" newcomer:c-pc) || die "C (pkg-config) program failed: $out"
+  # find_package with CMAKE_PREFIX_PATH, the static library (nothing needed at run time)
+  mkdir -p "$WORK/capp"
+  cp "$WORK/cquery.c" "$WORK/capp/"
+  printf '%s\n' 'cmake_minimum_required(VERSION 3.18)' 'project(capp C)' 'find_package(bloomguard REQUIRED)' \
+    'add_executable(cquery cquery.c)' 'target_link_libraries(cquery PRIVATE bloomguard::bloomguard_static)' >"$WORK/capp/CMakeLists.txt"
+  ("${CLEAN[@]}" cmake -S "$WORK/capp" -B "$WORK/capp/build" -DCMAKE_PREFIX_PATH="$PREFIX" &&
+     "${CLEAN[@]}" cmake --build "$WORK/capp/build") >>"$WORK/c.log" 2>&1 ||
+    { tail -20 "$WORK/c.log" >&2; die "C: find_package(bloomguard) with CMAKE_PREFIX_PATH=\$HOME/.local"; }
+  out=$(cd / && "${CLEAN[@]}" "$WORK/capp/build/cquery" "$URL" newcomer:c-cmake) || die "C (find_package) program failed: $out"
+  say "C: programs built with pkg-config and find_package against \$HOME/.local answer contains=1"
+fi
+
 # ---- Python: pip install CHECKOUT ---------------------------------------------------------
+if [[ $PARTS == *" python "* ]]; then
 python3 -m venv "$WORK/venv-pip"
 say "pip install of the checkout (default build isolation, no cache)"
 "${CLEAN[@]}" "$WORK/venv-pip/bin/python" -m pip install --quiet "$SRC" >"$WORK/pip.log" 2>&1 ||
@@ -101,11 +159,16 @@ say "python -m build (sdist + wheel)"
   { tail -40 "$WORK/build.log" >&2; die "python -m build"; }
 ls "$WORK/dist"/bloomguard-*.tar.gz >/dev/null 2>&1 || die "python -m build made no sdist"
 wheel=$(ls "$WORK/dist"/bloomguard-*-cp39-abi3-*.whl 2>/dev/null) || die "python -m build made no cp39-abi3 wheel: $(ls "$WORK/dist")"
+# LICENSE, NOTICE and the third-party notices in both (scripts/notices.py, with its control)
+python3 "$SRC/scripts/notices.py" sdist "$WORK/dist"/bloomguard-*.tar.gz >/dev/null || die "the sdist lacks notices"
+python3 "$SRC/scripts/notices.py" wheel "$wheel" >/dev/null || die "the wheel lacks notices"
 "${CLEAN[@]}" "$WORK/venv-build/bin/python" -m pip install --quiet "$wheel" >>"$WORK/build.log" 2>&1 ||
   { tail -20 "$WORK/build.log" >&2; die "pip install $wheel"; }
 py_check "$WORK/venv-build" "python -m build"
+fi
 
 # ---- Go: a module outside the tree --------------------------------------------------------
+if [[ $PARTS == *" go "* ]]; then
 command -v go >/dev/null 2>&1 || die "no go on PATH (Go >= 1.24)"
 cp -r "$SRC/bindings/go" "$WORK/binding"   # the module's own tree, nothing around it
 APP=$WORK/app
@@ -185,5 +248,6 @@ errors=$(printf '%s\n' "$out" | grep -c ': undefined: \|: error' || true)
 [ "$errors" -eq 1 ] && printf '%s\n' "$out" | grep -q 'needs_cgo' ||
   die "CGO_ENABLED=0 should fail with one message naming cgo, got: $out"
 say "CGO_ENABLED=0 fails with: $(printf '%s\n' "$out" | grep needs_cgo)"
+fi
 
 say "all newcomer checks passed"

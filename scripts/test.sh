@@ -62,7 +62,7 @@ step "C tests (RelWithDebInfo)"
 build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 ctest --test-dir build --output-on-failure -j "$JOBS"
 
-step "Install, then build downstream programs with find_package and pkg-config"
+step "Install as the README says, then build downstream programs (find_package, pkg-config, libbloomguard.a beside the system hiredis); the notices"
 bash scripts/check-install.sh build
 
 step "C tests under AddressSanitizer + UndefinedBehaviorSanitizer (leak checks on)"
@@ -89,6 +89,7 @@ BG_PY_VENV=build-python/venv-hiredis014 BLOOMGUARD_CMAKE_ARGS=-DBG_HIREDIS=syste
 
 step "Go binding (cgo): its C copy is current, vet, test -race, test (static binary, blocking calls); its otel module"
 python3 scripts/go-amalgamate.py --check
+python3 scripts/notices.py go   # the module's LICENSE and NOTICE, and its C copies' notices
 (
   cd bindings/go
   go vet ./...

@@ -88,6 +88,16 @@ int cli_cmd_expire(const cli_opts *o, bg_filter *f);
 int cli_cmd_persist(const cli_opts *o, bg_filter *f);
 int cli_cmd_rotate(const cli_opts *o, bg_filter *f);   /* rotate.c */
 int cli_cmd_stats(const cli_opts *o, bg_filter *f);    /* stats.c */
+/* licenses.c: `bloomguard licenses` prints LICENSE, NOTICE and the notice of each third-party
+ * component compiled into the command; the texts come from notices.c, which the build generates
+ * from the files themselves (cmake/embed_notices.cmake) */
+typedef struct cli_notice {
+  const char *path;   /* repository-relative, e.g. "third_party/hiredis/COPYING" */
+  const char *text;
+} cli_notice;
+extern const cli_notice cli_notices[];
+extern const size_t cli_nnotices;
+int cli_cmd_licenses(const cli_opts *o);
 /* lock_cmd.c: `bloomguard lock NAME ...`, which parses its own arguments */
 int cli_is_lock_command(int argc, char **argv);
 int cli_lock_main(int argc, char **argv);

@@ -27,6 +27,12 @@ int cli_cmd_version(const cli_opts *o) {
     fputs("}\n", stdout);
   } else {
     printf("bloomguard %s (library %s, hash %s)\n", BG_VERSION_STRING, lib, impl);
+    if (o->verbose) {
+      /* the license, and where the notices of what is linked in are (licenses.c prints them) */
+      fputs("license: Apache-2.0; notices compiled in ('bloomguard licenses' prints them):", stdout);
+      for (size_t i = 0; i < cli_nnotices; i++) printf(" %s", cli_notices[i].path);
+      fputc('\n', stdout);
+    }
   }
   return CLI_EXIT_OK;
 }

@@ -138,9 +138,17 @@ static const command commands[] = {
    "With --json: {\"name\",\"probes\",\"node\",\"slot\",\"stats\":{...},\"client\":{...},\n"
    "\"histograms\":[{\"operation\",\"outcome\",\"count\",\"sumSeconds\",\"bounds\",\"counts\"}]}.\n",
    cli_cmd_stats},
+  {"licenses", ARGS_NONE, 0, "licenses",
+   "Prints bloomguard's license (Apache-2.0) and NOTICE, then the license notice of each\n"
+   "third-party component compiled into this command (hiredis, HighwayHash, and OpenSSL when\n"
+   "it is linked statically), each under a line '==> PATH <==' naming its file in the\n"
+   "source tree. Needs no server.\n"
+   "With --json: {\"notices\":[{\"path\",\"text\"}]}.\n",
+   NULL},
   {"version", ARGS_NONE, 0, "version",
    "Prints the versions of the command and of the library it loaded, and the hash\n"
-   "implementation picked for this CPU. Needs no server.\n",
+   "implementation picked for this CPU; with --verbose also the license and the notices\n"
+   "compiled in (see 'licenses'). Needs no server.\n",
    NULL},
 };
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -569,6 +577,7 @@ int main(int argc, char **argv) {
   if (rc >= 0) return cli_finish_stdout(rc);
 
   if (strcmp(cmd->name, "version") == 0) return cli_finish_stdout(cli_cmd_version(&o));
+  if (strcmp(cmd->name, "licenses") == 0) return cli_finish_stdout(cli_cmd_licenses(&o));
 
   bg_client *client = NULL;
   rc = connect_client(&o, &client);

@@ -196,3 +196,24 @@ def test_type_hints_are_usable(tmp_path):
     out, err, status = mypy_api.run(["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "c2"),
                                      "-p", "bloomguard"])
     assert status == 0, out + err
+
+
+def test_distribution_metadata_has_license_urls_and_authors():
+    """pip show / PyPI see a license (a PEP 639 expression covering the linked-in hiredis), the
+    project's URLs and its authors; the license files are installed with the distribution."""
+    from importlib.metadata import distribution
+    dist = distribution("bloomguard")
+    meta = dist.metadata
+    assert meta["License-Expression"] == "Apache-2.0 AND BSD-3-Clause"
+    assert meta["Author"], dict(meta)
+    urls = dict(u.split(", ", 1) for u in meta.get_all("Project-URL") or [])
+    assert {"Homepage", "Source", "Documentation", "Issues"} <= set(urls), urls
+    assert "Operating System :: POSIX :: Linux" in meta.get_all("Classifier")
+    want = ["LICENSE", "NOTICE", "third_party/hiredis/COPYING", "third_party/highwayhash/LICENSE",
+            "third_party/openssl/LICENSE.txt"]
+    assert set(meta.get_all("License-File") or []) == set(want)
+    installed = {str(f).split("/licenses/", 1)[1] for f in dist.files or [] if "/licenses/" in str(f)}
+    assert installed == set(want), installed
+    for rel in want:
+        assert dist.locate_file(next(f for f in dist.files if str(f).endswith("/licenses/" + rel))).read_bytes() \
+            == (ROOT / rel).read_bytes(), rel

@@ -192,3 +192,64 @@ def test_wheel_in_a_fresh_venv(wheel, tmp_path, url):
         assert "tracking" in got["features"]
     if "tracking" in got["features"]:
         assert got["tracked_reads"] > 0, got
+
+
+# ---- notices: scripts/notices.py checks an artifact, then the same without one notice ----------
+NOTICES = ROOT / "scripts" / "notices.py"
+
+
+def _notices(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(NOTICES), *args], capture_output=True, text=True, timeout=120)
+
+
+def test_wheel_holds_every_notice(wheel):
+    """.dist-info/licenses has LICENSE, NOTICE and the notices of hiredis, HighwayHash and OpenSSL
+    (all linked in), byte for byte; METADATA names them (PEP 639). The check's negative control
+    (the wheel without one notice) runs inside it."""
+    proc = _notices("wheel", str(wheel))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_notice_check_fails_on_a_wheel_without_one(wheel, tmp_path):
+    """Negative control from outside: a copy of the wheel without hiredis's notice fails."""
+    import zipfile
+    bad = tmp_path / wheel.name
+    with zipfile.ZipFile(wheel) as zin, zipfile.ZipFile(bad, "w") as zout:
+        for info in zin.infolist():
+            if not info.filename.endswith("/licenses/third_party/hiredis/COPYING"):
+                zout.writestr(info, zin.read(info))
+    proc = _notices("wheel", str(bad))
+    assert proc.returncode == 1 and "third_party/hiredis/COPYING" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_wheel_command_prints_every_notice(wheel, tmp_path):
+    """The wheel's bloomguard command (hiredis and OpenSSL linked in) prints every notice."""
+    import zipfile
+    with zipfile.ZipFile(wheel) as z:
+        name = next(n for n in z.namelist() if re.fullmatch(r"bloomguard-[^/]+\.data/scripts/bloomguard", n))
+        z.extract(name, tmp_path)
+    cli = tmp_path / name
+    cli.chmod(0o755)
+    proc = _notices("cli", str(cli), "--all")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_sdist_holds_every_notice(tmp_path):
+    """The sdist (scikit-build-core's build_sdist, as `python -m build --sdist` runs it) holds
+    LICENSE, NOTICE and every third-party notice."""
+    target = tmp_path / "skb"
+    pip = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                          "--target", str(target), "scikit-build-core>=0.11"], capture_output=True, text=True,
+                         timeout=300)
+    if pip.returncode != 0:
+        pytest.skip("cannot install scikit-build-core to build an sdist: %s" % pip.stderr[-300:])
+    out = tmp_path / "dist"
+    out.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(target))
+    made = subprocess.run([sys.executable, "-c", "import sys; from scikit_build_core.build import build_sdist; "
+                           "print(build_sdist(sys.argv[1]))", str(out)], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert made.returncode == 0, made.stderr
+    sdist = out / made.stdout.strip().splitlines()[-1]
+    proc = _notices("sdist", str(sdist))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
