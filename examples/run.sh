@@ -5,14 +5,22 @@
 # control: the Python and Go services rebuilt with the naive strategy (delete, then add again)
 # must fail, reporting errors or false negatives - the checks can catch what they look for.
 #   bash examples/run.sh [SECONDS]
-# BG_EXAMPLES_PYTHON: a python with bloomguard installed (default build-python/venv/bin/python,
-#   the venv bindings/python/ci.sh makes); BG_EXAMPLES_BUILD: a CMake build directory of this
-#   tree (default build; example_event_loop is built there if missing); BG_REDIS_SERVER: the
-#   server binary (default redis-server from PATH). Needs Go >= 1.24 on PATH for the Go example.
+# BG_EXAMPLES_PYTHON: a python with bloomguard installed (default: the first of the python on PATH -
+#   an activated venv, as the README installs it - and build-python/venv/bin/python, the venv
+#   bindings/python/ci.sh makes, that imports bloomguard); BG_EXAMPLES_BUILD: a CMake build
+#   directory of this tree (default build, the README's; example_event_loop is built there, and
+#   the build configured first if there is none); BG_REDIS_SERVER: the server binary (default
+#   redis-server from PATH). Needs Go >= 1.24 on PATH for the Go example.
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 SECONDS_EACH=${1:-3}
-PY=${BG_EXAMPLES_PYTHON:-$TOP/build-python/venv/bin/python}
+imports_bloomguard() { [ -x "$1" ] && "$1" -c 'import bloomguard' >/dev/null 2>&1; }
+PY=${BG_EXAMPLES_PYTHON:-}
+if [ -z "$PY" ]; then
+  for candidate in "$(command -v python3 || true)" "$(command -v python || true)" "$TOP/build-python/venv/bin/python"; do
+    if [ -n "$candidate" ] && imports_bloomguard "$candidate"; then PY=$candidate; break; fi
+  done
+fi
 BUILD=${BG_EXAMPLES_BUILD:-$TOP/build}
 LIMIT=$((SECONDS_EACH + 60))   # an example that hangs is killed (and fails)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/bg-examples.XXXXXX")
@@ -35,8 +43,18 @@ redis-cli -p "$port" ping >/dev/null 2>&1 || { echo "examples: redis-server did 
 URL="redis://127.0.0.1:$port"
 
 # What each example needs, built first (outside the time limit of its run)
-[ -x "$PY" ] || { echo "examples: no python at $PY (set BG_EXAMPLES_PYTHON)" >&2; exit 1; }
-[ -x "$BUILD/examples/c/example_event_loop" ] || cmake --build "$BUILD" --target example_event_loop
+if [ -z "$PY" ]; then
+  echo "examples: no python that imports bloomguard (the python on PATH, $TOP/build-python/venv/bin/python):" \
+    "activate the venv you installed it into (README: pip install ./bloomguard), or set BG_EXAMPLES_PYTHON" >&2
+  exit 1
+fi
+imports_bloomguard "$PY" || { echo "examples: $PY cannot import bloomguard (set BG_EXAMPLES_PYTHON)" >&2; exit 1; }
+if [ ! -x "$BUILD/examples/c/example_event_loop" ]; then
+  # the README's build has the examples off (BG_BUILD_EXTRAS=OFF): turn them on in that tree
+  [ -f "$BUILD/CMakeCache.txt" ] || cmake -S "$TOP" -B "$BUILD" -DBG_BUILD_TESTS=OFF >/dev/null
+  cmake -S "$TOP" -B "$BUILD" -DBG_BUILD_EXAMPLES=ON >/dev/null
+  cmake --build "$BUILD" -j 2 --target example_event_loop
+fi
 (cd "$TOP/examples/go" && timeout 900 go build -o "$WORK/go-service" .)
 
 failed=()
