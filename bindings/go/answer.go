@@ -69,7 +69,7 @@ func (f *Filter) ContainsManySource(ctx context.Context, items [][]byte) (BatchA
 	if len(items) == 0 {
 		return a, f.ready(ctx)
 	}
-	r, err := f.containsMany(ctx, items, a.Present, true)
+	r, err := containsMany(ctx, f, items, a.Present, true)
 	if r != nil {
 		defer r.release()
 	}

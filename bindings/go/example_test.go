@@ -417,3 +417,29 @@ func openProductsLock() (*bloomguard.Client, *bloomguard.Lock) {
 	}
 	return client, lock
 }
+
+func ExampleFilter_AddManyStrings() {
+	client, err := bloomguard.Open("redis://127.0.0.1:6379")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	skus, err := client.Filter("skus")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer skus.Close()
+	ctx := context.Background()
+	if _, err := skus.Init(ctx, 1_000_000, 0.01); err != nil {
+		log.Fatal(err)
+	}
+	// a []string as it comes from a database query: no conversion to [][]byte
+	if _, err := skus.AddManyStrings(ctx, []string{"sku-1", "sku-2"}); err != nil {
+		log.Fatal(err)
+	}
+	present, err := skus.ContainsManyStrings(ctx, []string{"sku-1", "sku-3"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(present) // [true false]
+}

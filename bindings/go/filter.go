@@ -407,6 +407,16 @@ func (f *Filter) add1(ctx context.Context, data unsafe.Pointer, n int) (bool, er
 // AddMany adds items in one round trip (the library splits a huge batch into windows). added is
 // how many items set at least one new bit. Items are copied into one C buffer for the call.
 func (f *Filter) AddMany(ctx context.Context, items [][]byte) (added int, err error) {
+	return addMany(ctx, f, items)
+}
+
+// AddManyStrings is AddMany for the UTF-8 bytes of each string (Redisson's StringCodec): the
+// batch is copied once into C memory, as AddMany's, with no conversion to [][]byte.
+func (f *Filter) AddManyStrings(ctx context.Context, items []string) (added int, err error) {
+	return addMany(ctx, f, items)
+}
+
+func addMany[T itemBytes](ctx context.Context, f *Filter, items []T) (added int, err error) {
 	if len(items) == 0 {
 		return 0, f.ready(ctx)
 	}
@@ -448,6 +458,15 @@ func (f *Filter) contains1(ctx context.Context, data unsafe.Pointer, n int) (boo
 
 // ContainsMany asks for every item in one round trip; present[i] answers items[i].
 func (f *Filter) ContainsMany(ctx context.Context, items [][]byte) (present []bool, err error) {
+	return containsManyOf(ctx, f, items)
+}
+
+// ContainsManyStrings is ContainsMany for the UTF-8 bytes of each string (Redisson's StringCodec).
+func (f *Filter) ContainsManyStrings(ctx context.Context, items []string) (present []bool, err error) {
+	return containsManyOf(ctx, f, items)
+}
+
+func containsManyOf[T itemBytes](ctx context.Context, f *Filter, items []T) (present []bool, err error) {
 	if len(items) == 0 {
 		if err := f.ready(ctx); err != nil {
 			return nil, err
@@ -456,7 +475,7 @@ func (f *Filter) ContainsMany(ctx context.Context, items [][]byte) (present []bo
 	}
 	// A Go bool is one byte holding 0 or 1, which is exactly what the library writes.
 	present = make([]bool, len(items))
-	if _, err := f.containsMany(ctx, items, present, false); err != nil {
+	if _, err := containsMany(ctx, f, items, present, false); err != nil {
 		return nil, err
 	}
 	return present, nil
@@ -464,7 +483,8 @@ func (f *Filter) ContainsMany(ctx context.Context, items [][]byte) (present []bo
 
 // containsMany runs a query of items (at least one), its answers into present; with source,
 // the request's outcome is kept for the caller's provenance (a *request the caller releases).
-func (f *Filter) containsMany(ctx context.Context, items [][]byte, present []bool, source bool) (*request, error) {
+func containsMany[T itemBytes](ctx context.Context, f *Filter, items []T, present []bool, source bool) (*request,
+	error) {
 	if err := checkContext(ctx); err != nil {
 		return nil, err
 	}

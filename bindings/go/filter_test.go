@@ -1142,3 +1142,39 @@ func TestGateWaitHonoursContext(t *testing.T) {
 		t.Errorf("after a slot was freed: %v %v", ok, err)
 	}
 }
+
+// The string twins of the batch calls answer as the [][]byte ones, for the same bytes, and a
+// rotation fed strings holds them.
+func TestStringBatches(t *testing.T) {
+	ctx := context.Background()
+	c := openClient(t)
+	f := initFilter(t, c, 10000, 1e-6)
+	in := []string{"s-1", "s-2", "", "ünïcödé"}
+	if n, err := f.AddManyStrings(ctx, in); err != nil || n != len(in) {
+		t.Fatalf("AddManyStrings: %d %v", n, err)
+	}
+	asBytes := make([][]byte, 0, len(in)+1)
+	for _, s := range append(in, "absent") {
+		asBytes = append(asBytes, []byte(s))
+	}
+	got, err := f.ContainsManyStrings(ctx, append(in, "absent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := f.ContainsMany(ctx, asBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) || fmt.Sprint(got) != "[true true true true false]" {
+		t.Errorf("ContainsManyStrings %v, ContainsMany %v", got, want)
+	}
+	if n, err := f.AddMany(ctx, asBytes[:1]); err != nil || n != 0 {
+		t.Errorf("re-adding s-1 as bytes: %d new, %v (the same bytes as the string)", n, err)
+	}
+	if err := f.Rotate(ctx, 20000, 1e-6, Swap, func(r *Rotation) error { return r.AddManyStrings(in) }); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.ContainsManyStrings(ctx, in); err != nil || fmt.Sprint(got) != "[true true true true]" {
+		t.Errorf("after a rotation fed strings: %v %v", got, err)
+	}
+}

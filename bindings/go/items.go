@@ -19,7 +19,11 @@ type cItems struct {
 	lens  *C.size_t
 }
 
-func marshalItems(items [][]byte) (cItems, error) {
+// itemBytes is what a batch's items may be: byte slices, or strings (their UTF-8 bytes, as
+// Redisson's StringCodec writes a String).
+type itemBytes interface{ ~[]byte | ~string }
+
+func marshalItems[T itemBytes](items []T) (cItems, error) {
 	n := len(items)
 	total := uintptr(0)
 	for _, it := range items {

@@ -369,6 +369,15 @@ func (r *Rotation) add1(what string, item []byte) error {
 // for Swap, and sends it in round trips of WithBatch items for Naive). The batch is copied into one
 // C allocation, with no Go allocation per item.
 func (r *Rotation) AddMany(items [][]byte) error {
+	return rotationAddMany(r, items)
+}
+
+// AddManyStrings is AddMany for the UTF-8 bytes of each string (Redisson's StringCodec).
+func (r *Rotation) AddManyStrings(items []string) error {
+	return rotationAddMany(r, items)
+}
+
+func rotationAddMany[T itemBytes](r *Rotation, items []T) error {
 	if len(items) == 0 {
 		r.mu.Lock()
 		defer r.mu.Unlock()
