@@ -114,6 +114,9 @@ typedef struct cli_progress {
   int drawn;              /* the bar is on the terminal line */
   int phase;              /* BG_PHASE_* or CLI_PHASE_* */
   uint64_t items, bytes_done, bytes_total;
+  /* the input's bytes read, and its size when known (a regular file): the building phase's
+   * percent and ETA; input_total 0: unknown (a pipe) */
+  uint64_t input_done, input_total;
   uint64_t t0;            /* the work began (items/s) */
   uint64_t upload_t0;     /* first report of the upload phase (ETA) */
   uint64_t last_draw;
@@ -173,10 +176,11 @@ typedef int (*cli_tick_fn)(void *ud);
  * The same line rules as stdin above, read from fd with read(2): a batch ends at `batch` items or
  * CLI_BATCH_BYTES. The wait for input is a poll(2) of at most 200 ms, so `tick` (may be NULL)
  * runs even while the source is idle: a stop request is noticed without input arriving. `what`
- * names the source in messages ("standard input", a file name).
+ * names the source in messages ("standard input", a file name). bar (may be NULL) is told the
+ * input's size, when fd is a regular file, and the bytes read so far.
  */
 int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t batch,
-                         cli_batch_fn fn, cli_tick_fn tick, void *ud);
+                         cli_batch_fn fn, cli_tick_fn tick, void *ud, cli_progress *bar);
 
 /* ---- secret.c ---------------------------------------------------------------------- */
 /* ---- library.c ------------------------------------------------------------------------- */

@@ -19,6 +19,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 typedef struct arena {
@@ -143,7 +144,7 @@ static int from_args(const cli_opts *o, cli_batch_fn fn, void *ud) {
 }
 
 int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t batch,
-                         cli_batch_fn fn, cli_tick_fn tick, void *ud) {
+                         cli_batch_fn fn, cli_tick_fn tick, void *ud, cli_progress *bar) {
   enum { BLOCK = 64 * 1024 };
   arena a;
   int rc = CLI_EXIT_OK;
@@ -155,6 +156,11 @@ int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t bat
   if (isatty(fd))
     fprintf(stderr, "bloomguard: %s: reading items from the terminal, one per line; end with "
                     "Ctrl-D\n", o->cmd);
+  struct stat st;
+  if (bar && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    off_t at = lseek(fd, 0, SEEK_CUR);
+    bar->input_total = (uint64_t)st.st_size - (at > 0 ? (uint64_t)at : 0);
+  }
   for (;;) {
     if (tick && (rc = tick(ud)) != CLI_EXIT_OK) break;
     struct pollfd pfd = {fd, POLLIN, 0};
@@ -175,6 +181,7 @@ int cli_for_each_line_fd(const cli_opts *o, int fd, const char *what, size_t bat
       break;
     }
     if (got == 0) break;  /* end of input */
+    if (bar) bar->input_done += (uint64_t)got;
     /* split what arrived into items; the arena holds the bytes in place, nothing is copied */
     size_t end = a.len + (size_t)got;
     size_t at = a.len;

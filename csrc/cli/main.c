@@ -65,12 +65,13 @@ static const command commands[] = {
    "  --batch N      items per round trip (default 1000)\n"
    "  --expected N, --fpp P   the parameters of a filter that does not exist yet\n",
    cli_cmd_add},
-  {"contains", ARGS_NAME_ITEMS, OPT_BATCH, "contains NAME [ITEM...]",
+  {"contains", ARGS_NAME_ITEMS, OPT_BATCH | OPT_FROM, "contains NAME [ITEM...] [--from FILE|-]",
    "Tests the items; exit 0 if every item is present, 1 if any is absent.\n"
    "Item arguments: one line per item, 'present<TAB>ITEM' or 'absent<TAB>ITEM'.\n"
-   "Stdin (no ITEM arguments, or '-'): one item per line, in batches; prints only the counts\n"
-   "('T items, N present, M absent') unless --verbose lists every item as above.\n"
-   "  --batch N      items per round trip for stdin (default 1000)\n",
+   "--from FILE, or stdin (no ITEM arguments, or '-'): one item per line, in batches; prints\n"
+   "only the counts ('T items, N present, M absent') unless --verbose lists every item as above.\n"
+   "  --from FILE    read the items from FILE ('-': standard input)\n"
+   "  --batch N      items per round trip for FILE or stdin (default 1000)\n",
    cli_cmd_contains},
   {"count", ARGS_NAME, 0, "count NAME",
    "Prints Redisson's estimate of the number of items: round(-size/k * ln(1 - bits/size)).\n",
@@ -216,17 +217,12 @@ static void usage_all(FILE *out) {
   fputs(details_help, out);
 }
 
-/* One command's help: its own options only; the global ones are bloomguard --help's. */
+/* One command's help: its own options only; the global ones, the item format, the JSON output
+ * and the exit statuses once, in bloomguard --help (bloomguard help). */
 static void usage_cmd(FILE *out, const command *c) {
   fprintf(out, "usage: bloomguard [GLOBAL OPTIONS] %s\n\n%s\n", c->synopsis, c->help);
-  fputs("Global options (--url, --password-file, --tls-*, --timeout-ms, --json, --quiet, -v):\n"
-        "see 'bloomguard --help'.\n", out);
-  if (c->opts & (OPT_BATCH | OPT_FROM)) {
-    fputc('\n', out);
-    fputs(details_help, out);
-  } else {
-    fputs("\nExit status: 0 success, 2 error (message on stderr), 64 usage error.\n", out);
-  }
+  fputs("Global options (--url, --password-file, --tls-*, --timeout-ms, --json, --quiet, -v), the\n"
+        "item format, --json output and exit statuses: see 'bloomguard --help'.\n", out);
 }
 
 static int usage_error(const command *c, const char *fmt, const char *arg) {
@@ -498,8 +494,8 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
     FAIL("init needs --expected N and --fpp P%s", "");
   if (cmd == find_command("add") && o->have_expected != o->have_fpp)
     FAIL("add takes --expected N and --fpp P together%s", "");
-  if (cmd == find_command("add") && o->from && (o->nitems || stdin_dash))
-    FAIL("add --from cannot be combined with ITEM arguments or '-'%s", "");
+  if ((cmd == find_command("add") || cmd == find_command("contains")) && o->from && (o->nitems || stdin_dash))
+    FAIL("--from cannot be combined with ITEM arguments or '-'%s", "");
   if (cmd == find_command("rotate") && (!o->have_expected || !o->have_fpp))
     FAIL("rotate needs --expected N and --fpp P%s", "");
   if (cmd == find_command("expire") && !o->have_ttl) FAIL("expire needs --ttl-ms MS%s", "");

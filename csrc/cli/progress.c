@@ -85,6 +85,14 @@ void cli_progress_draw(cli_progress *p, int force) {
     double secs = p->t0 ? (double)(now - p->t0) / 1e9 : 0;
     PUT("  %llu items", (unsigned long long)p->items);
     if (secs > 0.05) PUT("  %.0f items/s", (double)p->items / secs);
+    /* the input's share read so far, while items are still being read from it */
+    if (p->phase == BG_PHASE_BUILDING && p->input_total > 0 && p->input_done < p->input_total) {
+      PUT("  %.0f%%", 100.0 * (double)p->input_done / (double)p->input_total);
+      if (p->input_done > 0 && secs > 0.5) {
+        fmt_duration(eta, sizeof eta, secs * (double)(p->input_total - p->input_done) / (double)p->input_done);
+        PUT("  ETA %s", eta);
+      }
+    }
   }
   if (p->bytes_total > 0 && p->phase >= BG_PHASE_UPLOADING) {
     int filled = (int)(20.0 * (double)p->bytes_done / (double)p->bytes_total);

@@ -230,7 +230,7 @@ int cli_rotation_load(const cli_opts *o, bg_filter *f, cli_load *l) {
   cli_progress_draw(&s.bar, 1);
 
   size_t batch = o->have_batch ? o->batch : CLI_ROTATE_BATCH;
-  rc = cli_for_each_line_fd(o, l->fd, l->what, batch, rotate_batch, rotate_tick, &s);
+  rc = cli_for_each_line_fd(o, l->fd, l->what, batch, rotate_batch, rotate_tick, &s, &s.bar);
   if (rc == CLI_EXIT_OK && stop_signal) rc = CLI_EXIT_INTERRUPTED;
   if (rc == CLI_EXIT_OK) {
     st = bg_rotation_commit_ex(s.r, call);

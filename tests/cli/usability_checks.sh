@@ -24,7 +24,17 @@ for c in info init add contains count delete expire persist rotate version; do
 done
 run_raw add --help
 expect_out "add --help lists --from" '^  --from FILE '
-if [ "$(lines_of)" -le 60 ]; then ok "add --help is $(lines_of) lines"; else bad "add --help is $(lines_of) lines (at most 60)"; fi
+if [ "$(lines_of)" -le 40 ]; then ok "add --help is $(lines_of) lines"; else bad "add --help is $(lines_of) lines (at most 40)"; fi
+# the item format, JSON and exit statuses: once, in bloomguard --help / bloomguard help
+for c in add contains rotate; do
+  run_raw "$c" --help
+  if grep -q '^Exit status' "$OUT" || grep -q '^Items from stdin' "$OUT"; then bad "$c --help repeats the global footer"
+  else ok "$c --help does not repeat the global footer"; fi
+done
+run_raw help
+expect_rc "bloomguard help" 0
+expect_out "bloomguard help: the exit statuses" '^  64  usage error'
+expect_out "bloomguard help: the item format" '^Items from stdin'
 
 # ---- --json: errors are an object on stdout, exit statuses unchanged -------------------------
 run --json info "$(name json-missing)"
@@ -100,6 +110,23 @@ expect_rc "add --expected without --fpp" 64
 run_raw add x item --from "$WORK/bulk20000"
 expect_rc "add --from with ITEM arguments" 64
 
+# ---- contains --from --------------------------------------------------------------------------
+run contains "$B" --from "$WORK/bulk20000"
+expect_rc "contains --from: every item present" 0
+expect_out "contains --from: the counts" '^20000 items, 20000 present, 0 absent'
+cp "$WORK/bulk20000" "$WORK/bulk20000-plus"
+echo "never-added" >>"$WORK/bulk20000-plus"
+run --json contains "$B" --from "$WORK/bulk20000-plus"
+expect_rc "contains --from: an absent item" 1
+expect_json "contains --from: JSON counts" "d['items'] == 20001 and d['present'] == 20000 and d['absent'] == 1"
+run -v contains "$B" --from "$WORK/bulk20000-plus"
+expect_out "contains --from -v: lists each item" '^absent	never-added'
+run_raw contains x item --from "$WORK/bulk20000"
+expect_rc "contains --from with ITEM arguments" 64
+run contains "$B" --from "$WORK/does-not-exist"
+expect_rc "contains --from a missing file" 2
+expect_err "contains --from a missing file: says so" 'cannot open'
+
 # ---- progress bar of add: on a terminal only, not with --quiet, never when piped ----------------
 python3 -c 'import sys
 sys.stdout.write("".join("slow-%d\n" % i for i in range(150000)))' >"$WORK/add150000"
@@ -113,6 +140,18 @@ if command -v script >/dev/null 2>&1 && script -qc true /dev/null >/dev/null 2>&
   if grep -aq $'\r''add .*: adding  [0-9]* items  [0-9]* items/s' "$WORK/tty" && grep -aq $'\033\[K' "$WORK/tty"; then
     ok "add on a terminal: progress bar (items, items/s) redrawn in place"
   else bad "add on a terminal: progress bar (items, items/s) redrawn in place"; fi
+  if grep -aq $'\r''add .*: adding  [0-9]* items  [0-9]* items/s  [0-9]*%' "$WORK/tty"; then
+    ok "add --from a file on a terminal: the share of the file read"
+  else bad "add --from a file on a terminal: the share of the file read"; fi
+  if grep -aq "rotate $B --from FILE" "$WORK/tty"; then bad "add on a terminal: no hint before it ran long"
+  else ok "add on a terminal: no hint before it ran long"; fi
+  BLOOMGUARD_ADD_HINT_MS=0 script -qc "'$BG' --url '$URL' add '$B' --from '$WORK/add150000'" /dev/null >"$WORK/tty" 2>&1 </dev/null
+  if grep -aq "add: $B already holds items.*'bloomguard rotate $B --from FILE" "$WORK/tty"; then
+    ok "a long add into a filter holding items hints at rotate --from"
+  else bad "a long add into a filter holding items hints at rotate --from"; fi
+  BLOOMGUARD_ADD_HINT_MS=0 script -qc "'$BG' --url '$URL' --quiet add '$B' --from '$WORK/add150000'" /dev/null >"$WORK/tty" 2>&1 </dev/null
+  if grep -aq "rotate $B --from FILE" "$WORK/tty"; then bad "add --quiet: no hint"
+  else ok "add --quiet: no hint"; fi
   script -qc "'$BG' --url '$URL' --quiet add '$B' --from '$WORK/add150000'" /dev/null >"$WORK/tty" 2>&1 </dev/null
   if grep -aq $'\r''add ' "$WORK/tty"; then bad "add --quiet on a terminal: no progress bar"
   else ok "add --quiet on a terminal: no progress bar"; fi
