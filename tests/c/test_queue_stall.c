@@ -14,6 +14,7 @@
  * whole command timeout, the old behaviour) shows the harness catches requests that outlive it.
  */
 #include <bloomguard.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -274,6 +275,72 @@ static void test_client_pause(void) { CHECK_EQ_INT(through(&PAUSE, 0), 0); }
 static void test_sigstop(void) { CHECK_EQ_INT(through(&STOP, 0), 0); }
 static void test_trickle(void) { CHECK_EQ_INT(through(&TRICKLE, 0), 0); }
 
+/* ---- the blocking calls: the same rule, the same place (client/call_loop.c) ---------------------- */
+
+#define BLOCKING_CALLERS 6
+
+typedef struct blocking_caller {
+  bg_filter *f;
+  int i, st;
+  double ms;
+  char msg[256];
+} blocking_caller;
+
+static void *blocking_main(void *arg) {
+  blocking_caller *k = arg;
+  uint8_t answers[NPRESENT];
+  int in = 0;
+  int64_t count = 0;
+  uint64_t t0 = bgt_now_ns();
+  switch (k->i % 3) {
+    case 0: k->st = bg_filter_contains_many(k->f, PTRS(present), present.len, present.n, answers); break;
+    case 1: k->st = bg_filter_contains(k->f, present.p[0], present.len[0], &in); break;
+    default: k->st = bg_filter_count(k->f, &count); break;
+  }
+  k->ms = (double)(bgt_now_ns() - t0) / 1e6;
+  snprintf(k->msg, sizeof k->msg, "%s", bg_filter_errmsg(k->f));
+  return NULL;
+}
+
+/* Blocking callers on one multiplexed connection through a pause: each ends by its bound with
+ * BG_ETIMEOUT (the one that reads when the connection is given up for silence, and the ones
+ * queued behind it, too: not sent again on a new connection). */
+static void test_blocking_calls_through_a_pause(void) {
+  env e;
+  env_open(&e, 0);
+  blocking_caller k[BLOCKING_CALLERS];
+  pthread_t t[BLOCKING_CALLERS];
+  bg_filter *fs[BLOCKING_CALLERS];
+  for (int i = 0; i < BLOCKING_CALLERS; i++) {
+    CHECK_OK(bg_filter_open(&fs[i], e.c, "stall"));
+    int in = 0;
+    CHECK_OK(bg_filter_contains(fs[i], present.p[0], present.len[0], &in));   /* the connection is up */
+  }
+  uint64_t t0 = bgt_now_ns();
+  pause_begin(&e);
+  for (int i = 0; i < BLOCKING_CALLERS; i++) {
+    k[i] = (blocking_caller){.f = fs[i], .i = i};
+    pthread_create(&t[i], NULL, blocking_main, &k[i]);
+    sleep_ms(3);
+  }
+  for (int i = 0; i < BLOCKING_CALLERS; i++) pthread_join(t[i], NULL);
+  double late = bgt_late_ms((double)(bgt_now_ns() - t0) / 1e6);
+  for (int i = 0; i < BLOCKING_CALLERS; i++) {
+    printf("      blocking caller %d: %s after %.0f ms: %s\n", i, bg_strerror(k[i].st), k[i].ms, k[i].msg);
+    CHECK_MSG(k[i].st == BG_ETIMEOUT && k[i].ms <= CMD_TIMEOUT_MS + SLACK_MS + late && !strstr(k[i].msg, "cannot connect"),
+              "blocking caller %d: %s after %.0f ms (bound %.0f ms): %s", i, bg_strerror(k[i].st), k[i].ms,
+              CMD_TIMEOUT_MS + SLACK_MS + late, k[i].msg);
+  }
+  pause_end(&e);
+  for (int i = 0; i < BLOCKING_CALLERS; i++) {
+    int in = 0;
+    CHECK_OK(bg_filter_contains(fs[i], present.p[0], present.len[0], &in));   /* the control */
+    CHECK_EQ_INT(in, 1);
+    bg_filter_close(fs[i]);
+  }
+  env_close(&e);
+}
+
 /* The harness can fail: a silent connection failed as a lost one is retried with a fresh wait. */
 static void test_negative_control(void) {
   CHECK_MSG(through(&PAUSE, 1) > 0, "the negative control saw every operation end in time (a pause)");
@@ -306,4 +373,4 @@ static void teardown(void) {
 }
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_client_pause), BGT_CASE(test_sigstop), BGT_CASE(test_trickle),
-        BGT_CASE(test_negative_control), BGT_CASE(teardown))
+        BGT_CASE(test_blocking_calls_through_a_pause), BGT_CASE(test_negative_control), BGT_CASE(teardown))
