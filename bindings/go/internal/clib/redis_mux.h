@@ -133,7 +133,8 @@ void bgi_muxset_end(bgi_muxset *s, bgi_mux_call *mc);
 /*
  * Sends mc->ws.out and waits for n replies (mc->rep[0..n)), at most until deadline_ns (absolute,
  * > 0). BG_ETIMEOUT: mc belongs to the connection now (do not touch or end it). BG_ECONN: the
- * connection was lost (mc->earlier_calls says whether it had served calls before this one).
+ * connection was lost (mc->earlier_calls says whether it had served calls before this one), or
+ * given up for silence (mc->silent: a timeout to the caller, client/call_loop.c).
  */
 int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err *err);
 
