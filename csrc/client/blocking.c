@@ -25,6 +25,7 @@ static int acquire(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, 
   x->h = x->shared ? (void *)route->mux : (void *)route->pool;
   x->stale_tries = x->shared ? route->mux->n + 1 : route->pool->size;
   x->progressed = 0;
+  x->silent = 0;
   if (x->shared) {
     st = bgi_muxset_begin(route->mux, deadline_ns, &b->mc, err);
     x->ws = b->mc ? &b->mc->ws : NULL;
@@ -40,6 +41,7 @@ static int mux_done(bgi_blocking_transport *b, bgi_xfer *x, int st) {
   x->rep = b->mc->rep;
   /* a multiplexed call fails with its connection, which had served others before it */
   x->earlier_calls = b->mc->earlier_calls;
+  x->silent = st == BG_ECONN && b->mc->silent;   /* BG_ECONN: it is the caller's (not kept) */
   x->kept = st == BG_ETIMEOUT;   /* the connection drops the late replies and frees it */
   return st;
 }

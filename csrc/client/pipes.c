@@ -10,9 +10,10 @@
  * replies are the FIFO's first entry; requests queue behind them meanwhile. A request whose wait
  * ended (its deadline, a cancel) is abandoned: its entry stays in the FIFO until its replies are
  * read and dropped, so a late reply never reaches another request. A connection that fails - an
- * I/O or protocol error, the handshake refused, or no reply for max(command timeout, the oldest
- * request's wait) - fails every request on it with the cause, and the request task decides
- * whether to retry (a stale connection), as with the blocking transport.
+ * I/O or protocol error, the handshake refused - fails every request on it with the cause, and the
+ * request task decides whether to retry (a stale connection), as with the blocking transport. One
+ * given up for silence (no reply for max(command timeout, the oldest request's wait):
+ * bgi_conn_silent_at) fails them as silent: the request task makes that a timeout, as mux.c's.
  */
 #include "client/queue.h"
 
@@ -81,6 +82,9 @@ struct bgi_pipes {
    * its FIFO instead of kept, so its late replies go to the requests behind it. */
   int fault_no_discard;
   pentry *graveyard;         /* its forgotten entries, freed with the set */
+  /* The stall tests' negative control, never set otherwise: a connection given up for silence
+   * fails its requests as a lost one, and each send waits a whole command timeout (a retry too). */
+  int fault_fresh_waits;
 };
 
 /* ---- entries ------------------------------------------------------------------------------------ */
@@ -148,8 +152,9 @@ static void mark_dirty(pipe_s *pp) {
 
 /* ---- failure ------------------------------------------------------------------------------------- */
 
-/* Closes pp and fails every request on it with st (abandoned ones are freed). */
-static void pipe_fail(pipe_s *pp, int st, const char *why) {
+/* Closes pp and fails every request on it with st (abandoned ones are freed); silent: it was given
+ * up for silence (bgi_xfer.silent). */
+static void pipe_fail_as(pipe_s *pp, int st, const char *why, int silent) {
   bgi_pipes *p = pp->set;
   char msg[BGI_ERRMSG_MAX];
   pentry *e = pp->head;
@@ -175,6 +180,7 @@ static void pipe_fail(pipe_s *pp, int st, const char *why) {
       if (rt) {
         rt->x.earlier_calls = e->earlier + proven;
         rt->x.progressed = pp_calls > e->earlier;
+        rt->x.silent = silent;
         bgi_queue_timer_cancel(p->q, &e->timer);
         e->waiter = NULL;
         bgi_queue_io_done(rt, st, msg);   /* the task releases the entry */
@@ -185,6 +191,8 @@ static void pipe_fail(pipe_s *pp, int st, const char *why) {
     e = next;
   }
 }
+
+static void pipe_fail(pipe_s *pp, int st, const char *why) { pipe_fail_as(pp, st, why, 0); }
 
 /* ---- connecting ------------------------------------------------------------------------------------ */
 
@@ -408,6 +416,8 @@ void bgi_pipes_abandon(bgi_pipes *p, bgi_xfer *x) {
 
 void bgi_pipes_fault_no_discard(bgi_pipes *p, int on) { p->fault_no_discard = on; }
 
+void bgi_pipes_fault_fresh_waits(bgi_pipes *p, int on) { p->fault_fresh_waits = on; }
+
 void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t) {
   pentry *e = (pentry *)((char *)t - offsetof(pentry, timer));
   pipe_s *pp = e->pipe;
@@ -423,14 +433,14 @@ void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t) {
    * (at least the command timeout) and e still waited after that. */
   uint64_t now = bgi_now_ns(), cmd = bgi_ms_ns(pp->ep->command_timeout_ms);
   pentry *h = pp->head;
-  if (h && h != e && h != &pp->hs) {
-    uint64_t since = h->linked_ns > pp->progress_ns ? h->linked_ns : pp->progress_ns;
-    uint64_t limit = h->wait_ns > cmd ? h->wait_ns : cmd;
-    if (now >= since + limit) {
-      /* no reply for this long: the server or the network is gone */
-      pipe_fail(pp, BG_ECONN, "the server did not answer on the connection in time");
-      return;
-    }
+  if (h && h != e && h != &pp->hs && now >= bgi_conn_silent_at(h->linked_ns, pp->progress_ns, h->wait_ns, cmd)) {
+    /* no reply for this long: the server is stalled or the network is gone. Every request on it
+     * times out with e (the server answers in order: none of them could be answered first). */
+    char msg[160];
+    snprintf(msg, sizeof msg, "the server did not answer on the connection for %lld ms",
+             (long long)bgi_ns_ms_ceil(now - (h->linked_ns > pp->progress_ns ? h->linked_ns : pp->progress_ns)));
+    pipe_fail_as(pp, BG_ECONN, msg, !p->fault_fresh_waits);
+    return;
   }
   bgi_req_task *rt = e->waiter;
   if (!rt) return;
@@ -499,6 +509,7 @@ static int acquire(bgi_transport *tr, bgi_task *waiter, const bgi_route *route, 
   x->shared = !own;
   x->stale_tries = own ? 2 : s->n + 1;
   x->progressed = 0;
+  x->silent = 0;
   x->kept = 0;
   x->earlier_calls = 0;
   x->rep = NULL;
@@ -510,6 +521,7 @@ static int roundtrip(bgi_transport *tr, bgi_task *waiter, bgi_xfer *x, size_t n,
   bgi_pipes *p = (bgi_pipes *)tr;
   pentry *e = x->h;
   pipe_s *pp = e->pipe;
+  if (p->fault_fresh_waits && !deadline_ns) wait_ms = pp->ep->command_timeout_ms;
   uint64_t now = bgi_now_ns(), until_ns = deadline_ns ? deadline_ns : bgi_after_ms(now, wait_ms);
   if (pp->state == PIPE_DOWN) {
     /* the connection failed between acquire and now (another request's failure) */

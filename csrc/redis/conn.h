@@ -149,6 +149,17 @@ int bgi_conn_handshake_build(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi
                              bgi_err *err);
 int bgi_conn_handshake_take(bgi_conn *c, const bgi_endpoint *ep, bgi_reply **rep, size_t n, bgi_err *err);
 
+/*
+ * When a connection that multiplexes requests in order (redis/mux.c, client/pipes.c) is given up
+ * for silence: its oldest request, linked at linked_ns to wait wait_ns, has had no reply for
+ * max(wait_ns, the command timeout) since it was linked or since the connection's last reply
+ * (progress_ns), whichever is later. What is on it then fails with the connection "silent": a
+ * timeout, never a lost connection to send again on another (client/call_loop.c).
+ */
+static inline uint64_t bgi_conn_silent_at(uint64_t linked_ns, uint64_t progress_ns, uint64_t wait_ns, uint64_t cmd_ns) {
+  return (linked_ns > progress_ns ? linked_ns : progress_ns) + (wait_ns > cmd_ns ? wait_ns : cmd_ns);
+}
+
 /* A RESP3 push (an invalidation) arrived on c: the tracking epoch moves, the client counts it. */
 void bgi_conn_pushed(bgi_conn *c);
 

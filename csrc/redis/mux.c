@@ -91,8 +91,9 @@ static void put_free(bgi_muxset *s, bgi_mux_call *mc) {
  * spurious wake-up of its workspace's next use, which waits in a loop. */
 static void wake_now(bgi_mux_call *mc) { bgi_park_wake(&mc->park); }
 
-/* m->mu held: every call in flight fails with BG_ECONN (abandoned ones are freed). */
-static void fail_all(bgi_mux *m, const char *why) {
+/* m->mu held: every call in flight fails with BG_ECONN (abandoned ones are freed); silent: the
+ * connection was given up for silence (bgi_mux_call.silent). */
+static void fail_all(bgi_mux *m, const char *why, int silent) {
   bgi_mux_call *mc = m->head;
   m->head = m->tail = NULL;
   while (mc) {
@@ -102,6 +103,7 @@ static void fail_all(bgi_mux *m, const char *why) {
       put_free(m->set, mc);
     } else {
       mc->status = BG_ECONN;
+      mc->silent = silent;
       snprintf(mc->msg, sizeof mc->msg, "%s", why);
       mc->done = 1;
       wake_now(mc);
@@ -113,9 +115,9 @@ static void fail_all(bgi_mux *m, const char *why) {
 
 /* m->mu held, by a caller with no one reading: closes the connection after a failure. */
 static void teardown(bgi_mux *m) {
-  fail_all(m, m->fail_msg[0] ? m->fail_msg : "the multiplexed connection was lost");
+  fail_all(m, m->fail_msg[0] ? m->fail_msg : "the multiplexed connection was lost", m->fail_silent);
   m->state = BGI_MUX_DOWN;
-  m->failed = m->want_out = 0;
+  m->failed = m->want_out = m->fail_silent = 0;
   pthread_mutex_lock(&m->io);
   bgi_conn_mark_lost(&m->conn, BG_ECONN);   /* a teardown follows a failure (m->failed) */
   bgi_conn_drop(&m->conn);
@@ -134,6 +136,12 @@ static void set_failed(bgi_mux *m, const char *why) {
   if (!m->failed) snprintf(m->fail_msg, sizeof m->fail_msg, "%s", why);
   m->failed = 1;
   wake_reader(m);
+}
+
+/* m->mu held: set_failed for silence (bgi_conn_silent_at): the calls time out, not lost. */
+static void set_silent(bgi_mux *m, const char *why) {
+  if (!m->failed) m->fail_silent = 1;
+  set_failed(m, why);
 }
 
 /* The reader's arena for the next reply: the head call's, or the spare one for pushes. */
@@ -226,15 +234,15 @@ static void read_some(bgi_mux *m, const bgi_mux_call *mine, uint64_t until_ns) {
   while (!mine->done && !m->failed && m->state == BGI_MUX_UP) {
     uint64_t now = bgi_now_ns();
     if (now >= until_ns) break;
-    /* no reply for this long while someone was reading: the server or the network is gone */
-    uint64_t since = m->head && m->head->linked_ns > m->progress_ns ? m->head->linked_ns : m->progress_ns;
-    uint64_t limit = m->head && m->head->limit_ns > cmd_ns ? m->head->limit_ns : cmd_ns;
-    if (m->head && now >= since + limit) {
-      set_failed(m, "the server did not answer on the multiplexed connection in time");
+    /* no reply for this long while someone was reading: the server is stalled or the network is gone */
+    uint64_t silent_at = m->head ? bgi_conn_silent_at(m->head->linked_ns, m->progress_ns, m->head->limit_ns, cmd_ns)
+                                 : UINT64_MAX;
+    if (now >= silent_at) {
+      set_silent(m, "the server did not answer on the multiplexed connection in time");
       break;
     }
     uint64_t wait_ns = until_ns - now;
-    if (m->head && since + limit - now < wait_ns) wait_ns = since + limit - now;
+    if (silent_at - now < wait_ns) wait_ns = silent_at - now;
     int timeout = (int)(wait_ns / 1000000u) + 1;
     int want_out = m->want_out;
     int fd = m->conn.ctx->fd;
@@ -298,7 +306,7 @@ static int mux_init(bgi_mux *m, bgi_muxset *s) {
 
 static void mux_destroy(bgi_mux *m) {
   pthread_mutex_lock(&m->mu);
-  fail_all(m, "the client was closed");
+  fail_all(m, "the client was closed", 0);
   pthread_mutex_unlock(&m->mu);
   bgi_conn_free(&m->conn);
   bgi_buf_free(&m->q);
@@ -363,7 +371,7 @@ static int mux_connect(bgi_mux *m, uint64_t deadline_ns, bgi_err *err) {
     m->gen++;
     pthread_mutex_unlock(&m->io);
     m->calls = 0;
-    m->failed = m->want_out = 0;
+    m->failed = m->want_out = m->fail_silent = 0;
     m->fail_msg[0] = 0;
     m->idle = 1;
   } else {
@@ -492,7 +500,7 @@ static int submit(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, int hold, bg
   bgi_arena_reset(&mc->ws.arena);
   mc->nrep = n;
   mc->got = 0;
-  mc->done = mc->abandoned = 0;
+  mc->done = mc->abandoned = mc->silent = 0;
   mc->status = BG_OK;
   mc->msg[0] = 0;
   mc->next = NULL;

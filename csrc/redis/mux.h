@@ -60,6 +60,7 @@ typedef struct bgi_mux_call {
   atomic_int done;             /* set last, after status and the replies: a woken caller that
                                   sees it returns without the lock */
   int abandoned, status;
+  int silent;                  /* BG_ECONN: the connection was given up for silence (bgi_conn_silent_at) */
   int detached;                /* submitted, its owner not waiting for it yet (bgi_mux_submit): a
                                   hand-off of the reader's turn passes over it */
   uint64_t deadline_ns;        /* the submit's */
@@ -91,6 +92,7 @@ struct bgi_mux {
   int wake[2];                 /* pipe: wakes the reader's poll (a failure, a full socket) */
   bgi_arena spare;             /* pushes that arrive with nothing in flight */
   char fail_msg[128];
+  int fail_silent;             /* the failure is silence: the calls fail with silent set */
 };
 
 struct bgi_muxset {
@@ -130,7 +132,8 @@ void bgi_muxset_end(bgi_muxset *s, bgi_mux_call *mc);
 /*
  * Sends mc->ws.out and waits for n replies (mc->rep[0..n)), at most until deadline_ns (absolute,
  * > 0). BG_ETIMEOUT: mc belongs to the connection now (do not touch or end it). BG_ECONN: the
- * connection was lost (mc->earlier_calls says whether it had served calls before this one).
+ * connection was lost (mc->earlier_calls says whether it had served calls before this one), or
+ * given up for silence (mc->silent: a timeout to the caller, client/call_loop.c).
  */
 int bgi_mux_roundtrip(bgi_mux_call *mc, size_t n, uint64_t deadline_ns, bgi_err *err);
 

@@ -22,6 +22,7 @@
 #include "filters.h"
 #include "harness.h"
 #include "items.h"
+#include "lateness.h"
 #include "redis_fixture.h"
 #include "tls_fixture.h"
 
@@ -40,43 +41,10 @@ static void sleep_ms(int ms) {
 
 static double ms_since(uint64_t t0) { return (double)(bgt_now_ns() - t0) / 1e6; }
 
-/* ---- how late the machine wakes a sleeping thread (the probe) --------------------------------- */
-
-#define PROBE_NAP_MS 2
-#define PROBE_RING 2048   /* 4 s of naps at least */
-
-static struct {
-  _Atomic uint64_t at_ns[PROBE_RING], late_ns[PROBE_RING];
-  atomic_uint next;
-  atomic_int stop;
-  pthread_t thread;
-} probe;
-
-static void *probe_main(void *arg) {
-  (void)arg;
-  while (!atomic_load(&probe.stop)) {
-    uint64_t t0 = bgt_now_ns();
-    sleep_ms(PROBE_NAP_MS);
-    uint64_t t1 = bgt_now_ns(), want = t0 + PROBE_NAP_MS * 1000000ull;
-    unsigned i = atomic_fetch_add(&probe.next, 1) % PROBE_RING;
-    atomic_store(&probe.late_ns[i], t1 > want ? t1 - want : 0);
-    atomic_store(&probe.at_ns[i], t1);
-  }
-  return NULL;
-}
-
-/* The latest a nap ended over the last `ms` (and 50 ms before them), in ms. */
-static double machine_late_ms(double ms) {
-  uint64_t since = bgt_now_ns() - (uint64_t)((ms + 50) * 1e6), worst = 0;
-  for (unsigned i = 0; i < PROBE_RING; i++)
-    if (atomic_load(&probe.at_ns[i]) >= since && atomic_load(&probe.late_ns[i]) > worst) worst = atomic_load(&probe.late_ns[i]);
-  return (double)worst / 1e6;
-}
-
 /* A call of `ms` that had DEADLINE_MS kept to it: within the slack and what the machine imposed. */
 #define CHECK_WITHIN_DEADLINE(ms, what)                                                                     \
   do {                                                                                                      \
-    double late_ = machine_late_ms(ms);                                                                     \
+    double late_ = bgt_lateness_ms(ms);                                                                         \
     CHECK_MSG((ms) <= DEADLINE_MS + SLACK_MS + late_, "%s: %.0f ms for a %d ms deadline (the machine woke a " \
               "sleeper up to %.0f ms late meanwhile)", what, (double)(ms), DEADLINE_MS, late_);             \
   } while (0)
@@ -336,10 +304,9 @@ int main(int argc, char **argv) {
       BGT_CASE(test_callers_behind_a_connect),
   };
   bgt_redis_start(&srv, NULL);
-  pthread_create(&probe.thread, NULL, probe_main, NULL);
+  bgt_lateness_start();
   int rc = bgt_main(argc, argv, cases, sizeof cases / sizeof cases[0]);
-  atomic_store(&probe.stop, 1);
-  pthread_join(probe.thread, NULL);
+  bgt_lateness_stop();
   bgt_redis_stop(&srv);
   return rc;
 }

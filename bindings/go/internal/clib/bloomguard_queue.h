@@ -23,10 +23,11 @@
  * fallback callback - which runs on the thread that drives the queue, inside bg_queue_poll, or
  * inside the submit when the chain answers at once: an open breaker), Cluster redirects, Sentinel
  * failover, TLS. Waits are timers, never sleeps. A deadline (the bg_call's
- * timeout, else none beyond the client's command timeout per request) completes the operation
- * with BG_ETIMEOUT when it passes, at once; a reply that arrives later is read and dropped, never
- * given to another operation. A connection that drops fails or retries (as the blocking calls
- * would) every operation that was waiting on it; none is left hanging.
+ * timeout, else the client's command timeout per request, from its first send: a server that
+ * stalls ends each request there, retries after a lost connection included) completes the
+ * operation with BG_ETIMEOUT when it passes, at once; a reply that arrives later is read and
+ * dropped, never given to another operation. A connection that drops fails or retries (as the
+ * blocking calls would) every operation that was waiting on it; none is left hanging.
  *
  * Ordering: none between operations. Completions come as operations finish; two operations on
  * the same filter may complete in either order (a retry, a redirect or a policy answer reorders

@@ -110,6 +110,7 @@ static int busy(bgi_req_task *rt, bgi_err *err) {
     bgi_cluster_want_reload(cluster);
   if (bgi_after_ms(now, rt->backoff_ms) >= rt->busy_end) return still_busy(rt, err);
   rt->busy_tries++;
+  rt->end_ns = 0;   /* the server answered: the next try waits afresh (busy_end bounds the rounds) */
   if (cluster) atomic_fetch_add(&cluster->stats.busy, 1);
   rt->state = R_BUSY_SLEPT;
   return bgi_task_sleep(&rt->t, bgi_after_ms(now, rt->backoff_ms));
@@ -121,10 +122,19 @@ static int attempt(bgi_req_task *rt, bgi_err *err) {
   bg_client *cl = q->client;
   bgi_cluster *cluster = cluster_of(rt);
   /* without a deadline of its own: a multiplexed round trip gets the command timeout, a pooled
-   * one that much for its write and for each of its replies (bgi_conn_roundtrip_paced) */
+   * one that much for its write and for each of its replies (bgi_conn_roundtrip_paced); sent
+   * again after a lost connection, what is left of the first send's */
   rt->wait_ms = cl->ep.command_timeout_ms;
   if (q->deadline_ns && bgi_now_ns() >= q->deadline_ns)
     return timed_out(rt, bgi_err_set(err, BG_ETIMEOUT, "the call's deadline passed"), err);
+  if (!q->deadline_ns && rt->end_ns) {
+    uint64_t now = bgi_now_ns();
+    if (now >= rt->end_ns)
+      return timed_out(rt, bgi_err_set(err, BG_ETIMEOUT, "the server did not answer within the command timeout "
+                                       "(%lld ms; a lost connection's retries included)",
+                                       (long long)cl->ep.command_timeout_ms), err);
+    rt->wait_ms = (int64_t)bgi_ns_ms_ceil(rt->end_ns - now);
+  }
   rt->route = (bgi_route){&cl->ep, &cl->pool, &cl->mux};
   rt->node = NULL;
   rt->r.kind = BGI_REDIR_NONE;
@@ -183,7 +193,8 @@ static int acquired(bgi_req_task *rt, int st, bgi_err *err) {
   if (st == BG_OK && total > BGI_MAX_REPLIES) st = bgi_err_set(err, BG_EINVAL, "internal: too many replies");
   if (st != BG_OK) return sent(rt, st, err);
   /* WAIT blocks the connection for up to its own timeout: give the read that much more */
-  if (rt->waits && !q->deadline_ns) rt->wait_ms += cl->opts.wait_timeout_ms;
+  if (rt->waits && !q->deadline_ns && !rt->end_ns) rt->wait_ms += cl->opts.wait_timeout_ms;
+  if (!q->deadline_ns && !rt->end_ns) rt->end_ns = bgi_after_ms(bgi_now_ns(), rt->wait_ms);
   rt->state = R_SENT;
   st = rt->tr->roundtrip(rt->tr, &rt->t, &rt->x, total, q->deadline_ns, rt->wait_ms, err);
   return st == BGI_PENDING ? BGI_NEXT_WAIT : rt->t.resume(&rt->t, st, err);
@@ -229,6 +240,7 @@ static int sent(bgi_req_task *rt, int st, bgi_err *err) {
       rt->ask = to;
     }
     rt->redirected = 1;
+    rt->end_ns = 0;   /* the server answered: the new owner gets a wait of its own */
     return attempt(rt, err);
   }
   if (st == BG_OK && rt->added) drop_asking(reps, total, c->is_asking);
@@ -248,6 +260,10 @@ static int sent(bgi_req_task *rt, int st, bgi_err *err) {
     if (st != BG_ETIMEOUT) err->not_durable = 0;
   }
   c->no_verdict = 0;
+  /* a connection given up for silence (bgi_conn_silent_at): the request timed out - its own wait
+   * is over, or it was behind one whose wait is, which the server answers first. Not a lost
+   * connection: not sent again with a fresh wait, never reported as a failure to connect */
+  if (st == BG_ECONN && rt->x.silent) err->status = st = BG_ETIMEOUT;
   int stale = st == BG_ECONN && rt->x.earlier_calls > 0;
   size_t tries = rt->x.stale_tries;
   /* a connection that answered others after this request was sent died of something that hit it
@@ -277,6 +293,7 @@ static int resume_req(bgi_task *t, int st, bgi_err *err) {
       rt->backoff_ms = 1;
       rt->busy_end = 0;
       rt->stale_tries = 0;
+      rt->end_ns = 0;
       if (rt->req->run) rt->req->run->noscript = 0;
       err->not_durable = 0;
       rt->state = R_READY;

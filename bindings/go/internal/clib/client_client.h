@@ -79,7 +79,9 @@ void bgi_client_use_mux_options(const bg_client *c, bgi_cluster *cl);
  * the call is rebuilt and sent again on another connection (at most once per pooled connection,
  * then on a fresh one) - every step bloomguard sends is safe to repeat. The replies array passed to parse is valid only during parse. deadline_ns (see
  * bgi_call_deadline) bounds the whole operation: each wait gets what is left of it (BG_ETIMEOUT
- * once it has passed); 0 gives each wait the client's command timeout.
+ * once it has passed); 0 gives each request the client's command timeout from its first send (a
+ * send after a lost connection gets what is left of it). A connection given up for silence
+ * (bgi_conn_silent_at) is not a lost one: the call ends with BG_ETIMEOUT.
  *
  * In a cluster this is the one place redirects are handled, before parse() sees anything:
  * MOVED patches the slot map and sends the call again to the new owner, ASK sends exactly this
@@ -174,6 +176,9 @@ typedef struct bgi_req_task {
   int64_t backoff_ms;
   uint64_t busy_end;         /* until when TRYAGAIN / CLUSTERDOWN / LOADING are waited out */
   size_t stale_tries;
+  uint64_t end_ns;           /* without a deadline: when the request stops waiting - its wait from
+                                its first send, kept by the sends after a lost connection (0: not
+                                sent yet, or the server answered: a redirect, a busy reply) */
   /* the attempt */
   struct bgi_node *node;
   bgi_route route;

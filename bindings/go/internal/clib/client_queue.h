@@ -162,6 +162,9 @@ void bgi_pipes_event(bgi_pipes *p, void *ptr, uint32_t events);
 void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t);
 /* Tests only (the negative control of the late-reply tests): abandoned requests leave their FIFO. */
 void bgi_pipes_fault_no_discard(bgi_pipes *p, int on);
+/* Tests only (the negative control of the stall tests): a connection given up for silence fails
+ * its requests as a lost one, and each send waits a whole command timeout (a retry too). */
+void bgi_pipes_fault_fresh_waits(bgi_pipes *p, int on);
 /* Writes what submits and resumed operations queued since. */
 void bgi_pipes_flush(bgi_pipes *p);
 

@@ -52,6 +52,8 @@ typedef struct bgi_xfer {
                                loss had not been noticed yet */
   int progressed;           /* after BG_ECONN: the connection had answered other requests after
                                this one was sent (its loss is counted afresh) */
+  int silent;               /* after BG_ECONN: the connection was given up for silence
+                               (bgi_conn_silent_at): the request timed out, it was not lost */
   void *h;                  /* the transport's own */
 } bgi_xfer;
 
