@@ -106,6 +106,7 @@ func (c *call) unwatch() {
 // others) that also unwraps to ctx.Err(); a deadline that ended a wait of a filter call is a
 // timeout (ErrTimeout and context.DeadlineExceeded), as when the library's own deadline ends it.
 func cancelled(ctx context.Context, code Code, msg string) error {
+	msg = inGoWords(msg)
 	cerr := contextError(ctx)
 	if cerr == nil {
 		return errorf(CodeCanceled, msg)

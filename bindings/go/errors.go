@@ -120,7 +120,7 @@ func sentinel(c Code) error { return &Error{Code: c} }
 // newError builds the error of a failed status. msg may be empty (then Error() uses the code's
 // description).
 func newError(st C.int, msg string) error {
-	return &Error{Code: Code(st), Message: msg}
+	return &Error{Code: Code(st), Message: inGoWords(msg)}
 }
 
 // errorf builds an error detected by the binding itself.

@@ -227,6 +227,9 @@ func TestOptionsMatchHeader(t *testing.T) {
 	}
 	clientOptions, rotateOptions, lockOptions := 0, 0, 0
 	for _, d := range defs {
+		if _, ok := goOptionNames[d[1]]; !ok { // messages.go: an error names it by its function
+			t.Errorf("%s has no entry in goOptionNames", d[1])
+		}
 		var sets []setting
 		switch {
 		case strings.HasPrefix(d[1], "BG_OPT_ROTATE_"):

@@ -56,7 +56,8 @@ func errString(err error) string {
 }
 
 // foreignLockOption is a client option handed to a lock open, which the library refuses
-// (ErrNotSupported, "BG_OPT_X is a client option"): the public LockOptions are all lock options.
+// (ErrNotSupported, "WithX is a client option": the library names BG_OPT_X, the error the
+// option function): the public LockOptions are all lock options.
 func foreignLockOption(o Option) LockOption {
 	var s openSettings
 	o(&s)
@@ -92,9 +93,9 @@ func TestFilterLockOpensKeepTheirOwnMessages(t *testing.T) {
 		}
 	}
 	checkOwnMessages(t, []ownMessageKind{
-		{lockWith(WithPoolSize(2)), CodeNotSupported, "BG_OPT_POOL_SIZE"},
-		{lockWith(WithDB(1)), CodeNotSupported, "BG_OPT_DB"},
-		{lockWith(WithTracking(true)), CodeNotSupported, "BG_OPT_TRACKING"},
+		{lockWith(WithPoolSize(2)), CodeNotSupported, "WithPoolSize is a client option"},
+		{lockWith(WithDB(1)), CodeNotSupported, "WithDB is a client option"},
+		{lockWith(WithTracking(true)), CodeNotSupported, "WithTracking is a client option"},
 	})
 }
 
@@ -115,7 +116,7 @@ func TestClientLockOpensKeepTheirOwnMessages(t *testing.T) {
 	checkOwnMessages(t, []ownMessageKind{
 		{lock("a{}"), CodeBadName, `"a{}"`},
 		{lock("b{"), CodeBadName, `"b{"`},
-		{lock("c", foreignLockOption(WithPoolSize(2))), CodeNotSupported, "BG_OPT_POOL_SIZE"},
+		{lock("c", foreignLockOption(WithPoolSize(2))), CodeNotSupported, "WithPoolSize is a client option"},
 	})
 }
 

@@ -75,8 +75,8 @@ def test_sentinel_credentials():
             c.ping()
         with pytest.raises(bloomguard.BloomGuardError) as e:
             bloomguard.Client(url, connect_at_open=True)
-        assert "BG_OPT_SENTINEL_PASSWORD" in str(e.value) and "pw" not in str(e.value).replace("PASSWORD", "")
+        assert "sentinel_password" in str(e.value) and "pw" not in str(e.value).replace("password", "")
         with bloomguard.Client(url) as c:  # opening connects nothing: the first call says it
             with pytest.raises(bloomguard.BloomGuardError) as e:
                 c.ping()
-            assert "BG_OPT_SENTINEL_PASSWORD" in str(e.value) and "pw" not in str(e.value).replace("PASSWORD", "")
+            assert "sentinel_password" in str(e.value) and "pw" not in str(e.value).replace("password", "")

@@ -196,15 +196,18 @@ def _run(handle: Handle, fn: Callable[..., int], timeout: TimeoutArg, answer: bo
         try:
             st = lib.bg_call_set_timeout_ms(call, ms)
             if st != lib.BG_OK:
-                raise error_for(st, "timeout=%r (%d ms) rejected by bg_call_set_timeout_ms: %s"
-                                % (timeout, ms, strerror(st)))
+                raise error_for(st, "timeout=%r is out of range: a timeout is more than 0 and at most 3600 seconds "
+                                "(None: the client's command timeout)" % (timeout,))
             st = fn(ptr, call, *args)
             if _parked:
                 parked = _take_parked()
                 if parked is not None:
                     raise parked
             if st != lib.BG_OK:
-                raise failure(call, st)
+                err = failure(call, st)
+                if st == lib.BG_ETIMEOUT and timeout is not None:
+                    err = error_for(st, "timed out after %g s: %s" % (ms / 1000.0, err.message))
+                raise err
             if answer:
                 msg = cstr(lib.bg_call_errmsg(call))
                 degraded = lib.bg_call_degraded_status(call)

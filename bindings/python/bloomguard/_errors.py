@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import builtins
+import re
 from typing import Dict, Optional, Tuple, Type
 
 from ._ffi import cstr, ffi, lib
@@ -182,8 +183,30 @@ for _cls in list(globals().values()):
 del _cls
 
 
+_C_OPTION = re.compile(r"\bBG_OPT_[A-Z0-9_]+\b")
+_python_names: Optional[Dict[str, str]] = None
+
+
+def in_python_words(message: str) -> str:
+    """The library's message as a Python user reads it: an option named by its C macro
+    (``BG_OPT_TLS_CA_FILE``) is named by its keyword (``tls_ca_file``)."""
+    if "BG_OPT_" not in message:
+        return message
+    global _python_names
+    if _python_names is None:
+        from ._options import LOCK_OPTIONS, OPTIONS, ROTATE_OPTIONS  # they import this module
+
+        by_value = {value: name for table in (LOCK_OPTIONS, ROTATE_OPTIONS, OPTIONS)
+                    for name, (value, _) in table.items()}
+        _python_names = {macro: by_value[getattr(lib, macro)] for macro in dir(lib)
+                         if macro.startswith("BG_OPT_") and getattr(lib, macro) in by_value}
+    names = _python_names
+    return _C_OPTION.sub(lambda m: names.get(m.group(0), m.group(0)), message)
+
+
 def error_for(code: int, message: str = "") -> BloomGuardError:
     """The exception for a failed status code: its class from the BG_E* table, carrying the code
-    and the library's message. Unknown (future) codes give a plain BloomGuardError."""
+    and the library's message (in Python's words: :func:`in_python_words`). Unknown (future)
+    codes give a plain BloomGuardError."""
     cls = _BY_CODE.get(code, BloomGuardError)
-    return cls(message, code)
+    return cls(in_python_words(message), code)

@@ -396,8 +396,7 @@ static void interrupt(bg_queue *q, bgi_qop *op, int st, const char *why) {
   else if (op->waiting == BGI_QOP_IO) bgi_pipes_abandon(q->pipes, op->io);
   else if (op->waiting == BGI_QOP_SLEEPING) bgi_timers_cancel(&q->timers, &op->sleep_timer);
   else return;
-  if (st == BG_ECANCELED) bgi_err_set(&op->err, st, "cancelled (%s)", why);
-  else bgi_err_set(&op->err, st, "the call's deadline passed (%s)", why);
+  bgi_err_set(&op->err, st, "%s", why);
   advance(q, op, st);
 }
 
@@ -437,8 +436,8 @@ static void for_each_live(bg_queue *q, void (*fn)(bg_queue *, bgi_qop *)) {
 }
 
 static void cancel_if_asked(bg_queue *q, bgi_qop *op) {
-  if (atomic_load(&op->state) & BGI_QOP_CANCEL) interrupt(q, op, BG_ECANCELED, "bg_queue_cancel");
-  else if (op->call && atomic_load(&op->call->cancelled)) interrupt(q, op, BG_ECANCELED, "bg_call_cancel");
+  if (atomic_load(&op->state) & BGI_QOP_CANCEL) interrupt(q, op, BG_ECANCELED, "cancelled by its tag");
+  else if (op->call && atomic_load(&op->call->cancelled)) interrupt(q, op, BG_ECANCELED, "cancelled by its call");
 }
 
 static void on_timer(bg_queue *q, bgi_timer *t) {
@@ -455,7 +454,7 @@ static void on_timer(bg_queue *q, bgi_timer *t) {
       return;
     case BGI_QTIMER_DEADLINE:
     default:
-      interrupt(q, QOP_OF(t, deadline_timer), BG_ETIMEOUT, "the bg_call's timeout");
+      interrupt(q, QOP_OF(t, deadline_timer), BG_ETIMEOUT, "the call's deadline passed");
       return;
   }
 }
@@ -559,7 +558,7 @@ BG_API int bg_queue_open_ex(bg_queue **out, bg_call *call, bg_client *c) {
 BG_API int bg_queue_open(bg_queue **out, bg_client *c) { return bg_queue_open_ex(out, NULL, c); }
 
 /* Ends a live operation at close: its task unwinds with BG_ECANCELED (freeing what it holds). */
-static void abort_op(bg_queue *q, bgi_qop *op) { interrupt(q, op, BG_ECANCELED, "the queue was closed"); }
+static void abort_op(bg_queue *q, bgi_qop *op) { interrupt(q, op, BG_ECANCELED, "cancelled: the queue was closed"); }
 
 BG_API void bg_queue_close(bg_queue *q) {
   if (!q) return;

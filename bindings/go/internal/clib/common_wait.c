@@ -33,8 +33,8 @@ int bgi_cancelled(void) {
 }
 
 int bgi_cancel_err(bgi_err *err, const char *what) {
-  return bgi_err_set(err, BG_ECANCELED, "%s: cancelled while waiting (bg_call_cancel or the call's interrupt callback)",
-                     what);
+  /* by bg_call_cancel or the call's interrupt callback: words a binding's user reads too */
+  return bgi_err_set(err, BG_ECANCELED, "%s: cancelled while waiting", what);
 }
 
 /* The next slice from now towards until_ns, in ns; 0 when it is reached. */
