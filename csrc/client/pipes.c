@@ -406,6 +406,35 @@ void bgi_pipes_abandon(bgi_pipes *p, bgi_xfer *x) {
   if (p->fault_no_discard) forget(e->pipe, e);
 }
 
+/* ---- fork (queue.h: bgi_queue_after_fork) ---------------------------------------------------- */
+
+void bgi_pipes_fork_unwatch(bgi_pipes *p) {
+  for (size_t i = 0; i < p->nservers; i++)
+    for (size_t j = 0; j <= p->servers[i].n; j++) p->servers[i].pipes[j].watched = 0;
+}
+
+void bgi_pipes_fork_drop(bgi_pipes *p) {
+  for (size_t i = 0; i < p->nservers; i++)
+    for (size_t j = 0; j <= p->servers[i].n; j++) {
+      pipe_s *pp = &p->servers[i].pipes[j];
+      pentry *e = pp->head;
+      pp->head = pp->tail = NULL;
+      pp->inflight = 0;
+      pp->dirty = 0;
+      bgi_queue_timer_cancel(p->q, &pp->hs.timer);
+      bgi_conn_abandon(&pp->conn);
+      pp->state = PIPE_DOWN;
+      memset(pp->q.data, 0, pp->q.len);   /* a handshake's secret may wait there */
+      pp->q.len = pp->q_off = 0;
+      while (e) {
+        pentry *next = e->next;
+        if (e != &pp->hs) entry_put(p, e);   /* abandoned: their requests were ended first */
+        e = next;
+      }
+    }
+  p->dirty = NULL;
+}
+
 void bgi_pipes_fault_no_discard(bgi_pipes *p, int on) { p->fault_no_discard = on; }
 
 void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t) {
@@ -471,6 +500,7 @@ static server *server_of(bgi_pipes *p, const bgi_endpoint *ep) {
 
 static int ready(bgi_transport *tr, bgi_task *waiter, bg_client *cl, uint64_t deadline_ns, bgi_err *err) {
   bgi_pipes *p = (bgi_pipes *)tr;
+  bgi_client_fork_check(cl);   /* the routes and a discovery use the client's own connections */
   if (atomic_load_explicit(&cl->ready, memory_order_acquire)) return BG_OK;
   return bgi_queue_discover(p->q, (bgi_req_task *)waiter, deadline_ns, err);
 }
