@@ -46,7 +46,9 @@ void bgi_fork_unlock(void);
 void bgi_fork_remake_mutex(pthread_mutex_t *mu);
 
 /* Tests only (the fork tests' negative control, never set otherwise): the generation stops
- * moving, so nothing notices a fork and a child uses what it inherited, as before this rule. */
+ * moving, so nothing notices a fork and a child uses what it inherited, as before this rule. The
+ * bindings' tests, which cannot call it, start a process with BG_TEST_FORK_UNDETECTED=1 instead
+ * (read when the first handle notes the generation). */
 void bgi_fork_fault_no_detect(int on);
 
 #endif

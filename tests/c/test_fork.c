@@ -136,16 +136,30 @@ static void add_tally(tally *to, const tally *from) {
   to->ok += from->ok, to->wrong += from->wrong, to->failed += from->failed, to->cancelled += from->cancelled;
 }
 
+/* ThreadSanitizer cannot follow a thread made in a child forked while other threads ran (it aborts
+ * with "dup thread with used id"): there the child's two runners take turns on its one thread. */
+#if defined(__SANITIZE_THREAD__)
+#define CHILD_THREADS 0
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CHILD_THREADS 0
+#endif
+#endif
+#ifndef CHILD_THREADS
+#define CHILD_THREADS 1
+#endif
+
 /* The child's side: two threads, then the tally down the pipe. */
 static void blocking_child(fixture *fx, int wfd) {
   runner r[2];
   tally t = {0};
   for (int i = 0; i < 2; i++) {
     r[i] = (runner){.fx = fx, .seed = 1000u * (size_t)(i + 1), .passes = 60};
-    pthread_create(&r[i].th, NULL, blocking_runner, &r[i]);
+    if (CHILD_THREADS) pthread_create(&r[i].th, NULL, blocking_runner, &r[i]);
   }
   for (int i = 0; i < 2; i++) {
-    pthread_join(r[i].th, NULL);
+    if (CHILD_THREADS) pthread_join(r[i].th, NULL);
+    else blocking_runner(&r[i]);
     add_tally(&t, &r[i].t);
   }
   ssize_t w = write(wfd, &t, sizeof t);

@@ -425,7 +425,7 @@ void bgi_pipes_fork_drop(bgi_pipes *p) {
       bgi_queue_timer_cancel(p->q, &pp->hs.timer);
       bgi_conn_abandon(&pp->conn);
       pp->state = PIPE_DOWN;
-      memset(pp->q.data, 0, pp->q.len);   /* a handshake's secret may wait there */
+      if (pp->q.len) memset(pp->q.data, 0, pp->q.len);   /* a handshake's secret may wait there */
       pp->q.len = pp->q_off = 0;
       while (e) {
         pentry *next = e->next;
