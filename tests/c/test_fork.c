@@ -445,9 +445,141 @@ static void test_negative_control_lock(void) {
   CHECK_MSG(acquire == BG_OK || !held, "the control saw the child neither reenter nor release the parent's hold");
 }
 
+/* ---- a filter's snapshot refresher -------------------------------------------------------------------- */
+
+static int64_t filter_stat(const bg_filter *f, int id) {
+  int64_t v = -1;
+  return bg_filter_stat(f, id, &v) == BG_OK ? v : -1;
+}
+
+/* A filter whose policy refreshes a snapshot every 100 ms: its refresher thread is not in the
+ * child; the child's first operation starts it again (refreshes counted in the child go on), and
+ * an explicit refresh there does not block on the parent's download lock. r: the child's query
+ * answer, its refreshes counted in up to 5 s, its explicit refresh's status, whether it closed the
+ * filter and client and exited in time. */
+static void run_snapshot(const char *name, int64_t r[4], int64_t *parent_more) {
+  fixture fx;
+  bg_policy *p = NULL;
+  fixture_open(&fx, name);
+  CHECK_OK(bg_policy_new(&p));
+  CHECK_OK(bg_policy_set_int(p, BG_POLICY_SNAPSHOT_INTERVAL_MS, 100));
+  CHECK_OK(bg_filter_set_policy(fx.f, p));
+  bg_policy_free(p);
+  for (int i = 0; i < 250 && filter_stat(fx.f, BG_STAT_SNAPSHOT_REFRESHES) < 1; i++) usleep(20000);
+  CHECK(filter_stat(fx.f, BG_STAT_SNAPSHOT_REFRESHES) >= 1);
+  int pfd[2];
+  CHECK(pipe(pfd) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int64_t c[3] = {0, 0, 0};
+    close(pfd[0]);
+    int present = 0;
+    c[0] = bg_filter_contains(fx.f, fx.in.p[0], fx.in.len[0], &present) == BG_OK && present;
+    int64_t at_fork = filter_stat(fx.f, BG_STAT_SNAPSHOT_REFRESHES);
+    for (int i = 0; i < 250 && filter_stat(fx.f, BG_STAT_SNAPSHOT_REFRESHES) < at_fork + 2; i++) usleep(20000);
+    c[1] = filter_stat(fx.f, BG_STAT_SNAPSHOT_REFRESHES) - at_fork;
+    c[2] = bg_filter_snapshot_refresh(fx.f);
+    ssize_t w = write(pfd[1], c, sizeof c);
+    fixture_close(&fx);   /* stops the child's refresher, joins nothing of the parent's */
+    _exit(w == (ssize_t)sizeof c ? 0 : 3);
+  }
+  close(pfd[1]);
+  r[0] = r[1] = r[2] = -1;
+  r[3] = 0;
+  struct pollfd pl = {.fd = pfd[0], .events = POLLIN};
+  if (poll(&pl, 1, 15000) != 1 || read(pfd[0], r, 3 * sizeof *r) != (ssize_t)(3 * sizeof *r)) r[0] = r[1] = r[2] = -1;
+  int ws = 0;
+  for (int i = 0; i < 250 && waitpid(pid, &ws, WNOHANG) == 0; i++) usleep(20000);
+  if (waitpid(pid, &ws, WNOHANG) == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &ws, 0);
+  } else {
+    r[3] = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
+  }
+  close(pfd[0]);
+  int64_t seen = filter_stat(fx.f, BG_STAT_SNAPSHOT_REFRESHES);
+  for (int i = 0; i < 250 && filter_stat(fx.f, BG_STAT_SNAPSHOT_REFRESHES) < seen + 2; i++) usleep(20000);
+  *parent_more = filter_stat(fx.f, BG_STAT_SNAPSHOT_REFRESHES) - seen;
+  fixture_close(&fx);
+}
+
+static void test_snapshot_refresher_in_child(void) {
+  int64_t r[4], parent_more = 0;
+  run_snapshot("fork-snapshot", r, &parent_more);
+  CHECK_EQ_INT(r[0], 1);
+  CHECK_MSG(r[1] >= 2, "the child counted %lld refreshes in 5 s", (long long)r[1]);
+  CHECK_STATUS((int)r[2], BG_OK);
+  CHECK_MSG(r[3] == 1, "the child did not close its handles and exit");
+  CHECK(parent_more >= 2);   /* the parent's refresher goes on */
+}
+
+static void test_negative_control_snapshot(void) {
+  int64_t r[4], parent_more = 0;
+  bgi_fork_fault_no_detect(1);
+  run_snapshot("fork-snapshot-ctl", r, &parent_more);
+  bgi_fork_fault_no_detect(0);
+  printf("  control: child answer %lld, %lld refreshes, explicit refresh %lld, exited %s\n", (long long)r[0],
+         (long long)r[1], (long long)r[2], r[3] ? "cleanly" : "not (killed)");
+  CHECK_MSG(r[1] < 2 || r[2] != BG_OK || r[3] != 1, "the control saw the child's refresher run");
+}
+
+/* ---- a rotation begun before the fork ---------------------------------------------------------------- */
+
+/* The child's copy of a rotation the parent began: add refused, and its free aborts nothing; the
+ * parent's commit then succeeds with what it added. */
+static void run_rotation(const char *name, int *child_add, int *parent_commit, int *present_after) {
+  fixture fx;
+  bg_rotation *r = NULL;
+  fixture_open(&fx, name);
+  CHECK_OK(bg_rotation_begin(&r, fx.f, 1000, 0.001, BG_ROTATE_SWAP, NULL));
+  CHECK_OK(bg_rotation_add(r, "kept", 4));
+  int pfd[2];
+  CHECK(pipe(pfd) == 0);
+  pid_t pid = fork();
+  if (pid == 0) {
+    close(pfd[0]);
+    int st = bg_rotation_add(r, "child", 5);
+    if (st != BG_OK && !strstr(bg_rotation_errmsg(r), "forked")) st = -1000;
+    bg_rotation_free(r);   /* must not abort the parent's rotation */
+    ssize_t w = write(pfd[1], &st, sizeof st);
+    _exit(w == (ssize_t)sizeof st ? 0 : 3);
+  }
+  close(pfd[1]);
+  *child_add = -2000;
+  if (read(pfd[0], child_add, sizeof *child_add) != (ssize_t)sizeof *child_add) *child_add = -2000;
+  int ws = 0;
+  waitpid(pid, &ws, 0);
+  close(pfd[0]);
+  *parent_commit = bg_rotation_commit(r);
+  bg_rotation_free(r);
+  int present = 0;
+  *present_after = bg_filter_contains(fx.f, "kept", 4, &present) == BG_OK && present;
+  fixture_close(&fx);
+}
+
+static void test_rotation_begun_before_fork(void) {
+  int child_add = 0, commit = 0, present = 0;
+  run_rotation("fork-rotation", &child_add, &commit, &present);
+  CHECK_STATUS(child_add, BG_EINVAL);   /* with a message that says why */
+  CHECK_OK(commit);
+  CHECK_EQ_INT(present, 1);
+}
+
+static void test_negative_control_rotation(void) {
+  int child_add = 0, commit = 0, present = 0;
+  bgi_fork_fault_no_detect(1);
+  run_rotation("fork-rotation-ctl", &child_add, &commit, &present);
+  bgi_fork_fault_no_detect(0);
+  printf("  control: child add %s, parent's commit %s, its item %s\n", bg_status_name(child_add), bg_status_name(commit),
+         present ? "present" : "absent");
+  CHECK_MSG(child_add == BG_OK || commit != BG_OK, "the control saw the child leave the parent's rotation alone");
+}
+
 static void setup(void) { bgt_redis_start(&srv, NULL); }
 static void teardown(void) { bgt_redis_stop(&srv); }
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_blocking_client_across_fork), BGT_CASE(test_negative_control_blocking),
         BGT_CASE(test_queue_across_fork), BGT_CASE(test_negative_control_queue), BGT_CASE(test_lock_held_across_fork),
-        BGT_CASE(test_negative_control_lock), BGT_CASE(teardown))
+        BGT_CASE(test_negative_control_lock), BGT_CASE(test_snapshot_refresher_in_child),
+        BGT_CASE(test_negative_control_snapshot), BGT_CASE(test_rotation_begun_before_fork),
+        BGT_CASE(test_negative_control_rotation), BGT_CASE(teardown))

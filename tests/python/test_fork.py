@@ -41,7 +41,7 @@ SCRIPT = textwrap.dedent(
                 item = rng.choice(present if want else absent)
                 try:
                     got = f.contains(item)
-                except bloomguard.Error as e:
+                except Exception as e:   # a crossed reply may fail in any way (the control)
                     t["failed"] += 1
                     t["first_err"] = t["first_err"] or repr(e)
                     continue
@@ -50,7 +50,7 @@ SCRIPT = textwrap.dedent(
             items = [rng.choice(present if w else absent) for w in wants]
             try:
                 got = f.contains_many(items)
-            except bloomguard.Error as e:
+            except Exception as e:
                 t["failed"] += 1
                 t["first_err"] = t["first_err"] or repr(e)
                 continue
@@ -85,10 +85,12 @@ SCRIPT = textwrap.dedent(
     def parent_loop():
         t = {"ok": 0, "wrong": 0, "failed": 0, "first_err": ""}
         k = 0
-        while not stop.is_set():
-            t = merge(t, rounds(1, 5000 + k))
-            k += 1
-        parent["t"] = t
+        try:
+            while not stop.is_set():
+                t = merge(t, rounds(1, 5000 + k))
+                k += 1
+        finally:
+            parent["t"] = t
 
     across = threading.Thread(target=parent_loop)
     if os.environ.get("BG_TEST_FORK_UNDETECTED") != "1":
@@ -110,7 +112,7 @@ SCRIPT = textwrap.dedent(
             across.start()
         import select
         chunks = []
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
             ready, _, _ = select.select([r], [], [], 1.0)
             if ready:
@@ -131,7 +133,7 @@ SCRIPT = textwrap.dedent(
         p.start()
         if not across.is_alive():
             across.start()
-        if a.poll(40):
+        if a.poll(20):
             child = a.recv()
         p.join(5)
         if p.is_alive():
@@ -173,6 +175,7 @@ def test_client_used_on_both_sides_of_a_fork(url, fname, mode):
 def test_negative_control_fork_undetected(url, fname, mode):
     """Without the library noticing the fork, both processes share the sockets: the harness sees it."""
     res = run_scenario(url, fname, mode, undetected=True)
+    print("control (%s): %s" % (mode, res))
     parent, child = res["parent"], res["child"]
     bad = parent["wrong"] + parent["failed"]
     if child is None:
