@@ -527,7 +527,7 @@ static void test_negative_control_snapshot(void) {
 
 /* The child's copy of a rotation the parent began: add refused, and its free aborts nothing; the
  * parent's commit then succeeds with what it added. */
-static void run_rotation(const char *name, int *child_add, int *parent_commit, int *present_after) {
+static void run_rotation(const char *name, int *child_add, int *child_exited, int *parent_commit, int *present_after) {
   fixture fx;
   bg_rotation *r = NULL;
   fixture_open(&fx, name);
@@ -540,15 +540,24 @@ static void run_rotation(const char *name, int *child_add, int *parent_commit, i
     close(pfd[0]);
     int st = bg_rotation_add(r, "child", 5);
     if (st != BG_OK && !strstr(bg_rotation_errmsg(r), "forked")) st = -1000;
-    bg_rotation_free(r);   /* must not abort the parent's rotation */
     ssize_t w = write(pfd[1], &st, sizeof st);
+    bg_rotation_free(r);   /* must not abort the parent's rotation (nor wait for its lease thread) */
     _exit(w == (ssize_t)sizeof st ? 0 : 3);
   }
   close(pfd[1]);
   *child_add = -2000;
-  if (read(pfd[0], child_add, sizeof *child_add) != (ssize_t)sizeof *child_add) *child_add = -2000;
+  struct pollfd pl = {.fd = pfd[0], .events = POLLIN};
+  if (poll(&pl, 1, 15000) != 1 || read(pfd[0], child_add, sizeof *child_add) != (ssize_t)sizeof *child_add)
+    *child_add = -2000;
+  /* its free is done once it exited (the control's may never be: then it is killed) */
   int ws = 0;
-  waitpid(pid, &ws, 0);
+  for (int i = 0; i < 250 && waitpid(pid, &ws, WNOHANG) == 0; i++) usleep(20000);
+  *child_exited = 1;
+  if (waitpid(pid, &ws, WNOHANG) == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &ws, 0);
+    *child_exited = 0;
+  }
   close(pfd[0]);
   *parent_commit = bg_rotation_commit(r);
   bg_rotation_free(r);
@@ -558,17 +567,18 @@ static void run_rotation(const char *name, int *child_add, int *parent_commit, i
 }
 
 static void test_rotation_begun_before_fork(void) {
-  int child_add = 0, commit = 0, present = 0;
-  run_rotation("fork-rotation", &child_add, &commit, &present);
+  int child_add = 0, exited = 0, commit = 0, present = 0;
+  run_rotation("fork-rotation", &child_add, &exited, &commit, &present);
   CHECK_STATUS(child_add, BG_EINVAL);   /* with a message that says why */
+  CHECK_MSG(exited, "the child's bg_rotation_free did not return");
   CHECK_OK(commit);
   CHECK_EQ_INT(present, 1);
 }
 
 static void test_negative_control_rotation(void) {
-  int child_add = 0, commit = 0, present = 0;
+  int child_add = 0, exited = 0, commit = 0, present = 0;
   bgi_fork_fault_no_detect(1);
-  run_rotation("fork-rotation-ctl", &child_add, &commit, &present);
+  run_rotation("fork-rotation-ctl", &child_add, &exited, &commit, &present);
   bgi_fork_fault_no_detect(0);
   printf("  control: child add %s, parent's commit %s, its item %s\n", bg_status_name(child_add), bg_status_name(commit),
          present ? "present" : "absent");
