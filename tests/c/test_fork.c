@@ -24,6 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cluster_fixture.h"
 #include "common/fork.h"
 #include "harness.h"
 #include "items.h"
@@ -49,14 +50,14 @@ typedef struct fixture {
   items in, out;
 } fixture;
 
-static void fixture_open(fixture *fx, const char *name) {
+static void fixture_open_at(fixture *fx, const char *url, const char *name) {
   char msg[256];
   bg_options *o = NULL;
   memset(fx, 0, sizeof *fx);
   CHECK_OK(bg_options_new(&o));
   /* a process that reads the other's reply waits for its own at most this long */
   CHECK_OK(bg_options_set_int(o, BG_OPT_COMMAND_TIMEOUT_MS, 1000));
-  CHECK_OK(bgt_client_open(&fx->c, srv.url, o, msg, sizeof msg));
+  CHECK_OK(bgt_client_open(&fx->c, url, o, msg, sizeof msg));
   bg_options_free(o);
   CHECK_OK(bg_filter_open(&fx->f, fx->c, name));
   bg_filter_delete(fx->f, NULL);
@@ -65,6 +66,8 @@ static void fixture_open(fixture *fx, const char *name) {
   fx->out = make_items("out", NITEMS);
   CHECK_OK(bg_filter_add_many(fx->f, PTRS(fx->in), fx->in.len, fx->in.n, NULL));
 }
+
+static void fixture_open(fixture *fx, const char *name) { fixture_open_at(fx, srv.url, name); }
 
 static void fixture_close(fixture *fx) {
   bg_filter_close(fx->f);
@@ -178,9 +181,10 @@ static int child_result(pid_t pid, int rfd, tally *t) {
 }
 
 /* Parent and child query one client made before the fork; the parent's threads run across it. */
-static void run_blocking(const char *name, int threads_across, tally *parent, tally *child, int *child_ok) {
+static void run_blocking(const char *url, const char *name, int threads_across, tally *parent, tally *child,
+                         int *child_ok) {
   fixture fx;
-  fixture_open(&fx, name);
+  fixture_open_at(&fx, url, name);
   tally warm = {0};
   blocking_pass(&fx, 0, &warm);   /* the connections are up before the fork */
   CHECK_EQ_INT(warm.wrong + warm.failed, 0);
@@ -215,7 +219,7 @@ static void run_blocking(const char *name, int threads_across, tally *parent, ta
 static void test_blocking_client_across_fork(void) {
   tally parent = {0}, child = {0};
   int child_ok = 0;
-  run_blocking("fork-blocking", 1, &parent, &child, &child_ok);
+  run_blocking(srv.url, "fork-blocking", 1, &parent, &child, &child_ok);
   CHECK_MSG(child_ok, "the child did not report");
   printf("  parent: %d right, %d wrong, %d failed; child: %d right, %d wrong, %d failed\n", parent.ok, parent.wrong,
          parent.failed, child.ok, child.wrong, child.failed);
@@ -233,7 +237,7 @@ static void test_negative_control_blocking(void) {
   /* the parent's threads start after the fork: no lock is held at it, so what the control shows is
    * the shared sockets alone (with the threads across it, the child may block for good on a lock
    * a thread of the parent held) */
-  run_blocking("fork-blocking-ctl", 0, &parent, &child, &child_ok);
+  run_blocking(srv.url, "fork-blocking-ctl", 0, &parent, &child, &child_ok);
   bgi_fork_fault_no_detect(0);
   printf("  control: parent %d right, %d wrong, %d failed; child %d right, %d wrong, %d failed%s\n", parent.ok,
          parent.wrong, parent.failed, child.ok, child.wrong, child.failed, child_ok ? "" : " (child did not report)");
@@ -586,6 +590,38 @@ static void test_negative_control_rotation(void) {
   CHECK_MSG(child_add == BG_OK || commit != BG_OK, "the control saw the child leave the parent's rotation alone");
 }
 
+/* ---- a Redis Cluster client ------------------------------------------------------------------------- */
+
+/* The same harness on a cluster client: per-node pools and multiplexed connections, and the map's
+ * refresher thread (started again in the child). */
+static void test_cluster_client_across_fork(void) {
+  if (!CHILD_THREADS) {
+    bgt_skip_case("ThreadSanitizer cannot follow the refresher thread the child starts again");
+    return;
+  }
+  bgt_cluster cl;
+  bgt_cluster_start(&cl);
+  tally parent = {0}, child = {0}, cparent = {0}, cchild = {0};
+  int child_ok = 0, cchild_ok = 0;
+  run_blocking(cl.url, "fork-cluster", 1, &parent, &child, &child_ok);
+  bgi_fork_fault_no_detect(1);
+  run_blocking(cl.url, "fork-cluster-ctl", 0, &cparent, &cchild, &cchild_ok);
+  bgi_fork_fault_no_detect(0);
+  bgt_cluster_stop(&cl);
+  printf("  parent: %d right, %d wrong, %d failed; child: %d right, %d wrong, %d failed\n", parent.ok, parent.wrong,
+         parent.failed, child.ok, child.wrong, child.failed);
+  printf("  control: parent %d right, %d wrong, %d failed; child %d right, %d wrong, %d failed%s\n", cparent.ok,
+         cparent.wrong, cparent.failed, cchild.ok, cchild.wrong, cchild.failed, cchild_ok ? "" : " (child did not report)");
+  CHECK_MSG(child_ok, "the child did not report");
+  CHECK_EQ_INT(parent.wrong, 0);
+  CHECK_MSG(parent.failed == 0, "parent: %d failed (%s)", parent.failed, parent.first_err);
+  CHECK_EQ_INT(child.wrong, 0);
+  CHECK_MSG(child.failed == 0, "child: %d failed (%s)", child.failed, child.first_err);
+  CHECK(child.ok >= 2 * 60 * (16 + BATCH));
+  CHECK_MSG(cparent.wrong + cchild.wrong + cparent.failed + cchild.failed > 0 || !cchild_ok,
+            "the control saw no wrong answer and no failure");
+}
+
 static void setup(void) { bgt_redis_start(&srv, NULL); }
 static void teardown(void) { bgt_redis_stop(&srv); }
 
@@ -593,4 +629,5 @@ BGT_RUN(BGT_CASE(setup), BGT_CASE(test_blocking_client_across_fork), BGT_CASE(te
         BGT_CASE(test_queue_across_fork), BGT_CASE(test_negative_control_queue), BGT_CASE(test_lock_held_across_fork),
         BGT_CASE(test_negative_control_lock), BGT_CASE(test_snapshot_refresher_in_child),
         BGT_CASE(test_negative_control_snapshot), BGT_CASE(test_rotation_begun_before_fork),
-        BGT_CASE(test_negative_control_rotation), BGT_CASE(teardown))
+        BGT_CASE(test_negative_control_rotation), BGT_CASE(test_cluster_client_across_fork),
+        BGT_CASE(teardown))
