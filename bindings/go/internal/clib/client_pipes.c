@@ -82,6 +82,7 @@ struct bgi_pipes {
    * its FIFO instead of kept, so its late replies go to the requests behind it. */
   int fault_no_discard;
   pentry *graveyard;         /* its forgotten entries, freed with the set */
+  pentry *orphans;           /* fork: the inherited pipes' entries, until their requests ended */
 };
 
 /* ---- entries ------------------------------------------------------------------------------------ */
@@ -409,16 +410,21 @@ void bgi_pipes_abandon(bgi_pipes *p, bgi_xfer *x) {
 
 /* ---- fork (queue.h: bgi_queue_after_fork) ---------------------------------------------------- */
 
-void bgi_pipes_fork_unwatch(bgi_pipes *p) {
-  for (size_t i = 0; i < p->nservers; i++)
-    for (size_t j = 0; j <= p->servers[i].n; j++) p->servers[i].pipes[j].watched = 0;
-}
-
-void bgi_pipes_fork_drop(bgi_pipes *p) {
+void bgi_pipes_fork_detach(bgi_pipes *p) {
   for (size_t i = 0; i < p->nservers; i++)
     for (size_t j = 0; j <= p->servers[i].n; j++) {
       pipe_s *pp = &p->servers[i].pipes[j];
-      pentry *e = pp->head;
+      pp->watched = 0;   /* the queue's new epoll instance has none of its sockets */
+      /* the entries stay valid for the requests that still point at them, off the pipe: a
+       * request that went on after its end would find the pipe down and connect it anew */
+      for (pentry *e = pp->head; e;) {
+        pentry *next = e->next;
+        if (e != &pp->hs) {
+          e->next = p->orphans;
+          p->orphans = e;
+        }
+        e = next;
+      }
       pp->head = pp->tail = NULL;
       pp->inflight = 0;
       pp->dirty = 0;
@@ -427,13 +433,16 @@ void bgi_pipes_fork_drop(bgi_pipes *p) {
       pp->state = PIPE_DOWN;
       if (pp->q.len) memset(pp->q.data, 0, pp->q.len);   /* a handshake's secret may wait there */
       pp->q.len = pp->q_off = 0;
-      while (e) {
-        pentry *next = e->next;
-        if (e != &pp->hs) entry_put(p, e);   /* abandoned: their requests were ended first */
-        e = next;
-      }
     }
   p->dirty = NULL;
+}
+
+void bgi_pipes_fork_drop(bgi_pipes *p) {
+  while (p->orphans) {
+    pentry *e = p->orphans;
+    p->orphans = e->next;
+    entry_put(p, e);   /* abandoned: their requests were ended */
+  }
 }
 
 void bgi_pipes_fault_no_discard(bgi_pipes *p, int on) { p->fault_no_discard = on; }
@@ -625,5 +634,6 @@ void bgi_pipes_free(bgi_pipes *p) {
   free(p->servers);
   free_entries(p->free);
   free_entries(p->graveyard);
+  free_entries(p->orphans);
   free(p);
 }

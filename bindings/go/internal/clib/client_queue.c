@@ -477,8 +477,8 @@ void bgi_queue_after_fork(bg_queue *q) {
   if (q->epfd >= 0 && q->tfd >= 0) (void)watch(q, q->tfd, &q->tfd, &ignored);
   q->tfd_due = UINT64_MAX;
   q->signalled = 0;
-  /* before anything may touch a connection: none of its sockets is in the new epoll instance */
-  bgi_pipes_fork_unwatch(q->pipes);
+  /* before any operation is resumed: no inherited socket is left to write to or watch */
+  bgi_pipes_fork_detach(q->pipes);
   for_each_live(q, end_forked);
   q->disc_running = 0;   /* its thread was the parent's; its waiters ended above */
   q->disc_waiters = NULL;

@@ -176,10 +176,10 @@ void bgi_pipes_event(bgi_pipes *p, void *ptr, uint32_t events);
 void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t);
 /* Tests only (the negative control of the late-reply tests): abandoned requests leave their FIFO. */
 void bgi_pipes_fault_no_discard(bgi_pipes *p, int on);
-/* fork, in this order (bgi_queue_after_fork): no socket is in the queue's new epoll instance;
- * then, once every operation in flight ended, each connection is closed without a write and the
- * entries of its FIFO freed. */
-void bgi_pipes_fork_unwatch(bgi_pipes *p);
+/* fork, in this order (bgi_queue_after_fork), once the queue has its new fds: every connection
+ * is closed without a write and left down, the entries of its FIFO kept aside (the requests in
+ * flight still point at them); then, once those requests ended, the entries are freed. */
+void bgi_pipes_fork_detach(bgi_pipes *p);
 void bgi_pipes_fork_drop(bgi_pipes *p);
 /* Writes what submits and resumed operations queued since. */
 void bgi_pipes_flush(bgi_pipes *p);
