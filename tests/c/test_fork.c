@@ -50,6 +50,9 @@ typedef struct fixture {
   items in, out;
 } fixture;
 
+/* partitions: 0 a plain filter, else a partitioned one of that many */
+static int fixture_partitions;
+
 static void fixture_open_at(fixture *fx, const char *url, const char *name) {
   char msg[256];
   bg_options *o = NULL;
@@ -61,7 +64,8 @@ static void fixture_open_at(fixture *fx, const char *url, const char *name) {
   bg_options_free(o);
   CHECK_OK(bg_filter_open(&fx->f, fx->c, name));
   bg_filter_delete(fx->f, NULL);
-  CHECK_OK(bg_filter_init(fx->f, 100000, 1e-9, NULL));
+  if (fixture_partitions) CHECK_OK(bg_filter_init_partitioned(fx->f, 100000, 1e-9, fixture_partitions, NULL));
+  else CHECK_OK(bg_filter_init(fx->f, 100000, 1e-9, NULL));
   fx->in = make_items("in", NITEMS);
   fx->out = make_items("out", NITEMS);
   CHECK_OK(bg_filter_add_many(fx->f, PTRS(fx->in), fx->in.len, fx->in.n, NULL));
@@ -220,6 +224,24 @@ static void test_blocking_client_across_fork(void) {
   tally parent = {0}, child = {0};
   int child_ok = 0;
   run_blocking(srv.url, "fork-blocking", 1, &parent, &child, &child_ok);
+  CHECK_MSG(child_ok, "the child did not report");
+  printf("  parent: %d right, %d wrong, %d failed; child: %d right, %d wrong, %d failed\n", parent.ok, parent.wrong,
+         parent.failed, child.ok, child.wrong, child.failed);
+  CHECK_EQ_INT(parent.wrong, 0);
+  CHECK_MSG(parent.failed == 0, "parent: %d failed (%s)", parent.failed, parent.first_err);
+  CHECK_EQ_INT(child.wrong, 0);
+  CHECK_MSG(child.failed == 0, "child: %d failed (%s)", child.failed, child.first_err);
+  CHECK(child.ok >= 2 * 60 * (16 + BATCH));
+}
+
+/* The same with a partitioned filter: its task memory list and config copy have locks of their own,
+ * which the parent's threads take on every operation. */
+static void test_partitioned_filter_across_fork(void) {
+  tally parent = {0}, child = {0};
+  int child_ok = 0;
+  fixture_partitions = 8;
+  run_blocking(srv.url, "fork-partitioned", 1, &parent, &child, &child_ok);
+  fixture_partitions = 0;
   CHECK_MSG(child_ok, "the child did not report");
   printf("  parent: %d right, %d wrong, %d failed; child: %d right, %d wrong, %d failed\n", parent.ok, parent.wrong,
          parent.failed, child.ok, child.wrong, child.failed);
@@ -626,6 +648,7 @@ static void setup(void) { bgt_redis_start(&srv, NULL); }
 static void teardown(void) { bgt_redis_stop(&srv); }
 
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_blocking_client_across_fork), BGT_CASE(test_negative_control_blocking),
+        BGT_CASE(test_partitioned_filter_across_fork),
         BGT_CASE(test_queue_across_fork), BGT_CASE(test_negative_control_queue), BGT_CASE(test_lock_held_across_fork),
         BGT_CASE(test_negative_control_lock), BGT_CASE(test_snapshot_refresher_in_child),
         BGT_CASE(test_negative_control_snapshot), BGT_CASE(test_rotation_begun_before_fork),

@@ -51,6 +51,9 @@ struct bg_filter {
   pthread_mutex_t spare_mu;
   struct bgi_pheap *spare;
   int nspare;
+  /* the process's fork generation its locks belong to (guarded.c: a child's first operation
+   * makes them anew, common/fork.h) */
+  _Atomic uint64_t fork_gen;
 };
 
 /* Items hashed and sent per round trip, and per atomic server step within it: bounds client
