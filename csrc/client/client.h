@@ -6,6 +6,7 @@
 
 #include "bloomguard/client.h"
 #include "common/err.h"
+#include "common/fork.h"
 #include "common/observe.h"
 #include "common/options.h"
 #include "common/wait.h"
@@ -27,6 +28,9 @@ typedef struct bgi_discovery {
 
 struct bg_client {
   atomic_long refs;            /* the caller's reference + one per open filter */
+  /* the process's fork generation its connections were made in (common/fork.h): another one
+   * means this is a child, which first lets go of them (bgi_client_fork_check) */
+  _Atomic uint64_t fork_gen;
   struct bg_options opts;      /* owned copy */
   bgi_endpoint ep;
   bgi_pool pool;               /* standalone: the server's connections */
@@ -62,8 +66,21 @@ void bgi_client_unref(bg_client *c);
 /* Finds where calls go (discover.c): BG_OK once known, else the failure of this try (the next call
  * tries again). Every wait by deadline_ns (0: the connect and command timeouts). */
 int bgi_client_discover(bg_client *c, uint64_t deadline_ns, bgi_err *err);
-/* The call loop's first step: free once the client knows where calls go. */
+/* In a child after fork, the first use of a client made before it lets go of everything the client
+ * inherited (common/fork.h): the pooled and multiplexed connections of the server or of every
+ * cluster node are closed without a write (the parent's go on: the same sockets), locks made
+ * anew, a discovery the parent had under way forgotten, the cluster refresher started again; the
+ * next calls connect. Threads of the child that find it meanwhile wait for it. */
+void bgi_client_after_fork(bg_client *c);
+/* Before any use of the client's connections: one relaxed atomic load and a compare. */
+static inline void bgi_client_fork_check(bg_client *c) {
+  if (bgi_forked_since(atomic_load_explicit(&c->fork_gen, memory_order_acquire))) bgi_client_after_fork(c);
+}
+
+/* The call loop's first step: free once the client knows where calls go (and in a child after
+ * fork, once it let go of what it inherited). */
 static inline int bgi_client_ready(bg_client *c, uint64_t deadline_ns, bgi_err *err) {
+  bgi_client_fork_check(c);
   if (atomic_load_explicit(&c->ready, memory_order_acquire)) return BG_OK;
   return bgi_client_discover(c, deadline_ns, err);
 }

@@ -17,12 +17,14 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <fcntl.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/call.h"
 #include "common/clock.h"
+#include "common/fork.h"
 #include "common/wait.h"
 
 #define POLL_EVENTS 64
@@ -88,6 +90,7 @@ static int grow(bg_queue *q) {
 }
 
 int bgi_queue_op_new(bg_queue *q, const bg_call *call, uint64_t tag, bgi_qop **out, bgi_err *err) {
+  bgi_queue_fork_check(q);
   if (!q->free && grow(q) != BG_OK) return bgi_err_set(err, BG_ENOMEM, "out of memory (operations in flight)");
   bgi_qop *op = q->free;
   q->free = op->next;
@@ -311,6 +314,12 @@ static void disc_unref(bgi_qdisc *d) {
   atomic_fetch_sub(&discoveries_live, 1);
 }
 
+/* After fork, in the child: the record as copied, whatever its count (its thread is not here). */
+static void disc_forget(bgi_qdisc *d) {
+  atomic_store(&d->refs, 1);
+  disc_unref(d);
+}
+
 static void *discover_thread(void *p) {
   bgi_qdisc *d = p;
   /* no deadline of a caller: the discovery's own bounds (a connect and its answer); each waiting
@@ -513,6 +522,53 @@ static int watch(bg_queue *q, int fd, void *tag, bgi_err *err) {
   return BG_OK;
 }
 
+/* ---- fork (queue.h) ----------------------------------------------------------------------------- */
+
+/* A fresh fd (made just now, or -1) takes the number of an inherited one; without one, the
+ * inherited one is closed all the same: the child must not use the parent's instance. */
+static int take_number(int inherited, int fresh) {
+  if (fresh >= 0 && dup3(fresh, inherited, O_CLOEXEC) >= 0) {
+    close(fresh);
+    return inherited;
+  }
+  if (fresh >= 0) close(fresh);
+  close(inherited);
+  return -1;
+}
+
+static void end_forked(bg_queue *q, bgi_qop *op) {
+  interrupt(q, op, BG_ECANCELED, "the process forked while it was in flight: it is the parent process's, which "
+            "sent it and reads its answer; nothing of it is sent or read in this one");
+}
+
+void bgi_queue_after_fork(bg_queue *q) {
+  q->fork_gen = bgi_fork_gen_note();
+  if (q->epfd >= 0) q->epfd = take_number(q->epfd, epoll_create1(EPOLL_CLOEXEC));
+  if (q->evfd >= 0) q->evfd = take_number(q->evfd, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (q->tfd >= 0) q->tfd = take_number(q->tfd, timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+  bgi_err ignored = {0};
+  if (q->epfd >= 0 && q->evfd >= 0) (void)watch(q, q->evfd, &q->evfd, &ignored);
+  if (q->epfd >= 0 && q->tfd >= 0) (void)watch(q, q->tfd, &q->tfd, &ignored);
+  q->tfd_due = UINT64_MAX;
+  q->signalled = 0;
+  /* before any operation is resumed: no inherited socket is left to write to or watch */
+  bgi_pipes_fork_detach(q->pipes);
+  for_each_live(q, end_forked);
+  /* a discovery's thread was the parent's (its waiters ended above): this process's copy of its
+   * record, and what the record holds here, go */
+  if (q->disc) {
+    disc_forget(q->disc);
+    q->disc = NULL;
+  }
+  q->disc_waiters = NULL;
+  bgi_pipes_fork_drop(q->pipes);
+  sync_timerfd(q);
+  if (q->done_head) {
+    q->signalled = 1;
+    signal_fd(q);
+  }
+}
+
 static int open_queue(bg_queue **out, bg_client *c, bgi_err *err) {
   if (!out) return bgi_err_set(err, BG_EINVAL, "bg_queue_open: out must not be NULL");
   *out = NULL;
@@ -521,6 +577,7 @@ static int open_queue(bg_queue **out, bg_client *c, bgi_err *err) {
   if (!q) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   bgi_errslot_init(&q->err);
   bgi_timers_init(&q->timers);
+  q->fork_gen = bgi_fork_gen_note();
   q->tfd_due = UINT64_MAX;
   q->call_scan.kind = BGI_QTIMER_CALL_SCAN;
   q->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -561,6 +618,7 @@ static void abort_op(bg_queue *q, bgi_qop *op) { interrupt(q, op, BG_ECANCELED, 
 
 BG_API void bg_queue_close(bg_queue *q) {
   if (!q) return;
+  bgi_queue_fork_check(q);   /* a child closes its own fds, not the parent's epoll's entries */
   for_each_live(q, abort_op);
   queue_free(q);
 }
@@ -600,7 +658,9 @@ BG_API int bg_queue_cancel(bg_queue *q, uint64_t tag) {
     for (size_t i = 0; i < BGI_QOP_CHUNK; i++) cancel_slot(&chunk[i], tag);
   }
   atomic_store(&q->cancel_asked, 1);
-  signal_fd(q);
+  /* a child that did not poll since the fork would wake the parent's loop: its own next poll
+   * ends what was in flight at the fork anyway (async-signal-safe: no reset here) */
+  if (!bgi_forked_since(q->fork_gen)) signal_fd(q);
   return BG_OK;
 }
 
@@ -617,6 +677,7 @@ BG_API int bg_queue_poll(bg_queue *q, int64_t timeout_ms, bg_completion **out, s
     return bgi_errslot_set(&q->err, BG_EINVAL, "bg_queue_poll: n must not be NULL, out must not be NULL when max > 0, "
                            "and timeout_ms is -1 (no limit), 0 or a number of ms");
   *n = 0;
+  bgi_queue_fork_check(q);
   /* the last batch's slots are free again */
   while (q->handed) {
     bgi_qop *op = q->handed;

@@ -101,6 +101,7 @@ struct bgi_qop {
 
 struct bg_queue {
   bg_client *client;
+  uint64_t fork_gen;             /* the process's fork generation its fds were made in (bgi_queue_fork_check) */
   int epfd, evfd, tfd;
   uint64_t tfd_due;              /* what the timerfd is armed for; UINT64_MAX: not armed */
   _Atomic(bgi_qop *) chunks[BGI_QOP_MAX_CHUNKS];
@@ -147,6 +148,23 @@ int bgi_queue_discover(bg_queue *q, bgi_req_task *rt, uint64_t deadline_ns, bgi_
 int bgi_queue_timer_arm(bg_queue *q, bgi_timer *t, uint64_t due_ns);
 void bgi_queue_timer_cancel(bg_queue *q, bgi_timer *t);
 
+/*
+ * fork (common/fork.h): a child's first use of a queue opened before the fork (poll, a submit,
+ * close) first lets go of what it inherited. The epoll instance, eventfd and timerfd are the
+ * parent's too (a socket added to that epoll, or a count read off that eventfd, would be taken
+ * from the parent): fresh ones are made and dup3'd onto the same numbers, so bg_queue_fd keeps its
+ * number (a loop that polls it by number goes on; one that registered it in an epoll of its own
+ * before the fork watches the parent's instance still, and must register it again). Every
+ * operation in flight is the parent's (it sent the request and reads the answer): in the child it
+ * ends with BG_ECANCELED, nothing sent or read for it, its completion handed out by the child's
+ * next poll. The queue's connections are closed without a write; a discovery under way was the
+ * parent's thread. The queue is then as new and connects on demand.
+ */
+void bgi_queue_after_fork(bg_queue *q);
+static inline void bgi_queue_fork_check(bg_queue *q) {
+  if (bgi_forked_since(q->fork_gen)) bgi_queue_after_fork(q);
+}
+
 /* ---- the queue's connections (client/pipes.c) ------------------------------------------------ */
 
 int bgi_pipes_new(bg_queue *q, bgi_pipes **out);
@@ -164,6 +182,11 @@ void bgi_pipes_fault_no_discard(bgi_pipes *p, int on);
 /* Tests only (the negative control of the stall tests): a connection given up for silence fails
  * its requests as a lost one, and each send waits a whole command timeout (a retry too). */
 void bgi_pipes_fault_fresh_waits(bgi_pipes *p, int on);
+/* fork, in this order (bgi_queue_after_fork), once the queue has its new fds: every connection
+ * is closed without a write and left down, the entries of its FIFO kept aside (the requests in
+ * flight still point at them); then, once those requests ended, the entries are freed. */
+void bgi_pipes_fork_detach(bgi_pipes *p);
+void bgi_pipes_fork_drop(bgi_pipes *p);
 /* Writes what submits and resumed operations queued since. */
 void bgi_pipes_flush(bgi_pipes *p);
 

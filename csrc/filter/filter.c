@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fork.h"
 #include "hash/hash.h"
 #include "redis/keyslot.h"
 
@@ -71,6 +72,7 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const
   atomic_init(&f->kind, 0);
   pthread_mutex_init(&f->pmu, NULL);
   pthread_mutex_init(&f->spare_mu, NULL);
+  atomic_init(&f->fork_gen, bgi_fork_gen_note());
   bgi_errslot_init(&f->err);
   bgi_guard_init(&f->guard);
   /* the engine refreshes its snapshot through the filter's consistent download (download.c) */

@@ -53,6 +53,9 @@ struct bg_filter {
   pthread_mutex_t spare_mu;
   struct bgi_pheap *spare;
   int nspare;
+  /* the process's fork generation its locks belong to (guarded.c: a child's first operation
+   * makes them anew, common/fork.h) */
+  _Atomic uint64_t fork_gen;
 };
 
 void bgi_filter_ref(bg_filter *f);

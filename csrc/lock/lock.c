@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/cond.h"
+#include "common/fork.h"
 #include "common/random.h"
 #include "redis/keyslot.h"
 
@@ -79,6 +80,7 @@ static int open_lock(bg_lock **out, bg_client *c, const char *name, const bg_opt
   }
   l->slot = (int)bgi_keyslot(l->key.s, l->key.len);
   bgi_random_uuid(l->uuid);   /* like Redisson's connection manager id */
+  l->fork_gen = bgi_fork_gen_note();
   pthread_mutex_init(&l->mu, NULL);
   bgi_errslot_init(&l->err);
   bgi_client_ref(c);
@@ -111,6 +113,30 @@ static void drop_hold(bg_lock *l, bgi_hold *h) {
   size_t i = (size_t)(h - l->holds);
   bgi_lock_owner_drop_hold(h->owner);
   l->holds[i] = l->holds[--l->nholds];
+}
+
+/*
+ * fork (common/fork.h): a handle opened before the fork is, in the child, another process's. Its
+ * holds are the parent's (the parent renews and releases them): the child's copy forgets them -
+ * it renews none (the renewal thread is not in the child either), releases none (not even at
+ * bg_lock_close) - and takes a new uuid, so its holder ids are new and an acquire in the child
+ * waits for the parent's hold like any other process's instead of finding it reentrant. Run at
+ * the start of every call that uses the holds or the uuid.
+ */
+static void forked(bg_lock *l) {
+  if (!bgi_forked_since(__atomic_load_n(&l->fork_gen, __ATOMIC_ACQUIRE))) return;
+  bgi_fork_lock();
+  uint64_t now = bgi_fork_gen_note();
+  if (l->fork_gen != now) {
+    bgi_fork_remake_mutex(&l->mu);
+    while (l->nholds) drop_hold(l, &l->holds[l->nholds - 1]);
+    l->rn_prev = l->rn_next = NULL;   /* the renewal list was the parent's (renew.c empties it) */
+    l->rn_registered = l->rn_busy = 0;
+    l->rn_domain = NULL;
+    bgi_random_uuid(l->uuid);
+    __atomic_store_n(&l->fork_gen, now, __ATOMIC_RELEASE);
+  }
+  bgi_fork_unlock();
 }
 
 /* A record for a fresh acquire in flight (count 0, busy); l->mu held. */
@@ -182,6 +208,7 @@ static int acquire(bg_lock *l, bg_call *call, bg_lock_owner *o, int mode, int64_
                        "BG_LOCK_WRITE)", mode);
   if (wait_ms < 0 || wait_ms > MAX_WAIT_MS)
     return bgi_err_set(err, BG_EINVAL, "lock acquire: wait_ms %lld is not in 0..%d", (long long)wait_ms, MAX_WAIT_MS);
+  forked(l);
   if (!o && !(o = bgi_lock_owner_default()))
     return bgi_err_set(err, BG_ENOMEM, "lock acquire: out of memory (the thread's default owner)");
   uint64_t seq = o->seq, gen;
@@ -356,6 +383,7 @@ BG_API int bg_lock_acquire(bg_lock *l, int mode, int64_t wait_ms, uint64_t *fenc
 }
 
 static int release(bg_lock *l, bg_call *call, bg_lock_owner *o, bgi_err *err) {
+  forked(l);
   if (!o && !(o = bgi_lock_owner_default()))
     return bgi_err_set(err, BG_ENOMEM, "lock release: out of memory (the thread's default owner)");
   uint64_t seq = o->seq;
@@ -416,6 +444,7 @@ BG_API int bg_lock_release_owner(bg_lock *l, bg_lock_owner *owner) {
 BG_API int bg_lock_release(bg_lock *l) { return bg_lock_release_owner_ex(l, NULL, NULL); }
 
 static int retire(bg_lock *l, bg_call *call, int *deleted, bgi_err *err) {
+  forked(l);
   bgi_acq a;
   int st = bgi_lock_step_retire(l, bgi_call_deadline(call), &a, err);
   if (st != BG_OK) return st;
@@ -446,6 +475,7 @@ BG_API int bg_lock_retire_ex(bg_lock *l, bg_call *call, int *deleted) {
 BG_API int bg_lock_retire(bg_lock *l, int *deleted) { return bg_lock_retire_ex(l, NULL, deleted); }
 
 static int held(bg_lock *l, bg_lock_owner *o, int *mode, uint32_t *count, uint64_t *fencing_token, bgi_err *err) {
+  forked(l);
   if (mode) *mode = 0;
   if (count) *count = 0;
   if (fencing_token) *fencing_token = 0;
@@ -492,6 +522,7 @@ BG_API size_t bg_lock_holder_id_owner(const bg_lock *l, const bg_lock_owner *own
   char tmp[96];
   if (buf && cap) buf[0] = 0;
   if (!l) return 0;
+  forked((bg_lock *)l);   /* the child's id is new */
   if (!owner && !(owner = bgi_lock_owner_default())) return 0;
   size_t n = bgi_lock_holder(l, owner->seq, tmp, sizeof tmp);
   if (buf && cap) snprintf(buf, cap, "%s", tmp);
@@ -511,6 +542,7 @@ BG_API size_t bg_lock_errmsg_copy(const bg_lock *l, char *buf, size_t cap) {
 
 int bgi_lock_release_all(bg_lock *l, uint64_t deadline_ns, bgi_err *err) {
   int first = BG_OK;
+  forked(l);   /* a child releases none of the parent's holds */
   bgi_lock_renewer_unregister(l);
   for (size_t i = 0; i < l->nholds;) {
     bgi_hold *h = &l->holds[i];

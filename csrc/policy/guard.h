@@ -31,6 +31,7 @@
 #include "common/err.h"
 #include "common/histogram.h"
 #include "common/observe.h"
+#include "common/fork.h"
 #include "common/worker.h"
 
 #define BGI_FAIL_CLASSES 9   /* 1..BG_FAIL_OTHER; 0: not a failure (success, or BG_EINVAL) */
@@ -181,6 +182,8 @@ typedef struct bgi_guard {
   /* background refresher (snapshot.c; started and stopped under admin_mu) */
   bgi_worker rf;
   int64_t rf_interval_ms;
+  _Atomic uint64_t fork_gen;                   /* the process's fork generation its locks and refresher
+                                                  belong to (bgi_guard_fork_check) */
   /* where its events go (the filter's client's hub, or NULL) and the name they carry */
   bgi_obs *obs;
   const char *name;
@@ -264,5 +267,14 @@ int bgi_guard_refresh(bgi_guard *g, uint64_t deadline_ns, atomic_int *stop, bgi_
 /* Starts / stops the background refresher (snapshot.c); under g->admin_mu. */
 int bgi_refresher_start(bgi_guard *g, int64_t interval_ms);
 void bgi_refresher_stop(bgi_guard *g);
+
+/* fork (common/fork.h): in a child, the first operation of a handle made before the fork makes the
+ * guard's locks anew (a download of the parent's refresher may have held one) and starts the
+ * refresher again when the parent had one (its thread is not in the child); the snapshot and the
+ * breaker's state are kept. One relaxed atomic load per operation. */
+void bgi_guard_after_fork(bgi_guard *g);
+static inline void bgi_guard_fork_check(bgi_guard *g) {
+  if (bgi_forked_since(atomic_load_explicit(&g->fork_gen, memory_order_acquire))) bgi_guard_after_fork(g);
+}
 
 #endif

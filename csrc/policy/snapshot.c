@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/fork.h"
 #include "common/wait.h"
 #include "hash/hash.h"
 
@@ -135,3 +136,21 @@ int bgi_refresher_start(bgi_guard *g, int64_t interval_ms) {
 }
 
 void bgi_refresher_stop(bgi_guard *g) { bgi_worker_stop(&g->rf); }
+
+void bgi_guard_after_fork(bgi_guard *g) {
+  bgi_fork_lock();
+  uint64_t now = bgi_fork_gen_note();
+  if (atomic_load(&g->fork_gen) != now) {
+    bgi_fork_remake_mutex(&g->mu);
+    bgi_fork_remake_mutex(&g->admin_mu);
+    bgi_fork_remake_mutex(&g->dl_mu);
+    bgi_fork_remake_mutex(&g->breaker.mu);
+    bgi_fork_remake_mutex(&g->bucket.mu);
+    if (g->rf.running) {
+      bgi_worker_stop(&g->rf);   /* the parent's thread: only marked stopped (common/worker.h) */
+      (void)bgi_refresher_start(g, g->rf_interval_ms);
+    }
+    atomic_store_explicit(&g->fork_gen, now, memory_order_release);
+  }
+  bgi_fork_unlock();
+}

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common/cond.h"
+#include "common/fork.h"
 #include "common/observe.h"
 
 int bgi_cluster_init(bgi_cluster *cl, const bgi_endpoint *base, size_t pool_size, const bgi_hostport *seeds,
@@ -41,6 +42,21 @@ void bgi_cluster_destroy(bgi_cluster *cl) {
   pthread_cond_destroy(&cl->cv);
   pthread_mutex_destroy(&cl->reload_mu);
   pthread_mutex_destroy(&cl->mu);
+}
+
+void bgi_cluster_after_fork(bgi_cluster *cl) {
+  bgi_fork_remake_mutex(&cl->mu);
+  bgi_fork_remake_mutex(&cl->reload_mu);
+  memset(&cl->cv, 0, sizeof cl->cv);
+  bgi_cond_init_monotonic(&cl->cv);
+  int had_refresher = cl->running && !cl->stop;
+  cl->running = 0;
+  for (size_t i = 0; i < cl->nnodes; i++) {
+    bgi_pool_after_fork(&cl->nodes[i]->pool);
+    bgi_muxset_after_fork(&cl->nodes[i]->mux);
+  }
+  /* (should no thread be made, calls still go by the map as it is; MOVED still patches it) */
+  if (had_refresher) (void)bgi_cluster_start(cl);
 }
 
 /* cl->mu held. */

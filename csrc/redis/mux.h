@@ -118,6 +118,12 @@ int bgi_muxset_init(bgi_muxset *s, size_t n, uint64_t spin_ns, const bgi_endpoin
 static inline int bgi_muxset_on(const bgi_muxset *s) { return s->n > 0; }
 /* Stops the readers, fails what is in flight, frees everything. */
 void bgi_muxset_destroy(bgi_muxset *s);
+/* In a child after fork (common/fork.h; no thread of the child uses the set meanwhile): every
+ * connection is let go without a write (bgi_conn_abandon) and left down for the next call to
+ * connect; the calls in flight are the parent's threads' (not in the child), their workspaces go
+ * back to the free list; the locks and the reader's wake pipe (shared with the parent: a byte
+ * either wrote would wake the other's reader) are made anew. */
+void bgi_muxset_after_fork(bgi_muxset *s);
 
 /*
  * A workspace on a connected connection of the set, ws.out reset and flags cleared: connecting it

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/fork.h"
 #include "common/jdouble.h"
 #include "common/random.h"
 #include "hash/hash.h"
@@ -127,6 +128,7 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
   int st = bgi_options_check(opts, BGI_OPT_ROTATION, err);
   if (st != BG_OK) return st;
   if (!(r = calloc(1, sizeof *r))) return bgi_err_set(err, BG_ENOMEM, "rotation: out of memory");
+  r->fork_gen = bgi_fork_gen_note();
   /* n and p as Redisson checks them, before anything is asked of the server (the size cap of a
    * plain filter only once the filter's kind is known: a partitioned one has none) */
   if (bgi_params_uncapped(expected_insertions, fpp, &r->size, &r->k, why, sizeof why) != BG_OK) {
@@ -199,8 +201,24 @@ static void fail(bg_rotation *r, const bgi_err *why) {
   rotation_ended(r, why->status, why->status == BG_EABORTED, bgi_err_text(why));
 }
 
+/*
+ * fork (common/fork.h): a rotation begun before the fork is the parent's - its lease (renewed by
+ * the parent's thread, not in the child), its staging keys, its lock. In the child the handle
+ * can neither add to it, commit nor abort it: each fails with BG_EINVAL, and bg_rotation_free
+ * there only frees memory (no abort: that would delete the parent's staging keys and lease).
+ * 1 (err set) when r is such a handle.
+ */
+static int forked_away(bg_rotation *r, const char *what, bgi_err *err) {
+  if (!bgi_forked_since(r->fork_gen)) return 0;
+  if (r->state == BGI_ROT_ACTIVE) r->state = BGI_ROT_FAILED;   /* nothing of it is undone here */
+  bgi_err_set(err, BG_EINVAL, "%s: the rotation of \"%s\" was begun before this process forked: it is the parent "
+              "process's (its lease, staging keys and lock); begin one in this process instead", what, r->f->name.s);
+  return 1;
+}
+
 static int add_many(bg_rotation *r, const void *const *items, const size_t *lens, size_t n) {
   bgi_err err = {0};
+  if (forked_away(r, "rotation add", &err)) return finish(r, &err);
   if (bgi_rot_check_active(r, "rotation add", &err) != BG_OK ||
       bgi_check_items("rotation add", items, lens, n, lens, &err) != BG_OK)
     return finish(r, &err);
@@ -253,6 +271,7 @@ BG_API int bg_rotation_commit(bg_rotation *r) { return bg_rotation_commit_ex(r, 
 
 static int commit(bg_rotation *r) {
   bgi_err err = {0};
+  if (forked_away(r, "commit", &err)) return finish(r, &err);
   if (bgi_rot_check_active(r, "commit", &err) != BG_OK) {
     if (err.status == BG_EROTATING) fail(r, &err);
     return finish(r, &err);
@@ -270,6 +289,7 @@ static int commit(bg_rotation *r) {
 
 static int abort_rotation(bg_rotation *r) {
   bgi_err err = {0};
+  if (forked_away(r, "abort", &err)) return finish(r, &err);
   if (r->state != BGI_ROT_ACTIVE) return BG_OK;
   r->ops->abort(r, &err);
   r->state = BGI_ROT_ABORTED;
@@ -288,7 +308,7 @@ BG_API int bg_rotation_abort(bg_rotation *r) { return bg_rotation_abort_ex(r, NU
 
 BG_API void bg_rotation_free(bg_rotation *r) {
   if (!r) return;
-  if (r->state == BGI_ROT_ACTIVE) bg_rotation_abort(r);
+  if (r->state == BGI_ROT_ACTIVE && !forked_away(r, "free", &(bgi_err){0})) bg_rotation_abort(r);
   bgi_lease_stop(r);
   bg_lock_close(r->lock);
   bgi_prot_free(r);

@@ -107,6 +107,7 @@ struct bg_rotation {
   int state;
   struct bg_options opts;
   char token[33];       /* random: proves this rotator holds the lease */
+  uint64_t fork_gen;    /* the process's fork generation it began in (rotation.c: forked_away) */
   /* SWAP: NAME's "next:TOKEN", the upload's target (this rotation's own); the previous bitmap,
    * handed over as its buffer, is the filter's spare_key */
   bgi_key staging_key;

@@ -24,6 +24,11 @@
  *
  * Lifetime: filters opened on a client keep it alive; bg_client_close releases the caller's
  * reference and the pool goes away when the last filter is closed as well.
+ *
+ * fork(): a client (and its filters) made before a fork may be used in both processes. In the
+ * child, its first use closes the child's copies of the inherited connections without writing to
+ * them (the parent's go on) and connects anew on demand; nothing of the parent's is read or
+ * written there. docs/operations.md, "Across fork()".
  */
 #ifndef BLOOMGUARD_CLIENT_H
 #define BLOOMGUARD_CLIENT_H

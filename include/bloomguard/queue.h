@@ -46,6 +46,12 @@
  * that serialize them). bg_queue_cancel may be called from any thread or a signal handler. A
  * client may have any number of queues; each has connections of its own. The filters and the
  * client stay shared with blocking callers on other threads.
+ *
+ * fork(): in a child, the first poll, submit or close of a queue opened before the fork gives it
+ * fresh epoll, eventfd and timerfd instances on the same fd numbers (bg_queue_fd is unchanged; a
+ * loop that registered it in an epoll of its own before the fork must register it again) and new
+ * connections; every operation in flight at the fork is the parent's and completes in the child
+ * with BG_ECANCELED, nothing of it sent or read there. docs/operations.md, "Across fork()".
  */
 #ifndef BLOOMGUARD_QUEUE_H
 #define BLOOMGUARD_QUEUE_H

@@ -87,6 +87,9 @@
  *
  * Thread safety: a bg_rotation is driven by one thread at a time (add_many hashes on several
  * threads internally); its filter and client stay usable by other threads meanwhile.
+ *
+ * fork(): a rotation begun before a fork is the parent's (its lease, staging keys, lock). In the
+ * child, add, commit and abort fail with BG_EINVAL and bg_rotation_free only frees memory.
  */
 #ifndef BLOOMGUARD_ROTATION_H
 #define BLOOMGUARD_ROTATION_H

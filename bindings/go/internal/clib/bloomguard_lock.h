@@ -86,8 +86,13 @@
  *
  * Thread safety: a bg_lock may be shared by any number of threads (each acquires and releases
  * for its owner, see above); bg_lock_errmsg may then show another thread's message: use the _ex
- * forms with a bg_call of the thread's own, or bg_lock_errmsg_copy. Do not use a handle in a
- * child process after fork (its renewal thread is not there). A handle keeps its client alive.
+ * forms with a bg_call of the thread's own, or bg_lock_errmsg_copy. A handle keeps its client alive.
+ *
+ * fork(): holds taken before a fork stay the parent's. In the child the handle forgets them - it
+ * neither renews nor releases them (bg_lock_release answers BG_EINVAL, bg_lock_close releases
+ * nothing) - and takes a new uuid, so its holder ids are new: an acquire there waits for the
+ * parent's hold as any other process's would, and what it acquires it renews with a renewal
+ * thread of the child's own.
  * Needs Redis 5 or later (scripts read the server's TIME).
  */
 #ifndef BLOOMGUARD_LOCK_H

@@ -13,6 +13,9 @@
 void bgi_client_ref(bg_client *c) { atomic_fetch_add(&c->refs, 1); }
 
 static void client_free(bg_client *c) {
+  /* a child closing a client made before the fork: the parent's threads (refresher, readers) and
+   * locks are not its to join or take */
+  bgi_client_fork_check(c);
   if (c->own_cluster) {
     bgi_cluster_destroy(c->own_cluster);
     free(c->own_cluster);
@@ -31,6 +34,25 @@ static void client_free(bg_client *c) {
 
 void bgi_client_unref(bg_client *c) {
   if (c && atomic_fetch_sub(&c->refs, 1) == 1) client_free(c);
+}
+
+void bgi_client_after_fork(bg_client *c) {
+  bgi_fork_lock();
+  uint64_t now = bgi_fork_gen_note();
+  if (atomic_load(&c->fork_gen) != now) {
+    /* a discovery under way was a parent's thread's: the next call finds the server again (or,
+     * when it had ended, calls go where it found) */
+    bgi_fork_remake_mutex(&c->disc.mu);
+    memset(&c->disc.cv, 0, sizeof c->disc.cv);
+    bgi_cond_init_monotonic(&c->disc.cv);
+    c->disc.running = 0;
+    bgi_pool_after_fork(&c->pool);
+    bgi_muxset_after_fork(&c->mux);
+    /* the cluster's or the Sentinel's table, published or not yet */
+    if (c->own_cluster) bgi_cluster_after_fork(c->own_cluster);
+    atomic_store_explicit(&c->fork_gen, now, memory_order_release);
+  }
+  bgi_fork_unlock();
 }
 
 /* The multiplexed connections per server (0: off) and their calls' spin, from the options. */
@@ -97,6 +119,7 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
   if ((st = bgi_options_check(opts, BGI_OPT_CLIENT, err)) != BG_OK) return st;
   if (!(c = calloc(1, sizeof *c))) return bgi_err_set(err, BG_ENOMEM, "out of memory");
   atomic_init(&c->refs, 1);
+  atomic_init(&c->fork_gen, bgi_fork_gen_note());
   bgi_errslot_init(&c->err);
   bgi_obs_init(&c->obs, 0);
   pthread_mutex_init(&c->disc.mu, NULL);

@@ -86,6 +86,7 @@ struct bgi_pipes {
   /* The stall tests' negative control, never set otherwise: a connection given up for silence
    * fails its requests as a lost one, and each send waits a whole command timeout (a retry too). */
   int fault_fresh_waits;
+  pentry *orphans;           /* fork: the inherited pipes' entries, until their requests ended */
 };
 
 /* ---- entries ------------------------------------------------------------------------------------ */
@@ -415,6 +416,43 @@ void bgi_pipes_abandon(bgi_pipes *p, bgi_xfer *x) {
   if (p->fault_no_discard) forget(e->pipe, e);
 }
 
+/* ---- fork (queue.h: bgi_queue_after_fork) ---------------------------------------------------- */
+
+void bgi_pipes_fork_detach(bgi_pipes *p) {
+  for (size_t i = 0; i < p->nservers; i++)
+    for (size_t j = 0; j <= p->servers[i].n; j++) {
+      pipe_s *pp = &p->servers[i].pipes[j];
+      pp->watched = 0;   /* the queue's new epoll instance has none of its sockets */
+      /* the entries stay valid for the requests that still point at them, off the pipe: a
+       * request that went on after its end would find the pipe down and connect it anew */
+      for (pentry *e = pp->head; e;) {
+        pentry *next = e->next;
+        if (e != &pp->hs) {
+          e->next = p->orphans;
+          p->orphans = e;
+        }
+        e = next;
+      }
+      pp->head = pp->tail = NULL;
+      pp->inflight = 0;
+      pp->dirty = 0;
+      bgi_queue_timer_cancel(p->q, &pp->hs.timer);
+      bgi_conn_abandon(&pp->conn);
+      pp->state = PIPE_DOWN;
+      if (pp->q.len) memset(pp->q.data, 0, pp->q.len);   /* a handshake's secret may wait there */
+      pp->q.len = pp->q_off = 0;
+    }
+  p->dirty = NULL;
+}
+
+void bgi_pipes_fork_drop(bgi_pipes *p) {
+  while (p->orphans) {
+    pentry *e = p->orphans;
+    p->orphans = e->next;
+    entry_put(p, e);   /* abandoned: their requests were ended */
+  }
+}
+
 void bgi_pipes_fault_no_discard(bgi_pipes *p, int on) { p->fault_no_discard = on; }
 
 void bgi_pipes_fault_fresh_waits(bgi_pipes *p, int on) { p->fault_fresh_waits = on; }
@@ -482,6 +520,7 @@ static server *server_of(bgi_pipes *p, const bgi_endpoint *ep) {
 
 static int ready(bgi_transport *tr, bgi_task *waiter, bg_client *cl, uint64_t deadline_ns, bgi_err *err) {
   bgi_pipes *p = (bgi_pipes *)tr;
+  bgi_client_fork_check(cl);   /* the routes and a discovery use the client's own connections */
   if (atomic_load_explicit(&cl->ready, memory_order_acquire)) return BG_OK;
   return bgi_queue_discover(p->q, (bgi_req_task *)waiter, deadline_ns, err);
 }
@@ -607,5 +646,6 @@ void bgi_pipes_free(bgi_pipes *p) {
   free(p->servers);
   free_entries(p->free);
   free_entries(p->graveyard);
+  free_entries(p->orphans);
   free(p);
 }

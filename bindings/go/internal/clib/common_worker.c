@@ -7,6 +7,7 @@
 #include "bloomguard_errors.h"
 #include "common_clock.h"
 #include "common_cond.h"
+#include "common_fork.h"
 
 /* Waits ms (BGI_WORKER_IDLE: no limit) unless woken or stopped; w->mu held. */
 static void wait_round(bgi_worker *w, int64_t ms) {
@@ -42,6 +43,7 @@ int bgi_worker_start(bgi_worker *w, int64_t first_ms, bgi_worker_fn round, void 
   w->ctx = ctx;
   w->first_ms = first_ms;
   w->woken = 0;
+  w->fork_gen = bgi_fork_gen_note();
   atomic_init(&w->stop, 0);
   if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
     pthread_cond_destroy(&w->cv);
@@ -54,6 +56,7 @@ int bgi_worker_start(bgi_worker *w, int64_t first_ms, bgi_worker_fn round, void 
 }
 
 void bgi_worker_wake(bgi_worker *w) {
+  if (!w->running || bgi_forked_since(w->fork_gen)) return;
   pthread_mutex_lock(&w->mu);
   w->woken = 1;
   pthread_cond_signal(&w->cv);
@@ -62,6 +65,10 @@ void bgi_worker_wake(bgi_worker *w) {
 
 void bgi_worker_stop(bgi_worker *w) {
   if (!w->running) return;
+  if (bgi_forked_since(w->fork_gen)) {
+    w->running = 0;   /* the parent's thread: nothing to join here */
+    return;
+  }
   pthread_mutex_lock(&w->mu);
   atomic_store(&w->stop, 1);
   pthread_cond_signal(&w->cv);

@@ -10,6 +10,10 @@
  * may take its own locks and block in I/O; bgi_worker_stop waits for the round in progress to
  * return, and a long round looks at *bgi_worker_stop_flag between its steps to return early.
  *
+ * fork (common/fork.h): the thread is not in a child. There, wake does nothing and stop joins
+ * nothing (the round the parent's thread may have been in never returns in the child; its mutex
+ * may stay locked): the worker is only marked stopped, and may be started again.
+ *
  * Thread safety: start and stop by one owner (not concurrently with each other); wake and the
  * stop flag from any thread while the worker runs. The round is never called after stop returns.
  */
@@ -35,6 +39,7 @@ typedef struct bgi_worker {
   int64_t first_ms;     /* the wait before the first round */
   int running;          /* started and not yet joined (the owner's view) */
   int woken;            /* under mu: bgi_worker_wake since the last round began */
+  uint64_t fork_gen;    /* the process's fork generation the thread was started in */
   atomic_int stop;
 } bgi_worker;
 

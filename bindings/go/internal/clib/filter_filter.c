@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common_fork.h"
 #include "hash_hash.h"
 #include "redis_keyslot.h"
 
@@ -72,6 +73,7 @@ BG_API int bg_filter_open_ex(bg_filter **out, bg_call *call, bg_client *c, const
   atomic_init(&f->kind, 0);
   pthread_mutex_init(&f->pmu, NULL);
   pthread_mutex_init(&f->spare_mu, NULL);
+  atomic_init(&f->fork_gen, bgi_fork_gen_note());
   bgi_errslot_init(&f->err);
   bgi_guard_init(&f->guard);
   /* the engine refreshes its snapshot through the filter's consistent download (download.c) */

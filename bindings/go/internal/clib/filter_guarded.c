@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common_fork.h"
 #include "filter_partitioned.h"
 
 /* p + i, without computing NULL + 0 (items may be NULL for an empty batch) */
@@ -161,8 +162,25 @@ static bgi_task *add_attempt(void *ctx, uint64_t deadline_ns, size_t from, size_
   return attempt(op, deadline_ns, from, done);
 }
 
+/* fork (common/fork.h): in a child, the first operation of a filter made before the fork makes its
+ * locks anew - a thread of the parent's (not in the child) may have held one. The spare task
+ * memory is kept when its list's lock was free at the fork (the list is whole), else left. */
+static void after_fork(bg_filter *f) {
+  bgi_fork_lock();
+  uint64_t now = bgi_fork_gen_note();
+  if (atomic_load(&f->fork_gen) != now) {
+    if (pthread_mutex_trylock(&f->spare_mu) == 0) pthread_mutex_unlock(&f->spare_mu);
+    else f->spare = NULL, f->nspare = 0;
+    bgi_fork_remake_mutex(&f->spare_mu);
+    bgi_fork_remake_mutex(&f->pmu);
+    atomic_store_explicit(&f->fork_gen, now, memory_order_release);
+  }
+  bgi_fork_unlock();
+}
+
 void bgi_guarded_op_init(bgi_guarded_op *op, int is_add, bg_filter *f, uint64_t deadline_ns, const void *const *items,
                          const size_t *lens, size_t n, uint8_t *present) {
+  if (bgi_forked_since(atomic_load_explicit(&f->fork_gen, memory_order_acquire))) after_fork(f);
   bgi_op o = {is_add, is_add ? add_attempt : contains_attempt, op, items, lens, n, present,
               bgi_filter_hists(&f->stats, is_add ? BG_OP_ADD : BG_OP_CONTAINS)};
   op->f = f;

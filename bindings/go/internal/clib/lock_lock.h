@@ -69,6 +69,7 @@ struct bg_lock {
   bgi_key key, fence_key, readers_key, writers_key, channel;
   int slot;             /* the cluster hash slot of every key and of the channel */
   char uuid[37];
+  uint64_t fork_gen;    /* the process's fork generation the uuid and holds belong to (lock.c: forked) */
   int64_t lease_ms, poll_max_ms;
   int renew, subscribe;
 

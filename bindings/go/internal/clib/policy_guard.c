@@ -33,6 +33,7 @@ void bgi_guard_init(bgi_guard *g) {
   bgi_bucket_init(&g->bucket);
   atomic_init(&g->degraded.window, 0);
   atomic_init(&g->degraded.pending, 0);
+  atomic_init(&g->fork_gen, bgi_fork_gen_note());
 }
 
 void bgi_guard_destroy(bgi_guard *g) {
@@ -327,6 +328,7 @@ static int resume_guard(bgi_task *t, int st, bgi_err *err) {
 }
 
 void bgi_guard_task_init(bgi_guard_task *gt, bgi_guard *g, const bgi_op *op, uint64_t deadline_ns) {
+  bgi_guard_fork_check(g);
   bgi_task_init(&gt->t, resume_guard);
   gt->source = BG_SOURCE_NONE;
   gt->g = g;

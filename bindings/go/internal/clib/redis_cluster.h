@@ -86,6 +86,11 @@ void bgi_cluster_use_sentinel(bgi_cluster *cl, const char *master_name, const ch
                               const char *sentinel_password);
 /* Stops the refresher, closes every connection, frees every node. */
 void bgi_cluster_destroy(bgi_cluster *cl);
+/* In a child after fork (common/fork.h; no thread of the child uses the table meanwhile): every
+ * node's connections are let go without a write (bgi_pool_after_fork, bgi_muxset_after_fork),
+ * the locks made anew, and the refresher (the parent's thread, not in the child) started again
+ * when the parent had one. The slot map is kept. */
+void bgi_cluster_after_fork(bgi_cluster *cl);
 
 /*
  * Events (common/observe.h, through base->obs): a reload that finds slots served by other masters

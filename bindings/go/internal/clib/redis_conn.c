@@ -407,6 +407,13 @@ void bgi_conn_drop(bgi_conn *c) {
   c->broken = 0;
 }
 
+void bgi_conn_abandon(bgi_conn *c) {
+  /* redisFree closes the fd and frees the TLS object with SSL_free, never SSL_shutdown (redis/tls.c):
+   * it writes nothing */
+  c->broken = 0;
+  bgi_conn_drop(c);
+}
+
 void bgi_conn_free(bgi_conn *c) {
   bgi_conn_drop(c);
   bgi_arena_free(&c->arena);

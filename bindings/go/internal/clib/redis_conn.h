@@ -107,6 +107,10 @@ int bgi_conn_open(bgi_conn *c, const bgi_endpoint *ep, uint64_t deadline_ns, int
  * broken counts as lost (BG_EVENT_CONNECTION_LOST, told on this thread: the observer may run with
  * the caller's locks held). */
 void bgi_conn_drop(bgi_conn *c);
+/* A child process after fork (common/fork.h) lets go of the connection it inherited: its copy of
+ * the socket is closed, nothing is written (no QUIT, no TLS close_notify: SSL_free alone), so the
+ * parent's connection, the same open file description, goes on as it was; not counted lost. */
+void bgi_conn_abandon(bgi_conn *c);
 /* Marks it broken by a failure seen above it (a multiplexed or queue connection given up): st, the
  * status (the first one given is kept). */
 void bgi_conn_mark_lost(bgi_conn *c, int st);

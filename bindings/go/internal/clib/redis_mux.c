@@ -12,6 +12,7 @@
 
 #include "common_clock.h"
 #include "common_cond.h"
+#include "common_fork.h"
 #include "common_wait.h"
 
 /* Replies one call may wait for (as bgi_client_call's). */
@@ -291,14 +292,22 @@ static void hand_off(bgi_mux *m) {
   m->idle = 1;
 }
 
-static int mux_init(bgi_mux *m, bgi_muxset *s) {
-  memset(m, 0, sizeof *m);
-  m->set = s;
-  if (pipe(m->wake) != 0) return BG_ENOMEM;
+static int make_wake(bgi_mux *m) {
+  if (pipe(m->wake) != 0) {
+    m->wake[0] = m->wake[1] = -1;
+    return BG_ENOMEM;
+  }
   fcntl(m->wake[0], F_SETFL, O_NONBLOCK);
   fcntl(m->wake[1], F_SETFL, O_NONBLOCK);
   fcntl(m->wake[0], F_SETFD, FD_CLOEXEC);
   fcntl(m->wake[1], F_SETFD, FD_CLOEXEC);
+  return BG_OK;
+}
+
+static int mux_init(bgi_mux *m, bgi_muxset *s) {
+  memset(m, 0, sizeof *m);
+  m->set = s;
+  if (make_wake(m) != BG_OK) return BG_ENOMEM;
   pthread_mutex_init(&m->mu, NULL);
   pthread_mutex_init(&m->io, NULL);
   bgi_cond_init_monotonic(&m->cv);
@@ -352,6 +361,42 @@ void bgi_muxset_destroy(bgi_muxset *s) {
   }
   s->graveyard = NULL;
   pthread_mutex_destroy(&s->free_mu);
+}
+
+static void mux_after_fork(bgi_mux *m) {
+  bgi_fork_remake_mutex(&m->mu);
+  bgi_fork_remake_mutex(&m->io);
+  memset(&m->cv, 0, sizeof m->cv);
+  bgi_cond_init_monotonic(&m->cv);
+  close(m->wake[0]);   /* the child's copies only: the parent's pipe stays open */
+  close(m->wake[1]);
+  /* without a pipe (no fd left) a reader's poll misses the early wake-ups (a failure, a full
+   * socket) and ends at its own time limit instead */
+  (void)make_wake(m);
+  for (bgi_mux_call *mc = m->head; mc;) {
+    bgi_mux_call *next = mc->next;
+    put_free(m->set, mc);
+    mc = next;
+  }
+  m->head = m->tail = NULL;
+  atomic_store(&m->inflight, 0);
+  bgi_conn_abandon(&m->conn);
+  m->state = BGI_MUX_DOWN;
+  m->gen++;   /* a workspace taken for the inherited connection is never sent on a new one */
+  m->writing = m->reading = m->want_out = m->failed = 0;
+  m->idle = 1;
+  m->calls = 0;
+  /* a writer of the parent's may have been between taking the queue and clearing its batch: none
+   * of those bytes may go out on the child's connection (their replies would answer other calls) */
+  m->q.len = m->wbuf.len = 0;
+  m->pend.len = m->pend_off = 0;
+  m->fail_msg[0] = 0;
+}
+
+void bgi_muxset_after_fork(bgi_muxset *s) {
+  if (!s->ep) return;
+  bgi_fork_remake_mutex(&s->free_mu);
+  for (size_t i = 0; i < s->n; i++) mux_after_fork(&s->mux[i]);
 }
 
 /* Connects m (m->mu held, state DOWN; returns with it held) by the call's deadline (0: none,

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common_cond.h"
+#include "common_fork.h"
 #include "common_wait.h"
 
 int bgi_pool_init(bgi_pool *p, size_t size, const bgi_endpoint *ep) {
@@ -33,6 +34,17 @@ void bgi_pool_destroy(bgi_pool *p) {
   pthread_mutex_destroy(&p->mu);
   pthread_cond_destroy(&p->cv);
   p->conns = NULL;
+}
+
+void bgi_pool_after_fork(bgi_pool *p) {
+  if (!p->conns) return;
+  bgi_fork_remake_mutex(&p->mu);
+  memset(&p->cv, 0, sizeof p->cv);
+  bgi_cond_init_monotonic(&p->cv);
+  for (size_t i = 0; i < p->size; i++) {
+    bgi_conn_abandon(&p->conns[i]);
+    p->busy[i] = 0;
+  }
 }
 
 /* Index of a free slot, preferring one that is already connected; -1 if all are busy. */

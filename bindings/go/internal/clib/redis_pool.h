@@ -29,6 +29,10 @@ void bgi_pool_destroy(bgi_pool *p);
  * the call's absolute deadline_ns (0: the command timeout from now; BG_ECANCELED when the current
  * call is cancelled meanwhile), then connects it when it is not (bgi_conn_open, the same deadline). */
 int bgi_pool_acquire(bgi_pool *p, uint64_t deadline_ns, bgi_conn **out, bgi_err *err);
+/* In a child after fork (common/fork.h; no thread of the child uses the pool meanwhile): every
+ * connection is let go without a write (bgi_conn_abandon) and free again - the threads that held
+ * some are the parent's - and the lock is made anew; the next acquire connects. */
+void bgi_pool_after_fork(bgi_pool *p);
 /* Returns it; a broken connection is closed here so the next acquire reconnects. */
 void bgi_pool_release(bgi_pool *p, bgi_conn *c);
 
