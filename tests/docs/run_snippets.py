@@ -8,9 +8,11 @@ emptied before each block):
 - python: executed by the Python that has bloomguard installed (--python, default
   build-python/venv/bin/python, what bindings/python/ci.sh makes);
 - go: compiled and run in a Go module outside the tree, laid out as the README's install section
-  says (the module in a folder beside the checkout, here a symlink named bloomguard), after running
-  the README's own `go mod edit -require=... -replace=...` line there; every other page's copy of
-  that line must be the same;
+  says (the module in a folder beside the checkout, here a symlink named bloomguard, both in
+  $TMPDIR/bg-snippets-go-UID-HASH, kept between runs so that cgo's build cache serves the next),
+  after running the README's own `go mod edit -require=... -replace=...` line there; every other
+  page's copy of that line must be the same. A block importing the otel module is built in a
+  second module that also ran the pages' install line of that module, then `go mod tidy`;
 - c: compiled against the library of a CMake build (--build, default build; or --c-lib) and run.
 
 Other languages (sh, console, text, ...) are not run; the summary counts them. A block without a
@@ -59,6 +61,7 @@ RUN_LANGS = ("python", "go", "c")
 ALIASES = {"py": "python", "python3": "python", "golang": "go", "shell": "sh"}
 TIMEOUT = 120  # seconds per block (build or run)
 GO_MODULE = "github.com/bloomguard/bloomguard/bindings/go"
+GO_OTEL = GO_MODULE + "/otel"
 
 # ---- the glue a fragment may name --------------------------------------------------------------
 # python: name -> prelude lines (run before the fragment, in this order).
@@ -93,6 +96,8 @@ GO_GLUE = {
     "url": ("string", "url := URL"),
     "client": ("*bloomguard.Client",
                "client, err := bloomguard.Open(URL)\n\tcheck(err)\n\tdefer client.Close()"),
+    "c": ("*bloomguard.Client", "c, err := bloomguard.Open(URL)\n\tcheck(err)\n\tdefer c.Close()"),
+    "exporter": ("sdkmetric.Exporter", "exporter := discard{}"),
     "f": ("*bloomguard.Filter",
           'f, err := client.Filter("products")\n\tcheck(err)\n\tdefer f.Close()\n'
           '\t_, err = f.Init(context.Background(), 1_000_000, 0.01)\n\tcheck(err)'),
@@ -101,14 +106,27 @@ GO_GLUE = {
     # (None: a declaration at file scope)
     "allSkus": (None, 'func allSkus() []string { return []string{"sku-1", "sku-2", "sku-42"} }'),
 }
-GO_ORDER = ["ctx", "url", "client", "f", "rows", "db", "allSkus"]
+GO_ORDER = ["ctx", "url", "client", "c", "f", "rows", "db", "exporter", "allSkus"]
 GO_DECLS = {  # file-scope declarations a name brings
     "db": ("type database struct{} // a stand-in for the database the filter guards\n\n"
            "func (*database) Exists(ctx context.Context, item []byte) bool { return true }"),
+    "exporter": textwrap.dedent("""\
+        type discard struct{} // an OpenTelemetry exporter that drops what it is given
+
+        func (discard) Temporality(k sdkmetric.InstrumentKind) metricdata.Temporality {
+        \treturn sdkmetric.DefaultTemporalitySelector(k)
+        }
+        func (discard) Aggregation(k sdkmetric.InstrumentKind) sdkmetric.Aggregation {
+        \treturn sdkmetric.DefaultAggregationSelector(k)
+        }
+        func (discard) Export(context.Context, *metricdata.ResourceMetrics) error { return nil }
+        func (discard) ForceFlush(context.Context) error                          { return nil }
+        func (discard) Shutdown(context.Context) error                            { return nil }"""),
 }
 GO_STD = {"context": "context", "errors": "errors", "fmt": "fmt", "time": "time", "log": "log",
           "slog": "log/slog", "os": "os", "strings": "strings", "sync": "sync",
-          "bloomguard": GO_MODULE}
+          "bloomguard": GO_MODULE, "sdkmetric": "go.opentelemetry.io/otel/sdk/metric",
+          "metricdata": "go.opentelemetry.io/otel/sdk/metric/metricdata"}
 
 # c: name -> lines at the top of main, and lines at its end
 C_GLUE = {
@@ -232,7 +250,7 @@ class Runner:
     def __init__(self, args: argparse.Namespace, server: RedisServer, work: str) -> None:
         self.args, self.server, self.work = args, server, work
         self.url = server.url
-        self.go_app: Optional[str] = None
+        self.go_apps: Dict[bool, str] = {}
         self.n = 0
 
     def flush(self) -> None:
@@ -260,16 +278,19 @@ class Runner:
         run([self.args.python, path], self.work, "python")
 
     # go
-    def go_module(self) -> str:
-        """The module beside a checkout, set up by the README's own install line (once)."""
-        if self.go_app:
-            return self.go_app
-        line = go_install_line(self.args.root)
+    def go_module(self, otel: bool) -> str:
+        """The module beside a checkout, set up by the README's own install line (once); for a block
+        importing the otel module, a second one that also runs the docs' install line of that module."""
+        if otel in self.go_apps:
+            return self.go_apps[otel]
+        lines = [go_install_line(self.args.root, GO_MODULE, "README.md")]
+        if otel:
+            lines.append(go_install_line(self.args.root, GO_OTEL, ""))
         # One folder per checkout, the same at every run: cgo's build cache is keyed by the package's
         # directory, so the C library compiles once (about half a minute), not at every run.
         base = os.path.join(tempfile.gettempdir(), "bg-snippets-go-%d-%s"
                             % (os.getuid(), hashlib.sha1(TOP.encode()).hexdigest()[:10]))
-        link, app = os.path.join(base, "bloomguard"), os.path.join(base, "app")
+        link, app = os.path.join(base, "bloomguard"), os.path.join(base, "app-otel" if otel else "app")
         shutil.rmtree(app, ignore_errors=True)
         os.makedirs(app)
         if not os.path.islink(link) or os.readlink(link) != TOP:
@@ -277,14 +298,16 @@ class Runner:
                 os.unlink(link)
             os.symlink(TOP, link)
         run(["go", "mod", "init", "example.com/app"], app, "go mod init")
-        run(["sh", "-c", line], app, "the README's Go install line (%s)" % line)
-        self.go_app = app
+        for line in lines:
+            run(["sh", "-c", line], app, "the docs' Go install line (%s)" % line)
+        self.go_apps[otel] = app
         return app
 
     def go(self, b: Block) -> None:
         check_needs(b, GO_GLUE)
-        app = self.go_module()
         code = self.source(b)
+        otel = GO_OTEL in code
+        app = self.go_module(otel)
         if b.kind == "fragment":
             code = go_wrap(code, b.needs, self.url)
         self.n += 1
@@ -292,6 +315,8 @@ class Runner:
         os.makedirs(os.path.join(app, pkg))
         with open(os.path.join(app, pkg, "main.go"), "w") as fh:
             fh.write(code)
+        if otel:  # as the page says: go mod tidy fetches the OpenTelemetry SDK and the Prometheus client
+            run(["go", "mod", "tidy"], app, "go mod tidy")
         exe = os.path.join(self.work, pkg)
         run(["go", "build", "-o", exe, "./" + pkg], app, "go build")
         run([exe], self.work, "the Go program")
@@ -320,27 +345,28 @@ class Runner:
         run([exe, self.url], self.work, "the C program")
 
 
-def go_install_line(root: str) -> str:
-    """The README's `go mod edit -require=... -replace=...` command; every page's copy must match."""
+def go_install_line(root: str, module: str, home: str) -> str:
+    """The `go mod edit -require=MODULE@... -replace=MODULE=...` command of the pages (of the page
+    home, when given: the README's for the binding); every page's copy of it must be the same."""
     found: Dict[str, List[str]] = collections.OrderedDict()
     blocks, _ = parse(root)
     for b in blocks:
         if b.lang not in ("sh", "bash", "console"):
             continue
-        joined = re.sub(r"\\\n\s*", " ", b.code)
-        for ln in joined.split("\n"):
-            if "go mod edit" in ln and GO_MODULE in ln:
-                cmd = " ".join(shlex.split(ln.split("#", 1)[0], comments=False))
+        for ln in re.sub(r"\\\n\s*", " ", b.code).split("\n"):
+            m = re.search(r"-replace=([^=\s]+)=", ln)
+            if "go mod edit" in ln and m and m.group(1) == module:
+                cmd = " ".join(shlex.split(ln, comments=True))
                 found.setdefault(cmd, []).append(b.where)
-    readme = [c for c, w in found.items() if any(x.startswith("README.md:") for x in w)]
-    if len(readme) != 1:
-        raise Failure("README.md must hold one Go install line (go mod edit -require=%s...), found %d"
-                      % (GO_MODULE, len(readme)))
-    others = ["%s: %s" % (", ".join(w), c) for c, w in found.items() if c != readme[0]]
+    homes = [c for c, w in found.items() if not home or any(x.startswith(home + ":") for x in w)]
+    if len(homes) != 1:
+        raise Failure("%s must hold one Go install line for %s (go mod edit -require=%s@... -replace=...), "
+                      "found %d" % (home or "the pages", module, module, len(homes)))
+    others = ["%s: %s" % (", ".join(w), c) for c, w in found.items() if c != homes[0]]
     if others:
-        raise Failure("pages give another Go install line than README.md's (%s):\n    %s"
-                      % (readme[0], "\n    ".join(others)))
-    return readme[0]
+        raise Failure("pages give another Go install line for %s than %s (%s):\n    %s"
+                      % (module, home or found[homes[0]][0], homes[0], "\n    ".join(others)))
+    return homes[0]
 
 
 def go_wrap(body: str, needs: List[str], url: str) -> str:
@@ -349,17 +375,21 @@ def go_wrap(body: str, needs: List[str], url: str) -> str:
     if m:
         imports.append(m.group(1).strip("\n"))
         body = body[:m.start()] + body[m.end():]
-    used = {pkg for alias, pkg in GO_STD.items() if re.search(r"(?<![\w.])%s\." % alias, body)}
-    used |= {"context", "fmt", "os", GO_MODULE}
     names = [n for n in GO_ORDER if n in needs or (n == "client" and GO_NEEDS_CLIENT & set(needs))]
     decls = "".join(GO_GLUE[n][1] + "\n\n" for n in names if GO_GLUE[n][0] is None)
     decls += "".join(GO_DECLS[n] + "\n\n" for n in names if n in GO_DECLS)
+    glue = body + decls + " ".join(GO_GLUE[n][0] or "" for n in names)
+    own = set(re.findall(r'"([^"]+)"', "\n".join(imports)))  # what the fragment imports itself
+    used = {(alias, pkg) for alias, pkg in GO_STD.items() if re.search(r"(?<![\w.])%s\." % alias, glue)}
+    used |= {("context", "context"), ("fmt", "fmt"), ("os", "os"), ("bloomguard", GO_MODULE)}
+    used = {"%s%s" % ("" if pkg.rsplit("/", 1)[-1] == alias else alias + " ", '"%s"' % pkg)
+            for alias, pkg in used if pkg not in own}
     names = [n for n in names if GO_GLUE[n][0] is not None]
     passed = [n for n in names if n in needs]
     params = ", ".join("%s %s" % (n, GO_GLUE[n][0]) for n in passed)
     setup = "\n\t".join(GO_GLUE[n][1] for n in names)
     args = ", ".join(passed)
-    imports = "\n".join('\t"%s"' % p for p in sorted(used)) + "\n" + "\n".join(imports)
+    imports = "\n".join("\t" + p for p in sorted(used)) + "\n" + "\n".join(imports)
     return (
         "package main\n\nimport (\n" + imports + "\n)\n\n"
         "const URL = \"" + url + "\"\n\nvar _ = context.Background // used or not by the fragment\n\n" + decls +
@@ -463,7 +493,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print("  %-8s run %d, fragment %d, skipped %d, failed %d"
                   % (lang, c["run"], c["fragment"], c["skipped"], c["failed"]))
         else:
-            print("  %-8s not run: %d" % (lang, c["not run"]))
+            print("  %-8s not run: %d%s" % (lang, c["not run"], " (not in --lang)" if lang in RUN_LANGS else ""))
     for msg, _ in failed:
         print("\nFAILED " + msg, file=sys.stderr)
     return 1 if failed else 0
