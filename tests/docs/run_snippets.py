@@ -50,7 +50,7 @@ import tempfile
 import textwrap
 import time
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(TOP, "tests", "python"))
@@ -239,7 +239,7 @@ def run(cmd: List[str], cwd: str, what: str, env: Optional[Dict[str, str]] = Non
     return out
 
 
-def check_needs(b: Block, table: Dict[str, object]) -> None:
+def check_needs(b: Block, table: Mapping[str, object]) -> None:
     unknown = [n for n in b.needs if n not in table]
     if unknown:
         raise Failure("the fragment needs %s, which the runner's %s glue does not have (it has: %s)"
@@ -252,6 +252,10 @@ class Runner:
         self.url = server.url
         self.go_apps: Dict[bool, str] = {}
         self.n = 0
+
+    def show(self, out: str) -> None:
+        if self.args.verbose and out.strip():
+            print(textwrap.indent(out.rstrip("\n"), "    | "))
 
     def flush(self) -> None:
         with Resp(self.server.host, self.server.port) as r:
@@ -275,7 +279,7 @@ class Runner:
         path = os.path.join(self.work, "snippet%02d.py" % self.n)
         with open(path, "w") as fh:
             fh.write(code)
-        run([self.args.python, path], self.work, "python")
+        self.show(run([self.args.python, path], self.work, "python"))
 
     # go
     def go_module(self, otel: bool) -> str:
@@ -319,7 +323,7 @@ class Runner:
             run(["go", "mod", "tidy"], app, "go mod tidy")
         exe = os.path.join(self.work, pkg)
         run(["go", "build", "-o", exe, "./" + pkg], app, "go build")
-        run([exe], self.work, "the Go program")
+        self.show(run([exe], self.work, "the Go program"))
 
     # c
     def c(self, b: Block) -> None:
@@ -342,7 +346,7 @@ class Runner:
             flags += ["-Wno-unused-variable", "-Wno-unused-but-set-variable", "-Wno-unused-function"]
         run([cc] + flags + ["-I", os.path.join(TOP, "include"), src, "-o", exe, lib,
                             "-Wl,-rpath," + os.path.dirname(os.path.abspath(lib))], self.work, "cc")
-        run([exe, self.url], self.work, "the C program")
+        self.show(run([exe, self.url], self.work, "the C program"))
 
 
 def go_install_line(root: str, module: str, home: str) -> str:
@@ -370,26 +374,26 @@ def go_install_line(root: str, module: str, home: str) -> str:
 
 
 def go_wrap(body: str, needs: List[str], url: str) -> str:
-    imports = []
+    own_imports = ""  # the fragment's own import block goes to the top of the file
     m = re.search(r"^import\s*\((.*?)^\)\s*$", body, re.S | re.M)
     if m:
-        imports.append(m.group(1).strip("\n"))
+        own_imports = m.group(1).strip("\n")
         body = body[:m.start()] + body[m.end():]
     names = [n for n in GO_ORDER if n in needs or (n == "client" and GO_NEEDS_CLIENT & set(needs))]
     decls = "".join(GO_GLUE[n][1] + "\n\n" for n in names if GO_GLUE[n][0] is None)
     decls += "".join(GO_DECLS[n] + "\n\n" for n in names if n in GO_DECLS)
     glue = body + decls + " ".join(GO_GLUE[n][0] or "" for n in names)
-    own = set(re.findall(r'"([^"]+)"', "\n".join(imports)))  # what the fragment imports itself
+    own = set(re.findall(r'"([^"]+)"', own_imports))
     used = {(alias, pkg) for alias, pkg in GO_STD.items() if re.search(r"(?<![\w.])%s\." % alias, glue)}
     used |= {("context", "context"), ("fmt", "fmt"), ("os", "os"), ("bloomguard", GO_MODULE)}
-    used = {"%s%s" % ("" if pkg.rsplit("/", 1)[-1] == alias else alias + " ", '"%s"' % pkg)
-            for alias, pkg in used if pkg not in own}
+    lines = sorted("\t%s%s" % ("" if pkg.rsplit("/", 1)[-1] == alias else alias + " ", '"%s"' % pkg)
+                   for alias, pkg in used if pkg not in own)
     names = [n for n in names if GO_GLUE[n][0] is not None]
     passed = [n for n in names if n in needs]
     params = ", ".join("%s %s" % (n, GO_GLUE[n][0]) for n in passed)
     setup = "\n\t".join(GO_GLUE[n][1] for n in names)
     args = ", ".join(passed)
-    imports = "\n".join("\t" + p for p in sorted(used)) + "\n" + "\n".join(imports)
+    imports = "\n".join(lines) + "\n" + own_imports
     return (
         "package main\n\nimport (\n" + imports + "\n)\n\n"
         "const URL = \"" + url + "\"\n\nvar _ = context.Background // used or not by the fragment\n\n" + decls +
@@ -438,6 +442,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                                                      os.path.join(TOP, "build-python", "venv", "bin", "python")))
     ap.add_argument("--build", default=os.path.join(TOP, "build"), help="the CMake build holding libbloomguard.so")
     ap.add_argument("--c-lib", default="", help="the C library to link (default: BUILD/libbloomguard.so)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print what each program printed")
     ap.add_argument("--self-test", action="store_true", help="planted broken blocks must fail, each named")
     args = ap.parse_args(argv)
     args.python, args.build = os.path.abspath(args.python), os.path.abspath(args.build)
