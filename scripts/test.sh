@@ -2,7 +2,8 @@
 # The whole test suite: C tests (plain, ASan+UBSan, TSan: all with hiredis >= 1.0, the vendored one
 # on Debian 12), the CLI, the C tests against Debian's hiredis 0.14, the Python and Go bindings (and
 # the Python wheel in a fresh virtualenv), a newcomer's installs from scratch (scripts/newcomer-check.sh),
-# the examples (examples/run.sh), the documentation (scripts/docs.sh), and live interop with Redisson.
+# the examples (examples/run.sh), the documentation (every code block run: tests/docs/run_snippets.py;
+# scripts/docs.sh), and live interop with Redisson.
 # Every part starts its own redis-server on a free loopback port.
 #   bash scripts/test.sh
 # BG_NO_INSTALL=1: don't install missing packages.  BG_SKIP_INTEROP=1: skip the Java step (and the
@@ -110,7 +111,11 @@ bash scripts/newcomer-check.sh
 step "Examples: each service for 3 s against a redis-server of its own, then the naive rebuild as their control"
 BG_EXAMPLES_BUILD=$TOP/build BG_EXAMPLES_PYTHON=${BG_PY_VENV:-build-python/venv}/bin/python bash examples/run.sh 3
 
-step "Documentation: no internal references (planted control), mkdocs build --strict (planted control)"
+step "Documentation: every code block runs (planted control), no internal references (planted control), mkdocs build --strict (planted control)"
+# the python, go and c blocks of README.md and docs/ against a redis-server of their own: the Python
+# of the binding's step, a Go module beside the checkout (the README's install line), this build's library
+python3 tests/docs/run_snippets.py --self-test --python "${BG_PY_VENV:-build-python/venv}/bin/python" --build build
+python3 tests/docs/run_snippets.py --python "${BG_PY_VENV:-build-python/venv}/bin/python" --build build
 bash scripts/docs.sh
 
 if [ "${BG_SKIP_INTEROP:-0}" != 1 ]; then
