@@ -28,6 +28,19 @@ MARK = "lint: no-assert"
 PY_ASSERTING_ATTRS = {"raises", "fail", "warns"}  # pytest.raises(...), pytest.fail(...)
 
 
+def _through_helpers(asserting: Set[str], calls: Dict[str, Set[str]]) -> Set[str]:
+    """The functions that assert, directly or by calling (at any depth) one that does."""
+    asserting = set(asserting)
+    changed = True
+    while changed:
+        changed = False
+        for name, called in calls.items():
+            if name not in asserting and called & asserting:
+                asserting.add(name)
+                changed = True
+    return asserting
+
+
 # ---- Python --------------------------------------------------------------------------------------
 
 def _called_names(fn: ast.AST) -> Set[str]:
@@ -67,15 +80,8 @@ def python_findings(files: Iterable[Path]) -> List[str]:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 src = "\n".join(lines[node.lineno - 1:node.end_lineno])
                 funcs.setdefault(node.name, []).append((path, node, src))
-    asserting = {name for name, defs in funcs.items() if any(_asserts_directly(n) for _, n, _ in defs)}
-    calls = {name: set().union(*(_called_names(n) for _, n, _ in defs)) for name, defs in funcs.items()}
-    changed = True
-    while changed:  # a helper that calls an asserting helper asserts
-        changed = False
-        for name, called in calls.items():
-            if name not in asserting and called & asserting:
-                asserting.add(name)
-                changed = True
+    asserting = _through_helpers({name for name, defs in funcs.items() if any(_asserts_directly(n) for _, n, _ in defs)},
+                                 {name: set().union(*(_called_names(n) for _, n, _ in defs)) for name, defs in funcs.items()})
     out = []
     for name, defs in sorted(funcs.items()):
         if not name.startswith("test_"):
@@ -121,15 +127,8 @@ def c_findings(files: Iterable[Path]) -> List[str]:
         text = path.read_text(encoding="utf-8", errors="replace")
         bodies.update(_c_bodies(text))
         cases += [(path, c) for c in C_CASE.findall(text)]
-    asserting = {name for name, body in bodies.items() if C_CHECK.search(body)}
-    calls = {name: set(C_REF.findall(body.split("{", 1)[1])) for name, body in bodies.items()}
-    changed = True
-    while changed:
-        changed = False
-        for name, called in calls.items():
-            if name not in asserting and called & asserting:
-                asserting.add(name)
-                changed = True
+    asserting = _through_helpers({name for name, body in bodies.items() if C_CHECK.search(body)},
+                                 {name: set(C_REF.findall(body.split("{", 1)[1])) for name, body in bodies.items()})
     out = []
     for path, case in cases:
         if case in ("setup", "teardown") or case in asserting or MARK in bodies.get(case, ""):
