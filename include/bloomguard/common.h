@@ -4,7 +4,8 @@
  * Conventions (see docs/c.md):
  *  - every fallible function returns an int status: BG_OK (0) or a negative BG_E* code;
  *  - constructors are bg_x_open(bg_x **out, ...); destructors return void, accept NULL;
- *  - items are bytes: a pointer plus a size_t length (length 0 is a valid item).
+ *  - items are bytes: a pointer plus a size_t length (length 0 is a valid item); no object is
+ *    bigger than PTRDIFF_MAX, so a length past it, or a batch whose lengths sum past it, is BG_EINVAL.
  */
 #ifndef BLOOMGUARD_COMMON_H
 #define BLOOMGUARD_COMMON_H
