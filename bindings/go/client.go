@@ -52,8 +52,15 @@ func (h *clientHandle) close() {
 // meanwhile answered by the filter's Policy). WithConnectAtOpen(true) reaches the server in Open
 // instead, so a bad address or password fails here.
 //
-// URLs: redis://[user[:password]@]host[:port][/db][?db=N] (user and password may be %-encoded,
-// host may be [IPv6]; an empty user or password is none) and unix:///path/to.sock[?db=N].
+// URLs (user and password may be %-encoded, a host may be [IPv6]; an empty user or password is
+// none; the port defaults to 6379, and 26379 for a sentinel):
+//   - redis://[user[:password]@]host[:port][/db][?db=N]: one server, or a Redis Cluster it belongs
+//     to (found by asking it, unless WithCluster says otherwise);
+//   - redis://[user[:password]@]host1[:port1],host2[:port2],...: the seeds of a Redis Cluster;
+//   - rediss://...: the same over TLS (WithTLSCAFile, WithTLSCertFile, ... for the certificates);
+//   - redis-sentinel://[user[:password]@]host1[:port1][,...][/db]#MASTER: the master the sentinels
+//     name MASTER (rediss-sentinel:// over TLS; WithSentinelPassword for the sentinels' own);
+//   - unix:///path/to.sock[?db=N]: a server's unix socket.
 func Open(url string, opts ...Option) (*Client, error) {
 	if strings.IndexByte(url, 0) >= 0 {
 		return nil, errorf(CodeBadURL, "the URL contains a NUL byte")

@@ -90,6 +90,7 @@ type PanicError struct {
 	Stack []byte // the fallback's stack when it panicked
 }
 
+// Error says that the fallback panicked, and with what.
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("bloomguard: the fallback panicked: %v", e.Value)
 }

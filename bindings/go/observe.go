@@ -106,13 +106,13 @@ const (
 	EventBreakerHalfOpen EventKind = C.BG_EVENT_BREAKER_HALF_OPEN // its cooldown ended: one probe goes through
 	EventBreakerClosed   EventKind = C.BG_EVENT_BREAKER_CLOSED    // a call reached the server again
 	EventDegraded        EventKind = C.BG_EVENT_DEGRADED          // answers from the policy (sampled)
-	EventRotationBegin   EventKind = C.BG_EVENT_ROTATION_BEGIN
-	EventRotationCommit  EventKind = C.BG_EVENT_ROTATION_COMMIT
-	EventRotationAbort   EventKind = C.BG_EVENT_ROTATION_ABORT  // aborted, or failed
-	EventFailover        EventKind = C.BG_EVENT_FAILOVER        // a Sentinel-managed master changed
-	EventClusterMap      EventKind = C.BG_EVENT_CLUSTER_MAP     // slots served by other masters
-	EventConnectionLost  EventKind = C.BG_EVENT_CONNECTION_LOST // a connection that was up failed
-	EventLockLost        EventKind = C.BG_EVENT_LOCK_LOST       // a held lock, or a rotation's lease, gone
+	EventRotationBegin   EventKind = C.BG_EVENT_ROTATION_BEGIN    // a rotation took its lease
+	EventRotationCommit  EventKind = C.BG_EVENT_ROTATION_COMMIT   // a rotation's generation went live
+	EventRotationAbort   EventKind = C.BG_EVENT_ROTATION_ABORT    // aborted, or failed
+	EventFailover        EventKind = C.BG_EVENT_FAILOVER          // a Sentinel-managed master changed
+	EventClusterMap      EventKind = C.BG_EVENT_CLUSTER_MAP       // slots served by other masters
+	EventConnectionLost  EventKind = C.BG_EVENT_CONNECTION_LOST   // a connection that was up failed
+	EventLockLost        EventKind = C.BG_EVENT_LOCK_LOST         // a held lock, or a rotation's lease, gone
 )
 
 // String is the kind's name ("breaker_open", ...), or "EventKind(n)".
@@ -323,17 +323,17 @@ func (e Event) attrs() []slog.Attr {
 type Operation int
 
 const (
-	OpContains     Operation = C.BG_OP_CONTAINS
-	OpAdd          Operation = C.BG_OP_ADD
-	OpInit         Operation = C.BG_OP_INIT
-	OpCount        Operation = C.BG_OP_COUNT
-	OpInfo         Operation = C.BG_OP_INFO
-	OpDelete       Operation = C.BG_OP_DELETE
-	OpExpire       Operation = C.BG_OP_EXPIRE
-	OpPersist      Operation = C.BG_OP_PERSIST
-	OpRotateSwap   Operation = C.BG_OP_ROTATE_SWAP
-	OpRotateNaive  Operation = C.BG_OP_ROTATE_NAIVE
-	OpRotateLocked Operation = C.BG_OP_ROTATE_LOCKED
+	OpContains     Operation = C.BG_OP_CONTAINS      // Contains, ContainsMany, Query (one histogram for all)
+	OpAdd          Operation = C.BG_OP_ADD           // Add, AddMany
+	OpInit         Operation = C.BG_OP_INIT          // Init
+	OpCount        Operation = C.BG_OP_COUNT         // Count
+	OpInfo         Operation = C.BG_OP_INFO          // Info
+	OpDelete       Operation = C.BG_OP_DELETE        // Delete
+	OpExpire       Operation = C.BG_OP_EXPIRE        // Expire
+	OpPersist      Operation = C.BG_OP_PERSIST       // Persist
+	OpRotateSwap   Operation = C.BG_OP_ROTATE_SWAP   // a Swap rotation, begin to commit or abort
+	OpRotateNaive  Operation = C.BG_OP_ROTATE_NAIVE  // a Naive rotation
+	OpRotateLocked Operation = C.BG_OP_ROTATE_LOCKED // a Locked rotation
 )
 
 // Operations lists every Operation.
@@ -369,17 +369,17 @@ func (o Operation) RotationStrategy() Strategy {
 type Outcome int
 
 const (
-	OutcomeOK             Outcome = C.BG_OUTCOME_OK
-	OutcomeNotInitialized Outcome = C.BG_FAIL_NOTINIT
-	OutcomeConfigChanged  Outcome = C.BG_FAIL_CONFIG
-	OutcomeLocked         Outcome = C.BG_FAIL_LOCKED
-	OutcomeConnection     Outcome = C.BG_FAIL_CONNECTION
-	OutcomeTimeout        Outcome = C.BG_FAIL_TIMEOUT
-	OutcomeServer         Outcome = C.BG_FAIL_SERVER
-	OutcomeCorrupt        Outcome = C.BG_FAIL_CORRUPT
-	OutcomeOther          Outcome = C.BG_FAIL_OTHER
-	OutcomeCancelled      Outcome = C.BG_OUTCOME_CANCELLED
-	OutcomeAborted        Outcome = C.BG_OUTCOME_ABORTED
+	OutcomeOK             Outcome = C.BG_OUTCOME_OK        // succeeded (a policy's answer too)
+	OutcomeNotInitialized Outcome = C.BG_FAIL_NOTINIT      // ErrNotInitialized
+	OutcomeConfigChanged  Outcome = C.BG_FAIL_CONFIG       // ErrConfigChanged
+	OutcomeLocked         Outcome = C.BG_FAIL_LOCKED       // ErrLocked
+	OutcomeConnection     Outcome = C.BG_FAIL_CONNECTION   // ErrConn
+	OutcomeTimeout        Outcome = C.BG_FAIL_TIMEOUT      // ErrTimeout
+	OutcomeServer         Outcome = C.BG_FAIL_SERVER       // ErrServer (OOM, READONLY, LOADING, BUSY, CLUSTERDOWN)
+	OutcomeCorrupt        Outcome = C.BG_FAIL_CORRUPT      // ErrCorrupt, ErrWrongType
+	OutcomeOther          Outcome = C.BG_FAIL_OTHER        // any other failure
+	OutcomeCancelled      Outcome = C.BG_OUTCOME_CANCELLED // ErrCanceled: the context ended
+	OutcomeAborted        Outcome = C.BG_OUTCOME_ABORTED   // a rotation its body or caller aborted
 )
 
 // String is the outcome's name ("ok", "timeout", ..., "aborted").
