@@ -129,6 +129,10 @@ static int open_client(bg_client **out, const char *url, const bg_options *opts,
     goto fail;
   }
   if ((st = bgi_url_parse(url, &c->ep.url, err)) != BG_OK) goto fail;
+  for (size_t i = 0; i < c->ep.url.nparams; i++) {
+    const struct bgi_url_param *p = &c->ep.url.params[i];
+    if ((st = bgi_options_take_from_url(&c->opts, p->name, p->option, p->value, p->text, err)) != BG_OK) goto fail;
+  }
   c->ep.user = c->opts.username ? c->opts.username : c->ep.url.user;
   c->ep.password = c->opts.password ? c->opts.password : c->ep.url.password;
   c->ep.db = c->opts.db >= 0 ? (int)c->opts.db : c->ep.url.db;

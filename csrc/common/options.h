@@ -58,6 +58,15 @@ struct bg_options {
  */
 int bgi_options_check(const struct bg_options *o, int consumer, bgi_err *err);
 
+/*
+ * A client option the URL's query gave (param: its name in messages): o takes it unless o had it
+ * set explicitly (the options given to the open win over the URL). value for an integer option,
+ * text for a string one. BG_OK, BG_EBADURL naming param and the range when out of range, or
+ * BG_ENOMEM.
+ */
+int bgi_options_take_from_url(struct bg_options *o, const char *param, int option, int64_t value, const char *text,
+                              bgi_err *err);
+
 void bgi_options_defaults(struct bg_options *o);
 /* Deep copy; src may be NULL (defaults). Returns BG_OK or BG_ENOMEM. */
 int bgi_options_copy(struct bg_options *dst, const struct bg_options *src);

@@ -6,13 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bloomguard/options.h"
+
 /*
  * Why no message quotes the URL: a damaged URL (a lost '@', a password holding '/', a mistyped
  * scheme) leaves no reliable way to tell where the userinfo ends, so any echo of its text may
  * print the password. Messages name the part that is wrong instead; and once a URL parsed, its
  * hosts are named by bgi_url_host_label (a host can be the password itself).
  */
-#define EXPECTED "expected redis://[user[:password]@]host1[:port1][,host2[:port2],...][/db][?db=N], " \
+#define EXPECTED "expected redis://[user[:password]@]host1[:port1][,host2[:port2],...][/db][?db=N&...], " \
                  "redis-sentinel://[user[:password]@]host1[:port1][,...][/db]#MASTER or unix:///path/to.sock[?db=N]"
 #define MAX_DB 1000000
 
@@ -131,7 +133,85 @@ static int parse_seed(const char *s, size_t n, bgi_hostport *hp, const char *whe
   return BG_OK;
 }
 
-/* The query q[0..n) after '?': '&'-separated parameters; db=N is the only one. */
+/* A duration in s[0..n): seconds ("0.5", "2", as redis-py takes them) or with a unit ("500ms",
+ * "2s", as go-redis takes them), into whole ms (rounded up, at least 1); -1 if not one. */
+static int64_t parse_duration_ms(const char *s, size_t n) {
+  double scale = 1000.0;
+  if (n > 2 && memcmp(s + n - 2, "ms", 2) == 0) scale = 1.0, n -= 2;
+  else if (n > 1 && s[n - 1] == 's') n -= 1;
+  if (n == 0 || n > 16) return -1;
+  char buf[17];
+  memcpy(buf, s, n);
+  buf[n] = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!((buf[i] >= '0' && buf[i] <= '9') || buf[i] == '.')) return -1;
+  char *end = NULL;
+  double v = strtod(buf, &end) * scale;
+  if (!end || *end || !(v > 0) || v > 1e12) return -1;
+  int64_t ms = (int64_t)v;
+  return (double)ms < v ? ms + 1 : ms;
+}
+
+/* The client options a query may give, by every name redis-py and go-redis use for them. */
+static const struct query_option {
+  const char *name;
+  int option; /* BG_OPT_* */
+  char kind;  /* 'd' duration, 'i' integer, 's' string */
+} query_options[] = {
+  {"connect_timeout", BG_OPT_CONNECT_TIMEOUT_MS, 'd'}, {"socket_connect_timeout", BG_OPT_CONNECT_TIMEOUT_MS, 'd'},
+  {"dial_timeout", BG_OPT_CONNECT_TIMEOUT_MS, 'd'},    {"timeout", BG_OPT_COMMAND_TIMEOUT_MS, 'd'},
+  {"socket_timeout", BG_OPT_COMMAND_TIMEOUT_MS, 'd'},  {"read_timeout", BG_OPT_COMMAND_TIMEOUT_MS, 'd'},
+  {"pool_size", BG_OPT_POOL_SIZE, 'i'},                {"max_connections", BG_OPT_POOL_SIZE, 'i'},
+  {"client_name", BG_OPT_CLIENT_NAME, 's'},
+};
+#define QUERY_KNOWN "db, client_name, pool_size (max_connections), connect_timeout (socket_connect_timeout, " \
+                    "dial_timeout), timeout (socket_timeout, read_timeout)"
+
+/* Whether a message may quote a query parameter's name: one that looks like a name (a damaged
+ * URL may leave its password where a parameter stands) and is not the URL's user or password. */
+static int quotable(const char *name, size_t nn, const bgi_url *u) {
+  if (nn == 0 || nn > 40) return 0;
+  for (size_t i = 0; i < nn; i++)
+    if (!((name[i] >= 'a' && name[i] <= 'z') || name[i] == '_' || (i && name[i] >= '0' && name[i] <= '9'))) return 0;
+  if (u->password && strlen(u->password) == nn && memcmp(u->password, name, nn) == 0) return 0;
+  if (u->user && strlen(u->user) == nn && memcmp(u->user, name, nn) == 0) return 0;
+  return 1;
+}
+
+/* Parameter number pos, name=value (the value v[0..vn)), of the query, other than db. */
+static int parse_param(int pos, const char *name, size_t nn, const char *v, size_t vn, bgi_url *u, bgi_err *err) {
+  if (nn == 8 && memcmp(name, "protocol", 8) == 0)
+    return fail(u, err, "protocol is not taken from the URL: bloomguard picks each connection's protocol itself "
+                "(RESP2, and RESP3 on the connections that track reads); remove it");
+  const struct query_option *qo = NULL;
+  for (size_t i = 0; i < sizeof query_options / sizeof query_options[0]; i++)
+    if (strlen(query_options[i].name) == nn && memcmp(query_options[i].name, name, nn) == 0) qo = &query_options[i];
+  if (!qo && quotable(name, nn, u))
+    return fail(u, err, "query parameter \"%.*s\" is not understood (known: " QUERY_KNOWN ")", (int)nn, name);
+  if (!qo) return fail(u, err, "query parameter %d is not understood (known: " QUERY_KNOWN ")", pos);
+  for (size_t i = 0; i < u->nparams; i++)
+    if (u->params[i].option == qo->option)
+      return fail(u, err, "query parameter %s gives an option the query gave already", qo->name);
+  if (u->nparams == sizeof u->params / sizeof u->params[0]) return fail(u, err, "too many query parameters");
+  struct bgi_url_param *p = &u->params[u->nparams];
+  memset(p, 0, sizeof *p);
+  p->name = qo->name;
+  p->option = qo->option;
+  if (qo->kind == 's') {
+    int bad = 0;
+    if (vn == 0 || !(p->text = pct_decode(v, vn, &bad)))
+      return bad || vn == 0 ? fail(u, err, "%s: an empty value or a bad %%-escape", qo->name) : BG_ENOMEM;
+  } else {
+    p->value = qo->kind == 'd' ? parse_duration_ms(v, vn) : parse_num(v, vn, 0, 999999999);
+    if (p->value < 0)
+      return fail(u, err, "%s must be %s", qo->name,
+                  qo->kind == 'd' ? "a duration: seconds (0.5) or with a unit (500ms, 2s)" : "a whole number");
+  }
+  u->nparams++;
+  return BG_OK;
+}
+
+/* The query q[0..n) after '?': '&'-separated parameters: db=N, and the client options above. */
 static int parse_query(const char *q, size_t n, bgi_url *u, bgi_err *err) {
   const char *end = q + n;
   int pos = 0;
@@ -140,14 +220,20 @@ static int parse_query(const char *q, size_t n, bgi_url *u, bgi_err *err) {
     const char *stop = amp ? amp : end;
     pos++;
     if (stop > q) { /* an empty parameter ("?&db=1", a trailing '&') is ignored */
-      if ((size_t)(stop - q) < 3 || strncmp(q, "db=", 3) != 0)
-        return fail(u, err, "query parameter %d is not understood (the only one is db=N)", pos);
-      long db = parse_num(q + 3, (size_t)(stop - q - 3), 0, MAX_DB);
-      if (db < 0) return fail(u, err, "db must be a number from 0 to %d", MAX_DB);
-      if (u->db_given && u->db != db)
-        return fail(u, err, "the database is given twice, with different numbers");
-      u->db = (int)db;
-      u->db_given = 1;
+      const char *eq = memchr(q, '=', (size_t)(stop - q));
+      size_t nn = eq ? (size_t)(eq - q) : (size_t)(stop - q);
+      const char *v = eq ? eq + 1 : stop;
+      size_t vn = (size_t)(stop - v);
+      int st;
+      if (nn == 2 && memcmp(q, "db", 2) == 0) {
+        long db = parse_num(v, vn, 0, MAX_DB);
+        if (db < 0) return fail(u, err, "db must be a number from 0 to %d", MAX_DB);
+        if (u->db_given && u->db != db) return fail(u, err, "the database is given twice, with different numbers");
+        u->db = (int)db;
+        u->db_given = 1;
+      } else if ((st = parse_param(pos, q, nn, v, vn, u, err)) != BG_OK) {
+        return st;
+      }
     }
     if (!amp) break;
     q = amp + 1;
@@ -284,4 +370,6 @@ void bgi_url_free(bgi_url *u) {
     free(u->password);
   }
   u->user = u->password = NULL;
+  for (size_t i = 0; i < u->nparams; i++) free(u->params[i].text);
+  u->nparams = 0;
 }

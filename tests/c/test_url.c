@@ -1,6 +1,8 @@
 /* URL parsing (pure logic, no server). */
 #include <string.h>
 
+#include <bloomguard/options.h>
+
 #include "harness.h"
 #include "redis/url.h"
 
@@ -134,8 +136,35 @@ static void test_query(void) {
   u = parse_ok("redis://h/");
   CHECK_EQ_INT(u.db_given, 0);
   bgi_url_free(&u);
-  parse_bad("redis://h:6379?database=1", "query parameter 1 is not understood (the only one is db=N)");
-  parse_bad("redis://h:6379?db=1&timeout=5", "query parameter 2 is not understood");
+  parse_bad("redis://h:6379?database=1", "query parameter \"database\" is not understood (known: db, client_name");
+  parse_bad("redis://h:6379?db=1&frobnicate=5", "query parameter \"frobnicate\" is not understood");
+  parse_bad("redis://h?protocol=3", "protocol is not taken from the URL");
+  parse_bad("redis://h?timeout=soon", "timeout must be a duration");
+  parse_bad("redis://h?pool_size=-1", "pool_size must be a whole number");
+  parse_bad("redis://h?timeout=1&socket_timeout=2", "gave already");
+  parse_bad("redis://h?client_name=", "client_name: an empty value");
+  /* the client options redis-py and go-redis take in the query, by each of their names */
+  u = parse_ok("redis://h?db=1&timeout=0.25&connect_timeout=2s&pool_size=8&client_name=svc%2D1");
+  CHECK_EQ_INT(u.db, 1);
+  CHECK_EQ_INT((int)u.nparams, 4);
+  CHECK_EQ_INT(u.params[0].option, BG_OPT_COMMAND_TIMEOUT_MS);
+  CHECK_EQ_INT(u.params[0].value, 250);
+  CHECK_EQ_INT(u.params[1].option, BG_OPT_CONNECT_TIMEOUT_MS);
+  CHECK_EQ_INT(u.params[1].value, 2000);
+  CHECK_EQ_INT(u.params[2].option, BG_OPT_POOL_SIZE);
+  CHECK_EQ_INT(u.params[2].value, 8);
+  CHECK_EQ_INT(u.params[3].option, BG_OPT_CLIENT_NAME);
+  CHECK_EQ_STR(u.params[3].text, "svc-1");
+  bgi_url_free(&u);
+  u = parse_ok("redis://h?socket_timeout=500ms&socket_connect_timeout=0.0001&max_connections=3");
+  CHECK_EQ_INT(u.params[0].value, 500);
+  CHECK_EQ_INT(u.params[1].value, 1);   /* rounded up: never 0 */
+  CHECK_EQ_INT(u.params[2].value, 3);
+  bgi_url_free(&u);
+  u = parse_ok("redis://h?read_timeout=3&dial_timeout=1");
+  CHECK_EQ_INT(u.params[0].option, BG_OPT_COMMAND_TIMEOUT_MS);
+  CHECK_EQ_INT(u.params[1].option, BG_OPT_CONNECT_TIMEOUT_MS);
+  bgi_url_free(&u);
   parse_bad("redis://h?db=x", "db must be a number");
   parse_bad("redis://h/1?db=2", "given twice");
   parse_bad("redis://:s3cret@h?s3cret", "query parameter 1");

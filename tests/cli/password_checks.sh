@@ -29,9 +29,9 @@ if [ $have_rediscli -eq 1 ]; then
   if [ "$a" = 1 ] && [ "$b" = 0 ]; then ok "?db=1 selects database 1"; else RC=0; bad "?db=1 selects database 1" "db1 $a db0 $b"; fi
 fi
 run_raw --url "redis://$HP?db=1" delete "$D"
-run_raw --url "redis://$HP?timeout=5" info x
+run_raw --url "redis://$HP?frobnicate=5" info x
 expect_rc "unknown query parameter" 2
-expect_err "unknown query parameter: says what is understood" 'query parameter 1 is not understood \(the only one is db=N\)'
+expect_err "unknown query parameter: named, with what is understood" 'query parameter "frobnicate" is not understood \(known: db, client_name'
 run_raw --url "redis://:@$HP" delete "$(name emptypw)"
 expect_rc "redis://:@host: an empty password is none" 0
 E=$(name ttlbound)

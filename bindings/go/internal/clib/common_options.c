@@ -99,6 +99,25 @@ int bgi_options_check(const struct bg_options *o, int consumer, bgi_err *err) {
   return BG_OK;
 }
 
+int bgi_options_take_from_url(struct bg_options *o, const char *param, int option, int64_t value, const char *text,
+                              bgi_err *err) {
+  const opt_spec *s = find_spec(option);
+  if (!s) return bgi_err_set(err, BG_ENOTSUP, "URL query parameter %s: no such option", param);
+  if (o->set & bit(s)) return BG_OK;
+  if (s->is_str) {
+    char *copy = strdup(text);
+    if (!copy) return bgi_err_set(err, BG_ENOMEM, "out of memory");
+    free(*str_slot(o, s));
+    *str_slot(o, s) = copy;
+    return BG_OK;
+  }
+  if (value < s->lo || value > s->hi)
+    return bgi_err_set(err, BG_EBADURL, "bad server URL: the query's %s is out of range (%lld..%lld%s)", param,
+                       (long long)s->lo, (long long)s->hi, strstr(s->name, "_MS") ? " ms" : "");
+  *int_slot(o, s) = value;
+  return BG_OK;
+}
+
 void bgi_options_defaults(struct bg_options *o) {
   memset(o, 0, sizeof *o);
   for (size_t i = 0; i < NSPECS; i++)

@@ -4,6 +4,7 @@
 #define BG_INTERNAL_URL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common_err.h"
 
@@ -29,6 +30,16 @@ typedef struct bgi_url {
   int is_sentinel;                       /* redis-sentinel://: hosts are the sentinels */
   int tls;                               /* rediss:// or rediss-sentinel:// */
   char master_name[128];                 /* redis-sentinel://...#NAME: the master they watch */
+  /* client options given in the query, as redis-py and go-redis take them (?timeout=0.5,
+   * ?pool_size=8, ?client_name=x): the option (BG_OPT_*) and its value; applied by the client
+   * unless the option was set explicitly (bgi_options_take_from_url) */
+  struct bgi_url_param {
+    const char *name;    /* the parameter's name as the URL gave it (a static string) */
+    int option;
+    int64_t value;       /* integer options (durations in ms) */
+    char *text;          /* string options: %-decoded, owned */
+  } params[8];
+  size_t nparams;
 } bgi_url;
 
 /*
