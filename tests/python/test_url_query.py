@@ -15,11 +15,11 @@ from lateness import Lateness
 def test_client_name_and_pool_size_from_the_query(url, raw):
     with bloomguard.Client(url + "?client_name=bg-from-url&max_connections=2", pipeline=False) as c:
         c.ping()
-        names = [line for line in raw("CLIENT", "LIST").splitlines() if "name=bg-from-url " in line]
+        names = [line for line in raw("CLIENT", "LIST").decode().splitlines() if "name=bg-from-url " in line]
         assert names, "no connection named from the URL's client_name"
     with bloomguard.Client(url + "?client_name=bg-from-url", client_name="bg-explicit") as c:
         c.ping()
-        listing = raw("CLIENT", "LIST")
+        listing = raw("CLIENT", "LIST").decode()
         assert "name=bg-explicit " in listing  # the option given to the client wins
 
 
