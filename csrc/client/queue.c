@@ -642,7 +642,8 @@ static void cancel_slot(bgi_qop *op, uint64_t tag) {
   uint64_t s = atomic_load(&op->state);
   if (!(s & BGI_QOP_LIVE) || (s & BGI_QOP_CANCEL) || atomic_load(&op->tag) != tag) return;
   if (atomic_load_explicit(&fault_cancel_unchecked, memory_order_relaxed)) {
-    struct timespec pause = {0, 200000};   /* nanosleep is async-signal-safe */
+    struct timespec pause = {0, 2000000};   /* 2 ms, time for the operation to end and the slot to be
+                                               taken again, even under a sanitizer; async-signal-safe */
     nanosleep(&pause, NULL);
     atomic_fetch_or(&op->state, BGI_QOP_CANCEL);
     return;
