@@ -618,7 +618,7 @@ static void test_negative_control_rotation(void) {
  * refresher thread (started again in the child). */
 static void test_cluster_client_across_fork(void) {
   if (!CHILD_THREADS) {
-    bgt_skip_case("ThreadSanitizer cannot follow the refresher thread the child starts again");
+    bgt_skip_case(BGT_SKIP_TSAN ": it cannot follow the refresher thread the child starts again");
     return;
   }
   bgt_cluster cl;
