@@ -35,6 +35,7 @@ var sentinels = map[Code]error{
 	CodeClosed:             ErrClosed,
 	CodeCanceled:           ErrCanceled,
 	CodeTLS:                ErrTLS,
+	CodeFull:               ErrFull,
 }
 
 // The Go side knows every status code of include/bloomguard/errors.h, with the same value and

@@ -92,6 +92,12 @@ static int run_kind(bgi_kinded_task *kt, int kind, bgi_err *err) {
   uint8_t *present = is_add ? NULL : OFF(op->present, op->from);
   kt->kind = kind;
   kt->state = K_RAN;
+  if (kind == BGI_KIND_NATIVE) {
+    bgi_native_task_init(&kt->u.native, op->f, is_add, op->deadline_ns, OFF(op->items, op->from),
+                         OFF(op->lens, op->from), op->n - op->from, present, is_add ? &op->attempt_added : NULL,
+                         op->done);
+    return bgi_task_sub(&kt->t, &kt->u.native.t);
+  }
   if (kind == BGI_KIND_PARTITIONED) {
     int st = need_heap(kt, err);
     if (st != BG_OK) return kinded_end(kt, st);
@@ -116,7 +122,8 @@ static int resume_kinded(bgi_task *t, int st, bgi_err *err) {
     case K_START:
       return run_kind(kt, atomic_load(&op->f->kind), err);
     case K_RAN:
-      if (st != BG_ENOTINIT || kt->probed) return kinded_end(kt, st);
+      /* a native filter's step told its kind itself */
+      if (st != BG_ENOTINIT || kt->probed || kt->kind == BGI_KIND_NATIVE) return kinded_end(kt, st);
       /* the handle's idea of the layout may be old: what does the name hold now? */
       if ((st = need_heap(kt, err)) != BG_OK) return kinded_end(kt, st);
       ((pheap *)kt->pop)->first = *err;

@@ -45,6 +45,7 @@ from ._errors import (
     BloomGuardError,
     Cancelled,
     TlsError,
+    Full,
     Closed,
     ConfigChanged,
     ConnectionError,
@@ -95,7 +96,7 @@ __all__ = [
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",
     "NotSupported", "ConnectionError", "Timeout", "AuthError", "ServerError", "ProtocolError",
     "NotInitialized", "ConfigChanged", "Corrupt", "WrongType", "Locked", "RotationInProgress",
-    "Aborted", "Closed", "Cancelled", "TlsError",
+    "Aborted", "Closed", "Cancelled", "TlsError", "Full",
 ]
 
 # Public classes present themselves (and pickle) as bloomguard.X, not bloomguard._module.X.

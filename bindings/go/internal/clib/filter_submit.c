@@ -46,7 +46,14 @@ static void finish_admin(bgi_qop *op, int st) {
   op->source = st == BG_OK ? BG_SOURCE_REDIS : BG_SOURCE_NONE;
   op->value = st == BG_OK ? bgi_admin_value(&o->u.a) : 0;
   op->is_info = o->u.a.kind == BGI_ADMIN_INFO;
-  if (op->is_info && st == BG_OK) {
+  if (op->is_info && st == BG_OK && o->f->native) {
+    op->info_size = (uint64_t)o->u.a.u.native.bytes * 8;
+    op->info_parts = 0;
+    op->info_k = 0;
+    op->info_expected = o->u.a.u.native.cap;
+    op->info_fpp = 0;
+  }
+  else if (op->is_info && st == BG_OK) {
     op->info_size = o->u.a.u.info.size;
     op->info_parts = o->u.a.u.info.parts;
     op->info_k = bgi_cfg_k(o->u.a.u.info.cfg);

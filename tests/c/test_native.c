@@ -1,0 +1,315 @@
+/* Native filters (BF.*) against a real redis-server 7.0 with RedisBloom 2.8.2 loaded (native_fixture.c). */
+#include <bloomguard.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "native_fixture.h"
+
+static bgt_redis srv;
+static bg_client *cl;
+
+static bg_filter *open_native(const char *name) {
+  bg_filter *f = NULL;
+  CHECK_OK(bg_filter_open_native(&f, cl, name));
+  CHECK_EQ_INT(bg_filter_is_native(f), 1);
+  return f;
+}
+
+/* A policy that fails every class with an error: what the step itself said. */
+static void strict(bg_filter *f) {
+  bg_policy *p = NULL;
+  CHECK_OK(bg_policy_new(&p));
+  int err_only[] = {BG_ACT_ERROR};
+  for (int c = BG_FAIL_NOTINIT; c <= BG_FAIL_OTHER; c++) CHECK_OK(bg_policy_set_chain(p, c, err_only, 1));
+  CHECK_OK(bg_filter_set_policy(f, p));
+  bg_policy_free(p);
+}
+
+static void test_init_add_contains_count_info(void) {
+  bg_filter *f = open_native("nat");
+  int created = -1, added = -1, present = -1;
+  CHECK_OK(bg_filter_init_native(f, 1000, 0.01, 4, &created));
+  CHECK_EQ_INT(created, 1);
+  char *t = bgt_redis_cmd(&srv, "TYPE nat");
+  CHECK_EQ_STR(t, "MBbloom--");
+  free(t);
+  /* tryInit's meaning: the filter there is kept */
+  CHECK_OK(bg_filter_init_native(f, 50, 0.1, 0, &created));
+  CHECK_EQ_INT(created, 0);
+  CHECK_OK(bg_filter_add(f, "apple", 5, &added));
+  CHECK_EQ_INT(added, 1);
+  CHECK_OK(bg_filter_add(f, "apple", 5, &added));
+  CHECK_EQ_INT(added, 0);
+  CHECK_OK(bg_filter_contains(f, "apple", 5, &present));
+  CHECK_EQ_INT(present, 1);
+  CHECK_OK(bg_filter_contains(f, "pear", 4, &present));
+  CHECK_EQ_INT(present, 0);
+  /* what the server itself answers for the same items */
+  t = bgt_redis_cmd(&srv, "BF.MEXISTS nat apple pear");
+  CHECK_EQ_STR(t, "1 0");
+  free(t);
+  /* batches: 3000 items over 3 chunks of one window, half of them added */
+  enum { N = 3000 };
+  static char buf[N][16];
+  static const void *items[N];
+  static size_t lens[N];
+  static uint8_t pres[N];
+  for (int i = 0; i < N; i++) {
+    lens[i] = (size_t)snprintf(buf[i], sizeof buf[i], "item-%d", i);
+    items[i] = buf[i];
+  }
+  size_t nadded = 0;
+  CHECK_OK(bg_filter_add_many(f, items, lens, N / 2, &nadded));
+  /* an item whose bits were all set already is not new to the server either (a false positive) */
+  CHECK_MSG(nadded <= N / 2 && nadded >= N / 2 - N / 2 / 10, "%zu of %d new", nadded, N / 2);
+  CHECK_OK(bg_filter_contains_many(f, items, lens, N, pres));
+  int in = 0, fp = 0;
+  for (int i = 0; i < N; i++) (i < N / 2 ? (in += pres[i]) : (fp += pres[i]));
+  CHECK_EQ_INT(in, N / 2);
+  CHECK_MSG(fp < N / 2 / 10, "%d false positives of %d at 1%%", fp, N / 2);
+  int64_t count = 0;
+  CHECK_OK(bg_filter_count(f, &count));
+  CHECK_EQ_INT(count, 1 + (int64_t)nadded);
+  int64_t cap = 0, bytes = 0, links = 0, nitems = 0, exp = 0;
+  CHECK_OK(bg_filter_info_native(f, &cap, &bytes, &links, &nitems, &exp));
+  CHECK_EQ_INT(nitems, 1 + (int64_t)nadded);
+  CHECK_EQ_INT(exp, 4);
+  CHECK_MSG(links >= 2 && cap > 1000 && bytes > 0, "links %lld cap %lld bytes %lld", (long long)links, (long long)cap,
+            (long long)bytes);
+  uint64_t size = 0;
+  int64_t expected = 0;
+  CHECK_OK(bg_filter_info(f, &size, NULL, &expected, NULL));
+  CHECK_EQ_INT(expected, cap);
+  CHECK_EQ_U64(size, (uint64_t)bytes * 8);
+  int applied = -1, deleted = -1;
+  CHECK_OK(bg_filter_expire(f, 100000, &applied));
+  CHECK_EQ_INT(applied, 1);
+  t = bgt_redis_cmd(&srv, "PTTL nat");
+  CHECK_MSG(atol(t) > 0, "PTTL %s", t);
+  free(t);
+  CHECK_OK(bg_filter_persist(f, &applied));
+  CHECK_EQ_INT(applied, 1);
+  CHECK_OK(bg_filter_delete(f, &deleted));
+  CHECK_EQ_INT(deleted, 1);
+  CHECK_OK(bg_filter_delete(f, &deleted));
+  CHECK_EQ_INT(deleted, 0);
+  bg_filter_close(f);
+}
+
+/* A missing key is never an answer of 0: BG_ENOTINIT to the policy (which by default assumes present). */
+static void test_missing_key_goes_to_policy(void) {
+  bg_filter *f = open_native("nat-missing");
+  bg_call *call = NULL;
+  bg_policy *p = NULL;
+  CHECK_OK(bg_call_new(&call));
+  CHECK_OK(bg_policy_new(&p));
+  int assume[] = {BG_ACT_ASSUME_PRESENT};
+  CHECK_OK(bg_policy_set_chain(p, BG_FAIL_NOTINIT, assume, 1));
+  CHECK_OK(bg_filter_set_policy(f, p));
+  bg_policy_free(p);
+  int present = -1;
+  CHECK_OK(bg_filter_contains_ex(f, call, "x", 1, &present));
+  CHECK_EQ_INT(present, 1);
+  CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_ASSUMED_PRESENT);
+  CHECK_CONTAINS(bg_call_errmsg(call), "not initialized");
+  strict(f);
+  CHECK_STATUS(bg_filter_contains(f, "x", 1, &present), BG_ENOTINIT);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "nat-missing");
+  /* an add does not create it (BF.ADD would, with the server's default capacity) */
+  CHECK_STATUS(bg_filter_add(f, "x", 1, NULL), BG_ENOTINIT);
+  char *t = bgt_redis_cmd(&srv, "EXISTS nat-missing");
+  CHECK_EQ_STR(t, "0");
+  free(t);
+  int64_t count = -1;
+  CHECK_STATUS(bg_filter_count(f, &count), BG_ENOTINIT);
+  CHECK_STATUS(bg_filter_info_native(f, NULL, NULL, NULL, NULL, NULL), BG_ENOTINIT);
+  bg_call_free(call);
+  bg_filter_close(f);
+}
+
+/* A key of the other kind, both ways, refused by name. */
+static void test_other_kind_refused(void) {
+  bg_filter *r = NULL, *f = open_native("both");
+  CHECK_OK(bg_filter_open(&r, cl, "both"));
+  CHECK_OK(bg_filter_init(r, 1000, 0.01, NULL));
+  strict(f);
+  int present = -1;
+  /* a Redisson config without a bitmap yet */
+  CHECK_STATUS(bg_filter_contains(f, "a", 1, &present), BG_EWRONGTYPE);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "Redisson-layout filter");
+  CHECK_STATUS(bg_filter_init_native(f, 100, 0.01, -1, NULL), BG_EWRONGTYPE);
+  CHECK_OK(bg_filter_add(r, "a", 1, NULL));
+  /* its bitmap: a Redis string at the name */
+  CHECK_STATUS(bg_filter_contains(f, "a", 1, &present), BG_EWRONGTYPE);
+  CHECK_STATUS(bg_filter_add(f, "a", 1, NULL), BG_EWRONGTYPE);
+  CHECK_STATUS(bg_filter_delete(f, NULL), BG_EWRONGTYPE);
+  char *t = bgt_redis_cmd(&srv, "TYPE both");
+  CHECK_EQ_STR(t, "string");
+  free(t);
+  /* a string under a name without a config */
+  free(bgt_redis_cmd(&srv, "SET plainstr hello"));
+  bg_filter *s = open_native("plainstr");
+  strict(s);
+  CHECK_STATUS(bg_filter_contains(s, "a", 1, &present), BG_EWRONGTYPE);
+  CHECK_CONTAINS(bg_filter_errmsg(s), "holds a Redis string");
+  bg_filter_close(s);
+  bg_filter_close(f);
+  bg_filter_close(r);
+  /* a native filter is not a Redisson one: the plain handle does not answer 0 from it */
+  bg_filter *n = open_native("nat-only");
+  CHECK_OK(bg_filter_init_native(n, 100, 0.01, -1, NULL));
+  CHECK_OK(bg_filter_add(n, "a", 1, NULL));
+  CHECK_OK(bg_filter_open(&r, cl, "nat-only"));
+  strict(r);
+  CHECK_MSG(bg_filter_contains(r, "a", 1, &present) < 0, "a Redisson-layout handle answered from a native key");
+  bg_filter_close(r);
+  bg_filter_close(n);
+}
+
+static void test_nonscaling_full_reported(void) {
+  bg_filter *f = open_native("full");
+  strict(f);
+  CHECK_OK(bg_filter_init_native(f, 10, 0.01, 0, NULL));
+  const void *items[15];
+  size_t lens[15];
+  char buf[15][8];
+  for (int i = 0; i < 15; i++) {
+    lens[i] = (size_t)snprintf(buf[i], sizeof buf[i], "f%d", i);
+    items[i] = buf[i];
+  }
+  size_t added = 0;
+  CHECK_STATUS(bg_filter_add_many(f, items, lens, 15, &added), BG_EFULL);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "item 10 of this call and the 4 after it were not added");
+  CHECK_CONTAINS(bg_filter_errmsg(f), "10 before it were new");
+  CHECK_STATUS(bg_filter_add(f, "late", 4, NULL), BG_EFULL);
+  int64_t count = 0;
+  CHECK_OK(bg_filter_count(f, &count));
+  CHECK_EQ_INT(count, 10);
+  int64_t exp = -1;
+  CHECK_OK(bg_filter_info_native(f, NULL, NULL, NULL, NULL, &exp));
+  CHECK_EQ_INT(exp, 0);
+  bg_filter_close(f);
+}
+
+/* The line of INFO that starts with `key` is the same in both (or absent from both). */
+static int same_line(const char *a, const char *b, const char *key) {
+  const char *x = strstr(a, key), *y = strstr(b, key);
+  if (!x || !y) return !x == !y;
+  size_t n = strcspn(x, "\r\n");
+  return n == strcspn(y, "\r\n") && !strncmp(x, y, n);
+}
+
+static void test_sizes_refused_before_sending(void) {
+  bg_filter *f = open_native("huge");
+  char *before = bgt_redis_cmd(&srv, "INFO commandstats");
+  /* 1e11 items at 1e-6: ~450 GB, the reservation that got a server OOM-killed */
+  CHECK_STATUS(bg_filter_init_native(f, 100000000000LL, 1e-6, -1, NULL), BG_EBADPARAMS);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "BG_OPT_NATIVE_MAX_BYTES");
+  CHECK_STATUS(bg_filter_init(f, 100000000000LL, 1e-6, NULL), BG_EBADPARAMS);
+  CHECK_STATUS(bg_filter_init_native(f, 100, 0, -1, NULL), BG_EBADPARAMS);
+  CHECK_STATUS(bg_filter_init_native(f, 0, 0.1, -1, NULL), BG_EBADPARAMS);
+  CHECK_STATUS(bg_filter_init_native(f, 100, 0.1, -2, NULL), BG_EBADPARAMS);
+  char *after = bgt_redis_cmd(&srv, "INFO commandstats");
+  CHECK_MSG(same_line(before, after, "cmdstat_evalsha") && same_line(before, after, "cmdstat_eval:") &&
+                same_line(before, after, "cmdstat_bf.reserve"), "a refused init reached the server");
+  free(before);
+  free(after);
+  /* the bound follows the option: 1e6 at 1% (~1.2 MB) refused under a 1 MB cap */
+  bg_options *o = NULL;
+  bg_client *c2 = NULL;
+  bg_filter *g = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_NATIVE_MAX_BYTES, 1 << 20));
+  CHECK_OK(bg_client_open(&c2, srv.url, o));
+  CHECK_OK(bg_filter_open_native(&g, c2, "capped"));
+  CHECK_STATUS(bg_filter_init_native(g, 1000000, 0.01, -1, NULL), BG_EBADPARAMS);
+  CHECK_OK(bg_filter_init_native(g, 100000, 0.01, -1, NULL));
+  bg_filter_close(g);
+  bg_client_close(c2);
+  bg_options_free(o);
+  /* not native: its own init */
+  bg_filter *r = NULL;
+  CHECK_OK(bg_filter_open(&r, cl, "plainone"));
+  CHECK_STATUS(bg_filter_init_native(r, 100, 0.01, -1, NULL), BG_EINVAL);
+  bg_filter_close(r);
+  bg_filter_close(f);
+}
+
+static int one(bg_queue *q, int64_t *value, const uint8_t **present) {
+  bg_completion *c[1];
+  size_t n = 0;
+  CHECK_OK(bg_queue_poll(q, 5000, c, 1, &n));
+  if (n != 1) return -1000;
+  if (value) *value = bg_completion_value(c[0]);
+  if (present) *present = bg_completion_present(c[0], &n);
+  return bg_completion_status(c[0]);
+}
+
+/* The same steps through a submission queue. */
+static void test_queue(void) {
+  bg_queue *q = NULL;
+  CHECK_OK(bg_queue_open(&q, cl));
+  bg_filter *f = open_native("natq");
+  strict(f);
+  int64_t v = -1;
+  CHECK_OK(bg_filter_contains_submit(f, q, 1, "a", 1));
+  CHECK_STATUS(one(q, NULL, NULL), BG_ENOTINIT);
+  CHECK_OK(bg_filter_init_submit(f, q, 2, 1000, 0.01));
+  CHECK_OK(one(q, &v, NULL));
+  CHECK_EQ_INT(v, 1);
+  const void *items[] = {"a", "b", "c"};
+  size_t lens[] = {1, 1, 1};
+  CHECK_OK(bg_filter_add_many_submit(f, q, 3, items, lens, 2));
+  CHECK_OK(one(q, &v, NULL));
+  CHECK_EQ_INT(v, 2);
+  const uint8_t *pres = NULL;
+  CHECK_OK(bg_filter_contains_many_submit(f, q, 4, items, lens, 3));
+  CHECK_OK(one(q, NULL, &pres));
+  CHECK(pres && pres[0] == 1 && pres[1] == 1 && pres[2] == 0);
+  CHECK_OK(bg_filter_count_submit(f, q, 5));
+  CHECK_OK(one(q, &v, NULL));
+  CHECK_EQ_INT(v, 2);
+  CHECK_OK(bg_filter_delete_submit(f, q, 6));
+  CHECK_OK(one(q, &v, NULL));
+  CHECK_EQ_INT(v, 1);
+  bg_filter_close(f);
+  bg_queue_close(q);
+}
+
+/* A server without the module: one clear error naming it. */
+static void test_server_without_module(void) {
+  bgt_redis plain;
+  bg_client *c = NULL;
+  bg_filter *f = NULL;
+  bgt_redis_start(&plain, NULL);
+  CHECK_OK(bg_client_open(&c, plain.url, NULL));
+  CHECK_OK(bg_filter_open_native(&f, c, "nomod"));
+  strict(f);
+  CHECK_STATUS(bg_filter_init_native(f, 100, 0.01, -1, NULL), BG_ENOTSUP);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "no Bloom filter module");
+  CHECK_CONTAINS(bg_filter_errmsg(f), "RedisBloom");
+  int present = -1;
+  CHECK_STATUS(bg_filter_contains(f, "a", 1, &present), BG_ENOTSUP);
+  CHECK_CONTAINS(bg_filter_errmsg(f), "no Bloom filter module");
+  bg_filter_close(f);
+  bg_client_close(c);
+  bgt_redis_stop(&plain);
+}
+
+static void setup(void) {
+  bgt_redis_start_bloom(&srv, NULL);
+  CHECK_OK(bg_client_open(&cl, srv.url, NULL));
+}
+
+static void teardown(void) {
+  bg_client_close(cl);
+  bgt_redis_stop(&srv);
+}
+
+BGT_RUN(BGT_CASE(setup), BGT_CASE(test_init_add_contains_count_info), BGT_CASE(test_missing_key_goes_to_policy),
+        BGT_CASE(test_other_kind_refused), BGT_CASE(test_nonscaling_full_reported),
+        BGT_CASE(test_sizes_refused_before_sending), BGT_CASE(test_queue), BGT_CASE(test_server_without_module),
+        BGT_CASE(teardown))
