@@ -164,7 +164,16 @@ static void test_other_kind_refused(void) {
   CHECK_OK(bg_filter_add(n, "a", 1, NULL));
   CHECK_OK(bg_filter_open(&r, cl, "nat-only"));
   strict(r);
-  CHECK_MSG(bg_filter_contains(r, "a", 1, &present) < 0, "a Redisson-layout handle answered from a native key");
+  CHECK_STATUS(bg_filter_contains(r, "a", 1, &present), BG_EWRONGTYPE);
+  CHECK_CONTAINS(bg_filter_errmsg(r), "\"nat-only\" is a native Bloom filter (TYPE MBbloom--)");
+  CHECK_STATUS(bg_filter_add(r, "b", 1, NULL), BG_EWRONGTYPE);
+  /* and a name holding nothing is still just not initialized */
+  bg_filter *none = NULL;
+  CHECK_OK(bg_filter_open(&none, cl, "nothing-here"));
+  strict(none);
+  CHECK_STATUS(bg_filter_contains(none, "a", 1, &present), BG_ENOTINIT);
+  CHECK_CONTAINS(bg_filter_errmsg(none), "not initialized");
+  bg_filter_close(none);
   bg_filter_close(r);
   bg_filter_close(n);
 }

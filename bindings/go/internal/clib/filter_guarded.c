@@ -17,7 +17,7 @@
 
 /* ---- one attempt, on the filter's layout --------------------------------------------------- */
 
-enum { K_START, K_RAN, K_PROBED };
+enum { K_START, K_RAN, K_PROBED, K_TYPED };
 
 /* The operation a kinded task is part of. */
 static bgi_guarded_op *op_of(bgi_kinded_task *kt) {
@@ -132,9 +132,20 @@ static int resume_kinded(bgi_task *t, int st, bgi_err *err) {
       kt->state = K_PROBED;
       bgi_pconf_req(&kt->req, kt->ld, op->f, op->deadline_ns);
       return bgi_task_call(t, &kt->req);
+    case K_TYPED:
+      /* a native filter under the name is refused by name; anything else: the step's own answer */
+      if (st == BG_EWRONGTYPE) return kinded_end(kt, st);
+      *err = ((pheap *)kt->pop)->first;
+      return kinded_end(kt, BG_ENOTINIT);
     case K_PROBED:
     default:
       if (st == BG_OK && kt->ld->kind != kt->kind) return run_kind(kt, kt->ld->kind, err);
+      if (st == BG_ENOTINIT) {
+        /* no config of either layout: is the name a native filter's key? (only on this path) */
+        kt->state = K_TYPED;
+        bgi_native_type_req(&kt->req, op->f, op->deadline_ns);
+        return bgi_task_call(t, &kt->req);
+      }
       /* the same layout (made again meanwhile, or still none): the step's own answer stands - a
        * plain filter's caller sees what it saw before partitioned filters existed */
       if (st == BG_OK || st == BG_ENOTINIT) {

@@ -352,6 +352,35 @@ int bgi_nadmin_prepare(bgi_nadmin *na, bgi_req *req, bg_filter *f, int kind, int
   return BG_OK;
 }
 
+/* ---- a Redisson-layout handle meeting a native key ------------------------------------------ */
+
+static int build_type(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
+  const bg_filter *f = ctx;
+  if (bgi_buf_reserve(&c->out, bgi_resp_bound(2, f->name.len + 8)) != BG_OK) return NOMEM(err);
+  bgi_resp_array(&c->out, 2);
+  bgi_resp_cstr(&c->out, "TYPE");
+  bgi_resp_key(&c->out, &f->name);
+  *nreplies = 1;
+  return BG_OK;
+}
+
+static int parse_type(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_err *err) {
+  const bg_filter *f = ctx;
+  const bgi_reply *x = rep[0];
+  (void)c, (void)n;
+  if (x->type == REDIS_REPLY_ERROR) return bgi_reply_error(x, "type", err);
+  if ((x->type == REDIS_REPLY_STATUS || x->type == REDIS_REPLY_STRING) && x->str &&
+      (!strcmp(x->str, "MBbloom--") || !strcmp(x->str, "bloomfltr")))
+    return bgi_err_set(err, BG_EWRONGTYPE, "\"%s\" is a native Bloom filter (TYPE %s), not a Redisson-layout one: "
+                       "open it with bg_filter_open_native", f->name.s, x->str);
+  return BG_OK;
+}
+
+void bgi_native_type_req(bgi_req *r, bg_filter *f, uint64_t deadline_ns) {
+  *r = (bgi_req){.client = f->client, .slot = f->slot, .deadline_ns = deadline_ns, .build = build_type,
+                 .parse = parse_type, .ctx = f, .what = "type"};
+}
+
 /* ---- ABI -------------------------------------------------------------------------------------- */
 
 BG_API int bg_filter_open_native_ex(bg_filter **out, bg_call *call, bg_client *c, const char *name) {

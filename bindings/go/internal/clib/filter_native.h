@@ -60,6 +60,10 @@ typedef struct bgi_nadmin {
 int bgi_nadmin_prepare(bgi_nadmin *na, bgi_req *req, struct bg_filter *f, int kind, int64_t arg, double fpp,
                        int32_t expansion, bgi_err *err);
 
+/* TYPE of a Redisson-layout handle's name, after its steps found no config: BG_EWRONGTYPE naming
+ * a native filter there, else BG_OK. */
+void bgi_native_type_req(bgi_req *r, struct bg_filter *f, uint64_t deadline_ns);
+
 /* The one Lua step of every native operation. */
 extern bgi_script bgi_script_native;
 
