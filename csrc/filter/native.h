@@ -63,6 +63,11 @@ int bgi_nadmin_prepare(bgi_nadmin *na, bgi_req *req, struct bg_filter *f, int ki
  * a native filter there, else BG_OK. */
 void bgi_native_type_req(bgi_req *r, struct bg_filter *f, uint64_t deadline_ns);
 
+/* BG_EBADPARAMS (the message says why) for a capacity, error rate or expansion (-1 .. 32768) a
+ * BF.RESERVE must not get: out of range, or a first link past BG_OPT_NATIVE_MAX_BYTES. */
+int bgi_native_check_size(const struct bg_filter *f, int64_t capacity, double error_rate, int32_t expansion,
+                          bgi_err *err);
+
 /* The one Lua step of every native operation. */
 extern bgi_script bgi_script_native;
 

@@ -1,6 +1,8 @@
 /* Native filters (BF.*) against a real redis-server 7.0 with RedisBloom 2.8.2 loaded (native_fixture.c). */
 #include <bloomguard.h>
 #include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -308,6 +310,190 @@ static void test_server_without_module(void) {
   bgt_redis_stop(&plain);
 }
 
+
+/* ---- rotation ---------------------------------------------------------------------------------- */
+
+static int key_exists(const char *key) {
+  char *t = bgt_redis_cmd(&srv, "EXISTS %s", key);
+  int e = !strcmp(t, "1");
+  free(t);
+  return e;
+}
+
+static void fill(char (*buf)[24], const void **items, size_t *lens, int n, const char *prefix) {
+  for (int i = 0; i < n; i++) {
+    lens[i] = (size_t)snprintf(buf[i], sizeof buf[i], "%s%d", prefix, i);
+    items[i] = buf[i];
+  }
+}
+
+static void test_rotation_swap(void) {
+  enum { N = 2500 };
+  static char oldb[N][24], newb[N][24];
+  static const void *olds[N], *news[N];
+  static size_t oldl[N], newl[N];
+  static uint8_t pres[N];
+  fill(oldb, olds, oldl, N, "old-");
+  fill(newb, news, newl, N, "new-");
+  bg_filter *f = open_native("rot");
+  strict(f);
+  CHECK_OK(bg_filter_init_native(f, 5000, 0.001, 3, NULL));
+  CHECK_OK(bg_filter_add_many(f, olds, oldl, N, NULL));
+  CHECK_OK(bg_filter_expire(f, 600000, NULL));
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, 6000, 0.001, BG_ROTATE_SWAP, NULL));
+  /* an add made while the rotation runs goes to the live filter and into the delta */
+  int added = 0, present = 0;
+  CHECK_OK(bg_filter_add(f, "during", 6, &added));
+  CHECK_EQ_INT(added, 1);
+  char *t = bgt_redis_cmd(&srv, "LRANGE {rot}:delta 0 -1");
+  CHECK_EQ_STR(t, "during");
+  free(t);
+  CHECK_OK(bg_rotation_add_many(r, news, newl, N));
+  /* readers still see the old generation */
+  CHECK_OK(bg_filter_contains(f, olds[7], oldl[7], &present));
+  CHECK_EQ_INT(present, 1);
+  CHECK_OK(bg_filter_contains(f, news[7], newl[7], &present));
+  CHECK_EQ_INT(present, 0);
+  CHECK_OK(bg_rotation_commit(r));
+  uint64_t items = 0;
+  CHECK_OK(bg_rotation_stats(r, &items, NULL, NULL));
+  CHECK_EQ_U64(items, N);
+  bg_rotation_free(r);
+  CHECK_OK(bg_filter_contains_many(f, news, newl, N, pres));
+  int in = 0;
+  for (int i = 0; i < N; i++) in += pres[i];
+  CHECK_EQ_INT(in, N);
+  CHECK_OK(bg_filter_contains(f, "during", 6, &present));
+  CHECK_EQ_INT(present, 1);
+  CHECK_OK(bg_filter_contains_many(f, olds, oldl, N, pres));
+  in = 0;
+  for (int i = 0; i < N; i++) in += pres[i];
+  CHECK_MSG(in < N / 50, "%d of %d old items still present", in, N);
+  /* the next generation's parameters, the live one's expansion and time to live */
+  int64_t cap = 0, exp = 0, nitems = 0;
+  CHECK_OK(bg_filter_info_native(f, &cap, NULL, NULL, &nitems, &exp));
+  CHECK_EQ_INT(cap, 6000);
+  CHECK_EQ_INT(exp, 3);
+  CHECK_EQ_INT(nitems, N + 1);
+  t = bgt_redis_cmd(&srv, "PTTL rot");
+  CHECK_MSG(atol(t) > 500000, "PTTL %s", t);
+  free(t);
+  /* nothing of the rotation is left */
+  t = bgt_redis_cmd(&srv, "KEYS {rot}:*");
+  CHECK_EQ_STR(t, "");
+  free(t);
+  bg_filter_close(f);
+}
+
+/* A rotator that died (its lease gone) leaves its staging key: the next begin deletes it, and the
+ * dead one can write nothing more. */
+static void test_rotation_leftovers_cleaned(void) {
+  bg_filter *f = open_native("crash");
+  CHECK_OK(bg_filter_init_native(f, 1000, 0.01, -1, NULL));
+  CHECK_OK(bg_filter_add(f, "live", 4, NULL));
+  bg_rotation *dead = NULL, *next = NULL;
+  CHECK_OK(bg_rotation_begin(&dead, f, 1000, 0.01, BG_ROTATE_SWAP, NULL));
+  const void *it[] = {"x"};
+  size_t len[] = {1};
+  CHECK_OK(bg_rotation_add_many(dead, it, len, 1));
+  char *staged = bgt_redis_cmd(&srv, "SMEMBERS {crash}:stagings");
+  CHECK_CONTAINS(staged, "{crash}:next:");
+  CHECK(key_exists(staged));
+  /* its lease ran out (the process died): another rotation may begin */
+  free(bgt_redis_cmd(&srv, "DEL {crash}:rotation"));
+  CHECK_OK(bg_rotation_begin(&next, f, 1000, 0.01, BG_ROTATE_SWAP, NULL));
+  CHECK_MSG(!key_exists(staged), "the dead rotator's staging key %s is still there", staged);
+  CHECK_STATUS(bg_rotation_add_many(dead, it, len, 1), BG_EROTATING);
+  CHECK_STATUS(bg_rotation_commit(dead), BG_EROTATING);
+  bg_rotation_free(dead);
+  CHECK_OK(bg_rotation_add_many(next, it, len, 1));
+  CHECK_OK(bg_rotation_commit(next));
+  bg_rotation_free(next);
+  int present = 0;
+  CHECK_OK(bg_filter_contains(f, "x", 1, &present));
+  CHECK_EQ_INT(present, 1);
+  free(staged);
+  char *t = bgt_redis_cmd(&srv, "KEYS {crash}:*");
+  CHECK_EQ_STR(t, "");
+  free(t);
+  /* LOCKED has no meaning for a server-built filter */
+  bg_rotation *r = NULL;
+  CHECK_STATUS(bg_rotation_begin(&r, f, 1000, 0.01, BG_ROTATE_LOCKED, NULL), BG_ENOTSUP);
+  bg_filter_close(f);
+}
+
+/* Readers through rotations: the swap never shows a present item as absent or the filter as
+ * missing; the naive rebuild (DEL, RESERVE, re-add) does - the control that the harness can see it. */
+enum { RN = 400 };
+static char rbuf[RN][24];
+static const void *ritems[RN];
+static size_t rlens[RN];
+
+typedef struct reader {
+  bg_filter *f;
+  atomic_int stop;
+  atomic_long queries, bad_absent, bad_notinit, other;
+} reader;
+
+static void *read_loop(void *arg) {
+  reader *rd = arg;
+  uint8_t pres[RN];
+  while (!atomic_load(&rd->stop)) {
+    int st = bg_filter_contains_many(rd->f, ritems, rlens, RN, pres);
+    atomic_fetch_add(&rd->queries, 1);
+    if (st == BG_ENOTINIT) atomic_fetch_add(&rd->bad_notinit, 1);
+    else if (st != BG_OK) atomic_fetch_add(&rd->other, 1);
+    else
+      for (int i = 0; i < RN; i++)
+        if (!pres[i]) {
+          atomic_fetch_add(&rd->bad_absent, 1);
+          break;
+        }
+  }
+  return NULL;
+}
+
+/* Rotations of `strategy` until `rounds` ran (or, with until_bad, until a reader saw a failure,
+ * at most rounds): the readers' failures. */
+static long rotate_under_readers(const char *name, int strategy, int rounds, int until_bad, long *queries) {
+  bg_filter *f = open_native(name), *rf = open_native(name);
+  strict(rf);
+  CHECK_OK(bg_filter_init_native(f, 20000, 0.01, -1, NULL));
+  CHECK_OK(bg_filter_add_many(f, ritems, rlens, RN, NULL));
+  reader rd = {.f = rf};
+  pthread_t th;
+  CHECK(pthread_create(&th, NULL, read_loop, &rd) == 0);
+  for (int i = 0; i < rounds; i++) {
+    bg_rotation *r = NULL;
+    CHECK_OK(bg_rotation_begin(&r, f, 20000, 0.01, strategy, NULL));
+    CHECK_OK(bg_rotation_add_many(r, ritems, rlens, RN));
+    CHECK_OK(bg_rotation_commit(r));
+    bg_rotation_free(r);
+    if (until_bad && atomic_load(&rd.bad_absent) + atomic_load(&rd.bad_notinit) > 0) break;
+  }
+  atomic_store(&rd.stop, 1);
+  pthread_join(th, NULL);
+  CHECK_EQ_INT(atomic_load(&rd.other), 0);
+  *queries = atomic_load(&rd.queries);
+  fprintf(stderr, "  %s: %ld queries, %ld answered absent, %ld not initialized\n", name, *queries,
+          atomic_load(&rd.bad_absent), atomic_load(&rd.bad_notinit));
+  bg_filter_close(rf);
+  bg_filter_close(f);
+  return atomic_load(&rd.bad_absent) + atomic_load(&rd.bad_notinit);
+}
+
+static void test_readers_through_rotations(void) {
+  fill(rbuf, ritems, rlens, RN, "r-");
+  long q = 0;
+  long bad = rotate_under_readers("race-swap", BG_ROTATE_SWAP, 40, 0, &q);
+  CHECK_EQ_INT(bad, 0);
+  CHECK_MSG(q > 40, "only %ld queries during 40 rotations", q);
+  /* negative control: the naive rebuild is seen failing readers */
+  bad = rotate_under_readers("race-naive", BG_ROTATE_NAIVE, 400, 1, &q);
+  CHECK_MSG(bad > 0, "the naive rebuild showed no reader a missing filter or an absent item in %ld queries", q);
+}
+
 static void setup(void) {
   bgt_redis_start_bloom(&srv, NULL);
   CHECK_OK(bg_client_open(&cl, srv.url, NULL));
@@ -321,4 +507,5 @@ static void teardown(void) {
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_init_add_contains_count_info), BGT_CASE(test_missing_key_goes_to_policy),
         BGT_CASE(test_other_kind_refused), BGT_CASE(test_nonscaling_full_reported),
         BGT_CASE(test_sizes_refused_before_sending), BGT_CASE(test_queue), BGT_CASE(test_server_without_module),
+        BGT_CASE(test_rotation_swap), BGT_CASE(test_rotation_leftovers_cleaned), BGT_CASE(test_readers_through_rotations),
         BGT_CASE(teardown))

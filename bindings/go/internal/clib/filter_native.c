@@ -13,11 +13,15 @@
 #include "common_jdouble.h"
 #include "filter_filter.h"
 #include "filter_partitioned.h"
+#include "redis_layout.h"
 
 #define NOMEM(err) bgi_err_set(err, BG_ENOMEM, "out of memory")
 
 /*
- * KEYS = NAME, the Redisson config key of NAME; ARGV = op, then its arguments. Returns
+ * KEYS = NAME, the Redisson config key of NAME, the rotation lease, the delta; ARGV = op, then its
+ * arguments. While a native rotation runs (rotation/nswap.c: its lease hash has the native field),
+ * an add also records its items in the delta (RPUSH, the lease's TTL), in the same step as it adds
+ * them to the live filter, so the next generation gets them: the commit replays the delta. Returns
  *   {1, the BF command's reply}            done
  *   {0}                                    NAME does not exist (no BF command run)
  *   {2}                                    reserve: a native filter is already there (kept)
@@ -42,7 +46,14 @@ bgi_script bgi_script_native = {
     "end\n"
     "if t ~= 'MBbloom--' and t ~= 'bloomfltr' then return {-1, t} end\n"
     "if op == 'exists' then return {1, redis.call('BF.MEXISTS', KEYS[1], unpack(ARGV, 2))} end\n"
-    "if op == 'insert' then return {1, redis.call('BF.INSERT', KEYS[1], 'NOCREATE', 'ITEMS', unpack(ARGV, 2))} end\n"
+    "if op == 'insert' then\n"
+    "  local ttl = redis.call('HGET', KEYS[3], '" BGI_LEASE_TTL "')\n"
+    "  if ttl and redis.call('HEXISTS', KEYS[3], '" BGI_LEASE_NATIVE "') == 1 then\n"
+    "    redis.call('RPUSH', KEYS[4], unpack(ARGV, 2))\n"
+    "    redis.call('PEXPIRE', KEYS[4], ttl)\n"
+    "  end\n"
+    "  return {1, redis.call('BF.INSERT', KEYS[1], 'NOCREATE', 'ITEMS', unpack(ARGV, 2))}\n"
+    "end\n"
     "if op == 'reserve' then return {2} end\n"
     "if op == 'card' then return {1, redis.call('BF.CARD', KEYS[1])} end\n"
     "if op == 'info' then return {1, redis.call('BF.INFO', KEYS[1])} end\n"
@@ -96,6 +107,18 @@ static int verdict(const bgi_reply *x, const bg_filter *f, const char *what, bgi
   }
 }
 
+/* The script's keys (all in the filter's slot: named by the suffix rule). */
+static size_t native_keys_len(const bg_filter *f) {
+  return f->name.len + f->config_key.len + f->rotation_key.len + f->delta_key.len;
+}
+
+static void append_keys(bgi_buf *b, const bg_filter *f) {
+  bgi_resp_key(b, &f->name);
+  bgi_resp_key(b, &f->config_key);
+  bgi_resp_key(b, &f->rotation_key);
+  bgi_resp_key(b, &f->delta_key);
+}
+
 /* ---- add and contains ---------------------------------------------------------------------- */
 
 static int build_win(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
@@ -105,11 +128,10 @@ static int build_win(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
     size_t m = n - done < BGI_CHUNK_ITEMS ? n - done : BGI_CHUNK_ITEMS, bytes = 0;
     for (size_t i = 0; i < m; i++) bytes += w->lens[w->from + done + i];
-    if (bgi_script_begin(&c->out, &bgi_script_native, w->run.use_body, 2, 1 + m) != BG_OK ||
-        bgi_buf_reserve(&c->out, bgi_resp_bound(3 + m, f->name.len + f->config_key.len + 8 + bytes)) != BG_OK)
+    if (bgi_script_begin(&c->out, &bgi_script_native, w->run.use_body, 4, 1 + m) != BG_OK ||
+        bgi_buf_reserve(&c->out, bgi_resp_bound(5 + m, native_keys_len(f) + 8 + bytes)) != BG_OK)
       return NOMEM(err);
-    bgi_resp_key(&c->out, &f->name);
-    bgi_resp_key(&c->out, &f->config_key);
+    append_keys(&c->out, f);
     bgi_resp_cstr(&c->out, w->is_add ? "insert" : "exists");
     for (size_t i = 0; i < m; i++) bgi_resp_bulk(&c->out, w->items[w->from + done + i], w->lens[w->from + done + i]);
   }
@@ -243,11 +265,10 @@ static int build_admin(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   size_t nargs = 1;
   if (na->kind == BGI_ADMIN_INIT) nargs += 2 + (na->expansion > 0 ? 2 : na->expansion == 0 ? 1 : 0);
   if (na->kind == BGI_ADMIN_EXPIRE) nargs += 1;
-  if (bgi_script_begin(&c->out, &bgi_script_native, na->run.use_body, 2, nargs) != BG_OK ||
-      bgi_buf_reserve(&c->out, bgi_resp_bound(2 + nargs, f->name.len + f->config_key.len + 128)) != BG_OK)
+  if (bgi_script_begin(&c->out, &bgi_script_native, na->run.use_body, 4, nargs) != BG_OK ||
+      bgi_buf_reserve(&c->out, bgi_resp_bound(4 + nargs, native_keys_len(f) + 128)) != BG_OK)
     return NOMEM(err);
-  bgi_resp_key(&c->out, &f->name);
-  bgi_resp_key(&c->out, &f->config_key);
+  append_keys(&c->out, f);
   bgi_resp_cstr(&c->out, admin_op_name(na->kind));
   if (na->kind == BGI_ADMIN_INIT) {
     bgi_resp_cstr(&c->out, na->error_rate);
@@ -312,7 +333,7 @@ static int parse_admin(bgi_conn *c, bgi_reply **rep, size_t n, void *ctx, bgi_er
 }
 
 /* RedisBloom's first link: error rate tightened by half, bits = -n ln(e) / ln(2)^2. */
-static int check_size(const bg_filter *f, int64_t capacity, double error_rate, int32_t expansion, bgi_err *err) {
+int bgi_native_check_size(const bg_filter *f, int64_t capacity, double error_rate, int32_t expansion, bgi_err *err) {
   if (capacity < 1 || capacity > (INT64_C(1) << 53))
     return bgi_err_set(err, BG_EBADPARAMS, "init: capacity must be 1..2^53 (got %lld)", (long long)capacity);
   if (!(error_rate > 0 && error_rate < 1))
@@ -337,7 +358,7 @@ int bgi_nadmin_prepare(bgi_nadmin *na, bgi_req *req, bg_filter *f, int kind, int
   na->f = f;
   na->kind = kind;
   if (kind == BGI_ADMIN_INIT) {
-    int st = check_size(f, arg, fpp, expansion, err);
+    int st = bgi_native_check_size(f, arg, fpp, expansion, err);
     if (st != BG_OK) return st;
     na->capacity = arg;
     na->expansion = expansion;

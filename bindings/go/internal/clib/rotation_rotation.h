@@ -100,7 +100,7 @@ typedef struct bgi_rot_ops {
   void (*abort)(bg_rotation *r, bgi_err *err);
 } bgi_rot_ops;
 
-extern const bgi_rot_ops bgi_rot_swap, bgi_rot_locked, bgi_rot_naive, bgi_rot_pswap, bgi_rot_plocked;
+extern const bgi_rot_ops bgi_rot_swap, bgi_rot_locked, bgi_rot_naive, bgi_rot_pswap, bgi_rot_plocked, bgi_rot_nswap;
 
 struct bg_rotation {
   bg_filter *f;
@@ -112,6 +112,7 @@ struct bg_rotation {
    * handed over as its buffer, is the filter's spare_key */
   bgi_key staging_key;
   uint64_t spare_len;   /* bytes of the spare begin moved into the staging key (0: none) */
+  bgi_key native_reg;   /* a native filter's: NAME's "stagings" set (nswap.c) */
   /* TTL given to every key the lease guards (staging bitmap, delta) at each write and renewal:
    * max(staging TTL, lease), so none can expire while the lease that guards it is still held
    * (a renewal sets the lease to its full length, never more) */
