@@ -286,6 +286,27 @@ static void test_queue(void) {
   CHECK_OK(bg_filter_delete_submit(f, q, 6));
   CHECK_OK(one(q, &v, NULL));
   CHECK_EQ_INT(v, 1);
+  /* init with an expansion: NONSCALING, so the 11th item is refused per item (BG_EFULL) */
+  bg_filter *g = open_native("natq-full");
+  strict(g);
+  CHECK_OK(bg_filter_init_native_submit(g, q, 7, 10, 0.01, 0));
+  CHECK_OK(one(q, &v, NULL));
+  CHECK_EQ_INT(v, 1);
+  const void *many[12];
+  size_t mlens[12];
+  char mb[12][8];
+  for (int i = 0; i < 12; i++) {
+    mlens[i] = (size_t)snprintf(mb[i], sizeof mb[i], "q%d", i);
+    many[i] = mb[i];
+  }
+  CHECK_OK(bg_filter_add_many_submit(g, q, 8, many, mlens, 12));
+  CHECK_STATUS(one(q, NULL, NULL), BG_EFULL);
+  CHECK_STATUS(bg_filter_init_native_submit(g, q, 9, 10, 0.01, -7), BG_EBADPARAMS);
+  bg_filter *plain = NULL;
+  CHECK_OK(bg_filter_open(&plain, cl, "natq-plain"));
+  CHECK_STATUS(bg_filter_init_native_submit(plain, q, 10, 10, 0.01, 0), BG_EINVAL);
+  bg_filter_close(plain);
+  bg_filter_close(g);
   bg_filter_close(f);
   bg_queue_close(q);
 }
