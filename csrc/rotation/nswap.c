@@ -201,6 +201,10 @@ static int step_begin(bg_rotation *r, int64_t *busy_pttl, char *busy_owner, size
 static int begin(bg_rotation *r, bgi_err *err) {
   int st = bgi_leased_wait(r, step_begin, err);
   if (st != BG_OK) return st;
+  if ((st = bgi_nload_begin(r, err)) != BG_OK) {
+    bgi_rot_step_abort(r, &(bgi_err){0});
+    return st;
+  }
   if (bgi_lease_start(r) != BG_OK) {
     bgi_rot_step_abort(r, &(bgi_err){0});
     return bgi_err_set(err, BG_ENOMEM, "cannot start the lease renewal thread");
@@ -212,6 +216,15 @@ static int begin(bg_rotation *r, bgi_err *err) {
  * NSWAP_PIPELINE of them per round trip. */
 static int add(bg_rotation *r, const void *const *items, const size_t *lens, size_t n, bgi_err *err) {
   const bg_filter *f = r->f;
+  if (r->nload.on) {
+    size_t took = bgi_nload_add(r, items, lens, n);
+    r->items += took;
+    if (took == n) return bgi_rot_report(r, BG_PHASE_BUILDING, 0, err);
+    /* the first link is at its capacity: what was built goes up, the rest to the server */
+    int st = bgi_nload_upload(r, err);
+    if (st != BG_OK) return st;
+    items += took, lens += took, n -= took;
+  }
   typedef const char *argv_row[3 + NSWAP_BATCH];
   typedef size_t len_row[3 + NSWAP_BATCH];
   bgi_step steps[NSWAP_PIPELINE], *ptrs[NSWAP_PIPELINE];
@@ -261,16 +274,21 @@ static int add(bg_rotation *r, const void *const *items, const size_t *lens, siz
 static int commit(bg_rotation *r, bgi_err *err) {
   const bg_filter *f = r->f;
   int st = bgi_rot_report(r, BG_PHASE_UPLOADING, 1, err);
-  /* the delta in short steps (each checks the lease), until what is left fits the final step */
-  char limit[24];
-  snprintf(limit, sizeof limit, "%d", NSWAP_BATCH * 8);
-  for (;;) {
+  /* the delta in short steps (each checks the lease), until what is left fits the final step;
+   * the first (limit 0) only checks the lease, before an upload replaces the staging key */
+  char limit[24] = "0";
+  for (int first = 1;; first = 0) {
+    if (!first) snprintf(limit, sizeof limit, "%d", NSWAP_BATCH * 8);
     if (st != BG_OK) return st;
     const char *argv[] = {f->rotation_key.s, r->staging_key.s, f->delta_key.s, r->token, limit};
     size_t lens[] = {f->rotation_key.len, r->staging_key.len, f->delta_key.len, 32, strlen(limit)};
     bgi_step s = {.script = &ndrain_script, .nkeys = 3, .nargs = 2, .argv = argv, .lens = lens, .durable = 1};
     if ((st = run_step(r, &s, err)) != BG_OK) return st;
     if (s.ints[0] != 1) return step_failed(r, "rotation drain", &s, err);
+    if (first) {
+      if ((st = bgi_nload_upload(r, err)) != BG_OK) return st;
+      continue;
+    }
     if (s.ints[1] <= NSWAP_BATCH) break;
     st = bgi_rot_check_active(r, "rotation drain", err);
   }
@@ -286,5 +304,9 @@ static int commit(bg_rotation *r, bgi_err *err) {
   return BG_OK;
 }
 
-const bgi_rot_ops bgi_rot_nswap = {.name = "swap", .begin = begin, .add = add, .commit = commit,
-                                   .abort = bgi_leased_abort};
+static void abort_(bg_rotation *r, bgi_err *err) {
+  bgi_nload_free(r);
+  bgi_leased_abort(r, err);
+}
+
+const bgi_rot_ops bgi_rot_nswap = {.name = "swap", .begin = begin, .add = add, .commit = commit, .abort = abort_};

@@ -191,6 +191,7 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
     bgi_prot_free(r);
     bgi_key_free(&r->staging_key);
     bgi_key_free(&r->native_reg);
+    bgi_nload_free(r);
     bgi_bitmap_free(&r->next);
     bgi_errslot_destroy(&r->err);
     bgi_options_clear(&r->opts);
@@ -313,6 +314,7 @@ BG_API void bg_rotation_free(bg_rotation *r) {
   bgi_bitmap_free(&r->next);
   bgi_key_free(&r->staging_key);
   bgi_key_free(&r->native_reg);
+  bgi_nload_free(r);
   bgi_options_clear(&r->opts);
   bgi_errslot_destroy(&r->err);
   free(r);
