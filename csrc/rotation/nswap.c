@@ -80,7 +80,8 @@ static bgi_script nbegin_script = {
   "  while not limit or applied < limit do\n"                                                \
   "    local items = redis.call('LRANGE', delta, 0, 999)\n"                                  \
   "    if #items == 0 then break end\n"                                                      \
-  "    local r = redis.call('BF.INSERT', target, 'NOCREATE', 'ITEMS', unpack(items))\n"      \
+  "    local r = redis.pcall('BF.INSERT', target, 'NOCREATE', 'ITEMS', unpack(items))\n"     \
+  "    if r.err then return r.err end\n"                                                   \
   "    for i = 1, #r do if type(r[i]) == 'table' and r[i].err then return r[i].err end end\n" \
   "    if #r < #items then return 'ERR the server stopped the batch' end\n"                 \
   "    redis.call('LTRIM', delta, #items, -1)\n"                                             \
@@ -96,7 +97,9 @@ static bgi_script nadd_script = {
   .body =
     "if redis.call('HGET', KEYS[1], '" BGI_LEASE_TOKEN "') ~= ARGV[1] then return {0} end\n"
     "if redis.call('EXISTS', KEYS[2]) == 0 then return {2} end\n"
-    "local r = redis.call('BF.INSERT', KEYS[2], 'NOCREATE', 'ITEMS', unpack(ARGV, 2))\n"
+    "local r = redis.pcall('BF.INSERT', KEYS[2], 'NOCREATE', 'ITEMS', unpack(ARGV, 2))\n"
+    /* Valkey makes the whole reply the error: which item is not known */
+    "if r.err then return {5, -1, -1, r.err} end\n"
     "local new = 0\n"
     "for i = 1, #r do\n"
     "  if type(r[i]) == 'table' then return {5, new, i - 1, r[i].err} end\n"
@@ -255,7 +258,7 @@ static int add(bg_rotation *r, const void *const *items, const size_t *lens, siz
       if (steps[i].status != BG_OK) st = err->status = steps[i].status;
       else if (steps[i].ints[0] != 1) {
         st = step_failed(r, "rotation add", &steps[i], err);
-        if (st == BG_EFULL) {
+        if (st == BG_EFULL && steps[i].ints[2] >= 0) {
           size_t at = first + i * NSWAP_BATCH + (size_t)steps[i].ints[2];
           size_t m = strlen(err->msg);
           snprintf(err->msg + m, sizeof err->msg - m, "; item %zu of this call and those after it were not added", at);

@@ -52,7 +52,30 @@ bgi_script bgi_script_native = {
     "    redis.call('RPUSH', KEYS[4], unpack(ARGV, 2))\n"
     "    redis.call('PEXPIRE', KEYS[4], ttl)\n"
     "  end\n"
-    "  return {1, redis.call('BF.INSERT', KEYS[1], 'NOCREATE', 'ITEMS', unpack(ARGV, 2))}\n"
+    /* {1, answers, index of the first refused item (-1: none), its error}: RedisBloom on Redis
+     * puts an error element in the reply and stops; on Valkey the whole reply becomes the error,
+     * so the items are then inserted one by one, and how many were new is BF.CARD's growth (the
+     * items the failed batch added answer 0 again) */
+    "  local before = redis.call('BF.CARD', KEYS[1])\n"
+    "  local r = redis.pcall('BF.INSERT', KEYS[1], 'NOCREATE', 'ITEMS', unpack(ARGV, 2))\n"
+    "  if r.err then\n"
+    "    if not string.find(r.err, 'full') then return r end\n"
+    "    r = {}\n"
+    "    local refused, why = -1, ''\n"
+    "    for i = 2, #ARGV do\n"
+    "      local one = redis.pcall('BF.INSERT', KEYS[1], 'NOCREATE', 'ITEMS', ARGV[i])\n"
+    "      if one.err then refused, why = i - 2, one.err; break end\n"
+    "      r[i - 1] = one[1]\n"
+    "    end\n"
+    "    return {1, r, refused, why, redis.call('BF.CARD', KEYS[1]) - before}\n"
+    "  end\n"
+    "  local ok = {}\n"
+    "  for i = 1, #r do\n"
+    "    if type(r[i]) == 'table' then return {1, ok, i - 1, r[i].err} end\n"
+    "    ok[i] = r[i]\n"
+    "  end\n"
+    "  if #r < #ARGV - 1 then return {1, ok, #r, 'ERR the server stopped the batch'} end\n"
+    "  return {1, ok, -1, ''}\n"
     "end\n"
     "if op == 'reserve' then return {2} end\n"
     "if op == 'card' then return {1, redis.call('BF.CARD', KEYS[1])} end\n"
@@ -157,7 +180,22 @@ static int parse_win(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, b
     int st = verdict(x, w->f, what, err);
     if (st != BG_OK) return st;
     size_t first = w->from + r * BGI_CHUNK_ITEMS, m = w->to - first < BGI_CHUNK_ITEMS ? w->to - first : BGI_CHUNK_ITEMS;
-    const bgi_reply *a = x->elements == 2 ? x->element[1] : NULL;
+    const bgi_reply *a = x->elements >= 2 ? x->element[1] : NULL;
+    /* an add's refused item: its index in the chunk (the answers before it are in a) */
+    if (w->is_add && x->elements >= 4 && x->element[2]->type == REDIS_REPLY_INTEGER && x->element[2]->integer >= 0 &&
+        w->full_at == SIZE_MAX) {
+      if (x->elements == 5 && x->element[4]->type == REDIS_REPLY_INTEGER) w->added += (size_t)x->element[4]->integer;
+      else
+        for (size_t i = 0; a && a->type == REDIS_REPLY_ARRAY && i < a->elements; i++)
+          if (a->element[i]->type == REDIS_REPLY_INTEGER) w->added += a->element[i]->integer == 1;
+      w->full_at = first + (size_t)x->element[2]->integer;
+      continue;
+    }
+    if (w->is_add && x->elements == 5 && x->element[4]->type == REDIS_REPLY_INTEGER) {
+      /* refused as a whole and then item by item, none refused: the growth is the count */
+      if (w->full_at == SIZE_MAX) w->added += (size_t)x->element[4]->integer;
+      continue;
+    }
     if (!a || a->type != REDIS_REPLY_ARRAY || a->elements > m)
       return bgi_err_set(err, BG_EPROTO, "%s: unexpected reply from the native script", what);
     for (size_t i = 0; i < a->elements; i++) {
