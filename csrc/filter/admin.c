@@ -413,7 +413,7 @@ static int admin_end(bgi_admin *a, int st) {
   free(a->heap);
   a->heap = NULL;
   /* a deleted filter's config is gone: the next operation reads it again */
-  if (st == BG_OK && a->kind == BGI_ADMIN_DELETE) {
+  if (st == BG_OK && a->kind == BGI_ADMIN_DELETE && !a->f->native) {
     atomic_store(&a->f->cfg, 0);
     bgi_pconf_set_none(a->f);
   }

@@ -120,7 +120,8 @@ static int resume_kinded(bgi_task *t, int st, bgi_err *err) {
   bgi_guarded_op *op = op_of(kt);
   switch (kt->state) {
     case K_START:
-      return run_kind(kt, atomic_load(&op->f->kind), err);
+      /* a native handle's kind never changes (a delete resets the others' to plain) */
+      return run_kind(kt, op->f->native ? BGI_KIND_NATIVE : atomic_load(&op->f->kind), err);
     case K_RAN:
       /* a native filter's step told its kind itself */
       if (st != BG_ENOTINIT || kt->probed || kt->kind == BGI_KIND_NATIVE) return kinded_end(kt, st);

@@ -99,6 +99,16 @@ static void test_init_add_contains_count_info(void) {
   CHECK_EQ_INT(deleted, 1);
   CHECK_OK(bg_filter_delete(f, &deleted));
   CHECK_EQ_INT(deleted, 0);
+  /* the handle stays native after a delete: made again, it answers from the new filter */
+  CHECK_OK(bg_filter_init_native(f, 100, 0.01, -1, &created));
+  CHECK_EQ_INT(created, 1);
+  CHECK_OK(bg_filter_add(f, "again", 5, &added));
+  CHECK_EQ_INT(added, 1);
+  CHECK_OK(bg_filter_contains(f, "again", 5, &present));
+  CHECK_EQ_INT(present, 1);
+  t = bgt_redis_cmd(&srv, "TYPE nat");
+  CHECK_EQ_STR(t, "MBbloom--");
+  free(t);
   bg_filter_close(f);
 }
 
