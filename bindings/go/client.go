@@ -144,6 +144,7 @@ type FilterOption func(*filterSettings)
 type filterSettings struct {
 	policy    *Policy
 	policySet bool
+	native    bool
 }
 
 // Filter opens a handle on the Bloom filter stored under name (no I/O). It fails with ErrBadName
@@ -163,7 +164,11 @@ func (c *Client) Filter(name string, opts ...FilterOption) (*Filter, error) {
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var p *C.bg_filter
-	if err := openWithCall(func(call *C.bg_call) C.int { return C.bg_filter_open_ex(&p, call, c.h.p, cname) }); err != nil {
+	open := func(call *C.bg_call) C.int { return C.bg_filter_open_ex(&p, call, c.h.p, cname) }
+	if s.native {
+		open = func(call *C.bg_call) C.int { return C.bg_filter_open_native_ex(&p, call, c.h.p, cname) }
+	}
+	if err := openWithCall(open); err != nil {
 		return nil, err
 	}
 	h := newFilterHandle(p, c.h.qs.ref())
@@ -173,7 +178,7 @@ func (c *Client) Filter(name string, opts ...FilterOption) (*Filter, error) {
 			return nil, err
 		}
 	}
-	f := &Filter{h: h, g: c.g, qs: h.qs, name: name}
+	f := &Filter{h: h, g: c.g, qs: h.qs, name: name, native: s.native}
 	f.cleanup = runtime.AddCleanup(f, (*filterHandle).close, h)
 	trackFilter(c.h, f)
 	return f, nil

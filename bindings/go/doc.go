@@ -110,6 +110,7 @@
 //	call.go      the per-call bg_call (context deadline in, status and message out), the gate
 //	client.go    Client, Open, Filter, FilterOption
 //	filter.go    Filter operations: a request each, run on the queue or by a blocking _ex call
+//	native.go    WithNative, Filter.InitNative, NativeInfo, WithNativeMaxBytes: the server's BF.* filters
 //	queue.go     the submission queue's driver: requests, submits, polls, the fd in the netpoller
 //	items.go     batches laid out in C memory
 //	hash.go      Hash128, Indexes, OptimalParams (no server)

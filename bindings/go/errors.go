@@ -36,6 +36,7 @@ const (
 	CodeClosed             Code = -19 // BG_ECLOSED
 	CodeCanceled           Code = -20 // BG_ECANCELED
 	CodeTLS                Code = -21 // BG_ETLS
+	CodeFull               Code = -22 // BG_EFULL
 )
 
 // String is the C macro name of the code ("BG_ETIMEOUT", bg_status_name), or "BG_STATUS(n)" for
@@ -113,6 +114,8 @@ var (
 	ErrCanceled = sentinel(CodeCanceled)
 	// ErrTLS: the TLS handshake failed, or a certificate or key file cannot be used (WithTLS*).
 	ErrTLS = sentinel(CodeTLS)
+	// ErrFull: a native NONSCALING filter is full; the items from the first refused one on were not added.
+	ErrFull = sentinel(CodeFull)
 )
 
 func sentinel(c Code) error { return &Error{Code: c} }

@@ -35,6 +35,7 @@ var sentinels = map[Code]error{
 	CodeClosed:             ErrClosed,
 	CodeCanceled:           ErrCanceled,
 	CodeTLS:                ErrTLS,
+	CodeFull:               ErrFull,
 }
 
 // The Go side knows every status code of include/bloomguard/errors.h, with the same value and
@@ -190,6 +191,7 @@ func TestOptionsMatchHeader(t *testing.T) {
 		"BG_OPT_CONNECT_AT_OPEN":       WithConnectAtOpen(true),
 		"BG_OPT_DEGRADED_EVENTS_PER_S": WithDegradedEventsPerSecond(2),
 		"BG_OPT_HISTOGRAMS":            WithHistograms(false),
+		"BG_OPT_NATIVE_MAX_BYTES":      WithNativeMaxBytes(1 << 20),
 		"BG_OPT_CLUSTER":               WithCluster(ClusterOff),
 		"BG_OPT_WAIT_REPLICAS":         WithWaitReplicas(1),
 		"BG_OPT_WAIT_TIMEOUT_MS":       WithWaitTimeout(time.Second),

@@ -69,6 +69,7 @@ type Filter struct {
 	g       gate      // shared with the client: bounds its blocking calls in C
 	qs      *queueSet // the client's queues (nil: WithQueues(0), every call blocks in C)
 	name    string
+	native  bool // opened WithNative: the server's BF.* filter (native.go)
 	cleanup runtime.Cleanup
 }
 
@@ -135,6 +136,9 @@ type Info struct {
 	ExpectedInsertions int64   // 0 when the config hash lacks the field
 	FalseProbability   float64 // 0 when the config hash lacks the field
 	Partitions         uint32  // a partitioned filter's partitions (InitPartitioned); 0 for Redisson's layout
+	// Native: a native filter (WithNative). Its Size is 8 x the bytes the server reports,
+	// ExpectedInsertions its capacity, HashIterations and FalseProbability 0 (NativeInfo has the rest).
+	Native bool
 }
 
 // Name is the filter's name (the key of its bitmap).
@@ -266,6 +270,10 @@ func (f *Filter) doBlocking(ctx context.Context, r *request) error {
 	case opInit:
 		var cr C.int
 		st = C.bg_filter_init_partitioned_ex(p, c.p, C.int64_t(r.arg), C.double(r.fpp), C.int64_t(r.parts), &cr)
+		r.value = int64(cr)
+	case opInitNative:
+		var cr C.int
+		st = C.bg_filter_init_native_ex(p, c.p, C.int64_t(r.arg), C.double(r.fpp), C.int32_t(r.parts), &cr)
 		r.value = int64(cr)
 	case opDelete:
 		var d C.int
@@ -519,6 +527,7 @@ func (f *Filter) Info(ctx context.Context) (Info, error) {
 	if err := f.do(ctx, r); err != nil {
 		return Info{}, err
 	}
+	r.info.Native = f.native
 	return r.info, nil
 }
 

@@ -8,7 +8,7 @@ package bloomguard
 
 // What a request asks (request.op); the same numbers as the Go constants op*.
 enum { BGO_CONTAINS = 1, BGO_CONTAINS_MANY, BGO_ADD, BGO_ADD_MANY, BGO_COUNT, BGO_INFO, BGO_INIT, BGO_DELETE,
-       BGO_EXPIRE, BGO_PERSIST };
+       BGO_EXPIRE, BGO_PERSIST, BGO_INIT_NATIVE };
 
 // The queue a driver is running on this thread, and the driver's cgo.Handle, while it submits or
 // polls: the fallback adapter (fallback.go) learns from them which request it answers for.
@@ -37,6 +37,7 @@ static int bgo_submit(bg_queue *q, uintptr_t driver, uint64_t tag, int op, bg_fi
 	case BGO_DELETE: st = bg_filter_delete_submit_ex(f, call, q, tag); break;
 	case BGO_EXPIRE: st = bg_filter_expire_submit_ex(f, call, q, tag, arg); break;
 	case BGO_PERSIST: st = bg_filter_persist_submit_ex(f, call, q, tag); break;
+	case BGO_INIT_NATIVE: st = bg_filter_init_native_submit_ex(f, call, q, tag, arg, fpp, (int32_t)parts); break;
 	default: st = BG_EINVAL;
 	}
 	bgo_driving = outer_q;
@@ -139,6 +140,7 @@ const (
 	opDelete       opKind = C.BGO_DELETE
 	opExpire       opKind = C.BGO_EXPIRE
 	opPersist      opKind = C.BGO_PERSIST
+	opInitNative   opKind = C.BGO_INIT_NATIVE
 )
 
 // pollBatch is how many completions one poll hands out; requestBacklog how many requests wait
@@ -158,7 +160,7 @@ type request struct {
 	items cItems         // a batch (C memory)
 	arg   int64          // init: expected insertions; expire: ms
 	fpp   float64
-	parts int64 // init: a partitioned filter's partitions (0: Redisson's layout)
+	parts int64 // init: a partitioned filter's partitions (0: Redisson's layout); a native init: its expansion
 
 	ctx         context.Context
 	deadline    time.Time

@@ -47,6 +47,7 @@ typedef struct cli_opts {
   int tls_no_verify;         /* --tls-no-verify */
   int json;                /* --json */
   int quiet;               /* --quiet: no progress bar */
+  int native;              /* --native: bg_filter_open_native */
   int have_batch;          /* --batch given */
   int verbose;             /* -v / --verbose */
   int64_t timeout_ms;      /* --timeout-ms; 0 = library defaults */

@@ -53,6 +53,7 @@ static void print_config(const cli_opts *o, uint64_t size, uint32_t k, int64_t n
     if (p > 0) printf(",\"falseProbability\":%s", pbuf);
     else fputs(",\"falseProbability\":null", stdout);
     if (parts) printf(",\"partitions\":%lu", (unsigned long)parts);
+    if (o->native) fputs(",\"kind\":\"native\"", stdout);
     if (node) {
       fputs(",\"node\":", stdout);
       cli_json_string(stdout, node, strlen(node));
@@ -71,6 +72,8 @@ static void print_config(const cli_opts *o, uint64_t size, uint32_t k, int64_t n
   if (p > 0) printf("falseProbability: %s\n", pbuf);
   else fputs("falseProbability: (not set)\n", stdout);
   if (parts) printf("partitions: %lu (size is their total)\n", (unsigned long)parts);
+  /* a native filter's size is 8 x the server's bytes, expectedInsertions its capacity (filter.h) */
+  if (o->native) fputs("kind: native (the server's BF.* filter)\n", stdout);
   if (node) printf("node: %s (hash slot %ld)\n", node[0] ? node : "(no master serves it now)", (long)slot);
 }
 

@@ -176,6 +176,9 @@ static const char global_help[] =
   "                    line, the last), with the same exit status\n"
   "  -v, --verbose     with items from stdin, list every item (text and JSON)\n"
   "  --quiet           no progress bar (rotate, add)\n"
+  "  --native          the server's own Bloom filter at NAME (BF.*: RedisBloom, valkey-bloom)\n"
+  "                    instead of Redisson's layout: init is BF.RESERVE, rotate swaps a\n"
+  "                    staging filter in with one RENAME (docs/native.md)\n"
   "  -h, --help        this help; 'bloomguard COMMAND --help' for one command\n"
   "  --version         the same as the version command\n"
   "  --                end of options: later arguments are items even if they start with '-'\n";
@@ -307,6 +310,7 @@ static int parse(int argc, char **argv, cli_opts *o, const command **cmdp) {
     if (strcmp(a, "--version") == 0) { version = 1; continue; }
     if (strcmp(a, "--json") == 0) { o->json = 1; continue; }
     if (strcmp(a, "--quiet") == 0) { o->quiet = 1; continue; }
+    if (strcmp(a, "--native") == 0) { o->native = 1; continue; }
     if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) { o->verbose = 1; continue; }
     if ((r = take_value(argc, argv, &i, "--url", &val)) != 0) {
       if (r < 0) FAIL("option %s needs a value", a);
@@ -580,7 +584,7 @@ int main(int argc, char **argv) {
   if (rc != CLI_EXIT_OK) return rc;
 
   bg_filter *f = NULL;
-  int st = bg_filter_open(&f, client, o.name);
+  int st = o.native ? bg_filter_open_native(&f, client, o.name) : bg_filter_open(&f, client, o.name);
   if (st != BG_OK) {
     char err[1024];
     err[0] = '\0';

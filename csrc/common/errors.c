@@ -36,6 +36,7 @@ static const struct {
   STATUS(BG_ECLOSED, "handle closed"),
   STATUS(BG_ECANCELED, "cancelled"),
   STATUS(BG_ETLS, "TLS failure"),
+  STATUS(BG_EFULL, "native filter full"),
 };
 
 static int find(int status) {

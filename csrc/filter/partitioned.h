@@ -29,6 +29,7 @@
 /* bg_filter.kind */
 #define BGI_KIND_PLAIN 0          /* Redisson's layout (or not known yet: a plain step finds out) */
 #define BGI_KIND_PARTITIONED 1
+#define BGI_KIND_NATIVE 2         /* the server's BF.* key (filter/native.h): fixed at open */
 
 /* The handle's copy (under f->pmu). */
 void bgi_pconf_get(bg_filter *f, bgi_pconf *out);

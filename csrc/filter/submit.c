@@ -45,7 +45,14 @@ static void finish_admin(bgi_qop *op, int st) {
   op->source = st == BG_OK ? BG_SOURCE_REDIS : BG_SOURCE_NONE;
   op->value = st == BG_OK ? bgi_admin_value(&o->u.a) : 0;
   op->is_info = o->u.a.kind == BGI_ADMIN_INFO;
-  if (op->is_info && st == BG_OK) {
+  if (op->is_info && st == BG_OK && o->f->native) {
+    op->info_size = (uint64_t)o->u.a.u.native.bytes * 8;
+    op->info_parts = 0;
+    op->info_k = 0;
+    op->info_expected = o->u.a.u.native.cap;
+    op->info_fpp = 0;
+  }
+  else if (op->is_info && st == BG_OK) {
     op->info_size = o->u.a.u.info.size;
     op->info_parts = o->u.a.u.info.parts;
     op->info_k = bgi_cfg_k(o->u.a.u.info.cfg);
@@ -92,7 +99,7 @@ static int submit_items(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, 
 }
 
 static int submit_admin(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, int kind, int64_t arg, double fpp,
-                        int64_t parts) {
+                        int64_t parts, int32_t expansion) {
   bgi_err err = {0};
   bgi_qop *op = NULL;
   if (!f) return bgi_call_null_handle(call, "filter");
@@ -100,8 +107,10 @@ static int submit_admin(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, 
     return submitted(f, call, &err);
   fop *o = FOP(op);
   o->f = f;
-  int st = kind == BGI_ADMIN_INIT ? bgi_admin_prepare_init(&o->u.a, f, op->deadline_ns, arg, fpp, parts, &err)
-                                   : bgi_admin_prepare(&o->u.a, f, op->deadline_ns, kind, arg, fpp, &err);
+  int st = kind == BGI_ADMIN_INIT && expansion != -1
+               ? bgi_admin_prepare_native_init(&o->u.a, f, op->deadline_ns, arg, fpp, expansion, &err)
+           : kind == BGI_ADMIN_INIT ? bgi_admin_prepare_init(&o->u.a, f, op->deadline_ns, arg, fpp, parts, &err)
+                                    : bgi_admin_prepare(&o->u.a, f, op->deadline_ns, kind, arg, fpp, &err);
   if (st != BG_OK) {
     bgi_queue_op_discard(q, op);
     return submitted(f, call, &err);
@@ -142,38 +151,38 @@ BG_API int bg_filter_add_many_submit(bg_filter *f, bg_queue *q, uint64_t tag, co
   return bg_filter_add_many_submit_ex(f, NULL, q, tag, items, lens, n);
 }
 BG_API int bg_filter_count_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_COUNT, 0, 0, 0);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_COUNT, 0, 0, 0, -1);
 }
 BG_API int bg_filter_count_submit(bg_filter *f, bg_queue *q, uint64_t tag) {
   return bg_filter_count_submit_ex(f, NULL, q, tag);
 }
 BG_API int bg_filter_info_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_INFO, 0, 0, 0);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_INFO, 0, 0, 0, -1);
 }
 BG_API int bg_filter_info_submit(bg_filter *f, bg_queue *q, uint64_t tag) {
   return bg_filter_info_submit_ex(f, NULL, q, tag);
 }
 BG_API int bg_filter_init_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, int64_t expected_insertions,
                                     double fpp) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_INIT, expected_insertions, fpp, 0);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_INIT, expected_insertions, fpp, 0, -1);
 }
 BG_API int bg_filter_init_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t expected_insertions, double fpp) {
   return bg_filter_init_submit_ex(f, NULL, q, tag, expected_insertions, fpp);
 }
 BG_API int bg_filter_delete_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_DELETE, 0, 0, 0);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_DELETE, 0, 0, 0, -1);
 }
 BG_API int bg_filter_delete_submit(bg_filter *f, bg_queue *q, uint64_t tag) {
   return bg_filter_delete_submit_ex(f, NULL, q, tag);
 }
 BG_API int bg_filter_expire_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, int64_t ttl_ms) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_EXPIRE, ttl_ms, 0, 0);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_EXPIRE, ttl_ms, 0, 0, -1);
 }
 BG_API int bg_filter_expire_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t ttl_ms) {
   return bg_filter_expire_submit_ex(f, NULL, q, tag, ttl_ms);
 }
 BG_API int bg_filter_persist_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_PERSIST, 0, 0, 0);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_PERSIST, 0, 0, 0, -1);
 }
 BG_API int bg_filter_persist_submit(bg_filter *f, bg_queue *q, uint64_t tag) {
   return bg_filter_persist_submit_ex(f, NULL, q, tag);
@@ -181,10 +190,27 @@ BG_API int bg_filter_persist_submit(bg_filter *f, bg_queue *q, uint64_t tag) {
 
 BG_API int bg_filter_init_partitioned_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag,
                                                 int64_t expected_insertions, double fpp, int64_t partitions) {
-  return submit_admin(f, call, q, tag, BGI_ADMIN_INIT, expected_insertions, fpp, partitions);
+  return submit_admin(f, call, q, tag, BGI_ADMIN_INIT, expected_insertions, fpp, partitions, -1);
 }
 
 BG_API int bg_filter_init_partitioned_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t expected_insertions,
                                              double fpp, int64_t partitions) {
   return bg_filter_init_partitioned_submit_ex(f, NULL, q, tag, expected_insertions, fpp, partitions);
+}
+
+BG_API int bg_filter_init_native_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, int64_t capacity,
+                                           double error_rate, int32_t expansion) {
+  if (f && !f->native) {
+    bgi_err err = {0};
+    bgi_err_set(&err, BG_EINVAL, "init_native: \"%s\" was not opened as a native filter (bg_filter_open_native)",
+                f->name.s);
+    return submitted(f, call, &err);
+  }
+  /* -1 is the server's default expansion: the plain init's request (bgi_admin_prepare_init) */
+  return submit_admin(f, call, q, tag, BGI_ADMIN_INIT, capacity, error_rate, 0, expansion);
+}
+
+BG_API int bg_filter_init_native_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t capacity, double error_rate,
+                                        int32_t expansion) {
+  return bg_filter_init_native_submit_ex(f, NULL, q, tag, capacity, error_rate, expansion);
 }

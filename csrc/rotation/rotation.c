@@ -19,7 +19,7 @@ static int finish(bg_rotation *r, const bgi_err *err) { return bgi_errslot_store
 /* ---- what operators see (observe.h) ---------------------------------------------------------- */
 
 static int strategy_of(const bg_rotation *r) {
-  if (r->ops == &bgi_rot_swap || r->ops == &bgi_rot_pswap) return BG_ROTATE_SWAP;
+  if (r->ops == &bgi_rot_swap || r->ops == &bgi_rot_pswap || r->ops == &bgi_rot_nswap) return BG_ROTATE_SWAP;
   return r->ops == &bgi_rot_locked || r->ops == &bgi_rot_plocked ? BG_ROTATE_LOCKED : BG_ROTATE_NAIVE;
 }
 
@@ -97,6 +97,23 @@ BG_API int bg_rotation_begin(bg_rotation **out, bg_filter *f, int64_t expected_i
 static int choose(bg_rotation *r, const bgi_rot_ops **ops, char *why, size_t why_cap, bgi_err *err) {
   bg_filter *f = r->f;
   bgi_pconf_load ld;
+  if (f->native) {
+    /* the server builds the next generation: SWAP into a staging key and a RENAME (nswap.c), or
+     * NAIVE; its size is checked as init checks it, with the live filter's expansion */
+    if (*ops == &bgi_rot_locked)
+      return bgi_err_set(err, BG_ENOTSUP, "rotation: native filter \"%s\" rotates with BG_ROTATE_SWAP (or "
+                         "BG_ROTATE_NAIVE), not in place (BG_ROTATE_LOCKED)", f->name.s);
+    if (r->opts.rotate_partitions)
+      return bgi_err_set(err, BG_EINVAL, "rotation: native filter \"%s\" has no partitions", f->name.s);
+    int st = bgi_native_check_size(f, r->n, r->fpp_value, -1, err);
+    if (st != BG_OK) return st;
+    if (*ops == &bgi_rot_swap) {
+      *ops = &bgi_rot_nswap;
+      if (bgi_key_suffix(&r->native_reg, f->name.s, f->name.len, BGI_KEY_STAGINGS) != BG_OK)
+        return bgi_err_set(err, BG_ENOMEM, "rotation: out of memory");
+    }
+    return BG_OK;
+  }
   int st = bgi_pconf_read(f, &ld, err);
   if (st != BG_OK && st != BG_ENOTINIT) return st;
   bgi_err_clear(err);
@@ -175,6 +192,8 @@ static int begin(bg_rotation **out, bg_filter *f, int64_t expected_insertions, d
     bg_lock_close(r->lock);
     bgi_prot_free(r);
     bgi_key_free(&r->staging_key);
+    bgi_key_free(&r->native_reg);
+    bgi_nload_free(r);
     bgi_bitmap_free(&r->next);
     bgi_errslot_destroy(&r->err);
     bgi_options_clear(&r->opts);
@@ -314,6 +333,8 @@ BG_API void bg_rotation_free(bg_rotation *r) {
   bgi_prot_free(r);
   bgi_bitmap_free(&r->next);
   bgi_key_free(&r->staging_key);
+  bgi_key_free(&r->native_reg);
+  bgi_nload_free(r);
   bgi_options_clear(&r->opts);
   bgi_errslot_destroy(&r->err);
   free(r);

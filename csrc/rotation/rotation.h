@@ -99,7 +99,15 @@ typedef struct bgi_rot_ops {
   void (*abort)(bg_rotation *r, bgi_err *err);
 } bgi_rot_ops;
 
-extern const bgi_rot_ops bgi_rot_swap, bgi_rot_locked, bgi_rot_naive, bgi_rot_pswap, bgi_rot_plocked;
+extern const bgi_rot_ops bgi_rot_swap, bgi_rot_locked, bgi_rot_naive, bgi_rot_pswap, bgi_rot_plocked, bgi_rot_nswap;
+
+/* A native rotation's client-side build of the next generation's first link (nload.c). */
+typedef struct bgi_nload {
+  int on;               /* the server dumps and loads chunks, and the link is not full yet */
+  uint8_t *bytes;
+  uint64_t bits, capacity, added;
+  uint32_t k;
+} bgi_nload;
 
 struct bg_rotation {
   bg_filter *f;
@@ -112,6 +120,8 @@ struct bg_rotation {
    * handed over as its buffer, is the filter's spare_key */
   bgi_key staging_key;
   uint64_t spare_len;   /* bytes of the spare begin moved into the staging key (0: none) */
+  bgi_key native_reg;   /* a native filter's: NAME's "stagings" set (nswap.c) */
+  bgi_nload nload;      /* a native filter's client-side build (nload.c) */
   /* TTL given to every key the lease guards (staging bitmap, delta) at each write and renewal:
    * max(staging TTL, lease), so none can expire while the lease that guards it is still held
    * (a renewal sets the lease to its full length, never more) */
@@ -187,6 +197,16 @@ void bgi_leased_settle(bg_rotation *r);
 void bgi_leased_abort(bg_rotation *r, bgi_err *err);
 
 int bgi_lease_start(bg_rotation *r);
+/* A native rotation's bulk load (nload.c): begin turns it on where the server has BF.SCANDUMP /
+ * BF.LOADCHUNK; add hashes items into it and returns how many it took (fewer than n: the link is
+ * at its capacity, the rest go by BF.INSERT after an upload); upload sends what was built into the
+ * staging key (nothing when off) and turns it off; free drops it. */
+int bgi_nload_begin(bg_rotation *r, bgi_err *err);
+size_t bgi_nload_add(bg_rotation *r, const void *const *items, const size_t *lens, size_t n);
+int bgi_nload_upload(bg_rotation *r, bgi_err *err);
+void bgi_nload_free(bg_rotation *r);
+/* Test only: 1 turns the bulk load off (the BF.INSERT fallback on a server that could dump). */
+void bgi_nload_fault_no_dump(int on);
 /* A partitioned rotation's state (pswap.c): G' over `parts` partitions (0: as many as live has),
  * for the rotation's n and fpp; the failure's message says what to change. */
 int bgi_prot_new(bg_rotation *r, const bgi_pgen *live, int64_t parts, bgi_err *err);

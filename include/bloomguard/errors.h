@@ -36,6 +36,8 @@ BG_BEGIN_DECLS
 #define BG_ETLS        -21   /* TLS itself failed (certificate refused: unknown CA, expired, another name; an alert
                                 of the server's, e.g. a client certificate required), or a certificate / key file
                                 cannot be used; a TLS connection closed or reset is BG_ECONN */
+#define BG_EFULL       -22   /* a native NONSCALING filter is full: the items from the first refused one on were
+                                not added (the message says which) */
 
 /* Static description of a status code ("unknown status" for values not listed above). */
 BG_API const char *bg_strerror(int status);

@@ -76,6 +76,11 @@ typedef struct bg_options bg_options;
 #define BG_OPT_HISTOGRAMS          17  /* 1 (default): every filter of the client keeps latency histograms of its
                                           operations (observe.h; two relaxed atomic additions and two clock
                                           reads per call); 0: none (they read empty) */
+#define BG_OPT_NATIVE_MAX_BYTES    18  /* native filters (filter.h, bg_filter_init_native): the largest first
+                                          link a BF.RESERVE may ask the server for, in bytes (bits =
+                                          -capacity * ln(error_rate / 2) / ln(2)^2, RedisBloom's sizing);
+                                          a larger one is refused with BG_EBADPARAMS before anything is
+                                          sent; default 536870912 (512 MiB); 4096..1099511627776 */
 
 #define BG_CLUSTER_OFF  0
 #define BG_CLUSTER_ON   1

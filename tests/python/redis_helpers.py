@@ -158,3 +158,27 @@ class RedisServer:
 
     def resp(self, timeout: float = 10.0) -> Resp:
         return Resp(self.host, self.port, timeout=timeout)
+
+
+def redisbloom_path() -> str:
+    """The path of redisbloom.so for the native-filter tests: $BG_REDISBLOOM, else what
+    scripts/redisbloom.sh prints (it installs the pinned wheel once). A module that cannot be had
+    raises: those tests fail, never skip, without it."""
+    path = os.environ.get("BG_REDISBLOOM", "")
+    if not path:
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        out = subprocess.run(["bash", os.path.join(root, "scripts", "redisbloom.sh")], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        if out.returncode != 0 or not out.stdout.strip():
+            raise RuntimeError("scripts/redisbloom.sh gave no redisbloom.so (exit %d): %s" % (
+                out.returncode, out.stderr.strip()[-500:]))
+        path = out.stdout.strip()
+        os.environ["BG_REDISBLOOM"] = path
+    return path
+
+
+class BloomServer(RedisServer):
+    """A redis-server with RedisBloom loaded (--loadmodule redisbloom_path())."""
+
+    def __init__(self, extra_args: Sequence[str] = ()) -> None:
+        super().__init__(["--loadmodule", redisbloom_path()] + list(extra_args))

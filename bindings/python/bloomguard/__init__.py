@@ -45,6 +45,7 @@ from ._errors import (
     BloomGuardError,
     Cancelled,
     TlsError,
+    Full,
     Closed,
     ConfigChanged,
     ConnectionError,
@@ -64,7 +65,7 @@ from ._errors import (
 )
 from ._ffi import cstr as _cstr
 from ._ffi import lib as _lib
-from ._filter import Filter, FilterInfo
+from ._filter import Filter, FilterInfo, NativeInfo
 from ._lock import Hold, Lock, LockOwner
 from ._policy import Policy
 from ._rotation import Rotation, RotationStats
@@ -89,13 +90,13 @@ def features() -> frozenset[str]:
 
 
 __all__ = [
-    "Client", "Event", "Filter", "FilterInfo", "Rotation", "RotationStats", "Lock", "LockOwner", "Hold", "Policy", "Answer", "Answers",
+    "Client", "Event", "Filter", "FilterInfo", "NativeInfo", "Rotation", "RotationStats", "Lock", "LockOwner", "Hold", "Policy", "Answer", "Answers",
     "hash128", "indexes", "optimal_params", "hash_impl", "MAX_SIZE", "MAX_HASH_ITERATIONS",
     "version", "__version__", "features", "error_for", "strerror",
     "BloomGuardError", "InvalidArgument", "OutOfMemory", "BadURL", "BadName", "BadParams",
     "NotSupported", "ConnectionError", "Timeout", "AuthError", "ServerError", "ProtocolError",
     "NotInitialized", "ConfigChanged", "Corrupt", "WrongType", "Locked", "RotationInProgress",
-    "Aborted", "Closed", "Cancelled", "TlsError",
+    "Aborted", "Closed", "Cancelled", "TlsError", "Full",
 ]
 
 # Public classes present themselves (and pickle) as bloomguard.X, not bloomguard._module.X.

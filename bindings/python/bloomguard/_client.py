@@ -92,14 +92,15 @@ class Client:
         self._filters: List["weakref.ref[Filter]"] = []
         self._prune_at = 64
 
-    def filter(self, name: str, policy: Optional[Policy] = None) -> Filter:
+    def filter(self, name: str, policy: Optional[Policy] = None, kind: str = "redisson") -> Filter:
         """The Redisson-compatible Bloom filter ``name`` on this server (no I/O).
 
         Raises :class:`~bloomguard.BadName` when its keys would land in different cluster slots
         (e.g. ``"a{}b"``). ``policy``: a :class:`~bloomguard.Policy` deciding what queries answer
-        when Redis cannot (None: every failure raises).
+        when Redis cannot (None: every failure raises). ``kind="native"``: the server's own BF.*
+        filter at ``name`` instead (RedisBloom, valkey-bloom; docs/native.md).
         """
-        return Filter(self, name, policy=policy)
+        return Filter(self, name, policy=policy, kind=kind)
 
     def lock(self, name: str, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
              subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,

@@ -174,6 +174,12 @@ class Cancelled(BloomGuardError):
     status = lib.BG_ECANCELED
 
 
+class Full(BloomGuardError):
+    """BG_EFULL: a native NONSCALING filter is full: the items from the first refused one on were
+    not added (the message names its index)."""
+    status = lib.BG_EFULL
+
+
 _BY_CODE: Dict[int, Type[BloomGuardError]] = {}
 for _cls in list(globals().values()):
     if isinstance(_cls, type) and issubclass(_cls, BloomGuardError) and _cls.status is not None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optiona
 
 from ._answer import Answer, Answers
 from ._call import SOURCES, TimeoutArg, invoke, invoke_answer, run_or_raise
-from ._errors import InvalidArgument
+from ._errors import BadParams, InvalidArgument
 from ._ffi import ffi, lib
 from ._handle import Handle
 from ._items import Batch, Item, chunks
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._client import Client
     from ._lock import Lock
 
-__all__ = ["Filter", "FilterInfo"]
+__all__ = ["Filter", "FilterInfo", "NativeInfo"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -44,20 +44,58 @@ class _Config(NamedTuple):
 class FilterInfo(_Config):
     """The filter's config hash as Redisson writes it: a tuple of its four fields, and
     ``partitions``, a partitioned filter's number of partitions (``size`` is then their total; 0
-    for Redisson's layout) - an attribute beside the tuple, so unpacking, slicing and comparing
-    the four stay as they were."""
+    for Redisson's layout), and ``kind``: ``"redisson"``, ``"partitioned"`` or ``"native"`` -
+    attributes beside the tuple, so unpacking, slicing and comparing the four stay as they were.
+    A native filter's (docs/native.md): ``size`` is 8 x the bytes the server reports,
+    ``expected_insertions`` its capacity, ``hash_iterations`` and ``false_probability`` 0 (the
+    server does not say); :meth:`Filter.native_info` has the rest."""
 
     partitions: int
+    kind: str
 
     def __new__(cls, size: int, hash_iterations: int, expected_insertions: int, false_probability: float,
-                partitions: int = 0) -> "FilterInfo":
+                partitions: int = 0, kind: str = "") -> "FilterInfo":
         self = super().__new__(cls, size, hash_iterations, expected_insertions, false_probability)
         self.partitions = partitions
+        self.kind = kind or ("partitioned" if partitions else "redisson")
         return self
 
     def __repr__(self) -> str:
-        return "FilterInfo(size=%d, hash_iterations=%d, expected_insertions=%d, false_probability=%r, partitions=%d)" % (
-            self.size, self.hash_iterations, self.expected_insertions, self.false_probability, self.partitions)
+        return ("FilterInfo(size=%d, hash_iterations=%d, expected_insertions=%d, false_probability=%r, partitions=%d, "
+                "kind=%r)" % (self.size, self.hash_iterations, self.expected_insertions, self.false_probability,
+                              self.partitions, self.kind))
+
+
+class NativeInfo(NamedTuple):
+    """BF.INFO of a native filter: capacity of all its links, the server's bytes for it, its links,
+    the items inserted, and its expansion (0: NONSCALING)."""
+    capacity: int
+    bytes: int
+    filters: int
+    items: int
+    expansion: int
+
+
+KINDS = ("redisson", "native")
+
+
+def check_kind(kind: Any) -> bool:
+    """True for "native", False for "redisson"; anything else raises."""
+    if kind not in KINDS:
+        raise InvalidArgument("kind must be \"redisson\" (Redisson's layout, the default) or \"native\" (the "
+                              "server's BF.* filter), not %r" % (kind,))
+    return kind == "native"
+
+
+def check_expansion(expansion: Optional[int]) -> int:
+    """The C argument of init's expansion: None -1 (the server's default), 0 NONSCALING, else n."""
+    if expansion is None:
+        return -1
+    if isinstance(expansion, bool) or not isinstance(expansion, numbers.Integral):
+        raise TypeError("expansion must be an int or None, not %s" % type(expansion).__name__)
+    if not 0 <= expansion <= 32768:
+        raise BadParams("expansion must be 0 (NONSCALING) .. 32768 or None (the server's default), not %d" % expansion)
+    return int(expansion)
 
 
 def _int64(value: Any, what: str) -> int:
@@ -82,9 +120,11 @@ class Filter:
     answer came from, :meth:`stats` counts them. Adds are only retried, never assumed.
     """
 
-    __slots__ = ("_handle", "_name", "_client", "_policy", "_retired_policy", "__weakref__")
+    __slots__ = ("_handle", "_name", "_client", "_policy", "_retired_policy", "_native", "__weakref__")
 
-    def __init__(self, client: "Client", name: Union[str, bytes], policy: Optional[Policy] = None) -> None:
+    def __init__(self, client: "Client", name: Union[str, bytes], policy: Optional[Policy] = None,
+                 kind: str = "redisson") -> None:
+        self._native = check_kind(kind)
         if policy is not None and not isinstance(policy, Policy):
             raise TypeError("policy must be a bloomguard.Policy (or None), not %s" % type(policy).__name__)
         self._policy: Optional[Policy] = None
@@ -104,7 +144,8 @@ class Filter:
         try:
             out = ffi.new("bg_filter **")
             # the message on this call, not on the client other threads share
-            run_or_raise(lambda call: lib.bg_filter_open_ex(out, call, cptr, raw))
+            opener = lib.bg_filter_open_native_ex if self._native else lib.bg_filter_open_ex
+            run_or_raise(lambda call: opener(out, call, cptr, raw))
             self._handle = Handle(out[0], lib.bg_filter_close, "filter")
         finally:
             chandle.leave()
@@ -126,6 +167,12 @@ class Filter:
         return self._name
 
     @property
+    def kind(self) -> str:
+        """``"native"`` for a filter opened with ``kind="native"`` (the server's BF.* key), else
+        ``"redisson"`` (Redisson's layout, or a partitioned filter)."""
+        return "native" if self._native else "redisson"
+
+    @property
     def client(self) -> "Client":
         """The client this filter was opened on."""
         return self._client
@@ -137,7 +184,8 @@ class Filter:
 
     # --- operations ---------------------------------------------------------------------------
 
-    def init(self, expected: int, fpp: float, *, partitions: int = 0, timeout: TimeoutArg = None) -> bool:
+    def init(self, expected: int, fpp: float, *, partitions: int = 0, expansion: Optional[int] = None,
+             timeout: TimeoutArg = None) -> bool:
         """Redisson's ``tryInit(expected, fpp)``: writes the config if the filter has none.
 
         Returns True if this call created it, False if a config already existed (that one is kept
@@ -147,12 +195,23 @@ class Filter:
         spread over the cluster's slots, any total size; Redisson cannot read it. A P out of range
         raises :class:`~bloomguard.InvalidArgument`; partitions too few or too many for the size
         raise :class:`~bloomguard.BadParams` saying how many fit.
+
+        A native filter (``kind="native"``): ``BF.RESERVE name fpp expected`` with ``expansion``
+        (None: the server's default; 0: NONSCALING; else EXPANSION n); False when one is there
+        (kept). A first link larger than the client's ``native_max_bytes`` raises
+        :class:`~bloomguard.BadParams` before anything is sent.
         """
         n = _int64(expected, "expected")
         if isinstance(fpp, bool) or not isinstance(fpp, numbers.Real):
             raise TypeError("fpp must be a float, not %s" % type(fpp).__name__)
         parts = _int64(partitions, "partitions")
         created = ffi.new("int *")
+        if self._native and not parts:
+            invoke(self._handle, lib.bg_filter_init_native_ex, timeout, n, float(fpp), check_expansion(expansion),
+                   created)
+            return bool(created[0])
+        if expansion is not None:
+            raise InvalidArgument("expansion is for a native filter (client.filter(name, kind=\"native\"))")
         invoke(self._handle, lib.bg_filter_init_partitioned_ex, timeout, n, float(fpp), parts, created)
         return bool(created[0])
 
@@ -309,7 +368,14 @@ class Filter:
         p = ffi.new("double *")
         parts = ffi.new("uint32_t *")
         invoke(self._handle, lib.bg_filter_info_partitioned_ex, timeout, size, k, n, p, parts)
-        return FilterInfo(int(size[0]), int(k[0]), int(n[0]), float(p[0]), int(parts[0]))
+        return FilterInfo(int(size[0]), int(k[0]), int(n[0]), float(p[0]), int(parts[0]),
+                          "native" if self._native else "")
+
+    def native_info(self, *, timeout: TimeoutArg = None) -> NativeInfo:
+        """BF.INFO of a native filter (:class:`NativeInfo`); InvalidArgument for another kind."""
+        out = [ffi.new("int64_t *") for _ in range(5)]
+        invoke(self._handle, lib.bg_filter_info_native_ex, timeout, *out)
+        return NativeInfo(*(int(o[0]) for o in out))
 
     def node(self) -> Tuple[str, int]:
         """Where the filter lives: ("host:port" of the master serving its hash slot now, per the

@@ -37,6 +37,7 @@ OPTIONS: Dict[str, Tuple[int, str]] = {
     "connect_at_open": (lib.BG_OPT_CONNECT_AT_OPEN, "bool"),
     "degraded_events_per_s": (lib.BG_OPT_DEGRADED_EVENTS_PER_S, "int"),
     "histograms": (lib.BG_OPT_HISTOGRAMS, "bool"),
+    "native_max_bytes": (lib.BG_OPT_NATIVE_MAX_BYTES, "int"),
     "cluster": (lib.BG_OPT_CLUSTER, "cluster"),
     "wait_replicas": (lib.BG_OPT_WAIT_REPLICAS, "int"),
     "wait_timeout": (lib.BG_OPT_WAIT_TIMEOUT_MS, "seconds"),

@@ -50,7 +50,7 @@ from ._events import EventListener
 from ._errors import Closed, InvalidArgument, error_for
 from ._ffi import cstr, ffi, lib
 from ._filter import Filter as _SyncFilter
-from ._filter import FilterInfo
+from ._filter import FilterInfo, check_expansion
 from ._handle import Handle
 from ._items import Batch, Item, as_buffer
 from ._lock import Hold, LockOwner, Seconds
@@ -76,6 +76,7 @@ NOT_TWINNED: Dict[str, str] = {
     "Lock.__enter__": "an aio lock is an async context manager (async with)",
     "Lock.__exit__": "an aio lock is an async context manager (async with)",
     "Lock.client": "the aio lock's client is the aio Client that opened it (its .sync is the blocking one)",
+    "Filter.native_info": "BF.INFO's details have no queue completion: await asyncio.to_thread(f.sync.native_info)",
 }
 
 _BATCH = 256  # completions taken per poll
@@ -313,11 +314,12 @@ class Client:
 
     # --- the API -------------------------------------------------------------------------------
 
-    def filter(self, name: str, policy: Optional[Policy] = None) -> "Filter":
-        """The filter ``name`` on this client (no I/O); ``policy`` as for the blocking API."""
+    def filter(self, name: str, policy: Optional[Policy] = None, kind: str = "redisson") -> "Filter":
+        """The filter ``name`` on this client (no I/O); ``policy`` and ``kind`` (``"native"``: the
+        server's BF.* filter) as for the blocking API."""
         if self._closed:
             raise Closed("the client is closed")
-        return Filter(self, _SyncFilter(self._sync, name, policy=policy))
+        return Filter(self, _SyncFilter(self._sync, name, policy=policy, kind=kind))
 
     def lock(self, name: str, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
              subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,
@@ -427,6 +429,11 @@ class Filter:
         return self._sync
 
     @property
+    def kind(self) -> str:
+        """``"native"`` or ``"redisson"``, as the blocking filter's."""
+        return self._sync.kind
+
+    @property
     def policy(self) -> Optional[Policy]:
         """The degrade policy (None: every failure raises); settable, as on the blocking filter."""
         return self._sync.policy
@@ -489,14 +496,23 @@ class Filter:
             raise Closed("the filter is closed")
         return self._f
 
-    async def init(self, expected: int, fpp: float, *, partitions: int = 0, timeout: TimeoutArg = None) -> bool:
+    async def init(self, expected: int, fpp: float, *, partitions: int = 0, expansion: Optional[int] = None,
+                   timeout: TimeoutArg = None) -> bool:
         """Redisson's ``tryInit``: True if this call created the config (``partitions=P``: a
-        partitioned filter, as the blocking ``Filter.init``)."""
+        partitioned filter; a native filter's ``expansion``: as the blocking ``Filter.init``)."""
         n = _int(expected, "expected", (-(2**63), 2**63 - 1))
         if isinstance(fpp, bool) or not isinstance(fpp, numbers.Real):
             raise TypeError("fpp must be a float, not %s" % type(fpp).__name__)
         parts = _int(partitions, "partitions", (-(2**63), 2**63 - 1))
         f, q = self._ptr(), self._client._q
+        if self._sync.kind == "native" and not parts:
+            exp = check_expansion(expansion)
+            made: bool = await self._submit(
+                _BOOL, 0, timeout,
+                lambda call, tag: lib.bg_filter_init_native_submit_ex(f, call, q, tag, n, float(fpp), exp), f)
+            return made
+        if expansion is not None:
+            raise InvalidArgument("expansion is for a native filter (client.filter(name, kind=\"native\"))")
         got: bool = await self._submit(
             _BOOL, 0, timeout,
             lambda call, tag: lib.bg_filter_init_partitioned_submit_ex(f, call, q, tag, n, float(fpp), parts), f)
@@ -567,6 +583,8 @@ class Filter:
         f, q = self._ptr(), self._client._q
         got: FilterInfo = await self._submit(_INFO, 0, timeout,
                                                      lambda call, tag: lib.bg_filter_info_submit_ex(f, call, q, tag), f)
+        if self._sync.kind == "native":
+            got = FilterInfo(*got, partitions=0, kind="native")
         return got
 
     async def delete(self, *, timeout: TimeoutArg = None) -> bool:

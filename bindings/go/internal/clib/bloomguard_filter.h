@@ -158,6 +158,49 @@ BG_API int bg_filter_node_ex(bg_filter *f, bg_call *call, char *buf, size_t cap,
 BG_API const char *bg_filter_errmsg(const bg_filter *f);
 BG_API size_t bg_filter_errmsg_copy(const bg_filter *f, char *buf, size_t buf_size);
 
+/*
+ * Native filters (docs/native.md): a Bloom filter the server keeps itself, with the BF.* commands
+ * of RedisBloom (Redis 8 ships it; a module for Redis 7 and Valkey) or valkey-bloom, in one key at
+ * NAME (TYPE MBbloom-- or bloomfltr). A handle opened with bg_filter_open_native uses that kind for
+ * its whole life; every operation of this header then takes its native step, on the blocking path
+ * and on a queue, through the handle's policy:
+ *   init        BF.RESERVE NAME error_rate capacity (the server's default expansion); *created 0 when
+ *               a native filter is already there (kept, as tryInit keeps a config)
+ *   add         BF.INSERT NAME NOCREATE ITEMS ... (a missing filter is not created: BG_ENOTINIT)
+ *   contains    BF.MEXISTS, in one Lua step with the key's TYPE: a missing key is BG_ENOTINIT (to
+ *               the degrade policy), never an answer of 0
+ *   count       BF.CARD;  info  BF.INFO (size: the bits of all links; hash_iterations 0;
+ *               expected_insertions: the capacity; fpp 0 - the server does not say)
+ *   delete, expire, persist  the one key
+ * Each is one server-side step that checks the key's TYPE first: a Redisson-layout filter under the
+ * name (its bitmap, or its config hash) is refused with BG_EWRONGTYPE naming it, as is any other
+ * type; a server without the module fails with BG_ENOTSUP naming the missing module. A NONSCALING
+ * filter that fills stops an add at the first item it refuses: BG_EFULL, the message naming that
+ * item's index and how many were not added (*added counts the new ones before it).
+ */
+BG_API int bg_filter_open_native(bg_filter **out, bg_client *c, const char *name);
+BG_API int bg_filter_open_native_ex(bg_filter **out, bg_call *call, bg_client *c, const char *name);
+/* 1 for a handle opened with bg_filter_open_native, else 0 (NULL: 0). */
+BG_API int32_t bg_filter_is_native(const bg_filter *f);
+/*
+ * BF.RESERVE with an expansion: expansion 0 is NONSCALING (a full filter refuses adds: BG_EFULL),
+ * 1..32768 EXPANSION n, -1 the server's default. capacity 1..2^53, 0 < error_rate < 1, else
+ * BG_EBADPARAMS; so is a first link larger than BG_OPT_NATIVE_MAX_BYTES (options.h), before
+ * anything is sent. BG_EINVAL on a handle that is not native.
+ */
+BG_API int bg_filter_init_native(bg_filter *f, int64_t capacity, double error_rate, int32_t expansion, int *created);
+BG_API int bg_filter_init_native_ex(bg_filter *f, bg_call *call, int64_t capacity, double error_rate,
+                                    int32_t expansion, int *created);
+/*
+ * BF.INFO of a native filter: each out-parameter may be NULL. capacity: of all links; bytes: the
+ * server's memory for it; filters: links; items: inserted; expansion: 0 for NONSCALING.
+ * BG_EINVAL on a handle that is not native.
+ */
+BG_API int bg_filter_info_native(bg_filter *f, int64_t *capacity, int64_t *bytes, int64_t *filters, int64_t *items,
+                                 int64_t *expansion);
+BG_API int bg_filter_info_native_ex(bg_filter *f, bg_call *call, int64_t *capacity, int64_t *bytes, int64_t *filters,
+                                    int64_t *items, int64_t *expansion);
+
 BG_END_DECLS
 
 #endif

@@ -134,6 +134,11 @@ BG_API int  bg_filter_init_partitioned_submit(bg_filter *f, bg_queue *q, uint64_
                                                double fpp, int64_t partitions);
 BG_API int  bg_filter_init_partitioned_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag,
                                                   int64_t expected_insertions, double fpp, int64_t partitions);
+/* A native filter's init with its expansion (filter.h, bg_filter_init_native): value 1 if created. */
+BG_API int  bg_filter_init_native_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t capacity, double error_rate,
+                                         int32_t expansion);
+BG_API int  bg_filter_init_native_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag, int64_t capacity,
+                                            double error_rate, int32_t expansion);
 BG_API int  bg_filter_delete_submit(bg_filter *f, bg_queue *q, uint64_t tag);
 BG_API int  bg_filter_delete_submit_ex(bg_filter *f, bg_call *call, bg_queue *q, uint64_t tag);
 BG_API int  bg_filter_expire_submit(bg_filter *f, bg_queue *q, uint64_t tag, int64_t ttl_ms);

@@ -26,6 +26,7 @@ struct bg_options {
   int64_t connect_at_open;       /* 0 or 1 */
   int64_t degraded_events_per_s;
   int64_t histograms;            /* 0 or 1 */
+  int64_t native_max_bytes;      /* a native filter's largest first link */
   int64_t rotate_lease_ms;
   int64_t rotate_wait_ms;
   int64_t rotate_staging_ttl_ms;

@@ -191,6 +191,11 @@ void bgi_add_task_init(bgi_add_task *at, bg_filter *f, uint64_t deadline_ns, con
 
 int bgi_filter_add_raw(bg_filter *f, uint64_t deadline_ns, const void *const *items, const size_t *lens, size_t n,
                        size_t *added, size_t *done, bgi_err *err) {
+  if (f->native) {
+    bgi_native_task nt;
+    bgi_native_task_init(&nt, f, 1, deadline_ns, items, lens, n, NULL, added, done);
+    return bgi_task_run_with(&nt.t, &bgi_req_executor, err);
+  }
   bgi_add_task at;
   bgi_add_task_init(&at, f, deadline_ns, items, lens, n, added, done);
   return bgi_task_run_with(&at.t, &bgi_req_executor, err);

@@ -240,7 +240,15 @@ BG_API int bg_filter_info_partitioned_ex(bg_filter *f, bg_call *call, uint64_t *
   bgi_admin a;
   if (!f) return bgi_call_null_handle(call, "filter");
   int st = run_admin(f, call, BGI_ADMIN_INFO, 0, &a);
-  if (st == BG_OK) {
+  if (st == BG_OK && f->native) {
+    const bgi_nadmin *na = &a.u.native;
+    if (size) *size = (uint64_t)na->bytes * 8;
+    if (hash_iterations) *hash_iterations = 0;
+    if (expected_insertions) *expected_insertions = na->cap;
+    if (fpp) *fpp = 0;
+    if (partitions) *partitions = 0;
+  }
+  else if (st == BG_OK) {
     const bgi_infoer *in = &a.u.info;
     if (size) *size = in->size;
     if (hash_iterations) *hash_iterations = bgi_cfg_k(in->cfg);
@@ -406,7 +414,7 @@ static int admin_end(bgi_admin *a, int st) {
   free(a->heap);
   a->heap = NULL;
   /* a deleted filter's config is gone: the next operation reads it again */
-  if (st == BG_OK && a->kind == BGI_ADMIN_DELETE) {
+  if (st == BG_OK && a->kind == BGI_ADMIN_DELETE && !a->f->native) {
     atomic_store(&a->f->cfg, 0);
     bgi_pconf_set_none(a->f);
   }
@@ -441,6 +449,7 @@ static int resume_admin(bgi_task *t, int st, bgi_err *err) {
   bgi_admin *a = (bgi_admin *)t;
   switch (a->state) {
     case AD_START:
+      if (a->f->native) return send_plain(a);   /* one step, which reads the key's type itself */
       if (a->kind == BGI_ADMIN_INIT && a->u.init.parts > 0) {
         if (!(a->heap = calloc(1, sizeof *a->heap))) return admin_end(a, NOMEM(err));
         bgi_initer *in = &a->u.init;
@@ -456,6 +465,7 @@ static int resume_admin(bgi_task *t, int st, bgi_err *err) {
       if (st == BG_OK) a->u.init.created = a->heap->u.init.created;
       return admin_end(a, st);
     case AD_PLAIN:
+      if (a->f->native) return admin_end(a, st);
       if (a->kind == BGI_ADMIN_COUNT && st == BG_ENOTINIT && !a->probed) {
         bgi_err first = *err;
         st = probe(a, err);
@@ -514,6 +524,10 @@ int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind
   a->heap = NULL;
   a->started_ns = f->stats.hist_on ? bgi_now_ns() : 0;
   a->req = (bgi_req){.client = f->client, .slot = f->slot, .deadline_ns = deadline_ns};
+  if (f->native) {
+    if (kind == BGI_ADMIN_EXPIRE && check_ttl(arg, err) != BG_OK) return err->status;
+    return bgi_nadmin_prepare(&a->u.native, &a->req, f, kind, arg, fpp, -1, err);
+  }
   switch (kind) {
     case BGI_ADMIN_INIT:
       return prepare_init(a, f, arg, fpp, err);
@@ -543,6 +557,8 @@ int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind
 
 int bgi_admin_prepare_init(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int64_t n, double fpp, int64_t parts,
                            bgi_err *err) {
+  if (f->native && parts != 0)
+    return bgi_err_set(err, BG_EINVAL, "init: native filter \"%s\" cannot be partitioned", f->name.s);
   if (parts == 0) return bgi_admin_prepare(a, f, deadline_ns, BGI_ADMIN_INIT, n, fpp, err);
   bgi_pgen g;
   int st = bgi_pinit_geometry(n, fpp, parts, &g, err);
@@ -553,9 +569,18 @@ int bgi_admin_prepare_init(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int
   return BG_OK;
 }
 
+int bgi_admin_prepare_native_init(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int64_t capacity, double error_rate,
+                                  int32_t expansion, bgi_err *err) {
+  int st = bgi_admin_prepare(a, f, deadline_ns, BGI_ADMIN_COUNT, 0, 0, err);   /* the common part */
+  if (st != BG_OK) return st;
+  a->kind = BGI_ADMIN_INIT;
+  return bgi_nadmin_prepare(&a->u.native, &a->req, f, BGI_ADMIN_INIT, capacity, error_rate, expansion, err);
+}
+
 int bgi_admin_run(bgi_admin *a, bgi_err *err) { return bgi_task_run_with(&a->t, &bgi_req_executor, err); }
 
 int64_t bgi_admin_value(const bgi_admin *a) {
+  if (a->f->native) return a->kind == BGI_ADMIN_INFO ? 0 : a->u.native.result;
   switch (a->kind) {
     case BGI_ADMIN_INIT: return a->u.init.created;
     case BGI_ADMIN_COUNT: return a->u.count.count;

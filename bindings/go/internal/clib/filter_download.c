@@ -370,6 +370,9 @@ int bgi_filter_download(void *fp, uint64_t deadline_ns, int64_t chunk_bytes, ato
   download d = {.f = f, .deadline_ns = deadline_ns, .chunk = (size_t)chunk_bytes, .stop = stop};
   int partitioned = atomic_load(&f->kind) == BGI_KIND_PARTITIONED;
   *out = NULL;
+  if (f->native)
+    return bgi_err_set(err, BG_ENOTSUP, "snapshot: native filter \"%s\" has none: its bits are in the server's own "
+                       "format (use the fallback callback or an assumed answer in its policy)", f->name.s);
   for (int attempt = 0; attempt < DOWNLOAD_ATTEMPTS; attempt++) {
     d.changed = 0;
     d.snap = NULL;

@@ -11,6 +11,7 @@
 #include "client_client.h"
 #include "common_task.h"
 #include "common_wait.h"
+#include "filter_native.h"
 #include "filter_partition.h"
 #include "filter_stats.h"
 #include "hash_hash.h"
@@ -47,6 +48,8 @@ struct bg_filter {
   bgi_filter_stats stats;
   /* BGI_KIND_* (filter/partitioned.h): which steps its operations take */
   atomic_int kind;
+  /* opened with bg_filter_open_native: every operation takes its native step (filter/native.h) */
+  int native;
   /* a partitioned filter's central config as last read (under pmu) */
   pthread_mutex_t pmu;
   bgi_pconf pconf;
@@ -211,6 +214,7 @@ typedef struct bgi_kinded_task {
   union {
     bgi_contains_task contains;
     bgi_add_task add;
+    bgi_native_task native;
   } u;
   bgi_pop_task *pop;             /* a partitioned filter's (partitioned.h), on the heap: it is big */
   struct bgi_pconf_load *ld;     /* the probe's, with pop's memory */
@@ -309,6 +313,7 @@ typedef struct bgi_admin {
     bgi_counter count;
     bgi_infoer info;
     bgi_keyop key;
+    bgi_nadmin native;   /* every kind, on a native filter */
   } u;
 } bgi_admin;
 
@@ -320,6 +325,9 @@ int bgi_admin_prepare(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int kind
  * BG_EINVAL for P out of 1..16384, BG_EBADPARAMS for n, p or partitions that would be too big. */
 int bgi_admin_prepare_init(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int64_t n, double fpp, int64_t parts,
                            bgi_err *err);
+/* init of a native filter (expansion: -1 the server's default, 0 NONSCALING, else EXPANSION n). */
+int bgi_admin_prepare_native_init(bgi_admin *a, bg_filter *f, uint64_t deadline_ns, int64_t capacity, double error_rate,
+                                  int32_t expansion, bgi_err *err);
 /* Runs it on this thread. */
 int bgi_admin_run(bgi_admin *a, bgi_err *err);
 /* After it ended: init 1 if it wrote the config, count the estimate, delete / expire / persist

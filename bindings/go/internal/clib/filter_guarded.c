@@ -18,7 +18,7 @@
 
 /* ---- one attempt, on the filter's layout --------------------------------------------------- */
 
-enum { K_START, K_RAN, K_PROBED };
+enum { K_START, K_RAN, K_PROBED, K_TYPED };
 
 /* The operation a kinded task is part of. */
 static bgi_guarded_op *op_of(bgi_kinded_task *kt) {
@@ -94,6 +94,12 @@ static int run_kind(bgi_kinded_task *kt, int kind, bgi_err *err) {
   uint8_t *present = is_add ? NULL : OFF(op->present, op->from);
   kt->kind = kind;
   kt->state = K_RAN;
+  if (kind == BGI_KIND_NATIVE) {
+    bgi_native_task_init(&kt->u.native, op->f, is_add, op->deadline_ns, OFF(op->items, op->from),
+                         OFF(op->lens, op->from), op->n - op->from, present, is_add ? &op->attempt_added : NULL,
+                         op->done);
+    return bgi_task_sub(&kt->t, &kt->u.native.t);
+  }
   if (kind == BGI_KIND_PARTITIONED) {
     int st = need_heap(kt, err);
     if (st != BG_OK) return kinded_end(kt, st);
@@ -116,9 +122,11 @@ static int resume_kinded(bgi_task *t, int st, bgi_err *err) {
   bgi_guarded_op *op = op_of(kt);
   switch (kt->state) {
     case K_START:
-      return run_kind(kt, atomic_load(&op->f->kind), err);
+      /* a native handle's kind never changes (a delete resets the others' to plain) */
+      return run_kind(kt, op->f->native ? BGI_KIND_NATIVE : atomic_load(&op->f->kind), err);
     case K_RAN:
-      if (st != BG_ENOTINIT || kt->probed) return kinded_end(kt, st);
+      /* a native filter's step told its kind itself */
+      if (st != BG_ENOTINIT || kt->probed || kt->kind == BGI_KIND_NATIVE) return kinded_end(kt, st);
       /* the handle's idea of the layout may be old: what does the name hold now? */
       if ((st = need_heap(kt, err)) != BG_OK) return kinded_end(kt, st);
       ((pheap *)kt->pop)->first = *err;
@@ -126,9 +134,20 @@ static int resume_kinded(bgi_task *t, int st, bgi_err *err) {
       kt->state = K_PROBED;
       bgi_pconf_req(&kt->req, kt->ld, op->f, op->deadline_ns);
       return bgi_task_call(t, &kt->req);
+    case K_TYPED:
+      /* a native filter under the name is refused by name; anything else: the step's own answer */
+      if (st == BG_EWRONGTYPE) return kinded_end(kt, st);
+      *err = ((pheap *)kt->pop)->first;
+      return kinded_end(kt, BG_ENOTINIT);
     case K_PROBED:
     default:
       if (st == BG_OK && kt->ld->kind != kt->kind) return run_kind(kt, kt->ld->kind, err);
+      if (st == BG_ENOTINIT) {
+        /* no config of either layout: is the name a native filter's key? (only on this path) */
+        kt->state = K_TYPED;
+        bgi_native_type_req(&kt->req, op->f, op->deadline_ns);
+        return bgi_task_call(t, &kt->req);
+      }
       /* the same layout (made again meanwhile, or still none): the step's own answer stands - a
        * plain filter's caller sees what it saw before partitioned filters existed */
       if (st == BG_OK || st == BG_ENOTINIT) {

@@ -62,6 +62,9 @@
 #define BGI_KEY_NEXT "next:"          /* + the rotation's token: its staging bitmap */
 #define BGI_KEY_DELTA "delta"         /* list of next-generation bit offsets added meanwhile */
 #define BGI_KEY_SPARE "spare"         /* the previous bitmap, the next upload's buffer */
+/* a native filter's rotation (rotation/nswap.c): the set of the staging keys begun and not yet
+ * committed or aborted, so the next begin deletes what a rotator that died left */
+#define BGI_KEY_STAGINGS "stagings"
 /* the lease hash's fields */
 #define BGI_LEASE_TOKEN "token"
 #define BGI_LEASE_OWNER "owner"
@@ -71,6 +74,7 @@
 #define BGI_LEASE_NEXT_FPP "next_fpp"
 #define BGI_LEASE_TTL "ttl"           /* what adds give the delta list */
 #define BGI_LEASE_GEN "gen"           /* a partitioned filter's rotation: the generation it builds */
+#define BGI_LEASE_NATIVE "native"     /* a native filter's rotation: adds record their items in the delta */
 
 /* ---- a lock (Redisson RLock's layout, plus ours) --------------------------------------------- */
 
