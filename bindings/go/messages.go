@@ -19,6 +19,7 @@ var goOptionNames = map[string]string{
 	"BG_OPT_LOCK_POLL_MAX_MS":      "WithLockPollMax",
 	"BG_OPT_LOCK_RENEW":            "WithLockRenewal",
 	"BG_OPT_LOCK_SUBSCRIBE":        "WithLockSubscribe",
+	"BG_OPT_NATIVE_MAX_BYTES":      "WithNativeMaxBytes",
 	"BG_OPT_PASSWORD":              "WithPassword",
 	"BG_OPT_PIPELINE":              "WithPipeline",
 	"BG_OPT_PIPELINE_CONNS":        "WithPipelineConns",
