@@ -87,7 +87,7 @@ def test_native_full_and_sizes(bclient, name):
     f.init(10, 0.01, expansion=0)
     with pytest.raises(bloomguard.Full, match="item 10 of this call and the 4 after it were not added"):
         f.add_many(["f%d" % i for i in range(15)])
-    with pytest.raises(bloomguard.BadParams, match="BG_OPT_NATIVE_MAX_BYTES"):
+    with pytest.raises(bloomguard.BadParams, match="native_max_bytes"):
         bclient.filter(name + "-huge", kind="native").init(10**11, 1e-6)
     with pytest.raises(bloomguard.InvalidArgument, match="expansion is for a native filter"):
         bclient.filter(name + "-p").init(100, 0.01, expansion=2)
