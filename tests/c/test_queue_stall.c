@@ -347,10 +347,16 @@ static void test_blocking_calls_through_a_pause(void) {
   env_close(&e);
 }
 
-/* The harness can fail: a silent connection failed as a lost one is retried with a fresh wait. */
+/* The harness can fail: a silent connection failed as a lost one is retried with a fresh wait.
+ * Through a trickle that shows with hiredis >= 1.0 (the default build: queries read the bits alone
+ * on tracked connections, small replies a trickle stalls); against Debian's hiredis 0.14 every
+ * query sends the full check, and the trickled replies of the control's fresh waits got through
+ * in time in a CI run - the trickle half proves its point in the default build, run in the same CI. */
 static void test_negative_control(void) {
   CHECK_MSG(through(&PAUSE, 1) > 0, "the negative control saw every operation end in time (a pause)");
-  CHECK_MSG(through(&TRICKLE, 1) > 0, "the negative control saw every operation end in time (a trickle)");
+  int broke = through(&TRICKLE, 1);
+  if (bg_features() & BG_FEATURE_TRACKING)
+    CHECK_MSG(broke > 0, "the negative control saw every operation end in time (a trickle)");
 }
 
 static void setup(void) {
