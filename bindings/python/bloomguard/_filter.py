@@ -84,7 +84,7 @@ def check_kind(kind: Any) -> bool:
     if kind not in KINDS:
         raise InvalidArgument("kind must be \"redisson\" (Redisson's layout, the default) or \"native\" (the "
                               "server's BF.* filter), not %r" % (kind,))
-    return kind == "native"
+    return bool(kind == "native")
 
 
 def check_expansion(expansion: Optional[int]) -> int:
