@@ -116,7 +116,7 @@ def test_threads_through_a_migration(cluster):
 
     def counters() -> tuple:
         st = f.stats()
-        return st["cluster_ask"], st["cluster_busy_retries"], st["cluster_moved"]
+        return st["cluster_ask"], st["cluster_busy_retries"], st["cluster_moved"], st["cluster_map_reloads"]
 
     def redirected(before: tuple, which: Callable[[tuple, tuple], bool], what: str) -> None:
         """Waits (bounded) until the threads' calls met the migration's state since before (taken
@@ -143,7 +143,9 @@ def test_threads_through_a_migration(cluster):
             redirected(before, lambda a, b: b[0] > a[0], "ASK with every key moved")
             before = counters()
             c.migrate_end(slot, to)
-            redirected(before, lambda a, b: b[2] > a[2], "MOVED")
+            # MOVED, or the map reloaded first (its refresher, or a reload an ASK asked for, may
+            # learn the new owner before any call meets MOVED: a Valkey run met that)
+            redirected(before, lambda a, b: b[2] > a[2] or b[3] > a[3], "MOVED (or a map reload)")
     finally:
         stop.set()
         for t in threads:
