@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -34,39 +33,6 @@ type stallOutcome struct {
 	name string
 	err  error
 	took time.Duration
-}
-
-// lateness measures how late a goroutine sleeping 2 ms at a time wakes: the worst until stopped.
-type lateness struct {
-	worst atomic.Int64
-	stop  chan struct{}
-	done  chan struct{}
-}
-
-func startLateness() *lateness {
-	l := &lateness{stop: make(chan struct{}), done: make(chan struct{})}
-	go func() {
-		defer close(l.done)
-		for {
-			select {
-			case <-l.stop:
-				return
-			default:
-			}
-			t0 := time.Now()
-			time.Sleep(2 * time.Millisecond)
-			if late := int64(time.Since(t0) - 2*time.Millisecond); late > l.worst.Load() {
-				l.worst.Store(late)
-			}
-		}
-	}()
-	return l
-}
-
-func (l *lateness) end() time.Duration {
-	close(l.stop)
-	<-l.done
-	return time.Duration(l.worst.Load())
 }
 
 func stallItems(prefix string, n int) [][]byte {
@@ -180,7 +146,7 @@ func stallThrough(t *testing.T, stall string, cmdTimeout time.Duration) (broke [
 		t.Fatalf("dial: %v", err)
 	}
 	defer r.close()
-	probe := startLateness()
+	stalledAt := time.Now()
 	if stall == "pause" {
 		r.must(t, "CLIENT", "PAUSE", "1500", "ALL")
 	} else {
@@ -190,7 +156,7 @@ func stallThrough(t *testing.T, stall string, cmdTimeout time.Duration) (broke [
 	if stall == "sigstop" {
 		_ = srv.cmd.Process.Signal(syscall.SIGCONT)
 	}
-	late := probe.end()
+	late := machineLate(stalledAt) // the test run's probe (lateness_test.go)
 	if err := srv.waitReady(10 * time.Second); err != nil {
 		t.Fatalf("after the stall: %v", err)
 	}
