@@ -173,12 +173,19 @@ def main() -> int:
     ap.add_argument("path", nargs="?")
     ap.add_argument("--build", type=Path, help="the CMake build (install, cli): what it links in")
     ap.add_argument("--all", action="store_true", help="cli: expect every component (the wheel's command)")
+    ap.add_argument("--components", help="cli: expect exactly these, comma-separated (%s)" % ",".join(THIRD_PARTY))
     a = ap.parse_args()
     extra = None
     if a.kind in ("install", "cli"):
-        if not a.path or (a.build is None) == (not a.all):
-            ap.error("%s needs PATH and one of --build BUILD or --all" % a.kind)
-        comps = list(THIRD_PARTY) if a.all else build_components(a.build)
+        if not a.path or [a.build is not None, a.all, a.components is not None].count(True) != 1:
+            ap.error("%s needs PATH and one of --build BUILD, --all or --components LIST" % a.kind)
+        if a.components is not None:
+            comps = [c for c in a.components.split(",") if c]
+            unknown = [c for c in comps if c not in THIRD_PARTY]
+            if unknown:
+                ap.error("--components: unknown %s (known: %s)" % (", ".join(unknown), ", ".join(THIRD_PARTY)))
+        else:
+            comps = list(THIRD_PARTY) if a.all else build_components(a.build)
     else:
         comps = list(THIRD_PARTY)
     if a.kind == "wheel":
