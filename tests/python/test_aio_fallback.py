@@ -35,7 +35,7 @@ def _load(url: str, fname: str, raw: Any, lying: bool) -> Dict[str, Any]:
 
     policy = bloomguard.Policy(on_timeout=["callback", "assume_present"], on_connection=["callback", "assume_present"],
                                fallback=fallback, callback_rate=2000, callback_burst=200, breaker_threshold=50,
-                               breaker_cooldown_ms=100)
+                               breaker_cooldown=0.1)
     tally = {"answers": 0, "false_neg": 0, "callback_wrong": 0, "errors": 0, "first_error": "",
              "by_source": {}}
 

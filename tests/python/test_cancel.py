@@ -116,7 +116,7 @@ def test_write_lock_wait(sigint_raises, redis_server, client, fname):
 def test_policy_backoff(sigint_raises, client, fname):
     def guarded(base_ms):
         policy = bloomguard.Policy(on_notinit=["retry", "error"], retry_count=1, jitter_pct=0,
-                                   backoff_base_ms=base_ms, backoff_max_ms=60000)
+                                   backoff_base=base_ms / 1000, backoff_max=60)
         return client.filter(fname, policy=policy)  # never initialized: BG_ENOTINIT, retried
 
     t0 = time.monotonic()

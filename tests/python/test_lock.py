@@ -88,7 +88,7 @@ def test_bad_arguments(client, lock):
     with pytest.raises(TypeError):
         client.lock("x", renew=1)
     with pytest.raises(bloomguard.InvalidArgument):
-        client.lock("x", lease_ms=1)  # below the library's 30 ms
+        client.lock("x", lease=0.001)  # below the library's 30 ms
     with pytest.raises(TypeError):
         client.lock(b"x")
     assert lock.held() == bloomguard.Hold(None, 0, 0, False)
@@ -222,7 +222,7 @@ def test_wait_timeout_raises_locked(lock, other):
 def test_waiter_gets_the_lock_when_released(client, fname, lock, subscribe):
     """A waiter in another thread (the GIL released while it waits in C) gets the lock once the
     holder releases; without the release the same wait ends in Locked."""
-    with client.lock(fname, subscribe=subscribe, poll_max_ms=20) as waiter:
+    with client.lock(fname, subscribe=subscribe, poll_max=0.02) as waiter:
         lock.acquire()
         with pytest.raises(bloomguard.Locked):  # negative control: nobody releases
             in_thread(waiter.acquire, wait=0.2)
@@ -288,7 +288,7 @@ def test_lost_hold_is_reported(client, fname, other):
     """Without renewal a hold ends with its lease: another owner gets the lock, and the first
     owner's release says the hold was lost. Negative control: before the lease runs out the same
     owner is refused. (Renewal itself is timing-bound: tests/c/test_lock.c covers it.)"""
-    with client.lock(fname, lease_ms=1000, renew=False) as short:
+    with client.lock(fname, lease=1, renew=False) as short:
         short.acquire()
         with pytest.raises(bloomguard.Locked):
             other.acquire()  # still within the lease

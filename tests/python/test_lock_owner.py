@@ -126,7 +126,7 @@ def test_one_owner_for_several_locks(client, fname, raw, clean):
 def test_calls_of_one_lock_take_turns(client, fname, clean):
     """A release waits for the same Lock's acquire that is waiting for the lock (the library
     refuses overlapping calls of one owner; the binding makes them take turns)."""
-    with client.lock(fname) as holder, client.lock(fname, poll_max_ms=20) as lock:
+    with client.lock(fname) as holder, client.lock(fname, poll_max=0.02) as lock:
         holder.acquire()
         result = {}
 

@@ -148,7 +148,7 @@ def test_breaker_trip_events_metrics_and_no_password(secret_url, fname, raw, cap
         bloomguard.otel.instrument(client, provider)
         registry.register(BloomguardCollector(client))
         f.init(1000, 0.01)
-        f.policy = bloomguard.Policy(on_timeout="assume_present", breaker_threshold=2, breaker_cooldown_ms=300)
+        f.policy = bloomguard.Policy(on_timeout="assume_present", breaker_threshold=2, breaker_cooldown=0.3)
         assert "x" not in f
         pause(raw, 1500)
         for _ in range(4):

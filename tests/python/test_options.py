@@ -8,6 +8,9 @@
 """
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import get_args
+
 import pytest
 
 import bloomguard
@@ -71,7 +74,7 @@ def test_the_library_refuses_a_foreign_option(url, client, fname):
     # and what the binding builds from its tables is accepted by each consumer
     with f.rotate(1000, 0.01, threads=1, wait=0) as r:
         r.add("a")
-    with client.lock(fname, lease_ms=5000, renew=False).exclusive(wait=0):
+    with client.lock(fname, lease=5, renew=False).exclusive(wait=0):
         pass
 
 
@@ -108,8 +111,57 @@ def test_policy_range_message_comes_from_the_library():
         bloomguard.Policy(jitter_pct=hi[0] + 1)
     assert "jitter_pct" in str(ei.value) and "must be %d..%d" % (lo[0], hi[0]) in str(ei.value)
     with pytest.raises(bloomguard.InvalidArgument) as ei:
-        bloomguard.Policy(snapshot_interval_ms=50)
-    assert "must be 100..86400000 (or 0: never)" in str(ei.value)
-    bloomguard.Policy(snapshot_interval_ms=0)
+        bloomguard.Policy(snapshot_interval=0.05)
+    assert "must be 0.1..86400 seconds (or 0: never)" in str(ei.value)
+    bloomguard.Policy(snapshot_interval=0)
     assert lib.bg_policy_bounds(9999, ffi.NULL, ffi.NULL) == lib.BG_ENOTSUP
     assert lib.bg_options_bounds(lib.BG_OPT_PASSWORD, ffi.NULL, ffi.NULL) == lib.BG_ENOTSUP
+
+
+def test_durations_are_seconds_and_ms_names_are_deprecated_aliases(client, fname):
+    """Every duration a Python caller passes is in seconds; the older ``*_ms`` names still work
+    for one release, each with a DeprecationWarning pointing at the caller, and give the same
+    milliseconds to the library. Both names at once is an error, as a repeated keyword is."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the seconds names warn about nothing
+        p = bloomguard.Policy(backoff_base=0.25, breaker_cooldown=2, snapshot_max_age=timedelta(seconds=3))
+    with pytest.warns(DeprecationWarning, match=r"backoff_base_ms is deprecated.*backoff_base=0\.25") as rec:
+        old = bloomguard.Policy(backoff_base_ms=250, breaker_cooldown=2, snapshot_max_age=3)
+    assert rec[0].filename == __file__, rec[0].filename
+    assert old.settings == p.settings and p.settings["backoff_base"] == 0.25
+    with pytest.warns(DeprecationWarning, match="backoff_max_ms"):
+        assert p.replace(backoff_max_ms=5000).settings["backoff_max"] == 5.0
+    with pytest.raises(TypeError, match="backoff_base and backoff_base_ms are the same option"):
+        bloomguard.Policy(backoff_base=1, backoff_base_ms=1000)
+    with pytest.raises(TypeError, match="milliseconds"):
+        bloomguard.Policy(backoff_base_ms=0.5)
+    with pytest.warns(DeprecationWarning, match="poll_max_ms"), client.lock(fname, poll_max_ms=20):
+        pass
+    with pytest.warns(DeprecationWarning, match="lease_ms") as rec:
+        client.filter(fname).lock(lease_ms=2000).close()
+    assert rec[0].filename == __file__, rec[0].filename
+    # the seconds and the deprecated milliseconds reach the library as the same value: out of
+    # range alike, in the library's words and the caller's unit
+    for kwargs in ({"lease": 0.001}, {"lease_ms": 1}):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            with pytest.raises(bloomguard.InvalidArgument, match="seconds"):
+                client.lock(fname, **kwargs)
+
+
+def test_typed_option_tables_match_the_library_tables():
+    """The TypedDicts and Literals a type checker reads list exactly what the run-time tables
+    (built from the library's names) accept: a drift between them fails here."""
+    from bloomguard._answer import Source
+    from bloomguard._call import SOURCES
+    from bloomguard._options import ClientOptions, RotateOptions
+    from bloomguard._rotation import STRATEGIES, Strategy
+    assert set(ClientOptions.__annotations__) == set(OPTIONS)
+    assert set(RotateOptions.__annotations__) == set(ROTATE_OPTIONS) | {"lease_ms", "staging_ttl_ms"}
+    assert set(get_args(Strategy)) == set(STRATEGIES)
+    from bloomguard._filter import KINDS, FilterKind
+    from bloomguard._lock import MODES, LockMode
+    assert set(get_args(FilterKind)) == set(KINDS) and set(get_args(LockMode)) == set(MODES)
+    assert set(get_args(Source)) == set(SOURCES.values())
+    assert {n for n in dir(lib) if n.startswith("BG_SOURCE_")} == {"BG_SOURCE_" + s.upper() for s in SOURCES.values()}

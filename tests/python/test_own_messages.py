@@ -146,7 +146,7 @@ def test_policy_setters_raise_their_own_message(client, fname):
     """Policies the filter refuses (a snapshot max age shorter than the refresh interval), each
     naming its own figures."""
     with client.filter(fname) as f:
-        bad = {age: bloomguard.Policy(snapshot_interval_ms=age + 1000, snapshot_max_age_ms=age)
+        bad = {age: bloomguard.Policy(snapshot_interval=(age + 1000) / 1000, snapshot_max_age=age / 1000)
                for age in (1000, 3000, 6000)}
 
         def set_policy(age: int) -> None:

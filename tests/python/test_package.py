@@ -175,12 +175,21 @@ def degrade(c: bloomguard.Client) -> Tuple[bloomguard.Answer, bloomguard.Answers
         return f.query("a"), f.query_many(["a", b"b"]), counters["queries"], f.breaker_state
 
 def locking(c: bloomguard.Client) -> int:
-    with c.lock("n", lease_ms=1000, renew=True) as lock, lock.write(wait=1.5) as token:
+    with c.lock("n", lease=1, renew=True) as lock, lock.write(wait=1.5) as token:
         hold: bloomguard.Hold = lock.held()
         return token + lock.acquire("read", wait=0) + hold.depth
 
 def bad(f: bloomguard.Filter) -> None:
     f.add(42)  # E: not an item
+
+def misspelt() -> None:
+    bloomguard.Client("redis://h", command_timout=0.5)  # E: no such option
+
+def unknown_strategy(f: bloomguard.Filter) -> None:
+    f.rotate(100, 0.01, strategy="swop")  # E: not a strategy
+
+def not_a_source(a: bloomguard.Answer) -> bool:
+    return a.source == "redis"  # fine: a Literal compares with its values
 '''
 
 
@@ -192,7 +201,10 @@ def test_type_hints_are_usable(tmp_path):
     out, err, status = mypy_api.run(["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "c"),
                                      str(user)])
     lines = [ln for ln in out.splitlines() if ": error:" in ln]
-    assert len(lines) == 1 and '"add" of "Filter"' in lines[0], out + err
+    # each line marked "# E:" and no other fails the check
+    marked = [i + 1 for i, ln in enumerate(TYPED_USER.splitlines()) if "# E:" in ln]
+    assert sorted(int(ln.split(":")[1]) for ln in lines) == marked, out + err
+    assert '"add" of "Filter"' in lines[0] and '"command_timout"' in lines[1] and "'swop'" in lines[2], out
     out, err, status = mypy_api.run(["--strict", "--no-incremental", "--cache-dir", str(tmp_path / "c2"),
                                      "-p", "bloomguard"])
     assert status == 0, out + err

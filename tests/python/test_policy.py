@@ -16,7 +16,7 @@ from bloomguard._stats import STATS
 from bloomguard._ffi import lib
 
 # short backoffs: tests that retry stay quick
-QUICK = dict(backoff_base_ms=2, backoff_max_ms=5)
+QUICK = dict(backoff_base=0.002, backoff_max=0.005)
 
 
 def items(prefix, n):
@@ -63,9 +63,9 @@ def test_defaults_are_the_librarys():
     for cls in ("locked", "timeout", "corrupt"):
         assert p.chain(cls) == ("assume_present",)
     assert p.chain("other") == ("error",)
-    assert p.settings == dict(retry_count=2, backoff_base_ms=10, backoff_max_ms=100, jitter_pct=50,
-                              breaker_threshold=5, breaker_cooldown_ms=1000, callback_rate=100, callback_burst=100,
-                              snapshot_interval_ms=0, snapshot_max_age_ms=0, snapshot_chunk_bytes=1048576)
+    assert p.settings == dict(retry_count=2, backoff_base=0.01, backoff_max=0.1, jitter_pct=50,
+                              breaker_threshold=5, breaker_cooldown=1, callback_rate=100, callback_burst=100,
+                              snapshot_interval=0, snapshot_max_age=0, snapshot_chunk_bytes=1048576)
     assert p.fallback is None
 
 
@@ -80,7 +80,7 @@ def test_names_cover_the_header():
 def test_chains_and_settings_round_trip():
     db = Database()
     p = bloomguard.Policy(on_connection=["retry", "snapshot", "callback", "assume_present"], on_notinit="error",
-                          fallback=db, retry_count=7, breaker_threshold=0, callback_rate=0, snapshot_max_age_ms=5000)
+                          fallback=db, retry_count=7, breaker_threshold=0, callback_rate=0, snapshot_max_age=5)
     assert p.chain("connection") == ("retry", "snapshot", "callback", "assume_present")
     assert p.chain("notinit") == ("error",)
     assert p.settings["retry_count"] == 7 and p.settings["breaker_threshold"] == 0
@@ -98,8 +98,8 @@ def test_chains_and_settings_round_trip():
     (dict(on_connection=["retry"] * 9), bloomguard.InvalidArgument),
     (dict(on_connection=[4]), TypeError),
     (dict(retry_count=101), bloomguard.InvalidArgument),
-    (dict(breaker_cooldown_ms=0), bloomguard.InvalidArgument),
-    (dict(snapshot_interval_ms=50), bloomguard.InvalidArgument),
+    (dict(breaker_cooldown=0), bloomguard.InvalidArgument),
+    (dict(snapshot_interval=0.05), bloomguard.InvalidArgument),
     (dict(jitter_pct=0.5), TypeError),
     (dict(retry_count=True), TypeError),
     (dict(fallback="db"), TypeError),
@@ -169,11 +169,11 @@ def test_snapshot_max_age_shorter_than_the_refresh_interval_is_refused(missing):
     kept = bloomguard.Policy(on_notinit="assume_absent")
     missing.policy = kept
     with pytest.raises(bloomguard.InvalidArgument) as ei:
-        missing.policy = bloomguard.Policy(snapshot_interval_ms=60000, snapshot_max_age_ms=1000)
+        missing.policy = bloomguard.Policy(snapshot_interval=60, snapshot_max_age=1)
     assert "BG_POLICY_SNAPSHOT_MAX_AGE_MS (1000 ms) is shorter than BG_POLICY_SNAPSHOT_INTERVAL_MS" in ei.value.message
     assert "at least the interval" in ei.value.message
     assert missing.policy is kept and missing.query("a").source == "assumed_absent"
-    missing.policy = bloomguard.Policy(snapshot_interval_ms=60000, snapshot_max_age_ms=60000)
+    missing.policy = bloomguard.Policy(snapshot_interval=60, snapshot_max_age=60)
     missing.policy = None
 
 
@@ -217,7 +217,7 @@ def test_retry_outlasts_a_missing_filter(client, missing):
     missing.policy = bloomguard.Policy(retry_count=0)
     with pytest.raises(bloomguard.NotInitialized):
         missing.add("late")
-    missing.policy = bloomguard.Policy(retry_count=100, backoff_base_ms=20, backoff_max_ms=20)
+    missing.policy = bloomguard.Policy(retry_count=100, backoff_base=0.02, backoff_max=0.02)
     with client.filter(missing.name) as other:
         timer = threading.Timer(0.1, other.init, (1000, 0.01))
         timer.start()
@@ -388,7 +388,7 @@ def test_snapshot_answers_like_redis(ready):
     assert got.source == "snapshot" and got.present == want
     assert all(got.present[:1000])
     # too old a snapshot is not used
-    ready.policy = ready.policy.replace(snapshot_max_age_ms=1)
+    ready.policy = ready.policy.replace(snapshot_max_age=0.001)
     time.sleep(0.01)
     with pytest.raises(bloomguard.NotInitialized):
         ready.query("in-1")
@@ -414,7 +414,7 @@ def test_snapshot_refused_during_a_rotation(ready, raw):
 
 
 def test_background_snapshot_refresh(ready):
-    ready.policy = bloomguard.Policy(snapshot_interval_ms=100)
+    ready.policy = bloomguard.Policy(snapshot_interval=0.1)
     deadline = time.monotonic() + 10
     while ready.stats()["snapshot_refreshes"] < 2 and time.monotonic() < deadline:
         time.sleep(0.02)

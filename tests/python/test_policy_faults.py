@@ -47,7 +47,7 @@ def test_breaker_opens_under_client_pause(fast_client, fname, raw):
     with fast_client.filter(fname) as f:
         f.init(1000, 0.01)
         f.add_many(known)
-        f.policy = bloomguard.Policy(on_timeout="assume_present", breaker_threshold=2, breaker_cooldown_ms=60000)
+        f.policy = bloomguard.Policy(on_timeout="assume_present", breaker_threshold=2, breaker_cooldown=60)
         pause(raw)
         answers = [f.query_many(known[:5]) for _ in range(5)]
         assert all(a.present == [True] * 5 and a.source == "assumed_present" for a in answers)
@@ -83,7 +83,7 @@ def test_breaker_probe_closes_it_after_the_pause(fast_client, fname, raw):
     with fast_client.filter(fname) as f:
         f.init(1000, 0.01)
         f.add("a")
-        f.policy = bloomguard.Policy(on_timeout="assume_present", breaker_threshold=2, breaker_cooldown_ms=300)
+        f.policy = bloomguard.Policy(on_timeout="assume_present", breaker_threshold=2, breaker_cooldown=0.3)
         pause(raw)
         f.query("a")
         f.query("a")
@@ -117,7 +117,7 @@ def test_stopped_server_snapshot_and_breaker(own_server):
         want = f.contains_many(known + unknown)
         f.snapshot()
         f.policy = bloomguard.Policy(on_connection=["snapshot", "assume_present"], breaker_threshold=3,
-                                     breaker_cooldown_ms=60000)
+                                     breaker_cooldown=60)
         own_server.stop()
         for _ in range(8):
             got = f.query_many(known + unknown)
@@ -137,7 +137,7 @@ def test_stopped_server_snapshot_and_breaker(own_server):
 
         # restarted (empty: no persistence): after the cooldown the probe reaches the server and
         # closes the breaker, whatever the server answers
-        f.policy = f.policy.replace(breaker_cooldown_ms=200)
+        f.policy = f.policy.replace(breaker_cooldown=0.2)
         for _ in range(3):
             f.query("x")
         assert f.breaker_state == "open"
@@ -203,7 +203,7 @@ def test_naive_rotation_with_a_python_fallback_answers_without_errors(client, fn
         return [item.decode() in database for item in batch]
 
     policy = bloomguard.Policy(on_notinit=["callback", "assume_present"], on_config=["retry", "callback"],
-                               callback_rate=0, fallback=fallback, **{"backoff_base_ms": 1, "backoff_max_ms": 2})
+                               callback_rate=0, fallback=fallback, **{"backoff_base": 0.001, "backoff_max": 0.002})
     with client.filter(fname) as setup:
         setup.init(2000, 0.01)
         setup.add_many(known)

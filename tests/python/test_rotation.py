@@ -626,16 +626,16 @@ def test_bad_strategy(f, strategy, exc):
 
 
 @pytest.mark.parametrize("kw,exc", [
-    ({"lease_ms": 5}, bloomguard.InvalidArgument),
+    ({"lease": 0.005}, bloomguard.InvalidArgument),
     ({"wait": -1}, bloomguard.InvalidArgument),
-    ({"staging_ttl_ms": 10}, bloomguard.InvalidArgument),
+    ({"staging_ttl": 0.01}, bloomguard.InvalidArgument),
     ({"threads": 0}, bloomguard.InvalidArgument),
     ({"threads": 1000}, bloomguard.InvalidArgument),
     ({"chunk_bytes": 1}, bloomguard.InvalidArgument),
     ({"batch": 0}, bloomguard.InvalidArgument),
     ({"threads": 2.5}, TypeError),
     ({"wait": "1"}, TypeError),
-    ({"lease_ms": True}, TypeError),
+    ({"lease": True}, TypeError),
 ])
 def test_bad_options(f, raw, kw, exc):
     with pytest.raises(exc, match=next(iter(kw))):
@@ -645,11 +645,11 @@ def test_bad_options(f, raw, kw, exc):
 
 def test_unknown_option(f):
     with pytest.raises(TypeError):
-        f.rotate(*NEW, lease=1000)  # type: ignore[call-arg]
+        f.rotate(*NEW, lease_seconds=1000)  # type: ignore[call-arg]
 
 
 def test_options_are_applied(f, raw):
-    with f.rotate(*NEW, lease_ms=2000, staging_ttl_ms=4000, threads=1, chunk_bytes=4096, wait=0) as rot:
+    with f.rotate(*NEW, lease=2, staging_ttl=4, threads=1, chunk_bytes=4096, wait=0) as rot:
         assert 0 < raw("PTTL", key(f.name, "rotation")) <= 2000
         rot.add_many(items("o", 1000))
         f.add("delta-item")
@@ -780,7 +780,7 @@ def test_a_stall_before_the_commit_longer_than_the_staging_ttl_keeps_every_item(
             stalled.append(phase)
             time.sleep(3)
 
-    with flt.rotate(1000, 0.01, progress=progress, lease_ms=60000, staging_ttl_ms=2000) as rot:
+    with flt.rotate(1000, 0.01, progress=progress, lease=60, staging_ttl=2) as rot:
         rot.add_many(old)
     assert stalled and rot.state == "committed"
     assert sum(flt.contains_many(old)) == 1000
@@ -796,7 +796,7 @@ def test_an_add_then_a_commit_later_than_the_staging_ttl_keeps_the_add(url, clie
     flt = client.filter(fname)
     flt.init(10000, 0.01)
     with bloomguard.Client(url) as other_client, other_client.filter(fname) as other:
-        with flt.rotate(10000, 0.01, strategy=strategy, lease_ms=30000, staging_ttl_ms=1000) as rot:
+        with flt.rotate(10000, 0.01, strategy=strategy, lease=30, staging_ttl=1) as rot:
             rot.add_many(items("fed", 500))
             other.add("late")
             assert raw("EXISTS", key(fname, "delta")) == 1

@@ -33,7 +33,7 @@ ownership), ``_rotation`` (Rotation: ``Filter.rotate``, rebuilding a live filter
 """
 from __future__ import annotations
 
-from ._answer import Answer, Answers
+from ._answer import Answer, Answers, Source
 from ._client import Client
 from ._events import Event
 from ._errors import (
@@ -65,10 +65,11 @@ from ._errors import (
 )
 from ._ffi import cstr as _cstr
 from ._ffi import lib as _lib
-from ._filter import Filter, FilterInfo, NativeInfo
-from ._lock import Hold, Lock, LockOwner
+from ._filter import Filter, FilterInfo, FilterKind, NativeInfo
+from ._lock import Hold, Lock, LockMode, LockOwner
 from ._policy import Policy
-from ._rotation import Rotation, RotationStats
+from ._rotation import Rotation, RotationStats, Strategy
+from ._options import ClientOptions, RotateOptions, Seconds
 from ._hash import MAX_HASH_ITERATIONS, MAX_SIZE, hash128, hash_impl, indexes, optimal_params
 
 #: Version of the C library compiled into this module (bg_version_string()).
@@ -97,6 +98,7 @@ __all__ = [
     "NotSupported", "ConnectionError", "Timeout", "AuthError", "ServerError", "ProtocolError",
     "NotInitialized", "ConfigChanged", "Corrupt", "WrongType", "Locked", "RotationInProgress",
     "Aborted", "Closed", "Cancelled", "TlsError", "Full",
+    "ClientOptions", "RotateOptions", "Seconds", "Strategy", "Source", "FilterKind", "LockMode",
 ]
 
 # Public classes present themselves (and pickle) as bloomguard.X, not bloomguard._module.X.

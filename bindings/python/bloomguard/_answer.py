@@ -8,12 +8,15 @@ for. Sources: ``"redis"``, ``"snapshot"``, ``"callback"``, ``"assumed_present"``
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, List, NamedTuple, Optional
+from typing import TYPE_CHECKING, List, Literal, NamedTuple, Optional
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._errors import BloomGuardError
 
-__all__ = ["Answer", "Answers"]
+__all__ = ["Answer", "Answers", "Source"]
+
+#: Where an answer came from (BG_SOURCE_*; a test keeps it in step with the library's sources).
+Source = Literal["none", "redis", "snapshot", "callback", "assumed_present", "assumed_absent"]
 
 
 class Answer(NamedTuple):
@@ -23,7 +26,7 @@ class Answer(NamedTuple):
     ``present`` (not the tuple's), so ``if f.query(item):`` reads as expected."""
 
     present: bool
-    source: str
+    source: Source
     failure: str
     error: Optional["BloomGuardError"] = None
 
@@ -44,7 +47,7 @@ class Answers(NamedTuple):
     ``failure`` are then those of the first degraded call, "redis" if none was."""
 
     present: List[bool]
-    source: str
+    source: Source
     failure: str
     error: Optional["BloomGuardError"] = None
 

@@ -27,15 +27,16 @@ Calls made on other threads carry no callback (no signal handler can run there).
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, cast
 
+from ._answer import Source
 from ._errors import BloomGuardError, InvalidArgument, error_for, strerror
 from ._ffi import cstr, ffi, lib
 from ._handle import Handle
 from ._options import seconds_to_ms
 
 __all__ = ["TimeoutArg", "invoke", "invoke_answer", "run_with_call", "run_or_raise", "timeout_ms", "park_callback_error",
-           "take_callback_error", "SOURCES"]
+           "take_callback_error", "SOURCES", "source_name"]
 
 TimeoutArg = Optional[float]
 
@@ -44,7 +45,7 @@ _MAX_FREE = 4
 _MAIN_THREAD = threading.main_thread().ident
 
 #: BG_SOURCE_* -> the name of an answer's source.
-SOURCES = {
+SOURCES: Dict[int, Source] = {
     lib.BG_SOURCE_NONE: "none",
     lib.BG_SOURCE_REDIS: "redis",
     lib.BG_SOURCE_SNAPSHOT: "snapshot",
@@ -52,6 +53,11 @@ SOURCES = {
     lib.BG_SOURCE_ASSUMED_PRESENT: "assumed_present",
     lib.BG_SOURCE_ASSUMED_ABSENT: "assumed_absent",
 }
+
+
+def source_name(code: int) -> Source:
+    """The name of a BG_SOURCE_* (one the library added since this binding was built: "source N")."""
+    return SOURCES.get(code, cast(Source, "source %d" % code))
 
 
 # How many parked exceptions await their call (any thread): the common case - none - costs each

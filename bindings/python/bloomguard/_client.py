@@ -4,19 +4,22 @@ from __future__ import annotations
 import threading
 import weakref
 from types import TracebackType
-from typing import Any, Dict, List, Optional, Type
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Type
 
 from ._call import invoke, run_or_raise
 from ._errors import InvalidArgument
 from ._events import EventListener, Sink, install
 from ._ffi import ffi, lib
-from ._filter import Filter
+from ._filter import Filter, FilterKind
 from ._handle import Handle
 from ._lock import Lock, LockOwner
-from ._options import build_options
+from ._options import ClientOptions, Seconds, build_options
 from ._policy import Policy
 
 __all__ = ["Client"]
+
+if TYPE_CHECKING:  # pragma: no cover - typing_extensions is the type checker's, not a dependency
+    from typing_extensions import Unpack
 
 _track_lock = threading.Lock()  # Client._track
 
@@ -68,12 +71,12 @@ class Client:
 
     __slots__ = ("_handle", "_sink", "_filters", "_prune_at", "__weakref__")
 
-    def __init__(self, url: str, **options: Any) -> None:
+    def __init__(self, url: str, **options: Unpack[ClientOptions]) -> None:
         if not isinstance(url, str):
             raise TypeError("url must be a str, not %s" % type(url).__name__)
         if "\0" in url:
             raise InvalidArgument("url must not contain NUL characters")
-        opts = build_options(options)
+        opts = build_options(dict(options))
         out = ffi.new("bg_client **")
         curl = url.encode("utf-8")
         copts = opts if opts is not None else ffi.NULL
@@ -92,7 +95,7 @@ class Client:
         self._filters: List["weakref.ref[Filter]"] = []
         self._prune_at = 64
 
-    def filter(self, name: str, policy: Optional[Policy] = None, kind: str = "redisson") -> Filter:
+    def filter(self, name: str, policy: Optional[Policy] = None, kind: FilterKind = "redisson") -> Filter:
         """The Redisson-compatible Bloom filter ``name`` on this server (no I/O).
 
         Raises :class:`~bloomguard.BadName` when its keys would land in different cluster slots
@@ -102,14 +105,15 @@ class Client:
         """
         return Filter(self, name, policy=policy, kind=kind)
 
-    def lock(self, name: str, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
-             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,
-             per_thread: bool = False, owner: Optional[LockOwner] = None) -> Lock:
+    def lock(self, name: str, *, lease: Optional[Seconds] = None, renew: Optional[bool] = None,
+             subscribe: Optional[bool] = None, poll_max: Optional[Seconds] = None,
+             per_thread: bool = False, owner: Optional[LockOwner] = None, lease_ms: Optional[int] = None,
+             poll_max_ms: Optional[int] = None) -> Lock:
         """A :class:`~bloomguard.Lock` on the key ``name + ":lock"`` (no I/O): exclusive
         (Redisson RLock-compatible) or reader/writer, with fencing tokens. Options and who holds
         it (``per_thread``, ``owner``): see Lock."""
-        return Lock(self, name, lease_ms=lease_ms, renew=renew, subscribe=subscribe, poll_max_ms=poll_max_ms,
-                    per_thread=per_thread, owner=owner)
+        return Lock(self, name, lease=lease, renew=renew, subscribe=subscribe, poll_max=poll_max,
+                    per_thread=per_thread, owner=owner, lease_ms=lease_ms, poll_max_ms=poll_max_ms)
 
     def ping(self) -> None:
         """One round trip (PING) on a pooled connection; raises on failure."""

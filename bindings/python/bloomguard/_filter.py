@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import numbers
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, NamedTuple, Optional, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Literal, NamedTuple, Optional, Tuple, Type, Union
 
 from ._answer import Answer, Answers
-from ._call import SOURCES, TimeoutArg, invoke, invoke_answer, run_or_raise
+from ._call import TimeoutArg, invoke, invoke_answer, run_or_raise, source_name
 from ._errors import BadParams, InvalidArgument
 from ._ffi import ffi, lib
 from ._handle import Handle
 from ._items import Batch, Item, chunks
-from ._options import ROTATE_OPTIONS, build_options, seconds_to_ms
+from ._options import ROTATE_OPTIONS, Seconds, build_options, seconds_to_ms, take_ms_alias
 from ._policy import Policy
-from ._rotation import ProgressFn, Rotation
+from ._rotation import ProgressFn, Rotation, Strategy
 from ._stats import BREAKER_STATES, read_stat, read_stats
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ._client import Client
     from ._lock import Lock
 
-__all__ = ["Filter", "FilterInfo", "NativeInfo"]
+__all__ = ["Filter", "FilterInfo", "FilterKind", "NativeInfo"]
 
 _INT64 = (-(2**63), 2**63 - 1)
 
@@ -76,6 +76,8 @@ class NativeInfo(NamedTuple):
     expansion: int
 
 
+#: A filter's layout: Redisson's (bitmap + config hash) or the server's own BF.* type.
+FilterKind = Literal["redisson", "native"]
 KINDS = ("redisson", "native")
 
 
@@ -123,7 +125,7 @@ class Filter:
     __slots__ = ("_handle", "_name", "_client", "_policy", "_retired_policy", "_native", "__weakref__")
 
     def __init__(self, client: "Client", name: Union[str, bytes], policy: Optional[Policy] = None,
-                 kind: str = "redisson") -> None:
+                 kind: FilterKind = "redisson") -> None:
         self._native = check_kind(kind)
         if policy is not None and not isinstance(policy, Policy):
             raise TypeError("policy must be a bloomguard.Policy (or None), not %s" % type(policy).__name__)
@@ -261,7 +263,7 @@ class Filter:
         present = ffi.new("uint8_t[1]")
         source, failure, error = invoke_answer(self._handle, lib.bg_filter_contains_many_ex, timeout, batch.ptrs,
                                                batch.lens, 1, present)
-        return Answer(bool(present[0]), SOURCES.get(source, "source %d" % source), failure, error)
+        return Answer(bool(present[0]), source_name(source), failure, error)
 
     def query_many(self, items: Iterable[Item], *, timeout: TimeoutArg = None) -> Answers:
         """:meth:`contains_many` with provenance: ``Answers(present, source, failure)``."""
@@ -274,7 +276,7 @@ class Filter:
             if source == lib.BG_SOURCE_REDIS and src != lib.BG_SOURCE_REDIS:
                 source, failure, error = src, msg, err
             result.extend(map(bool, ffi.unpack(present, batch.n)))
-        return Answers(result, SOURCES.get(source, "source %d" % source), failure, error)
+        return Answers(result, source_name(source), failure, error)
 
     # --- degrade policy -----------------------------------------------------------------------
 
@@ -409,9 +411,10 @@ class Filter:
         invoke(self._handle, lib.bg_filter_persist_ex, timeout, out)
         return bool(out[0])
 
-    def lock(self, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
-             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,
-             per_thread: bool = False, owner: Any = None) -> "Lock":
+    def lock(self, *, lease: Optional[Seconds] = None, renew: Optional[bool] = None,
+             subscribe: Optional[bool] = None, poll_max: Optional[Seconds] = None,
+             per_thread: bool = False, owner: Any = None, lease_ms: Optional[int] = None,
+             poll_max_ms: Optional[int] = None) -> "Lock":
         """The filter's own :class:`~bloomguard.Lock` (key ``"{NAME}:lock"``, in the filter's
         cluster slot; Java shares it as ``redisson.getLock("{NAME}:lock")``). While its holder holds
         it in ``"write"`` mode, this filter's queries in every process wait up to the client's
@@ -420,15 +423,18 @@ class Filter:
         in-place writes of its own. Exclusive and read holds do not stop queries. Who holds it
         (``per_thread``, ``owner``): see Lock."""
         from ._lock import Lock
-        return Lock(self._client, self._name, lease_ms=lease_ms, renew=renew, subscribe=subscribe,
-                    poll_max_ms=poll_max_ms, per_thread=per_thread, owner=owner, _filter=self)
+        return Lock(self._client, self._name, lease=take_ms_alias(lease, lease_ms, "lease", "lease_ms"),
+                    renew=renew, subscribe=subscribe,
+                    poll_max=take_ms_alias(poll_max, poll_max_ms, "poll_max", "poll_max_ms"),
+                    per_thread=per_thread, owner=owner, _filter=self)
 
-    def rotate(self, expected: int, fpp: float, strategy: str = "swap",
-               progress: Optional[ProgressFn] = None, *, lease_ms: Optional[int] = None,
-               wait: Optional[Union[float, "timedelta"]] = None, staging_ttl_ms: Optional[int] = None,
+    def rotate(self, expected: int, fpp: float, strategy: Strategy = "swap",
+               progress: Optional[ProgressFn] = None, *, lease: Optional[Seconds] = None,
+               wait: Optional[Seconds] = None, staging_ttl: Optional[Seconds] = None,
                threads: Optional[int] = None, chunk_bytes: Optional[int] = None,
                batch: Optional[int] = None, nice: Optional[int] = None,
-               partitions: Optional[int] = None) -> Rotation:
+               partitions: Optional[int] = None, lease_ms: Optional[int] = None,
+               staging_ttl_ms: Optional[int] = None) -> Rotation:
         """Begins rebuilding this live filter for ``expected`` insertions at ``fpp`` (the same or
         other parameters) and returns the :class:`~bloomguard.Rotation`, best used as a context
         manager: it commits when the block ends normally and aborts when it raises::
@@ -451,11 +457,12 @@ class Filter:
         :class:`~bloomguard.Aborted` and the rotation is aborted. An exception raised by the
         callback also aborts it, and that same exception object is raised by the call.
 
-        Options (None: the library's default): ``lease_ms`` (30000), ``wait`` (seconds to wait
-        for another rotation of this filter to end; Ctrl-C cancels the wait and raises
-        KeyboardInterrupt, nothing begun; default 0: raise :class:`~bloomguard.RotationInProgress` at
-        once), ``staging_ttl_ms`` (300000; while the lease is held the staging keys get at least
-        the lease, so none expires under a rotation that still holds it),
+        Options (None: the library's default; durations in seconds): ``lease`` (30), ``wait``
+        (how long to wait for another rotation of this filter to end; Ctrl-C cancels the wait and
+        raises KeyboardInterrupt, nothing begun; default 0: raise
+        :class:`~bloomguard.RotationInProgress` at once), ``staging_ttl`` (300; while the lease is
+        held the staging keys get at least the lease, so none expires under a rotation that still
+        holds it),
         ``threads`` (hashing threads; the online CPUs - 1, at least 1), ``nice`` (raised nice value
         of the hashing threads, so a rebuild yields the CPU to queries; 10; 0 - 19),
         ``chunk_bytes`` (upload chunk; 1 MiB), ``batch`` (naive: items per round trip; 1000),
@@ -465,7 +472,8 @@ class Filter:
         partition at a time; the partitions' geometry must stay, else
         :class:`~bloomguard.BadParams`) or ``"naive"``.
         Out-of-range values raise
-        :class:`~bloomguard.InvalidArgument`.
+        :class:`~bloomguard.InvalidArgument`. ``lease_ms`` and ``staging_ttl_ms`` (milliseconds)
+        are deprecated aliases of ``lease`` and ``staging_ttl``.
 
         Raises :class:`~bloomguard.RotationInProgress` when another rotation holds the filter,
         :class:`~bloomguard.BadParams` for parameters Redisson would reject. The commit raises
@@ -475,7 +483,9 @@ class Filter:
         n = _int64(expected, "expected")
         if isinstance(fpp, bool) or not isinstance(fpp, numbers.Real):
             raise TypeError("fpp must be a float, not %s" % type(fpp).__name__)
-        given = {"lease_ms": lease_ms, "wait": wait, "staging_ttl_ms": staging_ttl_ms, "threads": threads,
+        given = {"lease": take_ms_alias(lease, lease_ms, "lease", "lease_ms"), "wait": wait,
+                 "staging_ttl": take_ms_alias(staging_ttl, staging_ttl_ms, "staging_ttl", "staging_ttl_ms"),
+                 "threads": threads,
                  "chunk_bytes": chunk_bytes, "batch": batch, "nice": nice, "partitions": partitions}
         opts = build_options({k: v for k, v in given.items() if v is not None}, ROTATE_OPTIONS)
         wait_ms = seconds_to_ms(wait, "wait") if wait is not None else 0  # in range: build_options checked

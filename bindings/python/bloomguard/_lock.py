@@ -21,20 +21,22 @@ from __future__ import annotations
 import threading
 from datetime import timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Dict, NamedTuple, Optional, Type, Union
+from typing import TYPE_CHECKING, Any, Dict, Literal, NamedTuple, Optional, Type, Union
 
 from ._call import invoke, run_or_raise
 from ._errors import InvalidArgument, Locked, error_for
 from ._ffi import cstr, ffi, lib
 from ._handle import Handle
-from ._options import LOCK_OPTIONS, build_options, seconds_to_ms
+from ._options import LOCK_OPTIONS, Seconds, build_options, seconds_to_ms, take_ms_alias
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._client import Client
 
-__all__ = ["Lock", "LockOwner", "Hold", "MODES"]
+__all__ = ["Lock", "LockMode", "LockOwner", "Hold", "MODES"]
 
 #: mode name -> BG_LOCK_*
+#: A lock mode's name (a test keeps it in step with MODES).
+LockMode = Literal["exclusive", "read", "write"]
 MODES: Dict[str, int] = {
     "exclusive": lib.BG_LOCK_EXCLUSIVE,
     "read": lib.BG_LOCK_READ,
@@ -43,7 +45,6 @@ MODES: Dict[str, int] = {
 _MODE_NAMES = {v: k for k, v in MODES.items()}
 
 _BUF_SIZE = 1024
-Seconds = Union[float, timedelta]
 
 
 
@@ -117,7 +118,7 @@ class _Holding:
 
     __slots__ = ("_lock", "_mode", "_wait")
 
-    def __init__(self, lock: "Lock", mode: str, wait: Seconds) -> None:
+    def __init__(self, lock: "Lock", mode: LockMode, wait: Seconds) -> None:
         _mode_code(mode)
         self._lock = lock
         self._mode = mode
@@ -143,10 +144,12 @@ class Lock:
     """A lock handle for the Redis key ``name + ":lock"`` on a :class:`Client`
     (``client.lock(name)``; no I/O until the first acquire).
 
-    Options (None: the library's default): ``lease_ms`` (30000, as Redisson's watchdog),
-    ``renew`` (True: a background thread renews held locks every third of the lease; False: a
-    hold ends when its lease runs out), ``subscribe`` (True: waiters listen on the unlock channel;
-    False: poll only), ``poll_max_ms`` (longest sleep between two polls; 100).
+    Options (None: the library's default; durations in seconds): ``lease`` (30, as Redisson's
+    watchdog), ``renew`` (True: a background thread renews held locks every third of the lease;
+    False: a hold ends when its lease runs out), ``subscribe`` (True: waiters listen on the unlock
+    channel; False: poll only), ``poll_max`` (longest sleep between two polls; 0.1).
+    ``lease_ms`` and ``poll_max_ms`` (milliseconds) are deprecated aliases of ``lease`` and
+    ``poll_max``.
 
     Who holds it: by default this Lock object (its own :class:`LockOwner`), from whatever thread
     it is called: acquire in one thread, release in another; its calls that change the hold take
@@ -160,10 +163,11 @@ class Lock:
 
     __slots__ = ("_handle", "_name", "_client", "_owner", "_owner_ptr", "_turn", "__weakref__")
 
-    def __init__(self, client: "Client", name: str, *, lease_ms: Optional[int] = None,
+    def __init__(self, client: "Client", name: str, *, lease: Optional[Seconds] = None,
                  renew: Optional[bool] = None, subscribe: Optional[bool] = None,
-                 poll_max_ms: Optional[int] = None, per_thread: bool = False,
-                 owner: Optional[LockOwner] = None, _filter: Any = None) -> None:
+                 poll_max: Optional[Seconds] = None, per_thread: bool = False,
+                 owner: Optional[LockOwner] = None, lease_ms: Optional[int] = None,
+                 poll_max_ms: Optional[int] = None, _filter: Any = None) -> None:
         if not isinstance(name, str):
             raise TypeError("lock name must be a str, not %s" % type(name).__name__)
         if "\0" in name:
@@ -178,7 +182,8 @@ class Lock:
         if per_thread and owner is not None:
             raise InvalidArgument("per_thread=True and owner= exclude each other: a per-thread "
                                   "lock's holder is the calling thread")
-        given: Dict[str, Any] = {"lease_ms": lease_ms, "poll_max_ms": poll_max_ms}
+        given: Dict[str, Any] = {"lease": take_ms_alias(lease, lease_ms, "lease", "lease_ms"),
+                                 "poll_max": take_ms_alias(poll_max, poll_max_ms, "poll_max", "poll_max_ms")}
         for flag, value in (("renew", renew), ("subscribe", subscribe)):
             if value is not None:
                 if not isinstance(value, bool):
@@ -262,7 +267,7 @@ class Lock:
 
     # --- operations ---------------------------------------------------------------------------
 
-    def acquire(self, mode: str = "exclusive", *, wait: Seconds = 0) -> int:
+    def acquire(self, mode: LockMode = "exclusive", *, wait: Seconds = 0) -> int:
         """Acquires the lock for its holder (see :class:`Lock`) in ``mode`` (``"exclusive"``, ``"read"``,
         ``"write"``), waiting up to ``wait`` seconds (0: one try; at most 3600), and returns the
         hold's fencing token (strictly increasing across holds; a reentrant acquire returns the
@@ -343,7 +348,7 @@ class Lock:
             raise error_for(st, "")
         return Hold(_MODE_NAMES.get(mode[0]), int(count[0]), int(token[0]), st == lib.BG_ELOCKED)
 
-    def hold(self, mode: str = "exclusive", *, wait: Seconds = 0) -> _Holding:
+    def hold(self, mode: LockMode = "exclusive", *, wait: Seconds = 0) -> _Holding:
         """A context manager: ``with lock.hold("write", wait=5) as token:`` acquires on entry
         (returning the fencing token) and releases on exit. A release that fails after a block
         that ended normally raises (:class:`~bloomguard.Locked`: the hold was lost meanwhile)."""

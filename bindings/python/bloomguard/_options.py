@@ -2,8 +2,10 @@
 
 Three tables: :data:`OPTIONS` for :class:`~bloomguard.Client`, :data:`ROTATE_OPTIONS` for
 :meth:`~bloomguard.Filter.rotate` and :data:`LOCK_OPTIONS` for :class:`~bloomguard.Lock`.
-Durations named without a unit are seconds (int or float) in Python and milliseconds in C;
-names ending in ``_ms`` are milliseconds on both sides; switches are bools in Python and 0/1 in C.
+Durations are seconds (int, float or timedelta) in Python and milliseconds in C; the older
+``*_ms`` keyword names (milliseconds) are deprecated aliases, kept for one release with a
+DeprecationWarning (:func:`take_ms_alias`). Switches are bools in Python and 0/1 in C.
+:class:`ClientOptions` types the client's keywords, so a type checker catches a misspelt one.
 The library validates the ranges; this module only maps names and types, and asks the library
 (bg_options_bounds) for the range to name when it refuses a value. Each table holds only its own
 consumer's options: the library refuses an option set for another consumer (BG_ENOTSUP).
@@ -12,13 +14,69 @@ from __future__ import annotations
 
 import math
 import numbers
+import sys
+import warnings
 from datetime import timedelta
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Literal, Optional, Tuple, TypedDict, Union
 
 from ._errors import InvalidArgument, error_for, strerror
 from ._ffi import ffi, lib
 
-__all__ = ["OPTIONS", "ROTATE_OPTIONS", "LOCK_OPTIONS", "build_options", "option_range", "seconds_to_ms"]
+__all__ = ["OPTIONS", "ROTATE_OPTIONS", "LOCK_OPTIONS", "ClientOptions", "RotateOptions", "Seconds", "build_options",
+           "option_range", "seconds_to_ms", "take_ms_alias"]
+
+#: A duration: seconds (int or float) or a timedelta.
+Seconds = Union[float, timedelta]
+
+
+class ClientOptions(TypedDict, total=False):
+    """The keyword options of :class:`~bloomguard.Client` and :func:`bloomguard.aio.connect`
+    (one key per entry of :data:`OPTIONS`; a test keeps the two in step)."""
+
+    connect_timeout: Seconds
+    command_timeout: Seconds
+    pool_size: int
+    db: int
+    config_retries: int
+    write_lock_wait: Seconds
+    tracking: bool
+    pipeline: bool
+    pipeline_conns: int
+    pipeline_spin_us: int
+    connect_at_open: bool
+    degraded_events_per_s: int
+    histograms: bool
+    native_max_bytes: int
+    cluster: Union[bool, Literal["auto"]]
+    wait_replicas: int
+    wait_timeout: Seconds
+    username: Optional[str]
+    password: Optional[str]
+    sentinel_username: Optional[str]
+    sentinel_password: Optional[str]
+    tls_ca_file: Optional[str]
+    tls_ca_dir: Optional[str]
+    tls_cert_file: Optional[str]
+    tls_key_file: Optional[str]
+    tls_server_name: Optional[str]
+    tls_verify: bool
+    client_name: Optional[str]
+
+
+class RotateOptions(TypedDict, total=False):
+    """The keyword options of :meth:`~bloomguard.Filter.rotate` (its asyncio twin takes them as
+    ``**options``): :data:`ROTATE_OPTIONS` and the deprecated ``*_ms`` aliases."""
+
+    lease: Optional[Seconds]
+    wait: Optional[Seconds]
+    staging_ttl: Optional[Seconds]
+    threads: Optional[int]
+    chunk_bytes: Optional[int]
+    batch: Optional[int]
+    nice: Optional[int]
+    partitions: Optional[int]
+    lease_ms: Optional[int]
+    staging_ttl_ms: Optional[int]
 
 # name -> (BG_OPT_* value, kind): "seconds" (-> ms), "int", "bool" (-> 0/1), "str", or "cluster"
 # ("auto" / True / False -> BG_CLUSTER_AUTO / _ON / _OFF).
@@ -56,9 +114,9 @@ OPTIONS: Dict[str, Tuple[int, str]] = {
 
 # Filter.rotate's keyword options (bg_rotation_begin): name -> (BG_OPT_ROTATE_* value, kind).
 ROTATE_OPTIONS: Dict[str, Tuple[int, str]] = {
-    "lease_ms": (lib.BG_OPT_ROTATE_LEASE_MS, "int"),
+    "lease": (lib.BG_OPT_ROTATE_LEASE_MS, "seconds"),
     "wait": (lib.BG_OPT_ROTATE_WAIT_MS, "seconds"),
-    "staging_ttl_ms": (lib.BG_OPT_ROTATE_STAGING_TTL_MS, "int"),
+    "staging_ttl": (lib.BG_OPT_ROTATE_STAGING_TTL_MS, "seconds"),
     "threads": (lib.BG_OPT_ROTATE_THREADS, "int"),
     "chunk_bytes": (lib.BG_OPT_ROTATE_CHUNK_BYTES, "int"),
     "batch": (lib.BG_OPT_ROTATE_BATCH, "int"),
@@ -69,17 +127,46 @@ ROTATE_OPTIONS: Dict[str, Tuple[int, str]] = {
 # Lock's keyword options (bg_lock_open): name -> (BG_OPT_LOCK_* value, kind). renew and subscribe
 # arrive here as 0/1 (Lock checks that they are bools).
 LOCK_OPTIONS: Dict[str, Tuple[int, str]] = {
-    "lease_ms": (lib.BG_OPT_LOCK_LEASE_MS, "int"),
+    "lease": (lib.BG_OPT_LOCK_LEASE_MS, "seconds"),
     "renew": (lib.BG_OPT_LOCK_RENEW, "int"),
     "subscribe": (lib.BG_OPT_LOCK_SUBSCRIBE, "int"),
-    "poll_max_ms": (lib.BG_OPT_LOCK_POLL_MAX_MS, "int"),
+    "poll_max": (lib.BG_OPT_LOCK_POLL_MAX_MS, "seconds"),
 }
+
+
+class _Millis(int):
+    """A duration given through a deprecated ``*_ms`` alias: already whole milliseconds."""
+
+
+def take_ms_alias(value: Any, old_value: Any, name: str, old: str) -> Any:
+    """The value of the seconds-named option ``name``, or of its deprecated alias ``old`` (in
+    milliseconds; warns). Giving both is a TypeError, as a repeated keyword would be."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise TypeError("%s and %s are the same option: pass only %s (seconds)" % (name, old, name))
+    if isinstance(old_value, bool) or not isinstance(old_value, numbers.Integral):
+        raise TypeError("%s must be an int of milliseconds, not %s" % (old, type(old_value).__name__))
+    warnings.warn("%s is deprecated and will be removed in the next release: pass %s=%g (seconds)"
+                  % (old, name, int(old_value) / 1000.0), DeprecationWarning, stacklevel=_user_frame())
+    return _Millis(old_value)
+
+
+def _user_frame() -> int:
+    """warnings.warn's stacklevel of the first caller outside this package (its level 1 is the
+    caller of _user_frame)."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith("bloomguard"):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def seconds_to_ms(value: Any, what: str) -> int:
     """Seconds (int, float or timedelta) to whole milliseconds, rounded up so that a positive
     duration never becomes 0. Range checks are the library's; this rejects only non-numbers,
     NaN and infinities."""
+    if isinstance(value, _Millis):
+        return int(value)
     if isinstance(value, timedelta):
         value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -14,7 +14,8 @@ reads every value back from the C object (so the defaults shown are the library'
 Names are the C names in lower case without their prefix: failure classes ``notinit``, ``config``,
 ``locked``, ``connection``, ``timeout``, ``server``, ``corrupt``, ``other`` (BG_FAIL_*); actions
 ``retry``, ``snapshot``, ``callback``, ``assume_present``, ``assume_absent``, ``error`` (BG_ACT_*);
-settings ``retry_count`` ... ``snapshot_chunk_bytes`` (BG_POLICY_*).
+settings ``retry_count`` ... ``snapshot_chunk_bytes`` (BG_POLICY_*), those the library keeps in
+milliseconds (``BG_POLICY_*_MS``) named without the suffix and given in seconds.
 """
 from __future__ import annotations
 
@@ -24,8 +25,9 @@ from typing import Any, Dict, Iterable, Optional, Tuple, Union
 from ._errors import InvalidArgument, error_for, strerror
 from ._fallback import C_FALLBACK, Fallback, FallbackFn
 from ._ffi import ffi, lib
+from ._options import Seconds, seconds_to_ms, take_ms_alias
 
-__all__ = ["Policy", "ACTIONS", "FAILURE_CLASSES", "SETTINGS", "Chain"]
+__all__ = ["Policy", "ACTIONS", "FAILURE_CLASSES", "SETTINGS", "DURATIONS", "Chain"]
 
 
 def _names(prefix: str) -> Dict[str, int]:
@@ -39,8 +41,12 @@ def _names(prefix: str) -> Dict[str, int]:
 ACTIONS: Dict[str, int] = _names("BG_ACT_")
 #: failure class name -> BG_FAIL_*
 FAILURE_CLASSES: Dict[str, int] = _names("BG_FAIL_")
-#: setting name -> BG_POLICY_* (BG_POLICY_MAX_CHAIN is a limit, not a setting)
-SETTINGS: Dict[str, int] = {k: v for k, v in _names("BG_POLICY_").items() if k != "max_chain"}
+#: setting name -> BG_POLICY_* (BG_POLICY_MAX_CHAIN is a limit, not a setting); a duration
+#: (BG_POLICY_*_MS) is named without its unit and given in seconds
+SETTINGS: Dict[str, int] = {k[:-3] if k.endswith("_ms") else k: v
+                            for k, v in _names("BG_POLICY_").items() if k != "max_chain"}
+#: the settings given in seconds (milliseconds in C)
+DURATIONS = frozenset(k[:-3] for k in _names("BG_POLICY_") if k.endswith("_ms"))
 _ACTION_NAMES = {v: k for k, v in ACTIONS.items()}
 
 #: A chain: one action name, or a sequence of them tried in order.
@@ -60,14 +66,17 @@ def _chain_codes(cls: str, chain: Chain) -> Tuple[int, ...]:
     return tuple(codes)
 
 
-def _policy_range(option: int, st: int) -> str:
-    """"; must be LO..HI" from the library's own table (bg_policy_bounds) for an out-of-range value."""
+def _policy_range(option: int, st: int, seconds: bool) -> str:
+    """"; must be LO..HI" (seconds for a duration) from the library's own table (bg_policy_bounds)
+    for an out-of-range value."""
     if st != lib.BG_EINVAL:
         return ""
     lo, hi = ffi.new("int64_t *"), ffi.new("int64_t *")
     if lib.bg_policy_bounds(option, lo, hi) != lib.BG_OK:  # pragma: no cover - every setting has one
         return ""
     off = " (or 0: never)" if option == lib.BG_POLICY_SNAPSHOT_INTERVAL_MS else ""
+    if seconds:
+        return "; must be %g..%g seconds%s" % (lo[0] / 1000.0, hi[0] / 1000.0, off)
     return "; must be %d..%d%s" % (lo[0], hi[0], off)
 
 
@@ -83,11 +92,13 @@ class Policy:
     ``"assume_absent"`` (fail-closed), ``"error"`` (raise). Unset classes keep the library's
     defaults: retry then assume present, ``other`` raises.
 
-    Settings (ints; None keeps the library's default): ``retry_count``, ``backoff_base_ms``,
-    ``backoff_max_ms``, ``jitter_pct``, ``breaker_threshold`` (0: no breaker),
-    ``breaker_cooldown_ms``, ``callback_rate`` (per second, 0: unlimited), ``callback_burst``,
-    ``snapshot_interval_ms`` (background refresh, 0: never), ``snapshot_max_age_ms`` (0: any age),
-    ``snapshot_chunk_bytes``. Out-of-range values raise :class:`~bloomguard.InvalidArgument`.
+    Settings (None keeps the library's default; durations in seconds, the rest ints):
+    ``retry_count``, ``backoff_base``, ``backoff_max``, ``jitter_pct``, ``breaker_threshold``
+    (0: no breaker), ``breaker_cooldown``, ``callback_rate`` (per second, 0: unlimited),
+    ``callback_burst``, ``snapshot_interval`` (background refresh, 0: never),
+    ``snapshot_max_age`` (0: any age), ``snapshot_chunk_bytes``. Out-of-range values raise
+    :class:`~bloomguard.InvalidArgument`. The ``*_ms`` names (milliseconds) of the durations are
+    deprecated aliases.
 
     ``fallback(items: list[bytes]) -> sequence of bools | None`` is called on the thread making
     the query, with the GIL held, for the whole batch that failed (up to 16,384 items per call):
@@ -103,12 +114,15 @@ class Policy:
                  on_timeout: Optional[Chain] = None, on_server: Optional[Chain] = None,
                  on_corrupt: Optional[Chain] = None, on_other: Optional[Chain] = None,
                  fallback: Optional[FallbackFn] = None,
-                 retry_count: Optional[int] = None, backoff_base_ms: Optional[int] = None,
-                 backoff_max_ms: Optional[int] = None, jitter_pct: Optional[int] = None,
-                 breaker_threshold: Optional[int] = None, breaker_cooldown_ms: Optional[int] = None,
+                 retry_count: Optional[int] = None, backoff_base: Optional[Seconds] = None,
+                 backoff_max: Optional[Seconds] = None, jitter_pct: Optional[int] = None,
+                 breaker_threshold: Optional[int] = None, breaker_cooldown: Optional[Seconds] = None,
                  callback_rate: Optional[int] = None, callback_burst: Optional[int] = None,
-                 snapshot_interval_ms: Optional[int] = None, snapshot_max_age_ms: Optional[int] = None,
-                 snapshot_chunk_bytes: Optional[int] = None) -> None:
+                 snapshot_interval: Optional[Seconds] = None, snapshot_max_age: Optional[Seconds] = None,
+                 snapshot_chunk_bytes: Optional[int] = None, backoff_base_ms: Optional[int] = None,
+                 backoff_max_ms: Optional[int] = None, breaker_cooldown_ms: Optional[int] = None,
+                 snapshot_interval_ms: Optional[int] = None,
+                 snapshot_max_age_ms: Optional[int] = None) -> None:
         out = ffi.new("bg_policy **")
         st = lib.bg_policy_new(out)
         if st != lib.BG_OK:
@@ -126,22 +140,31 @@ class Policy:
                                     % (cls, chain, strerror(st), lib.BG_POLICY_MAX_CHAIN))
         for name, option in SETTINGS.items():
             value = given[name]
-            if value is None:
+            if name in DURATIONS:
+                value = take_ms_alias(value, given[name + "_ms"], name, name + "_ms")
+                if value is None:
+                    continue
+                number = seconds_to_ms(value, name)
+            elif value is None:
                 continue
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            elif isinstance(value, bool) or not isinstance(value, numbers.Integral):
                 raise TypeError("%s must be an int, not %s" % (name, type(value).__name__))
-            if not -(2**63) <= int(value) < 2**63:
+            else:
+                number = int(value)
+            if not -(2**63) <= number < 2**63:
                 raise InvalidArgument("%s=%r is out of range" % (name, value))
-            st = lib.bg_policy_set_int(self._ptr, option, int(value))
+            st = lib.bg_policy_set_int(self._ptr, option, number)
             if st != lib.BG_OK:
-                raise error_for(st, "%s=%r: %s%s" % (name, value, strerror(st), _policy_range(option, st)))
+                raise error_for(st, "%s=%r: %s%s" % (name, value, strerror(st),
+                                                      _policy_range(option, st, name in DURATIONS)))
         self._fallback = Fallback(fallback) if fallback is not None else None
         if self._fallback is not None:
             st = lib.bg_policy_set_fallback(self._ptr, C_FALLBACK, self._fallback.userdata)
             if st != lib.BG_OK:  # pragma: no cover - only for a NULL policy
                 raise error_for(st, "bg_policy_set_fallback: %s" % strerror(st))
         self._chains = {cls: self._read_chain(code) for cls, code in FAILURE_CLASSES.items()}
-        self._settings = {name: self._read_int(option) for name, option in SETTINGS.items()}
+        self._settings = {name: self._read_int(option) / 1000.0 if name in DURATIONS else self._read_int(option)
+                          for name, option in SETTINGS.items()}
 
     def _read_chain(self, code: int) -> Tuple[str, ...]:
         arr = ffi.new("int[]", lib.BG_POLICY_MAX_CHAIN)
@@ -174,8 +197,9 @@ class Policy:
                                   % (failure_class, ", ".join(FAILURE_CLASSES))) from None
 
     @property
-    def settings(self) -> Dict[str, int]:
-        """{setting: value} of every numeric setting, as the library holds them."""
+    def settings(self) -> Dict[str, float]:
+        """{setting: value} of every numeric setting, as the library holds them (durations in
+        seconds, the others ints)."""
         return dict(self._settings)
 
     @property
@@ -188,10 +212,13 @@ class Policy:
         kwargs: Dict[str, Any] = {"on_" + cls: chain for cls, chain in self._chains.items()}
         kwargs.update(self._settings)
         kwargs["fallback"] = self.fallback
-        unknown = set(changes) - set(kwargs)
+        aliases = {d + "_ms" for d in DURATIONS}
+        unknown = set(changes) - set(kwargs) - aliases
         if unknown:
             raise TypeError("unknown Policy argument%s: %s" % ("s" if len(unknown) > 1 else "",
                                                                 ", ".join(sorted(unknown))))
+        for alias in aliases & set(changes):
+            kwargs[alias[:-3]] = None  # the deprecated alias replaces the kept value
         kwargs.update(changes)
         return Policy(**kwargs)
 
@@ -203,4 +230,4 @@ class Policy:
     def __repr__(self) -> str:
         chains = ", ".join("on_%s=%s" % (cls, list(chain)) for cls, chain in self._chains.items())
         return "bloomguard.Policy(%s, fallback=%r, %s)" % (
-            chains, self.fallback, ", ".join("%s=%d" % kv for kv in self._settings.items()))
+            chains, self.fallback, ", ".join("%s=%g" % kv for kv in self._settings.items()))

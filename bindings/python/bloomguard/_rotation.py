@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from types import TracebackType
-from typing import Any, Callable, Dict, Iterable, NamedTuple, Optional, Type
+from typing import Any, Callable, Dict, Iterable, Literal, NamedTuple, Optional, Type
 
 from ._call import run_or_raise, run_with_call
 from ._errors import Closed, InvalidArgument, error_for, strerror
@@ -25,10 +25,13 @@ from ._ffi import cstr, ffi, lib
 from ._handle import Handle
 from ._items import Item, as_buffer, chunks
 
-__all__ = ["Rotation", "RotationStats", "ProgressFn", "STRATEGIES", "PHASES", "ROTATE_CHUNK"]
+__all__ = ["Rotation", "RotationStats", "ProgressFn", "Strategy", "STRATEGIES", "PHASES", "ROTATE_CHUNK"]
 
 #: progress(phase, items, bytes_done, bytes_total) -> None/False to go on, True to stop.
 ProgressFn = Callable[[str, int, int, int], Optional[bool]]
+
+#: A rotation strategy's name (a test keeps it in step with STRATEGIES).
+Strategy = Literal["swap", "naive", "locked"]
 
 #: strategy name -> BG_ROTATE_* (the library decides what it supports: "locked" is BG_ENOTSUP
 #: until the lock engine lands).

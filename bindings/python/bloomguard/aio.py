@@ -41,24 +41,27 @@ import asyncio
 import itertools
 import numbers
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Dict, Generator, Iterable, List, Optional, Tuple, Type, Union
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Dict, Generator, Iterable, List, Optional, Tuple, Type, Union
 
 from ._answer import Answer, Answers
-from ._call import SOURCES, TimeoutArg, take_callback_error
+from ._call import TimeoutArg, source_name, take_callback_error
 from ._client import Client as _SyncClient
 from ._events import EventListener
 from ._errors import Closed, InvalidArgument, error_for
 from ._ffi import cstr, ffi, lib
 from ._filter import Filter as _SyncFilter
-from ._filter import FilterInfo, check_expansion
+from ._filter import FilterInfo, FilterKind, check_expansion
 from ._handle import Handle
 from ._items import Batch, Item, as_buffer
-from ._lock import Hold, LockOwner, Seconds
+from ._lock import Hold, LockMode, LockOwner
 from ._lock import Lock as _SyncLock
-from ._options import seconds_to_ms
+from ._options import ClientOptions, RotateOptions, Seconds, seconds_to_ms
 from ._policy import Policy
-from ._rotation import ProgressFn, RotationStats
+from ._rotation import ProgressFn, RotationStats, Strategy
 from ._rotation import Rotation as _SyncRotation
+
+if TYPE_CHECKING:  # pragma: no cover - typing_extensions is the type checker's, not a dependency
+    from typing_extensions import Unpack
 
 __all__ = ["connect", "Client", "Filter", "Rotation", "Lock", "NOT_TWINNED"]
 
@@ -123,12 +126,12 @@ class _Connecting:
             await self._client.close()
 
 
-def connect(url: str, **options: Any) -> _Connecting:
+def connect(url: str, **options: Unpack[ClientOptions]) -> _Connecting:
     """Opens a client for the running loop: ``url`` and ``options`` as :class:`bloomguard.Client`
     takes them. ``client = await connect(url)``, or ``async with connect(url) as client:``.
     Opening checks the URL and the options at once; it connects nothing unless
     ``connect_at_open=True``, whose check of the server runs in the loop's default executor."""
-    return _Connecting(url, options)
+    return _Connecting(url, dict(options))
 
 
 class _Pending:
@@ -152,7 +155,7 @@ class Client:
     submission queue and connections.
     """
 
-    def __init__(self, url: str, **options: Any) -> None:
+    def __init__(self, url: str, **options: Unpack[ClientOptions]) -> None:
         """A client for the running loop (as :func:`connect`, which also checks the server first
         when given ``connect_at_open=True``; this constructor cannot wait, so it refuses that)."""
         if options.get("connect_at_open"):
@@ -253,7 +256,7 @@ class Client:
         # query / query_many: the answer with where it came from; a failure raises
         if st != 0:
             raise error_for(st, cstr(lib.bg_completion_errmsg(c)))
-        source = SOURCES.get(self._source[i], "source %d" % self._source[i])
+        source = source_name(self._source[i])
         degraded = lib.bg_completion_degraded_status(c)
         failure = cstr(lib.bg_completion_errmsg(c)) if degraded else ""
         error = error_for(degraded, failure) if degraded else None
@@ -314,23 +317,24 @@ class Client:
 
     # --- the API -------------------------------------------------------------------------------
 
-    def filter(self, name: str, policy: Optional[Policy] = None, kind: str = "redisson") -> "Filter":
+    def filter(self, name: str, policy: Optional[Policy] = None, kind: FilterKind = "redisson") -> "Filter":
         """The filter ``name`` on this client (no I/O); ``policy`` and ``kind`` (``"native"``: the
         server's BF.* filter) as for the blocking API."""
         if self._closed:
             raise Closed("the client is closed")
         return Filter(self, _SyncFilter(self._sync, name, policy=policy, kind=kind))
 
-    def lock(self, name: str, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
-             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,
-             owner: Optional[LockOwner] = None) -> "Lock":
+    def lock(self, name: str, *, lease: Optional[Seconds] = None, renew: Optional[bool] = None,
+             subscribe: Optional[bool] = None, poll_max: Optional[Seconds] = None,
+             owner: Optional[LockOwner] = None, lease_ms: Optional[int] = None,
+             poll_max_ms: Optional[int] = None) -> "Lock":
         """An awaited :class:`Lock` on ``name + ":lock"`` (no I/O), as the blocking
         :meth:`bloomguard.Client.lock` (its holder is the Lock object or ``owner``: a hold may be
         released from any task)."""
         if self._closed:
             raise Closed("the client is closed")
-        return Lock(self, self._sync.lock(name, lease_ms=lease_ms, renew=renew, subscribe=subscribe,
-                                          poll_max_ms=poll_max_ms, owner=owner))
+        return Lock(self, self._sync.lock(name, lease=lease, renew=renew, subscribe=subscribe, poll_max=poll_max,
+                                          owner=owner, lease_ms=lease_ms, poll_max_ms=poll_max_ms))
 
     async def ping(self) -> None:
         """One round trip (PING), in the loop's default executor; raises on failure."""
@@ -471,13 +475,15 @@ class Filter:
         the whole bitmap is work for a thread), as :meth:`bloomguard.Filter.snapshot`."""
         await _in_executor(lambda: self._sync.snapshot(timeout=timeout))
 
-    def lock(self, *, lease_ms: Optional[int] = None, renew: Optional[bool] = None,
-             subscribe: Optional[bool] = None, poll_max_ms: Optional[int] = None,
-             owner: Optional[LockOwner] = None) -> "Lock":
+    def lock(self, *, lease: Optional[Seconds] = None, renew: Optional[bool] = None,
+             subscribe: Optional[bool] = None, poll_max: Optional[Seconds] = None,
+             owner: Optional[LockOwner] = None, lease_ms: Optional[int] = None,
+             poll_max_ms: Optional[int] = None) -> "Lock":
         """The filter's write lock (``"{NAME}:lock"``, the one a LOCKED rotation takes), awaited:
         as the blocking :meth:`bloomguard.Filter.lock`."""
-        return Lock(self._client, self._sync.lock(lease_ms=lease_ms, renew=renew, subscribe=subscribe,
-                                                  poll_max_ms=poll_max_ms, owner=owner))
+        return Lock(self._client, self._sync.lock(lease=lease, renew=renew, subscribe=subscribe,
+                                                  poll_max=poll_max, owner=owner, lease_ms=lease_ms,
+                                                  poll_max_ms=poll_max_ms))
 
     def _submit(self, kind: int, n: int, timeout: TimeoutArg, submit: Callable[[Any, int], int],
                 fptr: Any) -> Awaitable[Any]:
@@ -609,12 +615,12 @@ class Filter:
                                        lambda call, tag: lib.bg_filter_persist_submit_ex(f, call, q, tag), f)
         return got
 
-    def rotate(self, expected: int, fpp: float, *, strategy: str = "swap", progress: Optional[ProgressFn] = None,
-               **options: Any) -> "Rotation":
+    def rotate(self, expected: int, fpp: float, *, strategy: Strategy = "swap",
+               progress: Optional[ProgressFn] = None, **options: Unpack[RotateOptions]) -> "Rotation":
         """A live rebuild (as the blocking :meth:`bloomguard.Filter.rotate`), awaited:
         ``async with f.rotate(n, p) as rot: await rot.add_many(items)`` commits on success and
         aborts on an error. Its steps run in the loop's default executor."""
-        return Rotation(self, expected, fpp, strategy, progress, options)
+        return Rotation(self, expected, fpp, strategy, progress, dict(options))
 
     async def __aenter__(self) -> "Filter":
         """The filter itself; closed at the end of the block."""
@@ -738,7 +744,7 @@ class _Holding:
 
     __slots__ = ("_lock", "_mode", "_wait")
 
-    def __init__(self, lock: "Lock", mode: str, wait: Seconds) -> None:
+    def __init__(self, lock: "Lock", mode: LockMode, wait: Seconds) -> None:
         self._lock = lock
         self._mode = mode
         self._wait = wait
@@ -800,7 +806,7 @@ class Lock:
         """The holder id ``"<UUID>:<seq>"`` (the hash field while it holds)."""
         return self._sync.holder_id
 
-    async def acquire(self, mode: str = "exclusive", *, wait: Seconds = 0) -> int:
+    async def acquire(self, mode: LockMode = "exclusive", *, wait: Seconds = 0) -> int:
         """Acquires in ``mode`` waiting up to ``wait`` seconds; returns the fencing token (as the
         blocking :meth:`bloomguard.Lock.acquire`)."""
         got: int = await _in_executor(lambda: self._sync.acquire(mode, wait=wait))
@@ -819,7 +825,7 @@ class Lock:
         """What the holder holds through this Lock (no round trip)."""
         return self._sync.held()
 
-    def hold(self, mode: str = "exclusive", *, wait: Seconds = 0) -> _Holding:
+    def hold(self, mode: LockMode = "exclusive", *, wait: Seconds = 0) -> _Holding:
         """``async with lock.hold("write", wait=5) as token:`` acquires on entry, releases on exit."""
         self._sync.hold(mode, wait=wait)  # checks the mode now, as the blocking one does
         return _Holding(self, mode, wait)
