@@ -7,13 +7,16 @@
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
 cd "$TOP"
-MKDOCS_VERSION=1.6.1
+# mkdocstrings renders docs/reference/python-api.md from the package's source (signatures, types,
+# docstrings; it reads bindings/python without importing the compiled module)
+PACKAGES=("mkdocs==1.6.1" "mkdocstrings==1.0.8" "mkdocstrings-python==2.0.11" "griffelib==2.4.1")
 VENV=build-docs/venv
 
 python3 tests/docs/check_docs.py
-if ! "$VENV/bin/mkdocs" --version 2>/dev/null | grep -q "version $MKDOCS_VERSION "; then
+if [ "$(cat "$VENV/.packages" 2>/dev/null)" != "${PACKAGES[*]}" ]; then
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "mkdocs==$MKDOCS_VERSION"
+  "$VENV/bin/pip" install --quiet --disable-pip-version-check "${PACKAGES[@]}"
+  echo "${PACKAGES[*]}" > "$VENV/.packages"
 fi
 out=$("$VENV/bin/mkdocs" build --strict 2>&1) || { printf '%s\n' "$out" >&2; echo "docs: mkdocs build --strict failed" >&2; exit 1; }
 echo "docs: built build-docs/site ($(find build-docs/site -name index.html | wc -l) pages)"
@@ -21,7 +24,7 @@ echo "docs: built build-docs/site ($(find build-docs/site -name index.html | wc 
 # The negative control: the same site with one broken link and one broken anchor planted must fail.
 ctl=$(mktemp -d "${TMPDIR:-/tmp}/bg-docs.XXXXXX")
 trap 'rm -rf "$ctl"' EXIT
-cp -rL mkdocs.yml docs "$ctl/"
+cp -rL mkdocs.yml docs "$ctl/"; mkdir -p "$ctl/bindings"; cp -r bindings/python "$ctl/bindings/"
 printf '\n[planted](no-such-page.md) [planted](rotation.md#no-such-anchor)\n' >> "$ctl/docs/index.md"
 if out=$("$VENV/bin/mkdocs" build --strict -f "$ctl/mkdocs.yml" --site-dir "$ctl/site" 2>&1); then
   echo "docs: the negative control passed: a broken link did not fail mkdocs build --strict" >&2

@@ -7,6 +7,8 @@
   function, the URL query parameter and the CLI flag.
 - statuses.md: every BG_E* status of errors.h with bg_strerror's text, the Python exception class
   and the Go sentinel and Code.
+- c-api.md: every public declaration of every header, in the header's order, under the comment
+  the header gives it (its statuses, ownership and threading rules).
 
 The binding columns are read from the bindings themselves (the Python tables at run time, the Go
 and CLI sources by their calls), so a binding that drops or renames an option changes the table.
@@ -167,12 +169,67 @@ def statuses_page() -> str:
     return "".join(out)
 
 
+def _prose(comment: str) -> str:
+    """A /* ... */ block's text, its leading stars and indentation removed, as preformatted text
+    (the headers align their lists and formulas)."""
+    lines = [re.sub(r"^\s*\* ?", "", ln) for ln in comment[2:-2].strip("\n").splitlines()]
+    while lines and not lines[0].strip():
+        lines.pop(0)
+    while lines and not lines[-1].strip():
+        lines.pop()
+    return "\n".join(ln.rstrip() for ln in lines)
+
+
+def c_api_page() -> str:
+    out = [GENERATED, "# C API\n\n",
+           "Every public declaration of `include/bloomguard/*.h`, header by header, under the comment the\n"
+           "header gives it. Statuses: [the status table](statuses.md); options: [the option\n"
+           "table](options.md); the guide: [C](../c.md).\n"]
+    token = re.compile(r"(/\*.*?\*/)|(BG_API\b[^;]*;)|(typedef\b[^;]*;)|(#[^\n]*(?:\\\n[^\n]*)*)|(\S)", re.S)
+    for header in sorted(INCLUDE.glob("*.h")):
+        text = header.read_text()
+        top = re.match(r"\s*(/\*.*?\*/)", text, re.S)
+        body = text[top.end():] if top else text
+        title = _prose(top.group(1)).splitlines()[0] if top else header.name
+        out.append("\n## %s\n\n" % header.name)
+        if top:
+            rest = _prose(top.group(1)).split("\n", 1)
+            out.append("%s\n\n" % title.split(" - ", 1)[-1].strip())
+            if len(rest) > 1 and rest[1].strip():
+                out.append("```text\n%s\n```\n\n" % rest[1].strip("\n"))
+        pending, decls = None, []
+
+        def flush() -> None:
+            if decls:
+                if pending:
+                    out.append("```text\n%s\n```\n\n" % _prose(pending))
+                out.append("```c\n%s\n```\n\n" % "\n".join(decls))
+                decls.clear()
+
+        for m in token.finditer(body):
+            comment, decl = m.group(1), m.group(2) or m.group(3)
+            if comment:
+                flush()
+                pending = comment
+            elif decl:
+                if decl.startswith("typedef") and "{" not in decl and not decls and pending is None:
+                    continue  # an opaque handle's typedef: the header's text names it
+                decls.append(re.sub(r"\s+", " ", decl.replace("BG_API ", "")).strip())
+            elif m.group(4) is None:
+                pass
+            else:
+                flush()
+                pending = None
+        flush()
+    return "".join(out)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true", help="compare with docs/reference/ instead of writing")
     a = ap.parse_args()
     stale = []
-    for name, text in (("options.md", options_page()), ("statuses.md", statuses_page())):
+    for name, text in (("options.md", options_page()), ("statuses.md", statuses_page()), ("c-api.md", c_api_page())):
         path = OUT / name
         if a.check:
             have = path.read_text() if path.exists() else ""

@@ -33,7 +33,7 @@ def test_the_check_fails_on_a_stale_table(tmp_path):
     text = text.replace('ROOT = Path(__file__).resolve().parent.parent', 'ROOT = Path(%r)' % str(ROOT))
     gen = tmp_path / "gen.py"
     gen.write_text(text)
-    for name in ("options.md", "statuses.md"):
+    for name in ("options.md", "statuses.md", "c-api.md"):
         (tmp_path / name).write_text((ROOT / "docs" / "reference" / name).read_text())
     assert subprocess.run([sys.executable, str(gen), "--check"], capture_output=True).returncode == 0
     page = tmp_path / "options.md"
