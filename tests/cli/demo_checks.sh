@@ -56,7 +56,7 @@ if [ "$(col degrade 4)" = 0 ] && [ "$(col degrade 11)" -gt 0 ]; then
   ok "demo: degrade answers from the policy ($(col degrade 11) assumed present), no false negative"
 else bad "demo: degrade answers from the policy, no false negative" "false-neg $(col degrade 4) assumed $(col degrade 11)"; fi
 expect_out "demo: the table names the plot" "^plot: $DEMO_SVG\$"
-if msg=$(python3 - "$DEMO_SVG" 2>&1 <<'PY'
+if msg=$(python3 - "$DEMO_SVG" "$(col naive 3)" 2>&1 <<'PY'
 import sys, xml.etree.ElementTree as ET
 root = ET.parse(sys.argv[1]).getroot()
 ns = "{http://www.w3.org/2000/svg}"
@@ -68,8 +68,17 @@ classes = [e.get("class") for e in root.iter() if e.get("class")]
 assert classes.count("rotation-commit") >= 6, "rotation commits marked: %d" % classes.count("rotation-commit")
 assert "outage" in classes, "no outage marked"
 assert any(e.tag == ns + "polyline" for e in root.iter()), "no latency line"
+# every panel's counts strip has labelled ticks (0, 1, 10, ...); the naive run's errors show as
+# bars of their own however many false negatives it had
+for g in root.iter(ns + "g"):
+    if (g.get("id") or "").startswith("panel-"):
+        ticks = [t.text for t in g.iter(ns + "text") if t.get("class") == "count-tick"]
+        assert ticks[:3] == ["0", "1", "10"], (g.get("id"), ticks)
+naive = next(g for g in root.iter(ns + "g") if g.get("id") == "panel-naive")
+if int(sys.argv[2]) > 0:
+    assert any(e.get("class") == "errors" for e in naive.iter()), "the naive run's errors are not drawn"
 PY
-); then ok "demo: the SVG parses as XML, one panel per scenario, rotations and the outage marked"
+); then ok "demo: the SVG parses as XML, one panel per scenario, rotations and the outage marked, counts on their own labelled scale"
 else bad "demo: the SVG parses as XML with its panels" "$msg"; fi
 DEMO_PID=$(sed -n 's/.* on 127\.0\.0\.1:[0-9]* (pid \([0-9]*\)).*/\1/p' "$ERR")   # redis-server, or the valkey-server of BG_REDIS_SERVER
 if [ -n "$DEMO_PID" ] && ! kill -0 "$DEMO_PID" 2>/dev/null; then ok "demo: its redis-server (pid $DEMO_PID) is stopped"

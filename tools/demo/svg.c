@@ -5,8 +5,9 @@
  * own run: a naive rebuild can outlast --seconds, and the readers keep going until it commits):
  *  - query latency p50 and p99 per time bucket, log scale (left axis, shared by all panels so they
  *    compare at a glance);
- *  - bars per bucket (right axis, per panel): failed queries (red), false negatives (purple), and
- *    answers given by the degrade policy instead of Redis (green);
+ *  - below it, a strip of its own for the counts per bucket: failed queries (red), false negatives
+ *    (purple) and answers given by the degrade policy instead of Redis (green), side by side on a
+ *    log(1 + n) scale with labelled decades, so 6 errors still show beside 10,000 false negatives;
  *  - rotations shaded, with a dashed line where one began and a solid one where it committed (red
  *    when it failed); an outage ("Redis stopped") shaded in red.
  */
@@ -19,9 +20,11 @@
 #define W        1000
 #define LEFT     80
 #define RIGHT    80
-#define PANEL_H  250
+#define PANEL_H  285
 #define PLOT_TOP 40      /* inside a panel: room for its title */
-#define PLOT_H   170
+#define PLOT_H   140     /* the latency plot */
+#define COUNT_GAP 22     /* between it and the counts strip: the time axis's labels */
+#define COUNT_H  70      /* the counts strip */
 #define HEAD     70      /* title and legend */
 
 static void text_escaped(FILE *out, const char *s) {
@@ -35,6 +38,24 @@ static void text_escaped(FILE *out, const char *s) {
         if ((unsigned char)*s >= 0x20 || *s == '\t') fputc(*s, out);
     }
   }
+}
+
+/* 1234567 -> "1,234,567" */
+static void fmt_count(char *buf, size_t n, uint64_t v) {
+  char digits[32];
+  int len = snprintf(digits, sizeof digits, "%llu", (unsigned long long)v), o = 0;
+  for (int i = 0; i < len && (size_t)o + 2 < n; i++) {
+    if (i && (len - i) % 3 == 0) buf[o++] = ',';
+    buf[o++] = digits[i];
+  }
+  buf[o] = '\0';
+}
+
+/* "1 error" / "2 errors", the count with thousands separators */
+static void fmt_counted(char *buf, size_t n, uint64_t v, const char *one, const char *many) {
+  char c[32];
+  fmt_count(c, sizeof c, v);
+  snprintf(buf, n, "%s %s", c, v == 1 ? one : many);
 }
 
 static void fmt_latency(char *buf, size_t n, double us) {
@@ -95,19 +116,24 @@ static void panel(FILE *out, const demo_result *r, int top, double planned, doub
   const demo_series *s = &r->series;
   double seconds = r->duration_s > planned ? r->duration_s : planned;
   double x0 = LEFT, pw = W - LEFT - RIGHT, xscale = pw / seconds, ytop = top + PLOT_TOP;
-  char p50[32], p99[32];
+  char p50[32], p99[32], queries[48], errors[48], fneg[64], rebuilds[48];
   fmt_latency(p50, sizeof p50, r->p50_us);
   fmt_latency(p99, sizeof p99, r->p99_us);
+  fmt_counted(queries, sizeof queries, r->queries, "query", "queries");
+  fmt_counted(errors, sizeof errors, r->errors, "error", "errors");
+  fmt_counted(fneg, sizeof fneg, r->false_neg, "false negative", "false negatives");
+  fmt_counted(rebuilds, sizeof rebuilds, (uint64_t)r->rotations_ok, "rebuild", "rebuilds");
   fprintf(out, "<g id=\"panel-%s\">\n", r->name);
   fprintf(out, "<text x=\"%d\" y=\"%d\" font-size=\"15\" font-weight=\"bold\">%s</text>\n", LEFT, top + 18, r->name);
-  fprintf(out,
-          "<text x=\"%d\" y=\"%d\" font-size=\"12\">%llu queries, %llu errors, %llu false negatives, "
-          "p50 %s, p99 %s; %d rebuilds",
-          LEFT + 75, top + 18, (unsigned long long)r->queries, (unsigned long long)r->errors,
-          (unsigned long long)r->false_neg, p50, p99, r->rotations_ok);
+  fprintf(out, "<text x=\"%d\" y=\"%d\" font-size=\"12\">%s, %s, %s, p50 %s, p99 %s; %s", LEFT + 75, top + 18,
+          queries, errors, fneg, p50, p99, rebuilds);
   if (r->rotations_ok) fprintf(out, " (mean %.2f s)", r->rebuild_mean_s);
   if (r->rotations_failed) fprintf(out, ", %d failed", r->rotations_failed);
-  if (r->degraded) fprintf(out, "; %llu answers from the policy", (unsigned long long)r->degraded);
+  if (r->degraded) {
+    char deg[64];
+    fmt_counted(deg, sizeof deg, r->degraded, "answer", "answers");
+    fprintf(out, "; %s from the policy", deg);
+  }
   fputs("</text>\n", out);
   fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"#fbfbfb\" stroke=\"#999\"/>\n", x0,
           ytop, pw, PLOT_H);
@@ -134,28 +160,48 @@ static void panel(FILE *out, const demo_result *r, int top, double planned, doub
               m->ok ? "#2a5db0" : "#d00");
   }
 
-  /* bars: errors, false negatives, policy answers per bucket, stacked, on the right axis */
-  uint64_t bmax = 0;
+  /* the counts strip: errors, false negatives, policy answers per bucket, side by side, log(1 + n) */
+  double ctop = ytop + PLOT_H + COUNT_GAP;
+  uint64_t cmax = 0;
   for (int k = 0; k < s->nbuckets; k++) {
-    uint64_t v = s->b[k].errors + s->b[k].false_neg + s->b[k].degraded;
-    if (v > bmax) bmax = v;
-  }
-  double bw = (double)s->bucket_us / 1e6 * xscale;
-  for (int k = 0; k < s->nbuckets && bmax; k++) {
     const demo_bucket *b = &s->b[k];
-    double x = x0 + (double)k * (double)s->bucket_us / 1e6 * xscale, y = ytop + PLOT_H;
+    uint64_t v = b->errors > b->false_neg ? b->errors : b->false_neg;
+    if (b->degraded > v) v = b->degraded;
+    if (v > cmax) cmax = v;
+  }
+  double ctopv = 10; /* the strip's top: the decade above the largest count */
+  while (ctopv < (double)cmax) ctopv *= 10;
+  double cscale = COUNT_H / log10(1 + ctopv);
+  fprintf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" fill=\"#fbfbfb\" stroke=\"#999\"/>\n", x0,
+          ctop, pw, COUNT_H);
+  for (double v = 0; v <= ctopv * 1.001; v = v ? v * 10 : 1) {
+    char lab[32];
+    double y = ctop + COUNT_H - log10(1 + v) * cscale;
+    fmt_count(lab, sizeof lab, (uint64_t)v);
+    fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>\n", x0, y, x0 + pw, y);
+    fprintf(out, "<text class=\"count-tick\" x=\"%.1f\" y=\"%.1f\" font-size=\"10\" text-anchor=\"end\">%s</text>\n",
+            x0 - 5, y + 3.5, lab);
+  }
+  fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#555\">per %.0f ms</text>\n", x0 + pw + 5,
+          ctop + COUNT_H / 2.0 + 3, (double)s->bucket_us / 1e3);
+  double bw = (double)s->bucket_us / 1e6 * xscale, sub = bw / 3;
+  for (int k = 0; k < s->nbuckets && cmax; k++) {
+    const demo_bucket *b = &s->b[k];
+    double x = x0 + (double)k * (double)s->bucket_us / 1e6 * xscale;
     if (x + bw > x0 + pw + 0.5) break;
     const struct { uint64_t v; const char *color, *cls; } parts[] = {
       {b->errors, "#d62728", "errors"}, {b->false_neg, "#9467bd", "false-negatives"},
       {b->degraded, "#2ca02c", "policy-answers"}};
     for (size_t j = 0; j < 3; j++) {
       if (!parts[j].v) continue;
-      double h = (double)parts[j].v / (double)bmax * PLOT_H * 0.9;
-      y -= h;
-      fprintf(out, "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\" "
-                   "opacity=\"0.75\"/>\n", parts[j].cls, x, y, bw > 1.5 ? bw - 0.5 : bw, h, parts[j].color);
+      double h = log10(1 + (double)parts[j].v) * cscale;
+      fprintf(out, "<rect class=\"%s\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"%s\"/>\n",
+              parts[j].cls, x + (double)j * sub, ctop + COUNT_H - h, sub > 1.2 ? sub - 0.3 : sub, h, parts[j].color);
     }
   }
+  if (!cmax)
+    fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"#555\">no errors, false negatives or "
+                 "policy answers</text>\n", x0 + 6, ctop + COUNT_H / 2.0 + 4);
 
   polyline(out, s, seconds, 0.50, lo, hi, x0, xscale, ytop, "#1f4e79");
   polyline(out, s, seconds, 0.99, lo, hi, x0, xscale, ytop, "#ff7f0e");
@@ -177,12 +223,6 @@ static void panel(FILE *out, const demo_result *r, int top, double planned, doub
     fprintf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", x0, y, x0 + pw, y);
     fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" text-anchor=\"end\">%s</text>\n", x0 - 5, y + 4, lab);
   }
-  /* right axis: the bar scale */
-  fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">%llu</text>\n", x0 + pw + 5, ytop + PLOT_H * 0.1 + 4,
-          (unsigned long long)bmax);
-  fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\">0</text>\n", x0 + pw + 5, ytop + PLOT_H + 4);
-  fprintf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#555\">per %.0f ms</text>\n", x0 + pw + 5,
-          ytop + PLOT_H * 0.1 + 18, (double)s->bucket_us / 1e3);
   /* time axis */
   double step = nice_step(seconds, 8);
   for (double t = 0; t <= seconds + 1e-9; t += step) {
@@ -205,9 +245,11 @@ int demo_write_svg(const char *path, const demo_result *rs, int n, const demo_co
                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                "font-family=\"sans-serif\">\n", W, height, W, height);
   fprintf(out, "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n", W, height);
-  fprintf(out, "<text x=\"%d\" y=\"24\" font-size=\"17\" font-weight=\"bold\">bloomguard demo: a %lld-item "
-               "filter rebuilt while %d threads query it (%g s per scenario)</text>\n", LEFT, (long long)cfg->items,
-          cfg->threads, cfg->seconds);
+  char items[32];
+  fmt_count(items, sizeof items, (uint64_t)cfg->items);
+  fprintf(out, "<text x=\"%d\" y=\"24\" font-size=\"17\" font-weight=\"bold\">bloomguard demo: a %s-item "
+               "filter rebuilt while %d thread%s query it (%g s per scenario)</text>\n", LEFT, items,
+          cfg->threads, cfg->threads == 1 ? "" : "s", cfg->seconds);
   /* legend */
   const struct { const char *color, *label; int line; } legend[] = {
     {"#1f4e79", "p50 latency", 1}, {"#ff7f0e", "p99 latency", 1}, {"#d62728", "errors", 0},
