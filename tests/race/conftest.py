@@ -15,7 +15,7 @@ sys.path.insert(0, str(HERE))
 sys.path.append(str(HERE.parent / "python"))
 
 from cluster_helpers import RedisCluster  # noqa: E402
-from redis_helpers import RedisServer  # noqa: E402
+from redis_helpers import BloomServer, RedisServer  # noqa: E402
 from workers import commands, languages  # noqa: E402
 
 _tables: List[str] = []
@@ -38,6 +38,17 @@ def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untype
 @pytest.fixture(scope="session")
 def redis_server():
     server = RedisServer().start()
+    try:
+        yield server
+    finally:
+        server.cleanup()
+
+
+@pytest.fixture(scope="session")
+def redisbloom_server():
+    """A redis-server with RedisBloom loaded, for the native scenarios only (scripts/redisbloom.sh
+    provides the pinned module; a module that cannot be had fails the suite, never skips it)."""
+    server = BloomServer().start()
     try:
         yield server
     finally:

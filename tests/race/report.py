@@ -49,6 +49,9 @@ def table(o: Outcome) -> str:
         lines.append("  final filter: %d partitions, size %d in all, k %d; db items absent: %d (a query of each; "
                      "no reference bitmap for a partitioned filter)" % (o.final_partitions, o.final_size,
                                                                          o.final_k, o.missing))
+    elif s.native and o.final_capacity:
+        lines.append("  final filter: native, capacity %d; db items absent: %d (a query of each; the bits are "
+                     "the server's)" % (o.final_capacity, o.missing))
     elif o.bitmap_equal is None:
         lines.append("  final filter: not initialized (caught between a delete and an init)")
     else:

@@ -84,9 +84,12 @@ class Scenario:
     partitions: int = 0      # a partitioned filter of P partitions (0: Redisson's layout); no Redisson reader
     moved_partitions: int = 0  # partitioned: the partitions whose slots migrate (spread over 0..P-1)
     rotate: bool = True      # False: no rotator runs; the migrator's min_legs set the race's length
+    native: bool = False     # the server's own BF.* filter (RedisBloom loaded); no Redisson reader
 
     @property
     def name(self) -> str:
+        if self.native:
+            return "native-%s" % self.strategy
         if self.partitions:
             return "cluster-partitioned" + ("-fault" if self.fault_reader else "")
         if self.fault_reader:
@@ -125,6 +128,7 @@ class Outcome:
     final_size: int = 0
     final_k: int = 0
     final_partitions: int = 0  # partitioned: the final filter's P (its bitmap is not compared)
+    final_capacity: int = 0   # native: BF.INFO's capacity (its bits are the server's: not compared)
     bitmap_equal: Optional[bool] = None
     bitmap_diff: str = ""
     extra_bits: int = 0       # set in the live bitmap, in no item's indexes
@@ -153,8 +157,8 @@ class Outcome:
 
 def race_languages(scenario: Scenario, langs: List[str]) -> List[str]:
     """The languages whose workers run: Redisson cannot read a partitioned filter (its contains
-    answers false, as for any name without its config), so no Java reader there."""
-    return [lang for lang in langs if not (scenario.partitions and lang == "java")]
+    answers false, as for any name without its config), nor a native one, so no Java reader there."""
+    return [lang for lang in langs if not ((scenario.partitions or scenario.native) and lang == "java")]
 
 
 class Race:
@@ -187,6 +191,8 @@ class Race:
             "--url", self.server.worker_url(lang), "--filter", self.filter, "--role", role, "--strategy", self.s.strategy,
             "--items", str(self.items), "--db", str(self.db), "--added", str(self.added),
             "--stop", str(self.stop)] + extra
+        if self.s.native:
+            args += ["--kind", "native"]
         if self.s.partitions:  # every worker tryInits the partitioned filter at start (README)
             args += ["--partitions", str(self.s.partitions)]
             if role != "rotate":  # a rotator has them already
@@ -210,7 +216,9 @@ class Race:
         self.items.write_bytes(b"".join(i + b"\n" for i in base))
         self.db.write_bytes(self.items.read_bytes())
         self.added.write_bytes(b"")
-        with bloomguard.Client(self.server.url, command_timeout=10) as client, client.filter(self.filter) as f:
+        kind = "native" if self.s.native else "redisson"
+        with bloomguard.Client(self.server.url, command_timeout=10) as client, \
+                client.filter(self.filter, kind=kind) as f:
             f.init(self.s.expected[0], self.s.fpp, partitions=self.s.partitions)
             f.add_many(base)
         migrator = None
@@ -305,7 +313,16 @@ class Race:
         plain filter's bitmap)."""
         db_items = [ln for ln in self.db.read_bytes().split(b"\n") if ln]
         out.db_items = len(db_items)
-        with bloomguard.Client(self.server.url, command_timeout=10) as client, client.filter(self.filter) as f:
+        kind = "native" if self.s.native else "redisson"
+        with bloomguard.Client(self.server.url, command_timeout=10) as client, \
+                client.filter(self.filter, kind=kind) as f:
+            if self.s.native:  # the server's bits: every database item queried, and BF.INFO
+                try:
+                    out.final_capacity = f.native_info().capacity
+                except bloomguard.NotInitialized:
+                    return  # a naive rebuild caught between delete and reserve: reported
+                out.missing = sum(1 for p in f.contains_many(db_items) if not p)
+                return
             try:
                 info = f.info()
             except bloomguard.NotInitialized:

@@ -14,6 +14,10 @@ tracking (README, "Queries and tracking"), and it must have done so.
 Redisson readers are asserted where rotation.h says Redisson is right: swap to unchanged (n, p)
 (every item) and locked to unchanged (n, p) (items in both generations: the base items).
 
+  native-swap:  the server's own BF.* filter (RedisBloom): C, Python, asyncio and Go readers
+                through swap rotations, 0 errors, 0 false negatives, every database item present
+                at the end and the capacity the last rotation's; native-naive (DEL + RESERVE +
+                MADD) is its control and must be caught.
   cluster-partitioned: a partitioned filter while slots of several partitions migrate (no
                 Redisson reader: it cannot read one; rotators behind ROTATE_PARTITIONED): 0 reader
                 errors, 0 false negatives, 0 add errors, every worker's tryInit kept the filter
@@ -57,6 +61,11 @@ SCENARIOS = [
     pytest.param(Scenario("locked", "resize", RESIZE), id="locked-resize"),
     # the control is caught within a few rotations; 96 keep it certain without costing minutes
     pytest.param(Scenario("naive", "same", SAME, rounds=4, per_process=8), id="naive-same"),
+    # the server's own BF.* filters (RedisBloom loaded into the same redis-server version): swap
+    # rotations by C, Python and Go under C, Python, asyncio and Go readers; the naive rebuild of a
+    # native filter (DEL, BF.RESERVE, BF.MADD) is the control
+    pytest.param(Scenario("swap", "same", SAME, rounds=4, per_process=6, native=True), id="native-swap"),
+    pytest.param(Scenario("naive", "same", SAME, rounds=2, per_process=6, native=True), id="native-naive"),
     # on a 6-node Redis Cluster while the filter's slot migrates back and forth between two
     # masters (cluster_race.py): fewer rotations (3 rounds of 6: 54), 4 to 24 one-way migrations
     pytest.param(Scenario("swap", "same", SAME, rounds=3, per_process=6, cluster=True, max_legs=24, min_legs=4),
@@ -108,6 +117,8 @@ def every_worker_worked(o: Outcome, langs: List[str]) -> None:
         assert adders.get(lang, {}).get("adds", 0) + adders.get(lang, {}).get("add_errors", 0) > 0, \
             "%s adder made no add" % lang
     assert sorted(rotators) == (writers if o.scenario.rotate else []), "a writing language did not rotate"
+    if o.scenario.native:  # BF.EXISTS is the server's own read: no tracked path to prove
+        return
     if "c1" in langs:  # built against hiredis 1.x: its queries must have taken the tracked path
         assert readers["c1"].get("tracked", 0) > 0, "the c1 reader never read the bits alone (tracking off?)"
     for lang in ("python", "pyaio", "go"):  # the bindings always compile hiredis >= 1.0: they track too
@@ -156,6 +167,8 @@ def test_rotate_vs_query(scenario: Scenario, request, worker_commands, langs, tm
     # the cluster is started only when a cluster scenario runs; the others keep their server
     if scenario.cluster:
         server = ClusterTarget(request.getfixturevalue("redis_cluster"))
+    elif scenario.native:
+        server = Standalone(request.getfixturevalue("redisbloom_server"))
     else:
         server = Standalone(request.getfixturevalue("redis_server"))
     o = run(scenario, server, worker_commands, langs, tmp_path)
@@ -194,6 +207,10 @@ def test_rotate_vs_query(scenario: Scenario, request, worker_commands, langs, tm
     # the final generation: the last rotation's parameters, every item, and nothing else
     if scenario.partitions:
         final_partitioned_filter_is_whole(o)
+    elif scenario.native:
+        assert o.final_capacity == o.last_expected, "final native filter: capacity %d, want %d" % (
+            o.final_capacity, o.last_expected)
+        assert o.missing == 0, "%d of %d database items absent at the end" % (o.missing, o.db_items)
     else:
         import bloomguard
         assert (o.final_size, o.final_k) == bloomguard.optimal_params(o.last_expected, scenario.fpp)

@@ -214,7 +214,7 @@ int main(int argc, char **argv) {
             a.fault);
     return 2;
   }
-  if (bg_filter_open(&f, client, a.filter) != BG_OK) {
+  if ((a.native ? bg_filter_open_native(&f, client, a.filter) : bg_filter_open(&f, client, a.filter)) != BG_OK) {
     fprintf(stderr, "race worker: open %s: %s\n", a.filter, bg_client_errmsg(client));
     return 2;
   }

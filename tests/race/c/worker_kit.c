@@ -18,6 +18,7 @@ static void usage(const char *msg) {
           "  --items FILE --db FILE --added FILE [--stop FILE] [--ready FILE] [--id TAG]\n"
           "  [--duration SEC] [--count N] [--expected N[,N...]] [--fpp P] [--hold-ms MS] [--pause-us US]\n"
           "  [--partitions P (a partitioned filter: tryInit with the first --expected, --fpp, P at start)]\n"
+          "  [--kind redisson|native (native: the server's own BF.* filter)]\n"
           "  [--lang NAME (default c; the harness names the worker built against hiredis 1.x c1)]\n"
           "  [--fault ask-bits-only (bg_race_worker_fault only, with a cluster URL: the control)]\n",
           msg);
@@ -61,6 +62,10 @@ void kit_parse_args(worker_args *a, int argc, char **argv) {
     else if (!strcmp(k, "--hold-ms")) a->hold_ms = to_long(v, "--hold-ms");
     else if (!strcmp(k, "--pause-us")) a->pause_us = to_long(v, "--pause-us");
     else if (!strcmp(k, "--partitions")) a->partitions = to_long(v, "--partitions");
+    else if (!strcmp(k, "--kind")) {
+      if (strcmp(v, "native") && strcmp(v, "redisson")) usage("--kind: redisson or native");
+      a->native = !strcmp(v, "native");
+    }
     else if (!strcmp(k, "--expected")) {
       char buf[256];
       snprintf(buf, sizeof buf, "%s", v);

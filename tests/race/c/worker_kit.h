@@ -26,6 +26,7 @@ typedef struct worker_args {
   long hold_ms;       /* rotate: pause between reading the database and committing */
   long pause_us;      /* query/add: pause between two operations */
   long partitions;    /* a partitioned filter's P (0: Redisson's layout): tryInit'd at start */
+  int native;         /* --kind native: the server's own BF.* filter (bg_filter_open_native) */
 } worker_args;
 
 /* Parses argv; on a usage error prints it and exits 2 (a harness failure). */

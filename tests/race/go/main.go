@@ -34,7 +34,7 @@ import (
 const batchSize = 64
 
 type args struct {
-	url, filter, role, strategy, items, db, added, stop, ready, id string
+	url, filter, role, strategy, items, db, added, stop, ready, id, kind string
 	duration                                                       time.Duration
 	count                                                          int
 	expected                                                       []int64
@@ -308,6 +308,7 @@ func parseArgs() *args {
 	flag.IntVar(&a.pauseUS, "pause-us", 0, "pause between operations")
 	flag.IntVar(&a.goroutines, "goroutines", 8, "query: readers at once (each pausing --pause-us between loops)")
 	flag.IntVar(&a.queues, "queues", 1, "the client's submission queues (bloomguard.WithQueues; 0: blocking calls)")
+	flag.StringVar(&a.kind, "kind", "redisson", "redisson, or native: the server's own BF.* filter")
 	flag.IntVar(&a.partitions, "partitions", 0, "a partitioned filter's P: tryInit with the first --expected, --fpp and P at start")
 	flag.Parse()
 	a.duration = time.Duration(duration * float64(time.Second))
@@ -343,7 +344,15 @@ func main() {
 		fail("connect %s: %v", a.url, err)
 	}
 	defer client.Close()
-	f, err := client.Filter(a.filter)
+	var fopts []bloomguard.FilterOption
+	switch a.kind {
+	case "native":
+		fopts = append(fopts, bloomguard.WithNative())
+	case "redisson":
+	default:
+		fail("--kind: redisson or native, not %q", a.kind)
+	}
+	f, err := client.Filter(a.filter, fopts...)
 	if err != nil {
 		fail("open %s: %v", a.filter, err)
 	}

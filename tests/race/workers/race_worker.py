@@ -176,7 +176,7 @@ def run_query_aio(args: argparse.Namespace, url: str, c: Counts) -> None:
         # config retries: tests/race/README.md, "Config retries"
         async with await bloomguard.aio.connect(url, command_timeout=10, connect_timeout=10,
                                                 write_lock_wait=10, config_retries=20) as client:
-            af = client.filter(args.filter)
+            af = client.filter(args.filter, kind=args.kind)
             if args.partitions:  # init_partitioned(), through the queue
                 created = await af.init(args.expected[0], args.fpp, partitions=args.partitions)
                 c.started_partitioned(created, (await af.info()).partitions)
@@ -262,6 +262,8 @@ def parse_args(argv: List[str]) -> argparse.Namespace:
     p.add_argument("--pause-us", type=int, default=0)
     p.add_argument("--partitions", type=int, default=0,
                    help="a partitioned filter's P: tryInit with the first --expected, --fpp and P at start")
+    p.add_argument("--kind", choices=["redisson", "native"], default="redisson",
+                   help="native: the server's own BF.* filter")
     p.add_argument("--aio", action="store_true", help="queries through bloomguard.aio (language pyaio)")
     args = p.parse_args(argv)
     if args.aio and args.role != "query":
@@ -283,7 +285,7 @@ def main(argv: List[str]) -> int:
     # and a query waits out a LOCKED rewrite for up to 10 s (the default 100 ms is for services)
     with bloomguard.Client(args.url, command_timeout=10, connect_timeout=10, write_lock_wait=10,
                            config_retries=20) as client:   # tests/race/README.md, "Config retries"
-        with client.filter(args.filter) as f:
+        with client.filter(args.filter, kind=args.kind) as f:
             if args.partitions:
                 init_partitioned(args, f, c)
             {"query": run_query, "add": run_add, "rotate": run_rotate}[args.role](args, f, c)
