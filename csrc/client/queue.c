@@ -482,6 +482,7 @@ static void run_once(bg_queue *q, const struct epoll_event *ev, int nev) {
     }
   }
   if (q->disc && atomic_load(&q->disc->done)) discovery_ended(q);
+  bgi_pipes_resolved(q->pipes);
   if (atomic_exchange(&q->cancel_asked, 0)) for_each_live(q, cancel_if_asked);
   uint64_t now = bgi_now_ns();
   for (bgi_timer *t; (t = bgi_timers_pop_due(&q->timers, now));) on_timer(q, t);

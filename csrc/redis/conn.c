@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/observe.h"
 #include "common/wait.h"
+#include "redis/resolve.h"
 
 void bgi_endpoint_label_url(bgi_endpoint *ep, const char *what) {
   if (ep->url.is_unix) snprintf(ep->label, sizeof ep->label, "unix:%s", ep->url.path);
@@ -261,12 +262,11 @@ static int handshake(bgi_conn *c, const bgi_endpoint *ep, int flags, uint64_t de
   return bgi_conn_handshake_take(c, ep, rep, n, err);
 }
 
-/* The TCP (or unix) connect on a non-blocking socket, waiting for it by until_ns; timeout_st: the
- * status when that passes. */
-/* The non-blocking TCP (or unix) connect begun. */
-static int start_connect(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
+/* The non-blocking TCP (or unix) connect begun, to host: the URL's when it needs no resolving, else
+ * the address the resolver gave (the certificate is still checked against the URL's name). */
+static int start_connect(bgi_conn *c, const bgi_endpoint *ep, const char *host, bgi_err *err) {
   if (ep->url.is_unix) c->ctx = redisConnectUnixNonBlock(ep->url.path);
-  else c->ctx = redisConnectNonBlock(ep->url.host, ep->url.port);
+  else c->ctx = redisConnectNonBlock(host, ep->url.port);
   if (!c->ctx) return bgi_err_set(err, BG_ENOMEM, "out of memory creating a connection");
   if (c->ctx->err) return bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", label(ep), c->ctx->errstr);
   return BG_OK;
@@ -282,12 +282,29 @@ static int connect_done(bgi_conn *c, const bgi_endpoint *ep, int poll_failed, bg
   return BG_OK;
 }
 
+/* 1 when the endpoint's host must be resolved before a connect (not a unix socket, not an IP). */
+static int needs_resolving(const bgi_endpoint *ep) {
+  return !ep->url.is_unix && !bgi_resolve_is_literal(ep->url.host);
+}
+
 /* The TCP (or unix) connect on a non-blocking socket, waiting for it by until_ns; timeout_st: the
- * status when that passes. */
+ * status when that passes. A host name is resolved first on a thread of its own, within the same
+ * bound and cancellable (a resolver that does not answer never holds the call past its deadline). */
 static int tcp_connect(bgi_conn *c, const bgi_endpoint *ep, uint64_t until_ns, int timeout_st, int64_t budget_ms,
                        bgi_err *err) {
-  int st = start_connect(c, ep, err);
-  if (st != BG_OK) return st;
+  char addr[BGI_RESOLVE_ADDR_MAX];
+  const char *host = ep->url.host;
+  int st;
+  if (needs_resolving(ep)) {
+    bgi_resolve *r = NULL;
+    if ((st = bgi_resolve_start(&r, ep->url.host, -1, label(ep), err)) != BG_OK) return st;
+    st = bgi_resolve_wait(r, until_ns, timeout_st, budget_ms, err);
+    if (st == BG_OK) st = bgi_resolve_result(r, addr, err);
+    bgi_resolve_release(r);
+    if (st != BG_OK) return st;
+    host = addr;
+  }
+  if ((st = start_connect(c, ep, host, err)) != BG_OK) return st;
   int r = bgi_poll_until(c->ctx->fd, POLLOUT, until_ns, 1, NULL);
   if (r == BG_ECANCELED) return bgi_cancel_err(err, "connecting");
   if (r == 0)
@@ -299,17 +316,23 @@ static int tcp_connect(bgi_conn *c, const bgi_endpoint *ep, uint64_t until_ns, i
 /* bgi_conn_connecting states */
 #define CONNECTING_TCP 1
 #define CONNECTING_TLS 2
+#define CONNECTING_RESOLVE 3
 
 /* The host a TLS connection checks the certificate against. */
 static const char *tls_host(const bgi_endpoint *ep) { return ep->url.is_unix ? "localhost" : ep->url.host; }
 
-int bgi_conn_start(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
+int bgi_conn_start(bgi_conn *c, const bgi_endpoint *ep, int notify_fd, bgi_err *err) {
   bgi_conn_drop(c);
   if (!c->track) c->track = &c->own_track;
   c->broken = 0;
   c->calls = 0;
-  int st = start_connect(c, ep, err);
-  if (st != BG_OK) {
+  int st;
+  if (needs_resolving(ep)) {
+    if ((st = bgi_resolve_start(&c->resolving, ep->url.host, notify_fd, label(ep), err)) != BG_OK) return st;
+    c->connecting = CONNECTING_RESOLVE;
+    return BG_OK;
+  }
+  if ((st = start_connect(c, ep, ep->url.host, err)) != BG_OK) {
     bgi_conn_drop(c);
     return st;
   }
@@ -317,8 +340,25 @@ int bgi_conn_start(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err) {
   return BG_OK;
 }
 
+int bgi_conn_resolving(const bgi_conn *c) { return c->connecting == CONNECTING_RESOLVE; }
+
 int bgi_conn_connect_step(bgi_conn *c, const bgi_endpoint *ep, short *want, bgi_err *err) {
   int st = BG_OK;
+  if (c->connecting == CONNECTING_RESOLVE) {
+    char addr[BGI_RESOLVE_ADDR_MAX];
+    if (!bgi_resolve_done(c->resolving)) {
+      *want = 0;
+      return 1;
+    }
+    st = bgi_resolve_result(c->resolving, addr, err);
+    bgi_resolve_release(c->resolving);
+    c->resolving = NULL;
+    if (st == BG_OK) st = start_connect(c, ep, addr, err);
+    if (st != BG_OK) return st;
+    c->connecting = CONNECTING_TCP;
+    *want = POLLOUT;
+    return 1;
+  }
   if (c->connecting == CONNECTING_TCP) {
     if ((st = connect_done(c, ep, 0, err)) != BG_OK) return st;
     c->connecting = 0;
@@ -399,6 +439,8 @@ void bgi_conn_drop(bgi_conn *c) {
   c->lost_status = 0;
   if (c->ctx) redisFree(c->ctx);   /* and a TLS handshake's state under way (bgi_tls_start) */
   c->ctx = NULL;
+  bgi_resolve_release(c->resolving);   /* its thread, if it still runs, frees it */
+  c->resolving = NULL;
   c->tls = 0;
   c->connecting = 0;
   if (c->track) bgi_tracking_reset(c->track);

@@ -85,6 +85,7 @@ typedef struct bgi_conn {
   struct bgi_obs *up_obs;
   const bgi_endpoint *up_ep;
   int connecting;          /* bgi_conn_start's connect under way: its step (conn.c) */
+  struct bgi_resolve *resolving;   /* its host name being resolved (redis/resolve.h), or NULL */
   int hs_tracking;         /* the handshake being made asked for tracking ... */
   uint64_t hs_epoch;       /* ... with the tracking epoch this was when it was built */
 } bgi_conn;
@@ -139,15 +140,20 @@ int bgi_conn_buffered(const bgi_conn *c);
 /*
  * The same connect and handshake in non-blocking pieces, for callers that poll the socket
  * themselves (a submission queue's connections, client/pipes.c):
- *  - bgi_conn_start begins the connect (the name is resolved now);
- *  - bgi_conn_connect_step moves it (and TLS) on when the socket is ready: BG_OK once connected,
- *    1 with *want (POLLIN / POLLOUT) to wait for, or the failure;
+ *  - bgi_conn_start begins the connect: a host name is first resolved on a thread of its own
+ *    (redis/resolve.h), which writes to notify_fd when it is done; until then the connection has
+ *    no socket (bgi_conn_resolving);
+ *  - bgi_conn_connect_step moves it (and TLS) on when the socket is ready, or when notify_fd fired
+ *    while resolving: BG_OK once connected, 1 with *want (POLLIN / POLLOUT; 0 while the name is
+ *    still being resolved: wait for notify_fd) to wait for, or the failure;
  *  - bgi_conn_handshake_build appends the handshake's commands to out (*nreplies replies), and
  *    bgi_conn_handshake_take checks their replies (authentication, db, ROLE, tracking);
  *  - then bgi_conn_send_some, bgi_conn_recv_some and bgi_conn_buffered (above) carry the traffic.
  * Dropping the connection (bgi_conn_drop) at any point frees what a connect under way holds.
  */
-int bgi_conn_start(bgi_conn *c, const bgi_endpoint *ep, bgi_err *err);
+int bgi_conn_start(bgi_conn *c, const bgi_endpoint *ep, int notify_fd, bgi_err *err);
+/* 1 while bgi_conn_start's name resolution runs (no socket to watch yet). */
+int bgi_conn_resolving(const bgi_conn *c);
 int bgi_conn_connect_step(bgi_conn *c, const bgi_endpoint *ep, short *want, bgi_err *err);
 int bgi_conn_handshake_build(bgi_conn *c, const bgi_endpoint *ep, int flags, bgi_buf *out, size_t *nreplies,
                              bgi_err *err);

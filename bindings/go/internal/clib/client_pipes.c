@@ -87,6 +87,7 @@ struct bgi_pipes {
    * fails its requests as a lost one, and each send waits a whole command timeout (a retry too). */
   int fault_fresh_waits;
   pentry *orphans;           /* fork: the inherited pipes' entries, until their requests ended */
+  int any_resolving;         /* some pipe's host name is being resolved: look at them when woken */
 };
 
 /* ---- entries ------------------------------------------------------------------------------------ */
@@ -203,7 +204,8 @@ static void pipe_fail(pipe_s *pp, int st, const char *why) { pipe_fail_as(pp, st
 static int pipe_connect(pipe_s *pp, bgi_err *err) {
   int flags = 0;
   size_t n = 0;
-  int st = bgi_conn_start(&pp->conn, pp->ep, err);
+  /* a host name is resolved on a thread, which wakes the queue through its eventfd when done */
+  int st = bgi_conn_start(&pp->conn, pp->ep, pp->set->q->evfd, err);
   if (st != BG_OK) return st;
   pp->state = PIPE_CONNECTING;
   pp->calls = 0;
@@ -240,7 +242,8 @@ static int pipe_connect(pipe_s *pp, bgi_err *err) {
     pp->head = pp->tail = NULL;
     return bgi_err_set(err, BG_ENOMEM, "out of memory (timers)");
   }
-  watch(pp, EPOLLOUT);
+  if (bgi_conn_resolving(&pp->conn)) pp->set->any_resolving = 1;   /* no socket yet */
+  else watch(pp, EPOLLOUT);
   return BG_OK;
 }
 
@@ -250,7 +253,8 @@ static void connect_step(pipe_s *pp) {
   short want = 0;
   int st = bgi_conn_connect_step(&pp->conn, pp->ep, &want, &err);
   if (st == BGI_PENDING) {
-    watch(pp, want == POLLIN ? EPOLLIN : EPOLLOUT);
+    if (want) watch(pp, want == POLLIN ? EPOLLIN : EPOLLOUT);
+    else pp->set->any_resolving = 1;   /* still resolving: the resolver wakes the queue */
     return;
   }
   if (st != BG_OK) {
@@ -369,6 +373,16 @@ static void pipe_write(pipe_s *pp) {
   memset(pp->q.data, 0, pp->q.len);
   pp->q.len = pp->q_off = 0;
   watch(pp, EPOLLIN);
+}
+
+void bgi_pipes_resolved(bgi_pipes *p) {
+  if (!p->any_resolving) return;
+  p->any_resolving = 0;   /* set again by a pipe still resolving */
+  for (size_t i = 0; i < p->nservers; i++)
+    for (size_t j = 0; j <= p->servers[i].n; j++) {
+      pipe_s *pp = &p->servers[i].pipes[j];
+      if (pp->state == PIPE_CONNECTING && bgi_conn_resolving(&pp->conn)) connect_step(pp);
+    }
 }
 
 void bgi_pipes_flush(bgi_pipes *p) {

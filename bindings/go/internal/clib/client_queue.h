@@ -176,6 +176,8 @@ bgi_transport *bgi_pipes_transport(bgi_pipes *p);
 void bgi_pipes_abandon(bgi_pipes *p, bgi_xfer *x);
 /* One epoll event of a connection (its data.ptr and events): the I/O it allows. */
 void bgi_pipes_event(bgi_pipes *p, void *ptr, uint32_t events);
+/* The queue was woken: connections whose host name was being resolved go on if it now is. */
+void bgi_pipes_resolved(bgi_pipes *p);
 /* A timer of the pipes' (BGI_QTIMER_IO) is due. */
 void bgi_pipes_on_timer(bgi_pipes *p, bgi_timer *t);
 /* Tests only (the negative control of the late-reply tests): abandoned requests leave their FIFO. */
