@@ -83,7 +83,9 @@ def key_slot(key: Union[str, bytes]) -> int:
 class RedisCluster:
     """Six redis-server processes of our own, in cluster mode, on 127.0.0.1 only."""
 
-    def __init__(self) -> None:
+    def __init__(self, extra_args: Sequence[str] = ()) -> None:
+        """extra_args: more redis-server arguments for every node (e.g. --loadmodule)."""
+        self.extra_args = list(extra_args)
         self.server = server_bin()
         self.cli = cli_bin()
         if not self.server or not self.cli:
@@ -127,7 +129,7 @@ class RedisCluster:
         args = [self.server, "--port", str(node.port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
                 "--cluster-config-file", os.path.join(d, "nodes.conf"), "--cluster-node-timeout", "2000",
                 "--repl-diskless-sync-delay", "0", "--save", "", "--appendonly", "no", "--dir", d,
-                "--logfile", os.path.join(d, "log"), "--daemonize", "no"]
+                "--logfile", os.path.join(d, "log"), "--daemonize", "no"] + self.extra_args
         node.proc = spawn(args)
 
     def _wait_ping(self, i: int, timeout: float = 10.0) -> None:

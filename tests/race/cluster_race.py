@@ -49,11 +49,15 @@ class ClusterTarget:
         return rep or b""
 
     def migrator(self, name: str, max_legs: int, min_legs: int, partitions: int = 0,
-                 moved: int = 0) -> "SlotMigrator":
-        """The plain filter's slot; or, with partitions, the slots of `moved` of them."""
+                 moved: int = 0, native: bool = False) -> "SlotMigrator":
+        """The plain filter's slot; or, with partitions, the slots of `moved` of them; a native
+        filter's slot, its key first."""
         if partitions:
             return SlotMigrator.of_partitions(self.cluster, partitions, migrated_partitions(partitions, moved),
                                               max_legs, min_legs)
+        if native:
+            return SlotMigrator(self.cluster, [self.cluster.slot(name)], lambda _slot: [name.encode()],
+                                max_legs, min_legs)
         return SlotMigrator.of_filter(self.cluster, name, max_legs, min_legs)
 
 

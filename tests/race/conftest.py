@@ -15,7 +15,7 @@ sys.path.insert(0, str(HERE))
 sys.path.append(str(HERE.parent / "python"))
 
 from cluster_helpers import RedisCluster  # noqa: E402
-from redis_helpers import BloomServer, RedisServer  # noqa: E402
+from redis_helpers import BloomServer, RedisServer, redisbloom_path  # noqa: E402
 from workers import commands, languages  # noqa: E402
 
 _tables: List[str] = []
@@ -58,8 +58,9 @@ def redisbloom_server():
 @pytest.fixture(scope="session")
 def redis_cluster():
     """A 6-node Redis Cluster (3 masters + 3 replicas) for the cluster scenarios only: started
-    when the first of them runs (never for the standalone ones), stopped by pid at the end."""
-    cluster = RedisCluster().start()
+    when the first of them runs (never for the standalone ones), stopped by pid at the end. Its
+    nodes load RedisBloom, for cluster-native (the others do not use it)."""
+    cluster = RedisCluster(["--loadmodule", redisbloom_path()]).start()
     try:
         yield cluster
     finally:

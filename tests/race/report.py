@@ -39,7 +39,7 @@ def table(o: Outcome) -> str:
     lines = [head]
     if s.cluster:
         lines.append("  slot migrations (one way, %s first): %d, %s s each"
-                     % ("each partition's meta" if s.partitions else "config key", o.legs, "%.2f-%.2f" % (min(o.leg_seconds), max(o.leg_seconds)) if o.leg_seconds else "-"))
+                     % ("each partition's meta" if s.partitions else "the native key" if s.native else "config key", o.legs, "%.2f-%.2f" % (min(o.leg_seconds), max(o.leg_seconds)) if o.leg_seconds else "-"))
     if o.cut_short:
         lines.append("  (cut short: the rotation budget ran out before every round; a busy machine)")
     for r in rows:

@@ -63,7 +63,8 @@ class Standalone:
         with self.server.resp() as r:
             return r("GET", key) or b""
 
-    def migrator(self, name: str, max_legs: int, min_legs: int, partitions: int = 0, moved: int = 0) -> Any:
+    def migrator(self, name: str, max_legs: int, min_legs: int, partitions: int = 0, moved: int = 0,
+                 native: bool = False) -> Any:
         raise HarnessError("a standalone server has no slots to migrate")
 
 
@@ -89,7 +90,7 @@ class Scenario:
     @property
     def name(self) -> str:
         if self.native:
-            return "native-%s" % self.strategy
+            return ("cluster-native-%s" if self.cluster else "native-%s") % self.strategy
         if self.partitions:
             return "cluster-partitioned" + ("-fault" if self.fault_reader else "")
         if self.fault_reader:
@@ -226,7 +227,7 @@ class Race:
             self._start_background()
             if self.s.cluster:  # every worker is running: the slot starts moving
                 migrator = self.server.migrator(self.filter, self.s.max_legs, self.s.min_legs,
-                                                self.s.partitions, self.s.moved_partitions)
+                                                self.s.partitions, self.s.moved_partitions, self.s.native)
                 migrator.start()
             if self.s.rotate:
                 out.planned_rotations, out.last_expected = self._rotate_in_turn(out)

@@ -66,6 +66,12 @@ SCENARIOS = [
     # native filter (DEL, BF.RESERVE, BF.MADD) is the control
     pytest.param(Scenario("swap", "same", SAME, rounds=4, per_process=6, native=True), id="native-swap"),
     pytest.param(Scenario("naive", "same", SAME, rounds=2, per_process=6, native=True), id="native-naive"),
+    # a native filter on the cluster (its nodes load RedisBloom) while its slot migrates: the key
+    # first, then the rotation's keys; its control, the naive rebuild there
+    pytest.param(Scenario("swap", "same", SAME, rounds=2, per_process=6, cluster=True, max_legs=24, min_legs=4,
+                          native=True), id="cluster-native-swap"),
+    pytest.param(Scenario("naive", "same", SAME, rounds=1, per_process=6, cluster=True, max_legs=24, min_legs=2,
+                          native=True), id="cluster-native-naive"),
     # on a 6-node Redis Cluster while the filter's slot migrates back and forth between two
     # masters (cluster_race.py): fewer rotations (3 rounds of 6: 54), 4 to 24 one-way migrations
     pytest.param(Scenario("swap", "same", SAME, rounds=3, per_process=6, cluster=True, max_legs=24, min_legs=4),
