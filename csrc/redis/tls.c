@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 
 #include "common/wait.h"
+#include "redis/tls_ca.h"
 
 struct bgi_tls {
   SSL_CTX *ctx;
@@ -65,9 +66,7 @@ int bgi_tls_new(bgi_tls **out, const bgi_tls_config *cfg, bgi_err *err) {
                       cfg->ca_file ? cfg->ca_file : cfg->ca_dir, err);
       goto fail;
     }
-  } else if (cfg->verify && SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
-    st = bgi_err_set(err, BG_ETLS, "TLS: the system's trust store cannot be loaded (give BG_OPT_TLS_CA_FILE): %s",
-                     ssl_reason());
+  } else if (cfg->verify && (st = bgi_tls_load_default_cas(t->ctx, err)) != BG_OK) {
     goto fail;
   }
   if ((cfg->cert_file != NULL) != (cfg->key_file != NULL)) {
