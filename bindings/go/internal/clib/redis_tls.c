@@ -403,9 +403,10 @@ int bgi_tls_supported(void) { return 0; }
 int bgi_tls_new(bgi_tls **out, const bgi_tls_config *cfg, bgi_err *err) {
   (void)cfg;
   *out = NULL;
-  return bgi_err_set(err, BG_ENOTSUP, "TLS was asked for (rediss:// or BG_OPT_TLS_*), but this build of bloomguard "
-                     "has none: it is built against a hiredis without its TLS part (e.g. Debian's 0.14); build with "
-                     "the default BG_HIREDIS=auto or vendored");
+  /* no C names: a binding's user reads this too (the Go binding's bloomguard_notls build) */
+  return bgi_err_set(err, BG_ENOTSUP, "TLS was asked for (a rediss:// URL or a TLS option), but this build of "
+                     "bloomguard has none: it is built against a hiredis without its TLS part (e.g. Debian's 0.14; "
+                     "CMake's default hiredis has it) or, in Go, with the bloomguard_notls tag");
 }
 
 void bgi_tls_free(bgi_tls *t) { (void)t; }
