@@ -8,8 +8,11 @@ set -euo pipefail
 # and for scripts/check-install.sh (libbloomguard.a linked beside it in one program);
 # the default build uses the vendored hiredis 1.x (third_party/), TLS part included (libssl-dev; openssl
 # makes the TLS tests' certificates). HighwayHash is vendored too.
+# gcc-aarch64-linux-gnu, libc6-dev-arm64-cross, qemu-user-static, musl-tools, linux-libc-dev, file: the
+# Go binding built for linux/arm64 (its tests under qemu-user) and against musl (scripts/go-cross.sh)
 pkgs=(cmake ninja-build gcc g++ pkg-config libhiredis-dev libssl-dev openssl libcjson-dev
-      redis-server python3 python3-dev python3-venv python3-pip maven default-jdk-headless curl ca-certificates)
+      redis-server python3 python3-dev python3-venv python3-pip maven default-jdk-headless curl ca-certificates
+      gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static musl-tools linux-libc-dev file)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

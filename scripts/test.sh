@@ -109,6 +109,9 @@ python3 scripts/notices.py go   # the module's LICENSE and NOTICE, and its C cop
   go test -race -count=1 ./...
 )
 
+step "Go on each Linux: linux/arm64 cross-built (its tests under qemu-user), musl static (its tests), amd64 (scripts/go-cross.sh)"
+bash scripts/go-cross.sh
+
 step "Newcomer check: pip install, python -m build, a Go module outside the tree - fresh, no caches"
 bash scripts/newcomer-check.sh
 

@@ -189,8 +189,9 @@ func WithWaitTimeout(d time.Duration) Option {
 }
 
 // WithTLSCAFile sets the PEM file of the CAs to trust (BG_OPT_TLS_CA_FILE; default: the system's
-// trust store). Any WithTLS* option, or a rediss:// URL, turns TLS on for every connection; a
-// refused certificate or an unusable file is ErrTLS.
+// trust store: SSL_CERT_FILE / SSL_CERT_DIR, else each Linux distribution's usual bundle, none
+// found being ErrTLS at open; docs/servers.md). Any WithTLS* option, or a rediss:// URL, turns TLS
+// on for every connection; a refused certificate or an unusable file is ErrTLS.
 func WithTLSCAFile(path string) Option {
 	return stringOption("WithTLSCAFile", C.BG_OPT_TLS_CA_FILE, path, false)
 }

@@ -25,7 +25,7 @@
 typedef struct bgi_tls bgi_tls;
 
 typedef struct bgi_tls_config {
-  const char *ca_file, *ca_dir;      /* NULL both: the system's default trust store */
+  const char *ca_file, *ca_dir;      /* NULL both: the system's trust store, found as tls_ca.h says */
   const char *cert_file, *key_file;  /* a client certificate (both or neither) */
   const char *server_name;           /* SNI and the name checked; NULL: the host connected to */
   int verify;                        /* 0: no check at all (testing only) */
@@ -35,9 +35,15 @@ typedef struct bgi_tls_config {
 int bgi_tls_supported(void);
 
 /* BG_OK, BG_ENOTSUP (a build without TLS), BG_ETLS (a file that cannot be read or used, a key
- * that does not match its certificate: the message names the file), BG_ENOMEM. */
+ * that does not match its certificate: the message names the file; no CA given and none found on
+ * the system: the message lists the paths tried), BG_ENOMEM. */
 int bgi_tls_new(bgi_tls **out, const bgi_tls_config *cfg, bgi_err *err);
 void bgi_tls_free(bgi_tls *t);
+
+/* Tests only: the system trust store's paths (tls_ca.h; OpenSSL's default included) are looked up
+ * under root from the next bgi_tls_new on, so a test can lay out one distribution's store in a
+ * scratch directory; NULL or "" is the real root. SSL_CERT_FILE / SSL_CERT_DIR are read as they are. */
+void bgi_tls_fault_ca_root(const char *root);
 
 /*
  * The handshake on a connected non-blocking context, each wait until deadline_ns and cancellable

@@ -48,6 +48,34 @@ def test_client_certificate():
             c.ping()
 
 
+@needs_tls
+def test_ssl_cert_file_names_the_store_when_no_ca_is_given(monkeypatch):
+    """With no tls_ca_file, SSL_CERT_FILE is the trust store (a wheel's own OpenSSL does not know
+    where this system keeps its CAs; the library looks in every distribution's place, and this
+    variable overrides that). The control: without it the machine's store does not hold the test
+    CA, so the passes come from the variable."""
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    with TlsRedisServer() as s:
+        with pytest.raises(bloomguard.TlsError, match="certificate was refused|found no CA certificates"):
+            bloomguard.Client(s.url, connect_at_open=True)
+        monkeypatch.setenv("SSL_CERT_FILE", s.path("ca.crt"))
+        with bloomguard.Client(s.url, connect_at_open=True) as c:
+            c.ping()
+        monkeypatch.setenv("SSL_CERT_FILE", s.path("other-ca.crt"))
+        with pytest.raises(bloomguard.TlsError, match="certificate was refused"):
+            bloomguard.Client(s.url, connect_at_open=True)
+        with bloomguard.Client(s.url, tls_ca_file=s.path("ca.crt"), connect_at_open=True) as c:  # the option wins
+            c.ping()
+        monkeypatch.setenv("SSL_CERT_FILE", s.path("missing.crt"))
+        with pytest.raises(bloomguard.TlsError, match="cannot use SSL_CERT_FILE .*missing.crt"):
+            bloomguard.Client(s.url)
+        monkeypatch.delenv("SSL_CERT_FILE")
+        monkeypatch.setenv("SSL_CERT_DIR", s.path("ca-dir"))
+        with bloomguard.Client(s.url, connect_at_open=True) as c:
+            c.ping()
+
+
 def test_a_build_without_tls_says_so():
     if "tls" in bloomguard.features():
         pytest.skip("this build has TLS")

@@ -49,7 +49,8 @@ class Client:
     ``sentinel_password`` (for a ``redis-sentinel://[[user:]password@]host1[:port1][,...][/db]#MASTER``
     URL, whose userinfo is the data nodes' credentials: the sentinels' own), and TLS (``rediss://``
     / ``rediss-sentinel://`` URLs, or any of these): ``tls_ca_file``, ``tls_ca_dir`` (the CAs to
-    trust; default the system's), ``tls_cert_file`` + ``tls_key_file`` (a client certificate),
+    trust; default the system's: ``SSL_CERT_FILE`` / ``SSL_CERT_DIR``, else each Linux
+    distribution's usual bundle, none found raising :class:`~bloomguard.TlsError`), ``tls_cert_file`` + ``tls_key_file`` (a client certificate),
     ``tls_server_name`` (the name the server's certificate must be for; default the URL's host),
     ``tls_verify`` (default True; False checks nothing). A refused certificate raises
     :class:`~bloomguard.TlsError`.

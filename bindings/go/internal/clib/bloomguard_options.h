@@ -116,7 +116,9 @@ typedef struct bg_options bg_options;
 #define BG_OPT_SENTINEL_PASSWORD  105  /* the sentinels' password; default none; never echoed in messages */
 /* TLS (rediss://, rediss-sentinel://; setting any of these turns TLS on for a redis:// URL too): every
  * connection - pooled ones, lock waiters', cluster nodes', sentinels' - is TLS. */
-#define BG_OPT_TLS_CA_FILE        106  /* PEM file of the CAs to trust; default: the system's trust store */
+#define BG_OPT_TLS_CA_FILE        106  /* PEM file of the CAs to trust; default: the system's trust store
+                                          (SSL_CERT_FILE / SSL_CERT_DIR, else each distribution's usual
+                                          bundle: docs/servers.md); none found: BG_ETLS at open */
 #define BG_OPT_TLS_CA_DIR         107  /* a directory of hashed CA certificates (c_rehash); default none */
 #define BG_OPT_TLS_CERT_FILE      108  /* PEM client certificate (chain), for servers with tls-auth-clients */
 #define BG_OPT_TLS_KEY_FILE       109  /* its PEM private key (unencrypted) */

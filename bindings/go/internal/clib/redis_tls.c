@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 
 #include "common_wait.h"
+#include "redis_tls_ca.h"
 
 struct bgi_tls {
   SSL_CTX *ctx;
@@ -66,9 +67,7 @@ int bgi_tls_new(bgi_tls **out, const bgi_tls_config *cfg, bgi_err *err) {
                       cfg->ca_file ? cfg->ca_file : cfg->ca_dir, err);
       goto fail;
     }
-  } else if (cfg->verify && SSL_CTX_set_default_verify_paths(t->ctx) != 1) {
-    st = bgi_err_set(err, BG_ETLS, "TLS: the system's trust store cannot be loaded (give BG_OPT_TLS_CA_FILE): %s",
-                     ssl_reason());
+  } else if (cfg->verify && (st = bgi_tls_load_default_cas(t->ctx, err)) != BG_OK) {
     goto fail;
   }
   if ((cfg->cert_file != NULL) != (cfg->key_file != NULL)) {
@@ -404,9 +403,10 @@ int bgi_tls_supported(void) { return 0; }
 int bgi_tls_new(bgi_tls **out, const bgi_tls_config *cfg, bgi_err *err) {
   (void)cfg;
   *out = NULL;
-  return bgi_err_set(err, BG_ENOTSUP, "TLS was asked for (rediss:// or BG_OPT_TLS_*), but this build of bloomguard "
-                     "has none: it is built against a hiredis without its TLS part (e.g. Debian's 0.14); build with "
-                     "the default BG_HIREDIS=auto or vendored");
+  /* no C names: a binding's user reads this too (the Go binding's bloomguard_notls build) */
+  return bgi_err_set(err, BG_ENOTSUP, "TLS was asked for (a rediss:// URL or a TLS option), but this build of "
+                     "bloomguard has none: it is built against a hiredis without its TLS part (e.g. Debian's 0.14; "
+                     "CMake's default hiredis has it) or, in Go, with the bloomguard_notls tag");
 }
 
 void bgi_tls_free(bgi_tls *t) { (void)t; }
