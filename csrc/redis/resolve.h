@@ -12,6 +12,9 @@
  * Who waits how: a blocking connect waits with bgi_resolve_wait (cancellable, up to its deadline);
  * the submission queue gives a descriptor the thread writes an 8-byte count to when it is done
  * (the queue's eventfd: its loop wakes, then asks bgi_resolve_done).
+ *
+ * Messages name the server by its label, never by the host text: a damaged URL may hold its
+ * password where the host stands (redis/url.h, bgi_url_host_label).
  */
 #ifndef BG_INTERNAL_RESOLVE_H
 #define BG_INTERNAL_RESOLVE_H

@@ -108,7 +108,7 @@ static void test_blocking_call_ends_at_its_deadline(void) {
   double took;
   char msg[512];
   CHECK_STATUS(blocking_contains(&took, msg, sizeof msg), BG_ETIMEOUT);
-  CHECK_CONTAINS(msg, "the resolver did not answer for " UNANSWERED);
+  CHECK_CONTAINS(msg, "the resolver did not answer (the call's deadline)");
   double late = bgt_lateness_ms(took);
   CHECK_MSG(took <= DEADLINE_MS + late + 100, "took %.0f ms for a %d ms deadline (lateness %.0f ms)", took,
             DEADLINE_MS, late);

@@ -113,7 +113,7 @@ int bgi_resolve_start(bgi_resolve **out, const char *host, int notify_fd, const 
   if (notify_fd >= 0 && (r->fd = fcntl(notify_fd, F_DUPFD_CLOEXEC, 0)) < 0) {
     int e = errno;
     unref(r);
-    return bgi_err_set(err, BG_ECONN, "cannot connect to %s: resolving %s: %s", label, host, strerror(e));
+    return bgi_err_set(err, BG_ECONN, "cannot connect to %s: resolving its name: %s", label, strerror(e));
   }
   if (atomic_fetch_add(&inflight, 1) >= BGI_RESOLVE_MAX_INFLIGHT) {
     atomic_fetch_sub(&inflight, 1);
@@ -133,7 +133,7 @@ int bgi_resolve_start(bgi_resolve **out, const char *host, int notify_fd, const 
     atomic_fetch_sub(&inflight, 1);
     atomic_store(&r->refs, 1);
     unref(r);
-    return bgi_err_set(err, BG_ECONN, "cannot connect to %s: no thread to resolve %s: %s", label, host, strerror(rc));
+    return bgi_err_set(err, BG_ECONN, "cannot connect to %s: no thread to resolve its name: %s", label, strerror(rc));
   }
   *out = r;
   return BG_OK;
@@ -154,14 +154,14 @@ int bgi_resolve_wait(bgi_resolve *r, uint64_t until_ns, int timeout_st, int64_t 
   pthread_mutex_unlock(&r->mu);
   if (st == BG_ECANCELED) return bgi_cancel_err(err, "resolving the server's name");
   if (st != BG_OK)
-    return bgi_err_set(err, st, "cannot connect to %s within %lld ms: the resolver did not answer for %s%s", r->label,
-                       (long long)budget_ms, r->host, st == BG_ETIMEOUT ? " (the call's deadline)" : "");
+    return bgi_err_set(err, st, "cannot connect to %s within %lld ms: the resolver did not answer%s", r->label,
+                       (long long)budget_ms, st == BG_ETIMEOUT ? " (the call's deadline)" : "");
   return BG_OK;
 }
 
 int bgi_resolve_result(const bgi_resolve *r, char addr[BGI_RESOLVE_ADDR_MAX], bgi_err *err) {
   if (r->status != BG_OK)
-    return bgi_err_set(err, BG_ECONN, "cannot connect to %s: cannot resolve %s: %s", r->label, r->host, r->why);
+    return bgi_err_set(err, BG_ECONN, "cannot connect to %s: cannot resolve its name: %s", r->label, r->why);
   memcpy(addr, r->addr, BGI_RESOLVE_ADDR_MAX);
   return BG_OK;
 }
