@@ -1,0 +1,198 @@
+package io.bloomguard;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * Connection pools to one Redis server (or the masters of a Redis Cluster): the C library's
+ * {@code bg_client}. Thread-safe; open one per process and share it.
+ *
+ * <pre>{@code
+ * try (Client client = Client.open("redis://127.0.0.1:6379");
+ *      Filter filter = client.filter("users")) {
+ *     filter.init(1_000_000, 0.01);
+ *     filter.add("alice");
+ *     boolean maybe = filter.contains("alice");
+ * }
+ * }</pre>
+ *
+ * Opening checks the URL and the options and connects nothing: the first call that needs a
+ * connection makes it ({@link Options.Builder#connectAtOpen} to reach the server at once).
+ * Closing the client stops its async queue (futures still in flight fail with
+ * {@link BloomGuardException.Closed}); filters opened from it keep working for blocking calls until
+ * they are closed themselves, as in the C library, where a filter holds its client.
+ */
+public final class Client implements AutoCloseable {
+    private final Guard guard;
+    private AsyncQueue queue; // guarded by this
+
+    private Client(long ptr) {
+        this.guard = new Guard(ptr, "the client is closed: open another with Client.open");
+    }
+
+    /** A client with default options. @throws BloomGuardException.BadUrl for a malformed URL */
+    public static Client open(String url) {
+        return open(url, Options.DEFAULTS);
+    }
+
+    /** A client with options. @throws BloomGuardException.BadUrl for a malformed URL */
+    public static Client open(String url, Options options) {
+        byte[] u = Items.cstring(url, "url");
+        if (options == null)
+            throw new NullPointerException("options is null (use Client.open(url) for the defaults)");
+        NativeLoader.load();
+        options.check();
+        return new Client(Native.clientOpen(u, options.keys(), options.values()));
+    }
+
+    /** The C library's version ("0.2.0"). */
+    public static String version() {
+        NativeLoader.load();
+        return Native.version();
+    }
+
+    /** A handle on the filter {@code name} (no I/O). @throws BloomGuardException.BadName when its keys
+     *  would land on two cluster slots (e.g. "a{}b") */
+    public Filter filter(String name) {
+        byte[] n = Items.cstring(name, "filter name");
+        long c = guard.enter();
+        try {
+            return new Filter(this, name, Native.filterOpen(c, n));
+        } finally {
+            guard.exit();
+        }
+    }
+
+    /** One round trip (PING). */
+    public void ping() {
+        long c = guard.enter();
+        try {
+            Native.clientPing(c);
+        } finally {
+            guard.exit();
+        }
+    }
+
+    public boolean isClosed() {
+        return guard.isClosed();
+    }
+
+    /** Idempotent; waits for blocking calls running on the client itself (open, ping). */
+    @Override
+    public void close() {
+        long c = guard.close();
+        if (c == 0)
+            return;
+        AsyncQueue q;
+        synchronized (this) {
+            q = queue;
+            queue = null;
+        }
+        if (q != null)
+            q.close();
+        Native.clientClose(c);
+    }
+
+    /** The client's submission queue, opened on first use. */
+    AsyncQueue queue() {
+        synchronized (this) {
+            if (queue != null)
+                return queue;
+            long c = guard.enter();
+            try {
+                queue = new AsyncQueue(Native.queueOpen(c));
+                return queue;
+            } finally {
+                guard.exit();
+            }
+        }
+    }
+
+    /** Client settings (integer options of bloomguard/options.h). */
+    public static final class Options {
+        static final Options DEFAULTS = builder().build();
+
+        // BG_OPT_* values (options.h)
+        private static final int CONNECT_TIMEOUT_MS = 1, COMMAND_TIMEOUT_MS = 2, POOL_SIZE = 3,
+            CONNECT_AT_OPEN = 15;
+
+        private final List<Integer> keys = new ArrayList<>();
+        private final List<Long> values = new ArrayList<>();
+        private final List<String> names = new ArrayList<>();
+
+        private Options() {}
+
+        public static Builder builder() {
+            return new Builder();
+        }
+
+        int[] keys() {
+            return keys.stream().mapToInt(Integer::intValue).toArray();
+        }
+
+        long[] values() {
+            return values.stream().mapToLong(Long::longValue).toArray();
+        }
+
+        /* The ranges are the library's (bg_options_bounds): one home for them. */
+        void check() {
+            long[] b = new long[2];
+            for (int i = 0; i < keys.size(); i++) {
+                int st = Native.optionBounds(keys.get(i), b);
+                if (st != 0)
+                    throw BloomGuardException.create(st, names.get(i) + ": not an option of this library");
+                long v = values.get(i);
+                if (v < b[0] || v > b[1])
+                    throw new IllegalArgumentException(names.get(i) + " is " + v + ": it must be within "
+                                                       + b[0] + ".." + b[1]);
+            }
+        }
+
+        public static final class Builder {
+            private final Options o = new Options();
+
+            private Builder set(int key, long value, String name) {
+                o.keys.add(key);
+                o.values.add(value);
+                o.names.add(name);
+                return this;
+            }
+
+            /** Connections kept by the client (default 4). */
+            public Builder poolSize(int connections) {
+                return set(POOL_SIZE, connections, "poolSize");
+            }
+
+            /** A connection's connect (and handshakes) deadline (default 2 s). */
+            public Builder connectTimeout(Duration d) {
+                return set(CONNECT_TIMEOUT_MS, millis(d, "connectTimeout"), "connectTimeout (ms)");
+            }
+
+            /** Each reply's deadline (default 1 s). */
+            public Builder commandTimeout(Duration d) {
+                return set(COMMAND_TIMEOUT_MS, millis(d, "commandTimeout"), "commandTimeout (ms)");
+            }
+
+            /** true: {@link Client#open} reaches the server, so a wrong address or password fails there. */
+            public Builder connectAtOpen(boolean yes) {
+                return set(CONNECT_AT_OPEN, yes ? 1 : 0, "connectAtOpen");
+            }
+
+            /** A copy: the builder may go on without changing it. */
+            public Options build() {
+                Options c = new Options();
+                c.keys.addAll(o.keys);
+                c.values.addAll(o.values);
+                c.names.addAll(o.names);
+                return c;
+            }
+
+            private static long millis(Duration d, String what) {
+                if (d == null)
+                    throw new NullPointerException(what + " is null");
+                return d.toMillis();
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+package io.bloomguard;
+
+/**
+ * The JNI entry points (src/main/c/bgjni_*.c). Handles are C pointers as longs: only the guarded
+ * classes (Client, Filter, Rotation, AsyncQueue) call these, never with a closed handle. Every
+ * caller makes sure {@link NativeLoader#load()} ran first.
+ */
+final class Native {
+    private Native() {}
+
+    // bgjni_client.c
+    static native long clientOpen(byte[] url, int[] optionKeys, long[] optionValues);
+    static native void clientClose(long client);
+    static native void clientPing(long client);
+    static native int optionBounds(int option, long[] out);
+    static native String version();
+    static native String statusName(int status);
+    static native String strerror(int status);
+
+    // bgjni_filter.c
+    static native long filterOpen(long client, byte[] name);
+    static native void filterClose(long filter);
+    static native boolean filterInit(long filter, long expectedInsertions, double falseProbability);
+    static native boolean filterAdd(long filter, byte[] item);
+    static native long filterAddMany(long filter, byte[][] items);
+    static native boolean filterContains(long filter, byte[] item);
+    static native boolean[] filterContainsMany(long filter, byte[][] items);
+    static native long filterCount(long filter);
+    static native void filterInfo(long filter, long[] out);
+    static native boolean filterDelete(long filter);
+    static native boolean filterExpire(long filter, long ttlMs);
+    static native boolean filterPersist(long filter);
+
+    // bgjni_rotation.c
+    static native long rotationBegin(long filter, long expectedInsertions, double falseProbability, int strategy,
+                                     long waitMs);
+    static native void rotationAdd(long rotation, byte[] item);
+    static native void rotationAddMany(long rotation, byte[][] items);
+    static native void rotationCommit(long rotation);
+    static native void rotationFree(long rotation);
+
+    // bgjni_queue.c
+    static native long queueOpen(long client);
+    static native void queueClose(long queue);
+    static native int queueFd(long queue);
+    static native int queueWait(int fd, int timeoutMs);
+    static native void queueSubmit(long queue, long filter, int op, long tag, byte[] item, byte[][] items, long a,
+                                   double b);
+    static native int queuePoll(long queue, long[] tags, int[] statuses, long[] values, Object[] extras);
+}
