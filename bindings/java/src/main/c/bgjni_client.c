@@ -5,8 +5,33 @@
 
 #include <stdlib.h>
 
+/* Sets the string options: keys[i] to the UTF-8 values[i] (checked for NUL by Java). */
+static int set_strings(JNIEnv *env, bg_options *opts, jintArray keys, jobjectArray values)
+{
+	jsize n = (*env)->GetArrayLength(env, keys), i;
+	int st;
+
+	for (i = 0; i < n; i++) {
+		jint key;
+		jbyteArray b = (*env)->GetObjectArrayElement(env, values, i);
+		char *v = bgj_cstr(env, b);
+		(*env)->DeleteLocalRef(env, b);
+		if (v == NULL)
+			return -1;
+		(*env)->GetIntArrayRegion(env, keys, i, 1, &key);
+		st = bg_options_set_str(opts, key, v);
+		free(v); /* copied by the options; a password must not linger longer than that */
+		if (st != BG_OK) {
+			bgj_throw(env, st, "a client string option was refused by the library");
+			return -1;
+		}
+	}
+	return 0;
+}
+
 JNIEXPORT jlong JNICALL Java_io_bloomguard_Native_clientOpen(JNIEnv *env, jclass cls, jbyteArray url,
-                                                             jintArray keys, jlongArray values)
+                                                             jintArray keys, jlongArray values,
+                                                             jintArray str_keys, jobjectArray str_values)
 {
 	bg_options *opts = NULL;
 	bg_client *c = NULL;
@@ -20,15 +45,18 @@ JNIEXPORT jlong JNICALL Java_io_bloomguard_Native_clientOpen(JNIEnv *env, jclass
 	if ((curl = bgj_cstr(env, url)) == NULL)
 		goto cleanup;
 	n = (*env)->GetArrayLength(env, keys);
-	if (n > 0) {
-		k = malloc((size_t)n * sizeof(*k));
-		v = malloc((size_t)n * sizeof(*v));
+	if (n > 0 || (*env)->GetArrayLength(env, str_keys) > 0) {
+		size_t cnt = n > 0 ? (size_t)n : 1; /* a length is never negative; the compiler cannot know */
+		k = malloc(cnt * sizeof(*k));
+		v = malloc(cnt * sizeof(*v));
 		if (k == NULL || v == NULL) {
 			bgj_throw_oom(env, "bloomguard: client options");
 			goto cleanup;
 		}
-		(*env)->GetIntArrayRegion(env, keys, 0, n, k);
-		(*env)->GetLongArrayRegion(env, values, 0, n, v);
+		if (n > 0) {
+			(*env)->GetIntArrayRegion(env, keys, 0, n, k);
+			(*env)->GetLongArrayRegion(env, values, 0, n, v);
+		}
 		if ((st = bg_options_new(&opts)) != BG_OK) {
 			bgj_throw(env, st, "cannot make the client's options");
 			goto cleanup;
@@ -40,6 +68,8 @@ JNIEXPORT jlong JNICALL Java_io_bloomguard_Native_clientOpen(JNIEnv *env, jclass
 				goto cleanup;
 			}
 		}
+		if (set_strings(env, opts, str_keys, str_values) != 0)
+			goto cleanup;
 	}
 	if ((st = bg_client_open_ex(&c, bgj_call(), curl, opts)) != BG_OK)
 		bgj_throw_call(env, st);

@@ -43,7 +43,8 @@ public final class Client implements AutoCloseable {
             throw new NullPointerException("options is null (use Client.open(url) for the defaults)");
         NativeLoader.load();
         options.check();
-        return new Client(Native.clientOpen(u, options.keys(), options.values()));
+        return new Client(Native.clientOpen(u, options.keys(), options.values(), options.stringKeys(),
+                                            options.stringValues()));
     }
 
     /** The C library's version ("0.2.0"). */
@@ -115,13 +116,24 @@ public final class Client implements AutoCloseable {
 
         // BG_OPT_* values (options.h)
         private static final int CONNECT_TIMEOUT_MS = 1, COMMAND_TIMEOUT_MS = 2, POOL_SIZE = 3,
-            CONNECT_AT_OPEN = 15;
+            TLS_VERIFY = 11, CONNECT_AT_OPEN = 15, USERNAME = 101, PASSWORD = 102, CLIENT_NAME = 103,
+            TLS_CA_FILE = 106, TLS_CERT_FILE = 108, TLS_KEY_FILE = 109, TLS_SERVER_NAME = 110;
 
         private final List<Integer> keys = new ArrayList<>();
         private final List<Long> values = new ArrayList<>();
         private final List<String> names = new ArrayList<>();
+        private final List<Integer> stringKeys = new ArrayList<>();
+        private final List<byte[]> stringValues = new ArrayList<>();
 
         private Options() {}
+
+        int[] stringKeys() {
+            return stringKeys.stream().mapToInt(Integer::intValue).toArray();
+        }
+
+        byte[][] stringValues() {
+            return stringValues.toArray(new byte[0][]);
+        }
 
         public static Builder builder() {
             return new Builder();
@@ -174,6 +186,48 @@ public final class Client implements AutoCloseable {
                 return set(COMMAND_TIMEOUT_MS, millis(d, "commandTimeout"), "commandTimeout (ms)");
             }
 
+            private Builder setString(int key, String value, String name) {
+                o.stringKeys.add(key);
+                o.stringValues.add(Items.cstring(value, name));
+                return this;
+            }
+
+            /** The ACL user (overrides the URL's). */
+            public Builder username(String user) {
+                return setString(USERNAME, user, "username");
+            }
+
+            /** The password (overrides the URL's; never echoed in messages). */
+            public Builder password(String password) {
+                return setString(PASSWORD, password, "password");
+            }
+
+            /** CLIENT SETNAME on every connection (default "bloomguard"). */
+            public Builder clientName(String name) {
+                return setString(CLIENT_NAME, name, "clientName");
+            }
+
+            /** TLS: a PEM file of the CAs to trust (default: the system's trust store); turns TLS on. */
+            public Builder tlsCaFile(String path) {
+                return setString(TLS_CA_FILE, path, "tlsCaFile");
+            }
+
+            /** TLS: a PEM client certificate (chain) and its unencrypted PEM key; turn TLS on. */
+            public Builder tlsClientCertificate(String certFile, String keyFile) {
+                setString(TLS_CERT_FILE, certFile, "tlsClientCertificate: certFile");
+                return setString(TLS_KEY_FILE, keyFile, "tlsClientCertificate: keyFile");
+            }
+
+            /** TLS: the SNI and the name the certificate must be for (default: the host connected to). */
+            public Builder tlsServerName(String name) {
+                return setString(TLS_SERVER_NAME, name, "tlsServerName");
+            }
+
+            /** TLS: false checks neither the certificate nor the name (testing only). */
+            public Builder tlsVerify(boolean yes) {
+                return set(TLS_VERIFY, yes ? 1 : 0, "tlsVerify");
+            }
+
             /** true: {@link Client#open} reaches the server, so a wrong address or password fails there. */
             public Builder connectAtOpen(boolean yes) {
                 return set(CONNECT_AT_OPEN, yes ? 1 : 0, "connectAtOpen");
@@ -185,6 +239,8 @@ public final class Client implements AutoCloseable {
                 c.keys.addAll(o.keys);
                 c.values.addAll(o.values);
                 c.names.addAll(o.names);
+                c.stringKeys.addAll(o.stringKeys);
+                c.stringValues.addAll(o.stringValues);
                 return c;
             }
 

@@ -9,7 +9,8 @@ final class Native {
     private Native() {}
 
     // bgjni_client.c
-    static native long clientOpen(byte[] url, int[] optionKeys, long[] optionValues);
+    static native long clientOpen(byte[] url, int[] optionKeys, long[] optionValues, int[] stringKeys,
+                                  byte[][] stringValues);
     static native void clientClose(long client);
     static native void clientPing(long client);
     static native int optionBounds(int option, long[] out);

@@ -23,6 +23,7 @@ final class RedisServer implements AutoCloseable {
     final int port;
     private final Process proc;
     private final Path dir;
+    private String password; // sent with AUTH before each command of call()
 
     private RedisServer(int port, Process proc, Path dir) {
         this.port = port;
@@ -34,7 +35,14 @@ final class RedisServer implements AutoCloseable {
         return "redis://127.0.0.1:" + port;
     }
 
-    static RedisServer start() throws Exception {
+    /** A server requiring this password (requirepass) of the default user. */
+    static RedisServer startWithPassword(String password) throws Exception {
+        RedisServer r = start("--requirepass", password);
+        r.password = password;
+        return r;
+    }
+
+    static RedisServer start(String... extra) throws Exception {
         String bin = System.getenv().getOrDefault("BG_REDIS_SERVER", "redis-server");
         Exception last = null;
         for (int attempt = 0; attempt < 5; attempt++) {
@@ -44,8 +52,10 @@ final class RedisServer implements AutoCloseable {
                 port = s.getLocalPort();
             }
             Path dir = Files.createTempDirectory("bg-java-redis-");
-            Process p = new ProcessBuilder(bin, "--port", Integer.toString(port), "--bind", "127.0.0.1",
-                                           "--save", "", "--appendonly", "no", "--dir", dir.toString())
+            List<String> cmd = new ArrayList<>(List.of(bin, "--port", Integer.toString(port), "--bind", "127.0.0.1",
+                                                       "--save", "", "--appendonly", "no", "--dir", dir.toString()));
+            cmd.addAll(List.of(extra));
+            Process p = new ProcessBuilder(cmd)
                 .redirectErrorStream(true)
                 .redirectOutput(dir.resolve("redis.log").toFile())
                 .start();
@@ -56,6 +66,8 @@ final class RedisServer implements AutoCloseable {
                     if ("PONG".equals(r.call("PING")))
                         return r;
                 } catch (IOException e) {
+                    if (e.getMessage() != null && e.getMessage().contains("NOAUTH"))
+                        return r; // up, and asking for the password
                     last = e;
                 }
                 Thread.sleep(20);
@@ -83,6 +95,19 @@ final class RedisServer implements AutoCloseable {
         try (Socket s = new Socket("127.0.0.1", port)) {
             s.setSoTimeout(10_000);
             OutputStream out = s.getOutputStream();
+            if (password != null) {
+                out.write(encode("AUTH", password));
+                out.flush();
+                read(s.getInputStream());
+            }
+            out.write(encode(args));
+            out.flush();
+            return read(s.getInputStream());
+        }
+    }
+
+    private static byte[] encode(Object... args) throws IOException {
+        {
             ByteArrayOutputStream b = new ByteArrayOutputStream();
             b.write(("*" + args.length + "\r\n").getBytes(StandardCharsets.US_ASCII));
             for (Object a : args) {
@@ -91,9 +116,7 @@ final class RedisServer implements AutoCloseable {
                 b.write(v);
                 b.write("\r\n".getBytes(StandardCharsets.US_ASCII));
             }
-            out.write(b.toByteArray());
-            out.flush();
-            return read(s.getInputStream());
+            return b.toByteArray();
         }
     }
 
