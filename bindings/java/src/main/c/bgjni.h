@@ -63,6 +63,9 @@ typedef struct {
 int bgj_items_get(JNIEnv *env, jobjectArray a, bgj_items *out);
 void bgj_items_free(bgj_items *it);
 
+/* bgjni_policy.c's lookups at load time: 0, or -1 with an exception pending. */
+int bgj_policy_onload(JavaVM *vm, JNIEnv *env);
+
 /* A NUL-terminated copy of a UTF-8 byte[] (names, URLs); NULL with an exception pending. */
 char *bgj_cstr(JNIEnv *env, jbyteArray a);
 

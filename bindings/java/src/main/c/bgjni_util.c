@@ -35,6 +35,8 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved)
 	g_exc_of = (*env)->GetStaticMethodID(env, g_exc_class, "of", "(I[B)Lio/bloomguard/BloomGuardException;");
 	if (g_exc_of == NULL)
 		return JNI_ERR;
+	if (bgj_policy_onload(vm, env) != 0)
+		return JNI_ERR;
 	g_call_key_ok = pthread_key_create(&g_call_key, call_free) == 0;
 	return JNI_VERSION_1_8;
 }

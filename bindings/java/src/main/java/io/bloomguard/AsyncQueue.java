@@ -28,6 +28,7 @@ final class AsyncQueue {
     private long nextTag = 1;                  // guarded by lock
     private final Map<Long, Pending> pending = new HashMap<>(); // guarded by lock
     private Thread poller;                     // guarded by lock
+    private final List<Long> fallbacks = new ArrayList<>(); // guarded by lock: freed at close
     private volatile boolean closed;
 
     private static final class Pending {
@@ -126,6 +127,25 @@ final class AsyncQueue {
         }
     }
 
+    /**
+     * Frees a closed filter's fallbacks once the queue can no longer call them: now if the queue
+     * is closed, else at its close (operations in flight outlive their filter's close, and a
+     * degraded answer may ask its fallback from inside a poll).
+     */
+    void freeFallbacks(List<Long> fbs) {
+        lock.lock();
+        try {
+            if (q != 0) {
+                fallbacks.addAll(fbs);
+                return;
+            }
+        } finally {
+            lock.unlock();
+        }
+        for (long fb : fbs)
+            Native.fallbackFree(fb);
+    }
+
     /** Drops what is in flight: those futures fail with {@link BloomGuardException.Closed}. */
     void close() {
         List<Pending> dropped;
@@ -136,6 +156,10 @@ final class AsyncQueue {
             closed = true;
             Native.queueClose(q);
             q = 0;
+            // no poll runs any more: no queued operation can reach these fallbacks
+            for (long fb : fallbacks)
+                Native.fallbackFree(fb);
+            fallbacks.clear();
             dropped = new ArrayList<>(pending.values());
             pending.clear();
         } finally {

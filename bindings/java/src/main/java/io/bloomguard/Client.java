@@ -26,6 +26,7 @@ import java.util.List;
 public final class Client implements AutoCloseable {
     private final Guard guard;
     private AsyncQueue queue; // guarded by this
+    private AsyncQueue everQueue; // guarded by this: the queue, also after close (fallbacks' lifetime)
 
     private Client(long ptr) {
         this.guard = new Guard(ptr, "the client is closed: open another with Client.open");
@@ -95,6 +96,22 @@ public final class Client implements AutoCloseable {
         Native.clientClose(c);
     }
 
+    /** Frees a closed filter's policy fallbacks once no call can reach them (AsyncQueue.freeFallbacks). */
+    void freeFallbacks(List<Long> fbs) {
+        if (fbs.isEmpty())
+            return;
+        AsyncQueue q;
+        synchronized (this) {
+            q = everQueue;
+        }
+        if (q != null) {
+            q.freeFallbacks(fbs);
+        } else {
+            for (long fb : fbs)
+                Native.fallbackFree(fb);
+        }
+    }
+
     /** The client's submission queue, opened on first use. */
     AsyncQueue queue() {
         synchronized (this) {
@@ -103,6 +120,7 @@ public final class Client implements AutoCloseable {
             long c = guard.enter();
             try {
                 queue = new AsyncQueue(Native.queueOpen(c));
+                everQueue = queue;
                 return queue;
             } finally {
                 guard.exit();

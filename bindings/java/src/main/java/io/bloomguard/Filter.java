@@ -1,6 +1,7 @@
 package io.bloomguard;
 
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.function.Consumer;
@@ -21,6 +22,7 @@ public final class Filter implements AutoCloseable {
     private final Client client;
     private final String name;
     private final Guard guard;
+    private final List<Long> fallbacks = new ArrayList<>(); // guarded by itself: freed after close
 
     Filter(Client client, String name, long ptr) {
         this.client = client;
@@ -73,6 +75,47 @@ public final class Filter implements AutoCloseable {
         } finally {
             guard.exit();
         }
+    }
+
+    /**
+     * Gives the filter a degrade policy ({@link Policy}; null: none, plain failures again). Calls
+     * already running keep the policy they started with.
+     */
+    public void setPolicy(Policy policy) {
+        long f = guard.enter();
+        try {
+            if (policy == null) {
+                Native.filterSetPolicy(f, 0);
+                return;
+            }
+            long fb = policy.applyTo(f);
+            if (fb != 0) {
+                synchronized (fallbacks) {
+                    fallbacks.add(fb); // a replaced fallback may still serve calls under way: kept until close
+                }
+            }
+        } finally {
+            guard.exit();
+        }
+    }
+
+    /** contains, with where the answer came from: Redis, or the degrade policy (and why). */
+    public Answer query(byte[] item) {
+        Items.item(item, "query");
+        int[] out = new int[3];
+        byte[] msg;
+        long f = guard.enter();
+        try {
+            msg = Native.filterQuery(f, item, out);
+        } finally {
+            guard.exit();
+        }
+        return new Answer(out[0] != 0, Source.of(out[1]), out[2],
+                          msg == null ? "" : new String(msg, java.nio.charset.StandardCharsets.UTF_8));
+    }
+
+    public Answer query(String item) {
+        return query(Items.item(item, "query"));
     }
 
     /** false: certainly not added; true: added, or a false positive. */
@@ -284,8 +327,15 @@ public final class Filter implements AutoCloseable {
     @Override
     public void close() {
         long f = guard.close();
-        if (f != 0)
-            Native.filterClose(f);
+        if (f == 0)
+            return;
+        Native.filterClose(f);
+        List<Long> fbs;
+        synchronized (fallbacks) {
+            fbs = new ArrayList<>(fallbacks);
+            fallbacks.clear();
+        }
+        client.freeFallbacks(fbs);
     }
 
     @Override

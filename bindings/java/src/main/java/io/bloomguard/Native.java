@@ -40,6 +40,17 @@ final class Native {
     static native void rotationCommit(long rotation);
     static native void rotationFree(long rotation);
 
+    // bgjni_policy.c
+    static native long fallbackNew(Fallback fn);
+    static native void fallbackFree(long fallback);
+    static native long policyNew();
+    static native void policyFree(long policy);
+    static native void policySetInt(long policy, int setting, long value, String name);
+    static native void policySetChain(long policy, int failClass, int[] actions);
+    static native void policySetFallback(long policy, long fallback);
+    static native void filterSetPolicy(long filter, long policy);
+    static native byte[] filterQuery(long filter, byte[] item, int[] out);
+
     // bgjni_queue.c
     static native long queueOpen(long client);
     static native void queueClose(long queue);
