@@ -42,7 +42,25 @@ final class RedisServer implements AutoCloseable {
         return r;
     }
 
+    /**
+     * A TLS-only server (plain port off) with the certificates of scripts/tls-certs.sh in certDir
+     * (server.crt for localhost and 127.0.0.1, signed by ca.crt; no client certificate required).
+     * call() does not speak TLS: it cannot be used on this one.
+     */
+    static RedisServer startTls(Path certDir) throws Exception {
+        return start(port -> List.of("--port", "0", "--tls-port", Integer.toString(port),
+                                     "--tls-cert-file", certDir.resolve("server.crt").toString(),
+                                     "--tls-key-file", certDir.resolve("server.key").toString(),
+                                     "--tls-ca-cert-file", certDir.resolve("ca.crt").toString(),
+                                     "--tls-auth-clients", "no"), true);
+    }
+
     static RedisServer start(String... extra) throws Exception {
+        return start(port -> List.of(extra), false);
+    }
+
+    private static RedisServer start(java.util.function.IntFunction<List<String>> extra, boolean tls)
+        throws Exception {
         String bin = System.getenv().getOrDefault("BG_REDIS_SERVER", "redis-server");
         Exception last = null;
         for (int attempt = 0; attempt < 5; attempt++) {
@@ -54,7 +72,7 @@ final class RedisServer implements AutoCloseable {
             Path dir = Files.createTempDirectory("bg-java-redis-");
             List<String> cmd = new ArrayList<>(List.of(bin, "--port", Integer.toString(port), "--bind", "127.0.0.1",
                                                        "--save", "", "--appendonly", "no", "--dir", dir.toString()));
-            cmd.addAll(List.of(extra));
+            cmd.addAll(extra.apply(port));
             Process p = new ProcessBuilder(cmd)
                 .redirectErrorStream(true)
                 .redirectOutput(dir.resolve("redis.log").toFile())
@@ -62,6 +80,15 @@ final class RedisServer implements AutoCloseable {
             RedisServer r = new RedisServer(port, p, dir);
             long end = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
             while (System.nanoTime() < end && p.isAlive()) {
+                if (tls) { // listening is all a plain socket can tell
+                    try (Socket probe = new Socket("127.0.0.1", port)) {
+                        return r;
+                    } catch (IOException e) {
+                        last = e;
+                    }
+                    Thread.sleep(20);
+                    continue;
+                }
                 try {
                     if ("PONG".equals(r.call("PING")))
                         return r;
