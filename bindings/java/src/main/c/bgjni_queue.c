@@ -72,6 +72,14 @@ JNIEXPORT jint JNICALL Java_io_bloomguard_Native_queueWait(JNIEnv *env, jclass c
 	return n > 0 ? 1 : 0;
 }
 
+/* Async-signal-safe in C; Java calls it under the queue's lock only so that q is not closed meanwhile. */
+JNIEXPORT void JNICALL Java_io_bloomguard_Native_queueCancel(JNIEnv *env, jclass cls, jlong q, jlong tag)
+{
+	(void)env;
+	(void)cls;
+	bg_queue_cancel(BGJ_PTR(bg_queue, q), (uint64_t)tag);
+}
+
 JNIEXPORT void JNICALL Java_io_bloomguard_Native_queueSubmit(JNIEnv *env, jclass cls, jlong qh, jlong fh, jint op,
                                                              jlong tag, jbyteArray item, jobjectArray items,
                                                              jlong a, jdouble b)

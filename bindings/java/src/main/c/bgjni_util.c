@@ -11,6 +11,9 @@ static jclass g_exc_class;   /* io.bloomguard.BloomGuardException (global ref) *
 static jmethodID g_exc_of;   /* static BloomGuardException of(int code, byte[] utf8Message) */
 static pthread_key_t g_call_key;
 static int g_call_key_ok;
+static JavaVM *g_vm;
+static jclass g_native_class;      /* io.bloomguard.Native (global ref) */
+static jmethodID g_interrupted;    /* static boolean interrupted() */
 
 static void call_free(void *p)
 {
@@ -37,8 +40,38 @@ JNIEXPORT jint JNICALL JNI_OnLoad(JavaVM *vm, void *reserved)
 		return JNI_ERR;
 	if (bgj_policy_onload(vm, env) != 0)
 		return JNI_ERR;
+	g_vm = vm;
+	if ((local = (*env)->FindClass(env, "io/bloomguard/Native")) == NULL)
+		return JNI_ERR;
+	g_native_class = (*env)->NewGlobalRef(env, local);
+	(*env)->DeleteLocalRef(env, local);
+	if (g_native_class == NULL ||
+	    (g_interrupted = (*env)->GetStaticMethodID(env, g_native_class, "interrupted", "()Z")) == NULL)
+		return JNI_ERR;
 	g_call_key_ok = pthread_key_create(&g_call_key, call_free) == 0;
 	return JNI_VERSION_1_8;
+}
+
+/*
+ * The calls' interrupt callback (call.h): polled on the waiting thread between the slices of a
+ * wait (a lock, another rotation, a pooled connection, a connect, a backoff): a Java thread that
+ * was interrupted ends the wait with BG_ECANCELED, as Java's blocking I/O does. Never called
+ * outside a wait, so a call that does not wait is not affected.
+ */
+static int interrupt_cb(void *userdata)
+{
+	JNIEnv *env;
+	jboolean yes;
+	(void)userdata;
+
+	if ((*g_vm)->GetEnv(g_vm, (void **)&env, JNI_VERSION_1_8) != JNI_OK || (*env)->ExceptionCheck(env))
+		return 0;
+	yes = (*env)->CallStaticBooleanMethod(env, g_native_class, g_interrupted);
+	if ((*env)->ExceptionCheck(env)) {
+		(*env)->ExceptionClear(env);
+		return 0;
+	}
+	return yes ? 1 : 0;
 }
 
 bg_call *bgj_call(void)
@@ -52,6 +85,7 @@ bg_call *bgj_call(void)
 		return c;
 	if (bg_call_new(&c) != BG_OK)
 		return NULL;
+	bg_call_set_interrupt(c, interrupt_cb, NULL);
 	if (pthread_setspecific(g_call_key, c) != 0) {
 		bg_call_free(c);
 		return NULL;

@@ -33,10 +33,58 @@ final class AsyncQueue {
 
     private static final class Pending {
         final int op;
-        final CompletableFuture<Object> future = new CompletableFuture<>();
+        final QueueFuture future;
 
-        Pending(int op) {
+        Pending(AsyncQueue q, int op) {
             this.op = op;
+            this.future = new QueueFuture(q);
+        }
+    }
+
+    /**
+     * A future whose cancel() also cancels the queued operation (bg_queue_cancel): a wait of it
+     * (the write lock, a backoff, a connection) ends at once and nothing more is sent for it.
+     * Dependent stages are plain CompletableFutures.
+     */
+    static final class QueueFuture extends CompletableFuture<Object> {
+        private final AsyncQueue queue;
+        volatile long tag;
+
+        QueueFuture(AsyncQueue queue) {
+            this.queue = queue;
+        }
+
+        @Override
+        public boolean cancel(boolean mayInterruptIfRunning) {
+            boolean done = super.cancel(mayInterruptIfRunning);
+            if (done && tag != 0)
+                queue.cancel(tag);
+            return done;
+        }
+
+        @Override
+        public <U> CompletableFuture<U> newIncompleteFuture() {
+            return new CompletableFuture<>();
+        }
+    }
+
+    private void cancel(long tag) {
+        lock.lock();
+        try {
+            if (q != 0)
+                Native.queueCancel(q, tag); // its completion (BG_ECANCELED) finds the future already done
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Operations submitted and not yet completed (for tests). */
+    int inFlight() {
+        lock.lock();
+        try {
+            return pending.size();
+        } finally {
+            lock.unlock();
         }
     }
 
@@ -47,12 +95,13 @@ final class AsyncQueue {
 
     @SuppressWarnings("unchecked")
     <T> CompletableFuture<T> submit(long filter, int op, byte[] item, byte[][] items, long a, double b) {
-        Pending p = new Pending(op);
+        Pending p = new Pending(this, op);
         lock.lock();
         try {
             if (q == 0)
                 throw new BloomGuardException.Closed(-19, "the client is closed: its async queue with it");
             long tag = nextTag++;
+            p.future.tag = tag;
             pending.put(tag, p);
             try {
                 Native.queueSubmit(q, filter, op, tag, item, items, a, b);

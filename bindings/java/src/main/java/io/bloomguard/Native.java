@@ -8,6 +8,11 @@ package io.bloomguard;
 final class Native {
     private Native() {}
 
+    /** Polled by the calls' waits (bgj_call's interrupt callback): an interrupted thread stops waiting. */
+    static boolean interrupted() {
+        return Thread.currentThread().isInterrupted();
+    }
+
     // bgjni_client.c
     static native long clientOpen(byte[] url, int[] optionKeys, long[] optionValues, int[] stringKeys,
                                   byte[][] stringValues);
@@ -56,6 +61,7 @@ final class Native {
     static native void queueClose(long queue);
     static native int queueFd(long queue);
     static native int queueWait(int fd, int timeoutMs);
+    static native void queueCancel(long queue, long tag);
     static native void queueSubmit(long queue, long filter, int op, long tag, byte[] item, byte[][] items, long a,
                                    double b);
     static native int queuePoll(long queue, long[] tags, int[] statuses, long[] values, Object[] extras);

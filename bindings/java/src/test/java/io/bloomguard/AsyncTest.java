@@ -82,6 +82,53 @@ class AsyncTest {
         }
     }
 
+    /**
+     * cancel() on a future cancels the queued operation: with the server paused (a server of this
+     * test's own, paused for longer than the test, then stopped), the cancelled operations
+     * complete in C (the queue drains to the one left), while the control submitted with them,
+     * not cancelled, is still waiting; closing the client then fails it with Closed.
+     */
+    @Test
+    void cancelReachesTheQueue() throws Exception {
+        var o = Client.Options.builder().commandTimeout(java.time.Duration.ofSeconds(600)).build();
+        try (RedisServer paused = RedisServer.start()) {
+            Client c = Client.open(paused.url(), o);
+            Filter f = c.filter("async:cancel");
+            f.init(1000, 0.01);
+            f.add("x");
+            assertTrue(f.containsAsync("x").get(10, TimeUnit.SECONDS), "the queue is connected");
+            paused.pause(600_000);
+            CompletableFuture<Boolean> control = f.containsAsync("x");
+            List<CompletableFuture<Boolean>> fs = new ArrayList<>();
+            for (int i = 0; i < 100; i++)
+                fs.add(f.containsAsync("x"));
+            for (CompletableFuture<Boolean> x : fs)
+                assertTrue(x.cancel(true));
+            for (CompletableFuture<Boolean> x : fs)
+                assertTrue(x.isCancelled());
+            AsyncQueue q = c.queue();
+            for (int i = 0; i < 60_000 && q.inFlight() > 1; i++) // a hang guard only
+                Thread.sleep(1);
+            assertEquals(1, q.inFlight(), "the cancelled operations completed in C");
+            assertFalse(control.isDone(), "the server is still paused: the drain was the cancel's");
+            c.close();
+            var e = assertThrows(java.util.concurrent.ExecutionException.class,
+                                 () -> control.get(10, TimeUnit.SECONDS));
+            assertInstanceOf(BloomGuardException.Closed.class, e.getCause());
+            f.close(); // waits for no call: none runs
+        }
+    }
+
+    @Test
+    void dependentStagesArePlainFutures() throws Exception {
+        try (Filter f = client.filter("async:stages")) {
+            f.init(1000, 0.01);
+            CompletableFuture<Boolean> dep = f.containsAsync("x").thenApply(b -> !b);
+            assertEquals(CompletableFuture.class, dep.getClass());
+            assertTrue(dep.get(10, TimeUnit.SECONDS));
+        }
+    }
+
     @Test
     void stagesMaySubmitAgainFromThePollerThread() throws Exception {
         try (Filter f = client.filter("async:chain")) {

@@ -117,6 +117,34 @@ final class RedisServer implements AutoCloseable {
         }
     }
 
+    /**
+     * CLIENT PAUSE ms ALL on a connection of its own; close() sends CLIENT UNPAUSE on the same one
+     * (a fresh connection's command would wait out the pause).
+     */
+    AutoCloseable pause(long ms) throws IOException {
+        Socket s = new Socket("127.0.0.1", port);
+        s.setSoTimeout(10_000);
+        OutputStream out = s.getOutputStream();
+        InputStream in = s.getInputStream();
+        if (password != null) {
+            out.write(encode("AUTH", password));
+            read(in);
+        }
+        out.write(encode("CLIENT", "PAUSE", Long.toString(ms), "ALL"));
+        out.flush();
+        read(in);
+        java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+        return () -> {
+            if (done.getAndSet(true))
+                return; // idempotent
+            try (s) {
+                out.write(encode("CLIENT", "UNPAUSE"));
+                out.flush();
+                read(in);
+            }
+        };
+    }
+
     /** One command on a fresh connection: a String, Long, byte[] (bulk), List or null. */
     Object call(Object... args) throws IOException {
         try (Socket s = new Socket("127.0.0.1", port)) {

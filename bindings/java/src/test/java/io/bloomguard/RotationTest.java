@@ -205,6 +205,57 @@ class RotationTest {
         }
     }
 
+    /**
+     * A thread waiting for another rotation (rotate with a wait) stops when interrupted: Canceled,
+     * its interrupt flag kept. Control: the same wait without the interrupt ends in
+     * RotationInProgress, so the interrupted one was really waiting on the other's lease.
+     */
+    @Test
+    void anInterruptEndsTheWaitForAnotherRotation() throws Exception {
+        try (Filter f = client.filter("rot:interrupt"); Filter g = client.filter("rot:interrupt")) {
+            f.init(1000, 0.01);
+            java.util.concurrent.CountDownLatch holding = new java.util.concurrent.CountDownLatch(1),
+                release = new java.util.concurrent.CountDownLatch(1);
+            Thread holder = new Thread(() -> f.rotate(1000, 0.01, Strategy.SWAP, r -> {
+                holding.countDown();
+                try {
+                    release.await();
+                } catch (InterruptedException e) {
+                    throw new RuntimeException(e);
+                }
+            }));
+            holder.start();
+            holding.await();
+            try {
+                assertThrows(BloomGuardException.RotationInProgress.class,
+                             () -> g.rotate(1000, 0.01, Strategy.SWAP, java.time.Duration.ofMillis(200), r -> {}),
+                             "control: the wait runs out while the other rotation holds the lease");
+                AtomicReference<Throwable> got = new AtomicReference<>();
+                AtomicBoolean stillInterrupted = new AtomicBoolean();
+                Thread waiter = new Thread(() -> {
+                    try {
+                        g.rotate(1000, 0.01, Strategy.SWAP, java.time.Duration.ofMinutes(10), r -> {});
+                    } catch (Throwable e) {
+                        got.set(e);
+                        stillInterrupted.set(Thread.currentThread().isInterrupted());
+                    }
+                });
+                waiter.start();
+                waiter.interrupt(); // before or during its wait: either way the wait ends
+                waiter.join(120_000); // a hang guard only: the interrupt ends the wait within a slice
+                assertFalse(waiter.isAlive(), "the interrupt did not end the wait");
+                assertInstanceOf(BloomGuardException.Canceled.class, got.get());
+                assertEquals(-20, ((BloomGuardException) got.get()).code());
+                assertTrue(stillInterrupted.get(), "the interrupt flag is kept");
+            } finally {
+                release.countDown();
+                holder.join();
+            }
+            g.rotate(1000, 0.01, Strategy.SWAP, r -> r.add("after"));
+            assertTrue(g.contains("after"), "the canceled waiter took no lease");
+        }
+    }
+
     @Test
     void rotationNullItems() {
         try (Filter f = client.filter("rot:nulls")) {
