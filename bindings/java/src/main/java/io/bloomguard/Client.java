@@ -66,6 +66,17 @@ public final class Client implements AutoCloseable {
         }
     }
 
+    /** A lock on key {@code name + ":lock"} (no I/O): Redisson's {@code getLock(name + ":lock")}. */
+    public Lock lock(String name) {
+        byte[] n = Items.cstring(name, "lock name");
+        long c = guard.enter();
+        try {
+            return new Lock(Native.lockOpen(c, n));
+        } finally {
+            guard.exit();
+        }
+    }
+
     /** One round trip (PING). */
     public void ping() {
         long c = guard.enter();
@@ -134,7 +145,7 @@ public final class Client implements AutoCloseable {
 
         // BG_OPT_* values (options.h)
         private static final int CONNECT_TIMEOUT_MS = 1, COMMAND_TIMEOUT_MS = 2, POOL_SIZE = 3,
-            TLS_VERIFY = 11, CONNECT_AT_OPEN = 15, USERNAME = 101, PASSWORD = 102, CLIENT_NAME = 103,
+            WRITE_LOCK_WAIT_MS = 6, TLS_VERIFY = 11, CONNECT_AT_OPEN = 15, USERNAME = 101, PASSWORD = 102, CLIENT_NAME = 103,
             TLS_CA_FILE = 106, TLS_CERT_FILE = 108, TLS_KEY_FILE = 109, TLS_SERVER_NAME = 110;
 
         private final List<Integer> keys = new ArrayList<>();
@@ -244,6 +255,12 @@ public final class Client implements AutoCloseable {
             /** TLS: false checks neither the certificate nor the name (testing only). */
             public Builder tlsVerify(boolean yes) {
                 return set(TLS_VERIFY, yes ? 1 : 0, "tlsVerify");
+            }
+
+            /** How long a query waits while its filter is write-locked (a LOCKED rotation's rewrite)
+             *  before failing with {@link BloomGuardException.Locked} (default 100 ms). */
+            public Builder writeLockWait(Duration d) {
+                return set(WRITE_LOCK_WAIT_MS, millis(d, "writeLockWait"), "writeLockWait (ms)");
             }
 
             /** true: {@link Client#open} reaches the server, so a wrong address or password fails there. */

@@ -118,6 +118,21 @@ public final class Filter implements AutoCloseable {
         return query(Items.item(item, "query"));
     }
 
+    /**
+     * The filter's own lock ("{NAME}:lock"): while a thread holds it in {@link Lock.Mode#WRITE}
+     * mode, the filter's queries (any process) wait for it, then fail with
+     * {@link BloomGuardException.Locked} (the policy's LOCKED class); how a LOCKED rotation
+     * rebuilds in place, and how a caller makes writes of its own in place.
+     */
+    public Lock lock() {
+        long f = guard.enter();
+        try {
+            return new Lock(Native.lockOpenFilter(f));
+        } finally {
+            guard.exit();
+        }
+    }
+
     /** false: certainly not added; true: added, or a false positive. */
     public boolean contains(byte[] item) {
         Items.item(item, "contains");

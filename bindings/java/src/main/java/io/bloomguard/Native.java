@@ -56,6 +56,16 @@ final class Native {
     static native void filterSetPolicy(long filter, long policy);
     static native byte[] filterQuery(long filter, byte[] item, int[] out);
 
+    // bgjni_lock.c
+    static native long lockOpen(long client, byte[] name);
+    static native long lockOpenFilter(long filter);
+    static native void lockClose(long lock);
+    static native long lockAcquire(long lock, int mode, long waitMs);
+    static native void lockRelease(long lock);
+    static native boolean lockRetire(long lock);
+    static native boolean lockHeld(long lock, long[] out);
+    static native byte[] lockKey(long lock);
+
     // bgjni_queue.c
     static native long queueOpen(long client);
     static native void queueClose(long queue);

@@ -19,7 +19,8 @@ class AsyncTest {
     @BeforeAll
     static void up() throws Exception {
         redis = RedisServer.start();
-        client = Client.open(redis.url());
+        // a deadline far beyond the load of a shared CI machine: these tests are not about timeouts
+        client = Client.open(redis.url(), Client.Options.builder().commandTimeout(Duration.ofSeconds(60)).build());
     }
 
     @AfterAll
@@ -142,7 +143,7 @@ class AsyncTest {
     void closingTheClientFailsWhatIsInFlight() throws Exception {
         // Enough work in flight that some of it is still pending at close: every future ends,
         // either with its answer or with Closed; none is left hanging, nothing else is thrown.
-        Client c = Client.open(redis.url());
+        Client c = Client.open(redis.url(), Client.Options.builder().commandTimeout(Duration.ofSeconds(60)).build());
         Filter f = c.filter("async:close");
         f.init(100_000, 0.01);
         List<String> items = FilterTest.items("c-", 200);

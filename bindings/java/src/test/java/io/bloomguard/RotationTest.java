@@ -23,7 +23,10 @@ class RotationTest {
     @BeforeAll
     static void up() throws Exception {
         redis = RedisServer.start();
-        client = Client.open(redis.url(), Client.Options.builder().poolSize(8).build());
+        // a deadline far beyond the load of a shared CI machine: a reader's error must mean the rebuild
+        client = Client.open(redis.url(), Client.Options.builder().poolSize(8)
+                                 .commandTimeout(java.time.Duration.ofSeconds(60))
+                                 .writeLockWait(java.time.Duration.ofSeconds(30)).build());
     }
 
     @AfterAll
