@@ -56,4 +56,15 @@ if [ "$STATIC" = 1 ] && readelf -d "$so" | grep -q 'NEEDED.*lib\(ssl\|crypto\)';
   echo "java ci: $so needs a shared OpenSSL although BG_OPENSSL_STATIC=ON" >&2
   exit 1
 fi
+# The notices: bloomguard's and those of what the native links in, byte for byte. The control: a
+# path the jar does not hold must fail the same comparison.
+jar=$(ls target/bloomguard-*.jar | grep -v sources)
+notice() { unzip -p "$jar" "META-INF/licenses/$1" 2>/dev/null | cmp -s - "$TOP/$2"; }
+for f in LICENSE NOTICE third_party/hiredis/COPYING third_party/highwayhash/LICENSE third_party/openssl/LICENSE.txt; do
+  notice "$f" "$f" || { echo "java ci: $jar lacks META-INF/licenses/$f (or it differs from the repository's)" >&2; exit 1; }
+done
+if notice no-such-notice LICENSE; then
+  echo "java ci: the notice check's control passed: the check is broken" >&2
+  exit 1
+fi
 echo "java: jar $(ls target/bloomguard-*.jar | grep -v sources) ($(du -k "$so" | cut -f1) KB native, exports only the JNI entry points)"
