@@ -226,3 +226,25 @@ JNIEXPORT jbyteArray JNICALL Java_io_bloomguard_Native_filterQuery(JNIEnv *env, 
 		(*env)->SetByteArrayRegion(env, m, 0, (jsize)len, (const jbyte *)msg);
 	return m;
 }
+
+/* The handle's counters (stats.h): out[i] = bg_filter_stat(ids[i]); the first failing status is thrown. */
+JNIEXPORT void JNICALL Java_io_bloomguard_Native_filterStats(JNIEnv *env, jclass cls, jlong f, jintArray ids,
+                                                             jlongArray out)
+{
+	jsize n = (*env)->GetArrayLength(env, ids), i;
+	jint id;
+	int64_t v;
+	jlong jv;
+	int st;
+	(void)cls;
+
+	for (i = 0; i < n; i++) {
+		(*env)->GetIntArrayRegion(env, ids, i, 1, &id);
+		if ((st = bg_filter_stat(BGJ_PTR(bg_filter, f), id, &v)) != BG_OK) {
+			bgj_throw(env, st, "a counter the library does not know (the binding's Stat table is newer)");
+			return;
+		}
+		jv = v;
+		(*env)->SetLongArrayRegion(env, out, i, 1, &jv);
+	}
+}

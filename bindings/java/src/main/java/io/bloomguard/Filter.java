@@ -133,6 +133,25 @@ public final class Filter implements AutoCloseable {
         }
     }
 
+    /** The handle's counters (in memory, no round trip): every {@link Stat}. */
+    public java.util.Map<Stat, Long> stats() {
+        Stat[] all = Stat.values();
+        int[] ids = new int[all.length];
+        for (int i = 0; i < all.length; i++)
+            ids[i] = all[i].code;
+        long[] v = new long[all.length];
+        long f = guard.enter();
+        try {
+            Native.filterStats(f, ids, v);
+        } finally {
+            guard.exit();
+        }
+        java.util.Map<Stat, Long> out = new java.util.EnumMap<>(Stat.class);
+        for (int i = 0; i < all.length; i++)
+            out.put(all[i], v[i]);
+        return out;
+    }
+
     /** false: certainly not added; true: added, or a false positive. */
     public boolean contains(byte[] item) {
         Items.item(item, "contains");
@@ -335,6 +354,13 @@ public final class Filter implements AutoCloseable {
 
     public boolean isClosed() {
         return guard.isClosed();
+    }
+
+    /** The raw handle, for the tests of this package only (they call Native with it directly). */
+    long guardForTests() {
+        long f = guard.enter();
+        guard.exit();
+        return f;
     }
 
     /** Idempotent; waits for the blocking calls running on the filter. Async operations in flight

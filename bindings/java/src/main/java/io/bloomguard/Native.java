@@ -55,6 +55,7 @@ final class Native {
     static native void policySetFallback(long policy, long fallback);
     static native void filterSetPolicy(long filter, long policy);
     static native byte[] filterQuery(long filter, byte[] item, int[] out);
+    static native void filterStats(long filter, int[] ids, long[] out);
 
     // bgjni_lock.c
     static native long lockOpen(long client, byte[] name);

@@ -56,6 +56,19 @@ class PolicyTest {
         }
     }
 
+    /** Every counter of stats.h is in Stat: the next number past each range is not a counter. */
+    @Test
+    void theStatTableIsComplete() {
+        try (Filter f = client.filter("pol:stats")) {
+            f.stats(); // every value of the table is known to the library
+            long fp = f.guardForTests();
+            for (int past : new int[] {29, 109}) {
+                assertThrows(BloomGuardException.class, () -> Native.filterStats(fp, new int[] {past}, new long[1]),
+                             "stats.h grew a counter " + past + ": add it to Stat");
+            }
+        }
+    }
+
     @Test
     void assumePresentWhenNotInitialized() {
         try (Filter f = client.filter("pol:assume")) {
@@ -90,6 +103,13 @@ class PolicyTest {
             assertArrayEquals(new boolean[] {true, false},
                               f.containsManyAsync(List.of("known", "x")).get(10, TimeUnit.SECONDS));
             assertEquals(6, calls.get());
+            var st = f.stats();
+            assertEquals(6L, st.get(Stat.CALLBACK_CALLS));
+            assertEquals(6L, st.get(Stat.ANSWERS_CALLBACK));
+            assertEquals(6L, st.get(Stat.QUERIES));
+            assertEquals(0L, st.get(Stat.ANSWERS_REDIS));
+            assertEquals(6L, st.get(Stat.FAIL_NOT_INITIALIZED));
+            assertEquals(Stat.values().length, st.size());
         }
     }
 
