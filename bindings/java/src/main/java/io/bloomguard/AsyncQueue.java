@@ -95,6 +95,10 @@ final class AsyncQueue {
 
     @SuppressWarnings("unchecked")
     <T> CompletableFuture<T> submit(long filter, int op, byte[] item, byte[][] items, long a, double b) {
+        if (lock.isHeldByCurrentThread())
+            throw new IllegalStateException("an async call from inside a policy fallback that the client's queue "
+                                            + "is running: the queue cannot take a submission in the middle of a "
+                                            + "poll; answer from your own data, or use a blocking call");
         Pending p = new Pending(this, op);
         lock.lock();
         try {

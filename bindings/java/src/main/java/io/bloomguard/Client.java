@@ -25,11 +25,39 @@ import java.util.List;
  */
 public final class Client implements AutoCloseable {
     private final Guard guard;
-    private AsyncQueue queue; // guarded by this
-    private AsyncQueue everQueue; // guarded by this: the queue, also after close (fallbacks' lifetime)
+    private final State state;
+    private final java.lang.ref.Cleaner.Cleanable cleanable;
+
+    /** What close() frees; also the Cleaner's action, so it holds nothing of the Client object. */
+    private static final class State implements Runnable {
+        final Guard guard;
+        AsyncQueue queue;     // guarded by this
+        AsyncQueue everQueue; // guarded by this: the queue, also after close (fallbacks' lifetime)
+
+        State(Guard guard) {
+            this.guard = guard;
+        }
+
+        @Override
+        public void run() {
+            long c = guard.close();
+            if (c == 0)
+                return;
+            AsyncQueue q;
+            synchronized (this) {
+                q = queue;
+                queue = null;
+            }
+            if (q != null)
+                q.close();
+            Native.clientClose(c);
+        }
+    }
 
     private Client(long ptr) {
         this.guard = new Guard(ptr, "the client is closed: open another with Client.open");
+        this.state = new State(guard);
+        this.cleanable = Guard.CLEANER.register(this, state);
     }
 
     /** A client with default options. @throws BloomGuardException.BadUrl for a malformed URL */
@@ -94,17 +122,8 @@ public final class Client implements AutoCloseable {
     /** Idempotent; waits for blocking calls running on the client itself (open, ping). */
     @Override
     public void close() {
-        long c = guard.close();
-        if (c == 0)
-            return;
-        AsyncQueue q;
-        synchronized (this) {
-            q = queue;
-            queue = null;
-        }
-        if (q != null)
-            q.close();
-        Native.clientClose(c);
+        guard.checkClosable();
+        cleanable.clean();
     }
 
     /** Frees a closed filter's policy fallbacks once no call can reach them (AsyncQueue.freeFallbacks). */
@@ -112,8 +131,8 @@ public final class Client implements AutoCloseable {
         if (fbs.isEmpty())
             return;
         AsyncQueue q;
-        synchronized (this) {
-            q = everQueue;
+        synchronized (state) {
+            q = state.everQueue;
         }
         if (q != null) {
             q.freeFallbacks(fbs);
@@ -125,14 +144,14 @@ public final class Client implements AutoCloseable {
 
     /** The client's submission queue, opened on first use. */
     AsyncQueue queue() {
-        synchronized (this) {
-            if (queue != null)
-                return queue;
+        synchronized (state) {
+            if (state.queue != null)
+                return state.queue;
             long c = guard.enter();
             try {
-                queue = new AsyncQueue(Native.queueOpen(c));
-                everQueue = queue;
-                return queue;
+                state.queue = new AsyncQueue(Native.queueOpen(c));
+                state.everQueue = state.queue;
+                return state.queue;
             } finally {
                 guard.exit();
             }

@@ -23,11 +23,40 @@ public final class Filter implements AutoCloseable {
     private final String name;
     private final Guard guard;
     private final List<Long> fallbacks = new ArrayList<>(); // guarded by itself: freed after close
+    private final java.lang.ref.Cleaner.Cleanable cleanable;
 
     Filter(Client client, String name, long ptr) {
         this.client = client;
         this.name = name;
         this.guard = new Guard(ptr, "the filter \"" + name + "\" is closed: open it again with client.filter(name)");
+        this.cleanable = Guard.CLEANER.register(this, new Closer(client, guard, fallbacks));
+    }
+
+    /** What close() does; also the Cleaner's action, so it holds nothing of the Filter object. */
+    private static final class Closer implements Runnable {
+        private final Client client;
+        private final Guard guard;
+        private final List<Long> fallbacks;
+
+        Closer(Client client, Guard guard, List<Long> fallbacks) {
+            this.client = client;
+            this.guard = guard;
+            this.fallbacks = fallbacks;
+        }
+
+        @Override
+        public void run() {
+            long f = guard.close();
+            if (f == 0)
+                return;
+            Native.filterClose(f);
+            List<Long> fbs;
+            synchronized (fallbacks) {
+                fbs = new ArrayList<>(fallbacks);
+                fallbacks.clear();
+            }
+            client.freeFallbacks(fbs);
+        }
     }
 
     public String name() {
@@ -367,16 +396,8 @@ public final class Filter implements AutoCloseable {
      *  complete as they would have (the C library keeps the filter until they do). */
     @Override
     public void close() {
-        long f = guard.close();
-        if (f == 0)
-            return;
-        Native.filterClose(f);
-        List<Long> fbs;
-        synchronized (fallbacks) {
-            fbs = new ArrayList<>(fallbacks);
-            fallbacks.clear();
-        }
-        client.freeFallbacks(fbs);
+        guard.checkClosable();
+        cleanable.clean();
     }
 
     @Override

@@ -1,5 +1,6 @@
 package io.bloomguard;
 
+import java.lang.ref.Cleaner;
 import java.util.concurrent.locks.ReentrantReadWriteLock;
 
 /**
@@ -8,6 +9,13 @@ import java.util.concurrent.locks.ReentrantReadWriteLock;
  * and every later call gets {@link BloomGuardException.Closed} instead of a freed pointer.
  */
 final class Guard {
+    /**
+     * Closes handles that became unreachable without close() (their native memory, a lock's
+     * holds, a client's connections): a safety net, not a substitute for close() - nothing says
+     * when the garbage collector finds them. The actions hold the guard, never the handle object.
+     */
+    static final Cleaner CLEANER = Cleaner.create();
+
     private final ReentrantReadWriteLock lock = new ReentrantReadWriteLock();
     private final String closedMessage;
     private long ptr;
@@ -44,11 +52,16 @@ final class Guard {
         }
     }
 
-    /** Waits for running calls, then hands the pointer over to be freed (0 when already closed). */
-    long close() {
+    /** Refuses a close from inside a call on the same handle (it would wait for itself). */
+    void checkClosable() {
         if (lock.getReadHoldCount() > 0)
             throw new IllegalStateException("close() called from inside a call on the same handle "
                                             + "(e.g. a rotation body): close it after the call returns");
+    }
+
+    /** Waits for running calls, then hands the pointer over to be freed (0 when already closed). */
+    long close() {
+        checkClosable();
         lock.writeLock().lock();
         try {
             long p = ptr;

@@ -40,9 +40,17 @@ public final class Lock implements AutoCloseable {
     private final Guard guard;
     private final String key;
 
+    private final java.lang.ref.Cleaner.Cleanable cleanable;
+
     Lock(long ptr) {
         this.key = new String(Native.lockKey(ptr), StandardCharsets.UTF_8);
         this.guard = new Guard(ptr, "the lock " + key + " is closed");
+        Guard g = guard; // the Cleaner's action holds the guard, never the Lock
+        this.cleanable = Guard.CLEANER.register(this, () -> {
+            long l = g.close();
+            if (l != 0)
+                Native.lockClose(l);
+        });
     }
 
     /** The lock's Redis key: NAME + ":lock". */
@@ -110,8 +118,7 @@ public final class Lock implements AutoCloseable {
     /** Releases every hold still held through this handle (any thread's) and frees it; idempotent. */
     @Override
     public void close() {
-        long l = guard.close();
-        if (l != 0)
-            Native.lockClose(l);
+        guard.checkClosable();
+        cleanable.clean();
     }
 }

@@ -135,6 +135,48 @@ class LockTest {
         }
     }
 
+    /** A lock handle dropped without close() is closed by the Cleaner: its hold is released. */
+    @Test
+    void anUnreachableHandleIsClosedByTheCleaner() throws Exception {
+        holdAndDrop("lk:dropped");
+        try (Lock l = client.lock("lk:dropped")) {
+            boolean got = false;
+            for (int i = 0; i < 3000 && !got; i++) { // a hang guard: the collector finds it within a few gc()
+                System.gc();
+                try {
+                    l.acquire(Mode.EXCLUSIVE, Duration.ZERO);
+                    got = true;
+                } catch (BloomGuardException.Locked e) {
+                    Thread.sleep(10);
+                }
+            }
+            assertTrue(got, "the dropped handle's hold was never released");
+            l.release();
+        }
+    }
+
+    /** Control: a handle still reachable keeps its hold through the same gc() calls. */
+    @Test
+    void aReachableHandleKeepsItsHold() throws Exception {
+        Lock kept = client.lock("lk:kept");
+        kept.acquire(Mode.EXCLUSIVE, Duration.ZERO);
+        try (Lock l = client.lock("lk:kept")) {
+            for (int i = 0; i < 20; i++) {
+                System.gc();
+                assertThrows(BloomGuardException.Locked.class, () -> l.acquire(Mode.EXCLUSIVE, Duration.ZERO));
+                Thread.sleep(10);
+            }
+        }
+        kept.release();
+        kept.close();
+    }
+
+    private static void holdAndDrop(String name) {
+        Lock l = client.lock(name);
+        l.acquire(Mode.EXCLUSIVE, Duration.ZERO);
+        // l becomes unreachable on return, still holding the lock (its lease renewed meanwhile)
+    }
+
     @Test
     void closedAndNulls() {
         Lock l = client.lock("lk:closed");

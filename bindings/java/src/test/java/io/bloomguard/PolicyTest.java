@@ -113,6 +113,28 @@ class PolicyTest {
         }
     }
 
+    /** A fallback run by the queue's thread that makes an async call is refused (it declines). */
+    @Test
+    void anAsyncCallFromAFallbackOnTheQueueThreadIsRefused() throws Exception {
+        AtomicInteger refused = new AtomicInteger();
+        try (Filter f = client.filter("pol:reenter"); Filter other = client.filter("pol:other")) {
+            other.init(100, 0.01);
+            f.setPolicy(Policy.builder().chain(Failure.NOT_INITIALIZED, Action.CALLBACK, Action.ASSUME_ABSENT)
+                            .fallback(items -> {
+                                try {
+                                    other.containsAsync("x");
+                                } catch (IllegalStateException e) {
+                                    refused.incrementAndGet();
+                                    throw e;
+                                }
+                                return new boolean[items.size()];
+                            }).build());
+            assertFalse(f.containsAsync("x").get(10, TimeUnit.SECONDS), "declined: assumed absent");
+            assertEquals(1, refused.get());
+            assertEquals(Source.REDIS, other.query("x").source(), "the queue and the other filter still work");
+        }
+    }
+
     @Test
     void aFallbackThatThrowsOrAnswersBadlyDeclines() throws Exception {
         try (Filter f = client.filter("pol:declines")) {
