@@ -33,6 +33,7 @@ public final class Client implements AutoCloseable {
         final Guard guard;
         AsyncQueue queue;     // guarded by this
         AsyncQueue everQueue; // guarded by this: the queue, also after close (fallbacks' lifetime)
+        Observer observer;    // guarded by this
 
         State(Guard guard) {
             this.guard = guard;
@@ -44,12 +45,19 @@ public final class Client implements AutoCloseable {
             if (c == 0)
                 return;
             AsyncQueue q;
+            Observer o;
             synchronized (this) {
                 q = queue;
                 queue = null;
+                o = observer;
+                observer = null;
             }
             if (q != null)
                 q.close();
+            if (o != null) {
+                Native.observerSet(c, 0); // its ring stays allocated: bgjni_observe.c says why
+                o.stop();
+            }
             Native.clientClose(c);
         }
     }
@@ -102,6 +110,41 @@ public final class Client implements AutoCloseable {
             return new Lock(Native.lockOpen(c, n));
         } finally {
             guard.exit();
+        }
+    }
+
+    /**
+     * Sets (null: removes) the listener of the client's events: breaker changes, degraded answers
+     * (sampled), rotations, connections lost, locks lost, cluster map changes and failovers. It
+     * runs on a daemon thread of its own, in order; a listener that throws misses nothing else.
+     */
+    public void setObserver(java.util.function.Consumer<Event> listener) {
+        Observer old;
+        long c = guard.enter();
+        try {
+            synchronized (state) {
+                old = state.observer;
+                if (listener == null) {
+                    Native.observerSet(c, 0);
+                    state.observer = null;
+                } else {
+                    // a new ring per listener: the old one may still get an event being delivered now
+                    Observer o = new Observer(Native.observerNew(), listener);
+                    Native.observerSet(c, o.ring());
+                    state.observer = o;
+                }
+            }
+        } finally {
+            guard.exit();
+        }
+        if (old != null)
+            old.stop(); // outside the locks: it waits for the old listener's last events
+    }
+
+    /** Events dropped since the observer was set because 256 were already waiting for its listener. */
+    public long droppedEvents() {
+        synchronized (state) {
+            return state.observer == null ? 0 : state.observer.dropped();
         }
     }
 

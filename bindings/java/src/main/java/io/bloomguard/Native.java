@@ -67,6 +67,13 @@ final class Native {
     static native boolean lockHeld(long lock, long[] out);
     static native byte[] lockKey(long lock);
 
+    // bgjni_observe.c
+    static native long observerNew();
+    static native void observerSet(long client, long observer);
+    static native int observerWait(long observer, int timeoutMs);
+    static native int observerDrain(long observer, int[] kinds, byte[][] names, long[] values, byte[][] messages,
+                                    long[] dropped);
+
     // bgjni_queue.c
     static native long queueOpen(long client);
     static native void queueClose(long queue);

@@ -92,7 +92,7 @@ class DocsTest {
 
     @Test
     void javaPage() throws Exception {
-        assertEquals(8, runPage("docs/java.md"), "every block of docs/java.md was found");
+        assertEquals(9, runPage("docs/java.md"), "every block of docs/java.md was found");
     }
 
     @Test
