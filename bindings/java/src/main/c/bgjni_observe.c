@@ -182,3 +182,50 @@ JNIEXPORT jint JNICALL Java_io_bloomguard_Native_observerDrain(JNIEnv *env, jcla
 	free(copy);
 	return (*env)->ExceptionCheck(env) ? -1 : (jint)n;
 }
+
+/*
+ * Every non-empty latency histogram of the filter handle: for the i-th, ops[i] and outcomes[i]
+ * (observe.h's names), counts[i] (BG_HIST_BUCKETS counts), sums[i] (seconds); bounds gets the
+ * buckets' upper bounds (seconds, the same for all). Returns how many (at most ops.length).
+ */
+JNIEXPORT jint JNICALL Java_io_bloomguard_Native_filterHistograms(JNIEnv *env, jclass cls, jlong fh,
+                                                                  jobjectArray ops, jobjectArray outcomes,
+                                                                  jobjectArray counts, jdoubleArray sums,
+                                                                  jdoubleArray bounds)
+{
+	const bg_filter *f = BGJ_PTR(bg_filter, fh);
+	double b[BG_HIST_BUCKETS - 1], sum;
+	uint64_t c[BG_HIST_BUCKETS], n;
+	jsize cap = (*env)->GetArrayLength(env, ops), k = 0;
+	int op, outcome, st;
+	(void)cls;
+
+	for (op = 1; op <= BG_OP_MAX && k < cap; op++) {
+		for (outcome = 0; outcome <= BG_OUTCOME_MAX && k < cap; outcome++) {
+			jstring so, su;
+			jlongArray lc;
+			if ((st = bg_filter_histogram(f, op, outcome, b, c, BG_HIST_BUCKETS, &n, &sum)) != BG_OK) {
+				bgj_throw(env, st, "bg_filter_histogram refused a histogram it lists");
+				return -1;
+			}
+			if (n == 0)
+				continue;
+			if ((so = (*env)->NewStringUTF(env, bg_op_name(op))) == NULL ||            /* ASCII */
+			    (su = (*env)->NewStringUTF(env, bg_outcome_name(outcome))) == NULL ||
+			    (lc = (*env)->NewLongArray(env, BG_HIST_BUCKETS)) == NULL)
+				return -1;
+			(*env)->SetLongArrayRegion(env, lc, 0, BG_HIST_BUCKETS, (const jlong *)c);
+			(*env)->SetObjectArrayElement(env, ops, k, so);
+			(*env)->SetObjectArrayElement(env, outcomes, k, su);
+			(*env)->SetObjectArrayElement(env, counts, k, lc);
+			(*env)->SetDoubleArrayRegion(env, sums, k, 1, &sum);
+			(*env)->DeleteLocalRef(env, so);
+			(*env)->DeleteLocalRef(env, su);
+			(*env)->DeleteLocalRef(env, lc);
+			k++;
+		}
+	}
+	if (bg_filter_histogram(f, BG_OP_CONTAINS, BG_OUTCOME_OK, b, NULL, BG_HIST_BUCKETS, NULL, NULL) == BG_OK)
+		(*env)->SetDoubleArrayRegion(env, bounds, 0, BG_HIST_BUCKETS - 1, b);
+	return k;
+}

@@ -181,6 +181,28 @@ public final class Filter implements AutoCloseable {
         return out;
     }
 
+    /**
+     * The handle's latency histograms (in memory), one per operation and outcome that recorded
+     * any: the time from a call's (or submit's) start to its answer.
+     */
+    public List<Histogram> histograms() {
+        int cap = 256; // room beyond BG_OP_MAX x (BG_OUTCOME_MAX + 1) = 121: the C side stops at the array's size
+        String[] ops = new String[cap], outcomes = new String[cap];
+        long[][] counts = new long[cap][];
+        double[] sums = new double[cap], bounds = new double[28];
+        int n;
+        long f = guard.enter();
+        try {
+            n = Native.filterHistograms(f, ops, outcomes, counts, sums, bounds);
+        } finally {
+            guard.exit();
+        }
+        List<Histogram> out = new ArrayList<>(n);
+        for (int i = 0; i < n; i++)
+            out.add(new Histogram(ops[i], outcomes[i], bounds.clone(), counts[i], sums[i]));
+        return out;
+    }
+
     /** false: certainly not added; true: added, or a false positive. */
     public boolean contains(byte[] item) {
         Items.item(item, "contains");

@@ -74,6 +74,9 @@ final class Native {
     static native int observerDrain(long observer, int[] kinds, byte[][] names, long[] values, byte[][] messages,
                                     long[] dropped);
 
+    static native int filterHistograms(long filter, String[] ops, String[] outcomes, long[][] counts, double[] sums,
+                                       double[] bounds);
+
     // bgjni_queue.c
     static native long queueOpen(long client);
     static native void queueClose(long queue);

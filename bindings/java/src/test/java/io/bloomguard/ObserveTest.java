@@ -110,6 +110,30 @@ class ObserveTest {
     }
 
     @Test
+    void histogramsCountEachOperationAndOutcome() throws Exception {
+        try (Client c = Client.open(redis.url()); Filter f = c.filter("obs:hist"); Filter none = c.filter("obs:nohist")) {
+            assertEquals(java.util.List.of(), f.histograms(), "nothing recorded yet");
+            f.init(1000, 0.01);
+            for (int i = 0; i < 5; i++)
+                f.contains("x" + i);
+            f.add("y");
+            assertThrows(BloomGuardException.NotInitialized.class, () -> none.contains("x"));
+            java.util.Map<String, Histogram> h = new java.util.HashMap<>();
+            for (Histogram x : f.histograms())
+                h.put(x.operation() + "/" + x.outcome(), x);
+            assertEquals(5, h.get("contains/ok").count());
+            assertEquals(1, h.get("add/ok").count());
+            Histogram x = h.get("contains/ok");
+            assertEquals(29, x.counts().length);
+            assertEquals(28, x.upperBounds().length);
+            assertEquals(1e-6, x.upperBounds()[0], 1e-12);
+            assertTrue(x.sumSeconds() > 0);
+            assertEquals(1, none.histograms().stream().filter(y -> y.outcome().equals("not_initialized"))
+                                .mapToLong(Histogram::count).sum());
+        }
+    }
+
+    @Test
     void aThrowingListenerMissesNothingElse() throws Exception {
         LinkedBlockingQueue<Event> events = new LinkedBlockingQueue<>();
         try (Client c = Client.open(redis.url()); Filter f = c.filter("obs:throws")) {
