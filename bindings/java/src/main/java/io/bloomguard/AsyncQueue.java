@@ -112,6 +112,9 @@ final class AsyncQueue {
             } catch (RuntimeException e) { // refused (bad input): no completion will follow
                 pending.remove(tag);
                 p.future.completeExceptionally(e);
+            } catch (Error e) { // out of memory copying the items: nothing was submitted
+                pending.remove(tag);
+                throw e;
             }
             if (poller == null) {
                 poller = new Thread(this::run, "bloomguard-queue-poller");
