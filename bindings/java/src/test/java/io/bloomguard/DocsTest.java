@@ -81,13 +81,20 @@ class DocsTest {
 
     static int runPage(String page) throws Exception {
         Path dir = Files.createTempDirectory("bg-java-snippets-");
-        List<Block> bs = blocks(page);
-        for (Block b : bs)
-            run(b, dir);
+        try {
+            List<Block> bs = blocks(page);
+            for (Block b : bs)
+                run(b, dir);
+            return bs.size();
+        } finally {
+            remove(dir);
+        }
+    }
+
+    static void remove(Path dir) {
         for (File f : dir.toFile().listFiles())
             f.delete();
         dir.toFile().delete();
-        return bs.size();
     }
 
     @Test
@@ -104,6 +111,14 @@ class DocsTest {
     @Test
     void brokenBlocksFail() throws Exception {
         Path dir = Files.createTempDirectory("bg-java-snippets-");
+        try {
+            plantedBlocksFail(dir);
+        } finally {
+            remove(dir);
+        }
+    }
+
+    private static void plantedBlocksFail(Path dir) {
         assertThrows(AssertionError.class, () -> run(new Block("planted", 1,
             "public class Broken { public static void main(String[] a) { io.bloomguard.Client.nope(); } }"), dir));
         var e = assertThrows(java.lang.reflect.InvocationTargetException.class, () -> run(new Block("planted", 2,
