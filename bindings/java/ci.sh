@@ -46,7 +46,13 @@ fi
 # The native: only the JNI entry points are exported (the C library, hiredis and OpenSSL stay
 # inside), and with static OpenSSL no libssl/libcrypto is needed at run time.
 so=target/classes/native/linux-x86_64/libbloomguard_jni.so
-extra=$(nm -D --defined-only "$so" | awk '{print $3}' | grep -v -e '^Java_io_bloomguard_' -e '^JNI_OnLoad$' || true)
+not_jni() { grep -v -e '^Java_io_bloomguard_' -e '^JNI_OnLoad$' || true; }
+# the control: a planted library symbol among JNI ones must be named
+[ "$(printf 'JNI_OnLoad\nJava_io_bloomguard_Native_version\nbg_version\n' | not_jni)" = bg_version ] || {
+  echo "java ci: the export check's control was not caught: the check is broken" >&2
+  exit 1
+}
+extra=$(nm -D --defined-only "$so" | awk '{print $3}' | not_jni)
 if [ -n "$extra" ]; then
   echo "java ci: $so exports more than the JNI entry points:" >&2
   echo "$extra" >&2
