@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: C tests (plain, ASan+UBSan, TSan: all with hiredis >= 1.0, the vendored one
 # on Debian 12), the CLI, the C tests against Debian's hiredis 0.14, the Python and Go bindings (and
-# the Python wheel in a fresh virtualenv), a newcomer's installs from scratch (scripts/newcomer-check.sh),
+# the Python wheel in a fresh virtualenv), the Java binding (bindings/java/ci.sh), a newcomer's installs from scratch (scripts/newcomer-check.sh),
 # the examples (examples/run.sh), the documentation (every code block run: tests/docs/run_snippets.py;
 # scripts/docs.sh), and live interop with Redisson.
 # Every part starts its own redis-server on a free loopback port.
@@ -111,6 +111,9 @@ python3 scripts/notices.py go   # the module's LICENSE and NOTICE, and its C cop
 
 step "Go on each Linux: linux/arm64 cross-built (its tests under qemu-user), musl static (its tests), amd64 (scripts/go-cross.sh)"
 bash scripts/go-cross.sh
+
+step "Java binding (JNI): the C library with static OpenSSL, the jar with its native, the JUnit suite (Redisson in the same JVM)"
+JOBS=$JOBS bash bindings/java/ci.sh
 
 step "Newcomer check: pip install, python -m build, a Go module outside the tree - fresh, no caches"
 bash scripts/newcomer-check.sh
