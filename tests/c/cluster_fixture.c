@@ -196,13 +196,15 @@ static int node_spawn(bgt_cluster *c, int i) {
   snprintf(conf, sizeof conf, "%s/nodes.conf", dir);
   snprintf(log, sizeof log, "%s/log", dir);
   snprintf(port, sizeof port, "%d", c->node[i].port);
+  char timeout[16];
+  snprintf(timeout, sizeof timeout, "%d", c->node_timeout_ms ? c->node_timeout_ms : 2000);
   if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
     fprintf(stderr, "cluster fixture: mkdir %s: %s\n", dir, strerror(errno));
     return -1;
   }
   char *argv[] = {(char *)bgt_server_bin(), "--port", port, "--bind", "127.0.0.1",
                   "--cluster-enabled", "yes", "--cluster-config-file", conf,
-                  "--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0",
+                  "--cluster-node-timeout", timeout, "--repl-diskless-sync-delay", "0",
                   "--save", "", "--appendonly", "no", "--dir", dir, "--logfile", log,
                   "--daemonize", "no", NULL};
   return bgt_spawn(argv, "/dev/null", &c->node[i].pid);
@@ -560,11 +562,14 @@ static int try_start(bgt_cluster *c, unsigned *seed) {
   return 0;
 }
 
-void bgt_cluster_start(bgt_cluster *c) {
+void bgt_cluster_start(bgt_cluster *c) { bgt_cluster_start_with(c, 2000); }
+
+void bgt_cluster_start_with(bgt_cluster *c, int node_timeout_ms) {
   unsigned seed = (unsigned)getpid() ^ (unsigned)bgt_now_ms() ^ (unsigned)time(NULL);
   bgt_ignore_sigpipe();
   memset(c, 0, sizeof *c);
   c->n = BGT_CLUSTER_NODES;
+  c->node_timeout_ms = node_timeout_ms;
   bgt_scratch_dir(c->dir, sizeof c->dir, "bgt-cluster");
   for (int attempt = 0; attempt < 5; attempt++) {
     if (try_start(c, &seed) == 0) {

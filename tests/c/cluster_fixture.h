@@ -44,11 +44,16 @@ typedef struct bgt_cluster {
    * the shard's replicas first, and answers NOREPLICAS (having done nothing) when one has not
    * acknowledged it within 2 s; SETSLOT is sent again, a reshard that stopped on it goes on */
   int noreplicas;
+  int node_timeout_ms;                  /* cluster-node-timeout: 2000 (failover tests), or as started */
 } bgt_cluster;
 
 /* Starts the nodes, creates the cluster and waits until it is ok and agreed (~2.5 s).
  * Exits the test binary with status 2 and a message if it cannot. */
 void bgt_cluster_start(bgt_cluster *c);
+/* The same with another cluster-node-timeout: a test that kills no node takes a long one, so a
+ * node starved of CPU for a few seconds on a loaded machine is not failed over (which loses the
+ * writes its replica had not received yet, as Redis Cluster does). */
+void bgt_cluster_start_with(bgt_cluster *c, int node_timeout_ms);
 /* Stops every node by its pid (SIGTERM, then SIGKILL) and removes the directory. Idempotent. */
 void bgt_cluster_stop(bgt_cluster *c);
 /* Re-reads ids, roles and masters from CLUSTER NODES of a live node. */
