@@ -6,7 +6,7 @@
 #   bloomguard-V-cp39-abi3-musllinux_1_2_x86_64.whl        musl >= 1.2 (Alpine), x86-64
 #   bloomguard-V-cp39-abi3-musllinux_1_2_aarch64.whl       musl >= 1.2 (Alpine), arm64
 #   bloomguard-src-V.tar.gz                                the C library (git archive of HEAD)
-#   bloomguard-go-V.tar.gz                                 the Go module (bindings/go at HEAD)
+#   bloomguard-go-V.tar.gz                                 the Go modules (bindings/go at HEAD)
 #   SHA256SUMS                                             of every file above
 #
 #   bash scripts/release.sh [--only ITEMS] [--jobs N]
@@ -296,17 +296,10 @@ src_archive() {
 }
 
 go_archive() {
-  # the module's directory as its module zip holds it: bindings/go without the otel module, which
-  # is a module of its own (its own go.mod)
+  # bindings/go as the repository holds it: the module and its otel module (a module of its own)
   log "Go module source: git archive HEAD:bindings/go"
   head_note "bloomguard-go-$VERSION.tar.gz"
-  local excl=() d
-  while read -r d; do
-    [ "$d" = go.mod ] && continue
-    excl+=(":(exclude)$(dirname "$d")")
-  done < <(git ls-tree -r --name-only HEAD:bindings/go | grep '/go\.mod$\|^go\.mod$')
-  git archive --format=tar.gz --prefix="bloomguard-go-$VERSION/" -o "$DIST/bloomguard-go-$VERSION.tar.gz" \
-    HEAD:bindings/go -- . "${excl[@]}"
+  git archive --format=tar.gz --prefix="bloomguard-go-$VERSION/" -o "$DIST/bloomguard-go-$VERSION.tar.gz" HEAD:bindings/go
   local check
   check=$(mktemp -d)
   tar -xzf "$DIST/bloomguard-go-$VERSION.tar.gz" -C "$check"
