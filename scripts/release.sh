@@ -227,7 +227,11 @@ wheel_build() {
   whl=$(ls "$raw"/bloomguard-*.whl)
   case $PLAT in
     manylinux*)
-      auditwheel repair --plat "$PLAT" -w "$fixed" "$whl" >"$TDIR/auditwheel.log" 2>&1 \
+      # --plat accepts the build machine's CPU only: for another, auto (the oldest policy the wheel
+      # meets), which must then be PLAT (the name check below)
+      local plat=$PLAT
+      [ "$ARCH" = "$(uname -m)" ] || plat=auto
+      auditwheel repair --plat "$plat" -w "$fixed" "$whl" >"$TDIR/auditwheel.log" 2>&1 \
         || { cat "$TDIR/auditwheel.log" >&2; exit 1; } ;;
     musllinux*)
       # zig's musl links record NEEDED libc.so (the name of the development symlink); musl's
