@@ -246,6 +246,7 @@ wheel_build() {
           patchelf --replace-needed libc.so "libc.musl-$ARCH.so.1" "$f"
         fi
       done
+      rm -rf "$TDIR/wheel-packed" && mkdir -p "$TDIR/wheel-packed"
       "$TOOLS/bin/python" -m wheel pack -d "$TDIR/wheel-packed" "$unpack"/* >/dev/null
       rm -rf "$unpack"
       "$TOOLS/bin/python" -m wheel tags --remove --platform-tag "$PLAT" "$TDIR"/wheel-packed/bloomguard-*.whl >/dev/null
