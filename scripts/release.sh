@@ -266,6 +266,13 @@ wheel_build() {
     cat "$TDIR/auditwheel-show.log" >&2
     exit 1
   fi
+  # the check's negative control: the build Python's _ssl module (it needs libssl) must fail it
+  local ssl_so
+  ssl_so=$(python3 -c 'import _ssl; print(_ssl.__file__)' 2>/dev/null || true)
+  if [ -f "$ssl_so" ] && check_needed "$ssl_so" 2>/dev/null; then
+    echo "release.sh: the DT_NEEDED check let $ssl_so pass: it is broken" >&2
+    exit 1
+  fi
   local check=$TDIR/wheel-check
   rm -rf "$check" && mkdir -p "$check"
   (cd "$check" && "$TOOLS/bin/python" -m zipfile -e "$whl" .)
