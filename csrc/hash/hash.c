@@ -9,6 +9,9 @@
 
 #include <stdatomic.h>
 #include <string.h>
+#ifdef BGI_HH_X86
+#include <cpuid.h>
+#endif
 
 typedef void (*bgi_hh_fn)(const void *data, size_t len, uint64_t out[2]);
 
@@ -29,13 +32,29 @@ static const bgi_hh_impl impls[] = {
 
 static _Atomic(const bgi_hh_impl *) current;
 
+#ifdef BGI_HH_X86
+/* CPUID read here rather than through __builtin_cpu_supports: that needs the compiler runtime's
+ * CPU model, which zig's (the release wheels' compiler, scripts/release.sh) never fills in, so every
+ * target but the portable one looked unsupported. */
+static int x86_has(int want_avx2) {
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+  if (!want_avx2) return (c >> 19) & 1; /* SSE4.1 */
+  /* AVX2 also needs the OS to save the YMM state: OSXSAVE and AVX, then XCR0's SSE and AVX bits */
+  if (!((c >> 27) & 1) || !((c >> 28) & 1)) return 0;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  (void)xcr0_hi;
+  if ((xcr0_lo & 6u) != 6u) return 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return 0;
+  return (b >> 5) & 1; /* AVX2 */
+}
+#endif
+
 static int cpu_has(const bgi_hh_impl *impl) {
 #ifdef BGI_HH_X86
-  /* Needed when we run before libgcc's own constructor (e.g. from another constructor). */
-  __builtin_cpu_init();
-  /* libgcc also checks that the OS saves the YMM state (XGETBV) before reporting avx2. */
-  if (impl->fn == bgi_hh128_avx2) return __builtin_cpu_supports("avx2");
-  if (impl->fn == bgi_hh128_sse41) return __builtin_cpu_supports("sse4.1");
+  if (impl->fn == bgi_hh128_avx2) return x86_has(1);
+  if (impl->fn == bgi_hh128_sse41) return x86_has(0);
 #endif
   (void)impl;
   return 1;

@@ -6,7 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/random.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common_clock.h"
@@ -17,7 +17,14 @@ void bgi_random_bytes(void *buf, size_t n) {
   unsigned char *p = buf;
   size_t got = 0;
   while (got < n) {
-    ssize_t r = getrandom(p + got, n - got, 0);
+    /* getrandom(2) through syscall(2): glibc wraps it only from 2.25 on, and the Python wheels
+     * are linked against glibc 2.17 (manylinux2014); a kernel older than 3.17 says ENOSYS and
+     * the fallback below takes over */
+#ifdef SYS_getrandom
+    long r = syscall(SYS_getrandom, p + got, n - got, 0);
+#else
+    long r = -1;
+#endif
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) break;
     got += (size_t)r;
