@@ -32,8 +32,10 @@ done
 # The tests run under emulation: the vectors, the filter API, every status's exception, rotations
 # (swap and locked), the submission queue, TLS (the statically linked arm64 OpenSSL verifying the
 # test CA). Left out: the Redisson interop (its Netty start-up takes minutes under qemu), the
-# cluster (18 processes), timing-bound tests of the policy and observer.
-AARCH64_TESTS=${BG_JAVA_AARCH64_TESTS:-VectorsTest,FilterTest,ErrorsTest,RotationTest,AsyncTest,TlsTest}
+# cluster (18 processes), timing-bound tests of the policy and observer, and the close racing
+# in-flight futures (under emulation the close may come after every answer, and the test then
+# rightly says it raced nothing).
+AARCH64_TESTS=${BG_JAVA_AARCH64_TESTS:-VectorsTest,FilterTest,ErrorsTest,RotationTest,AsyncTest,TlsTest,!AsyncTest#closingTheClientFailsWhatIsInFlight}
 
 say "arm64 root: libc6, OpenSSL, OpenJDK 17 (arm64 .debs, once)"
 # shellcheck source=scripts/lib/arm64-root.sh
@@ -72,12 +74,19 @@ rm -f bindings/java/target/surefire-reports/TEST-*.xml
 JOBS=$JOBS bash bindings/java/ci.sh -Pcross-aarch64 -Dbloomguard.build.aarch64="$XBUILD" -Djvm="$JVM/bin/java" \
   -Dtest="$AARCH64_TESTS" -Dsurefire.failIfNoSpecifiedTests=true "$@"
 
-# the tests ran in the arm64 JVM: Surefire records the forked JVM's properties
+# the tests ran in the arm64 JVM: Surefire records the forked JVM's properties. The control: the
+# record of an x86-64 JVM must fail the same check.
+arch_ok() { grep -q 'name="os.arch" value="aarch64"' "$1"; }
+printf '<property name="os.arch" value="amd64"/>\n' >"$WORK/control-report.xml"
+if arch_ok "$WORK/control-report.xml"; then
+  echo "$0: the os.arch check's control passed: the check is broken" >&2
+  exit 1
+fi
 reports=(bindings/java/target/surefire-reports/TEST-*.xml)
 for r in "${reports[@]}"; do
-  grep -q 'name="os.arch" value="aarch64"' "$r" || { echo "$0: $r was not run by an aarch64 JVM" >&2; exit 1; }
+  arch_ok "$r" || { echo "$0: $r was not run by an aarch64 JVM" >&2; exit 1; }
 done
-[ ${#reports[@]} -eq "$(echo "$AARCH64_TESTS" | tr ',' '\n' | wc -l)" ] ||
+[ ${#reports[@]} -eq "$(echo "$AARCH64_TESTS" | tr ',' '\n' | grep -vc '^!')" ] ||
   { echo "$0: ${#reports[@]} test classes reported, not those of $AARCH64_TESTS" >&2; exit 1; }
 
 so=bindings/java/target/classes/native/linux-aarch64/libbloomguard_jni.so
