@@ -13,7 +13,7 @@
 # The arm64 runtime (libc6, libssl3, libssl-dev .debs of this machine's own Debian release) is
 # fetched once with `apt-get download` under an apt configuration of its own (APT::Architecture
 # arm64, its own lists; the system's dpkg is not touched) and unpacked with `dpkg -x` into
-# build/go-cross/arm64-root, which is qemu's -L root. BG_GO_CROSS_DIR moves build/go-cross.
+# build/go-cross/arm64-root, which is qemu's -L root (scripts/lib/arm64-root.sh). BG_GO_CROSS_DIR moves build/go-cross.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOP=$PWD
@@ -40,25 +40,10 @@ file -b "$WORK/service-amd64" | grep -q 'x86-64' || { echo "not an x86-64 progra
 
 # ---- 2. linux/arm64 --------------------------------------------------------------------------------
 ROOT=$WORK/arm64-root
-if [ ! -e "$ROOT/.complete" ]; then
-  say "arm64 runtime: libc6, libssl3, libssl-dev (arm64) from this machine's Debian sources"
-  APTD=$WORK/apt-arm64
-  rm -rf "$APTD" "$ROOT"
-  mkdir -p "$APTD/lists/partial" "$APTD/cache/archives/partial" "$APTD/debs" "$ROOT"
-  : >"$APTD/status"
-  cat >"$APTD/apt.conf" <<EOF
-APT::Architecture "arm64";
-APT::Architectures { "arm64"; };
-APT::Sandbox::User "root";
-Dir::State::Lists "$APTD/lists";
-Dir::State::status "$APTD/status";
-Dir::Cache "$APTD/cache";
-EOF
-  APT_CONFIG=$APTD/apt.conf apt-get update -qq
-  (cd "$APTD/debs" && APT_CONFIG=$APTD/apt.conf apt-get download -qq libc6:arm64 libssl3:arm64 libssl-dev:arm64)
-  for deb in "$APTD"/debs/*.deb; do dpkg -x "$deb" "$ROOT"; done
-  touch "$ROOT/.complete"
-fi
+say "arm64 runtime: libc6, libssl3, libssl-dev (arm64) from this machine's Debian sources (once)"
+# shellcheck source=scripts/lib/arm64-root.sh
+. scripts/lib/arm64-root.sh
+arm64_root "$ROOT" libc6 libssl3 libssl-dev
 ARM_LIB=$ROOT/usr/lib/aarch64-linux-gnu
 arm64_env=(GOOS=linux GOARCH=arm64 CC=aarch64-linux-gnu-gcc
            "CGO_CFLAGS=-I$ROOT/usr/include -I$ROOT/usr/include/aarch64-linux-gnu"

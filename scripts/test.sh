@@ -2,8 +2,8 @@
 # The whole test suite: C tests (plain, ASan+UBSan, TSan: all with hiredis >= 1.0, the vendored one
 # on Debian 12), the CLI, the C tests against Debian's hiredis 0.14, the release's x86_64 manylinux
 # wheel (scripts/release.sh) with the Python suite on it (and in a fresh virtualenv), the Go binding
-# (and its cross builds), the Java binding (bindings/java/ci.sh), a newcomer's installs from scratch
-# (scripts/newcomer-check.sh),
+# (and its cross builds), the Java binding (bindings/java/ci.sh; its aarch64 native under qemu-user:
+# bindings/java/cross-aarch64.sh), a newcomer's installs from scratch (scripts/newcomer-check.sh),
 # the examples (examples/run.sh), the documentation (every code block run: tests/docs/run_snippets.py;
 # scripts/docs.sh), and live interop with Redisson.
 # Every part starts its own redis-server on a free loopback port.
@@ -122,6 +122,9 @@ bash scripts/go-cross.sh
 step "Java binding (JNI): the C library with static OpenSSL, the jar with its native, the JUnit suite (Redisson in the same JVM)"
 JOBS=$JOBS bash bindings/java/ci.sh
 
+step "Java jar's linux-aarch64 native: cross-built with static arm64 OpenSSL, 6 test classes in an arm64 OpenJDK 17 under qemu-user (bindings/java/cross-aarch64.sh)"
+JOBS=$JOBS bash bindings/java/cross-aarch64.sh
+
 step "Newcomer check: pip install, python -m build, a Go module outside the tree - fresh, no caches"
 bash scripts/newcomer-check.sh
 
@@ -141,7 +144,7 @@ if [ "${BG_SKIP_INTEROP:-0}" != 1 ]; then
 fi
 
 if [ "${BG_SKIP_RACE:-0}" != 1 ]; then
-  step "Cross-language race suite: rotators, readers and adders in C, Python, Go (+ Redisson readers)"
+  step "Cross-language race suite: rotators, readers and adders in C, Python, Go (+ Java readers: Redisson, and bloomguard's binding)"
   BG_RACE_BUILD=$TOP/build bash tests/race/run.sh
 fi
 

@@ -64,13 +64,16 @@ if [ "$STATIC" = 1 ] && readelf -d "$so" | grep -q 'NEEDED.*lib\(ssl\|crypto\)';
 fi
 # The notices: bloomguard's and those of what the native links in, byte for byte. The control: a
 # path the jar does not hold must fail the same comparison.
-jar=$(ls target/bloomguard-*.jar | grep -v sources)
+# The same in the sources jar and the javadoc jar (maven-source-plugin, maven-javadoc-plugin).
+jar=$(ls target/bloomguard-*.jar | grep -v -e '-sources\.jar$' -e '-javadoc\.jar$')
 notice() { unzip -p "$jar" "META-INF/licenses/$1" 2>/dev/null | cmp -s - "$TOP/$2"; }
-for f in LICENSE NOTICE third_party/hiredis/COPYING third_party/highwayhash/LICENSE third_party/openssl/LICENSE.txt; do
-  notice "$f" "$f" || { echo "java ci: $jar lacks META-INF/licenses/$f (or it differs from the repository's)" >&2; exit 1; }
+for j in "$jar" "${jar%.jar}-sources.jar" "${jar%.jar}-javadoc.jar"; do
+  for f in LICENSE NOTICE third_party/hiredis/COPYING third_party/highwayhash/LICENSE third_party/openssl/LICENSE.txt; do
+    jar=$j notice "$f" "$f" || { echo "java ci: $j lacks META-INF/licenses/$f (or it differs from the repository's)" >&2; exit 1; }
+  done
 done
 if notice no-such-notice LICENSE; then
   echo "java ci: the notice check's control passed: the check is broken" >&2
   exit 1
 fi
-echo "java: jar $(ls target/bloomguard-*.jar | grep -v sources) ($(du -k "$so" | cut -f1) KB native, exports only the JNI entry points)"
+echo "java: jar $jar ($(du -k "$so" | cut -f1) KB native, exports only the JNI entry points), its -sources and -javadoc jars, the notices in each"

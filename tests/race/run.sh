@@ -13,8 +13,8 @@
 #                     bindings/python/ci.sh makes it; created and installed here if missing)
 #   BG_RACE_REINSTALL=1  reinstall the binding there first (it embeds the C library: after a C
 #                     change, unless bindings/python/ci.sh ran since)
-#   BG_SKIP_INTEROP=1 no Java (Redisson) reader, so no Maven and no JDK needed
-#   BG_RACE_LANGS     the languages to run (default c,c1,python,pyaio,go,java)
+#   BG_SKIP_INTEROP=1 no Java readers (Redisson, jbg), so no Maven and no JDK needed
+#   BG_RACE_LANGS     the languages to run (default c,c1,python,pyaio,go,java,jbg)
 # Exits with pytest's status; "no tests collected" (5) is a failure like any other non-zero one.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -63,7 +63,7 @@ export BG_RACE_GO_WORKER=$BUILD/race/race_worker_go
 # Java (Redisson) reader: compiled, and its classpath written by the dependency plugin
 if [ "${BG_SKIP_INTEROP:-0}" = 1 ]; then
   export BG_RACE_LANGS=${BG_RACE_LANGS:-c,c1,python,pyaio,go}
-  say "BG_SKIP_INTEROP=1: no Redisson reader"
+  say "BG_SKIP_INTEROP=1: no Java readers (Redisson, jbg)"
 else
   mvn_build() {
     (cd tests/race/java && mvn -B -q -ntp -Dstyle.color=never "$@" compile dependency:build-classpath </dev/null)
@@ -74,7 +74,20 @@ else
     mvn_build
   fi
   export BG_RACE_JAVA_CP="$TOP/tests/race/java/target/classes:$(cat tests/race/java/target/classpath.txt)"
+
+  # jbg, the reader through bloomguard's Java binding: the binding's jar as bindings/java/ci.sh
+  # builds it (its C library in build-java, then Maven's package with the native; tests skipped),
+  # then one javac of tests/race/jbg against that jar
+  jar_build() { JOBS=2 bash bindings/java/ci.sh -q -DskipTests "$@" </dev/null >"$BUILD/race/jbg-jar.log" 2>&1; }
+  mkdir -p "$BUILD/race/jbg"
+  if ! jar_build -o; then
+    say "offline build of the Java binding failed; retrying online"
+    jar_build || { cat "$BUILD/race/jbg-jar.log" >&2; exit 1; }
+  fi
+  jar=$(ls bindings/java/target/bloomguard-*.jar | grep -v -e '-sources\.jar$' -e '-javadoc\.jar$')
+  javac --release 17 -cp "$jar" -d "$BUILD/race/jbg" tests/race/jbg/*.java
+  export BG_RACE_JBG_CP="$BUILD/race/jbg:$TOP/$jar"
 fi
 
-say "workers built; running the suite (${BG_RACE_LANGS:-c,c1,python,pyaio,go,java})"
+say "workers built; running the suite (${BG_RACE_LANGS:-c,c1,python,pyaio,go,java,jbg})"
 "$VENV/bin/python" -m pytest -p no:cacheprovider -q tests/race "$@"

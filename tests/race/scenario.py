@@ -27,7 +27,7 @@ from workers import WRITERS, fault_command
 
 #: pauses between two operations, in microseconds: enough readers' traffic to land inside every
 #: rotation, without starving the rotators on a 2-core machine shared with builds
-QUERY_PAUSE_US = {"c": 500, "c1": 500, "cfault": 500, "go": 500, "python": 0, "pyaio": 0, "java": 500}
+QUERY_PAUSE_US = {"c": 500, "c1": 500, "cfault": 500, "go": 500, "python": 0, "pyaio": 0, "java": 500, "jbg": 500}
 ADD_PAUSE_US = 5000
 ADD_CAP = 3000
 #: caps for a worker that never sees the stop file, and for waiting on workers
@@ -158,8 +158,10 @@ class Outcome:
 
 def race_languages(scenario: Scenario, langs: List[str]) -> List[str]:
     """The languages whose workers run: Redisson cannot read a partitioned filter (its contains
-    answers false, as for any name without its config), nor a native one, so no Java reader there."""
-    return [lang for lang in langs if not ((scenario.partitions or scenario.native) and lang == "java")]
+    answers false, as for any name without its config), nor a native one, so no Java reader there;
+    nor does bloomguard's Java binding (no partitioned or native filters), so no jbg reader."""
+    return [lang for lang in langs
+            if not ((scenario.partitions or scenario.native) and lang in ("java", "jbg"))]
 
 
 class Race:

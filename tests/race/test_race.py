@@ -1,6 +1,7 @@
 """The cross-language rotate-vs-query race (tests/race/README.md).
 
-Readers in C, Python, Go and Java (Redisson), and adders in C, Python and Go, run against one
+Readers in C, Python, Go, Java (Redisson) and Java through bloomguard's binding ("jbg": blocking
+and async queries), and adders in C, Python and Go, run against one
 redis-server while rotators in C, Python and Go take turns rotating the same filter. One more C
 reader, "c1", is the same worker built against hiredis 1.x: its queries read the bits alone under
 tracking (README, "Queries and tracking"), and it must have done so.
@@ -44,7 +45,7 @@ PARTITIONS = 32
 #: without an error (False: readers and adders only).
 ROTATE_PARTITIONED = True
 RESIZE = [20000, 30000]   # alternating: every other rotation changes size and k under the readers
-BLOOMGUARD_READERS = ("c", "c1", "python", "pyaio", "go")
+BLOOMGUARD_READERS = ("c", "c1", "python", "pyaio", "go", "jbg")
 #: A library defect the cluster scenarios find (reported, not fixed here: csrc/ is not this
 #: suite's to change). The delta merge of a rotation's drain and commit scripts (LRANGE, then
 #: LTRIM that deletes the list once consumed, then LRANGE again) touches a key it deleted
@@ -133,6 +134,10 @@ def every_worker_worked(o: Outcome, langs: List[str]) -> None:
             assert readers[lang].get("can_track"), \
                 "the %s reader did not report that it can track (can_track: %r)" % (lang, readers[lang].get("can_track"))
             assert readers[lang].get("tracked", 0) > 0, "the %s reader never read the bits alone" % lang
+    if "jbg" in langs:  # the jar's native embeds the vendored hiredis (>= 1.0): it tracks
+        assert readers["jbg"].get("tracked", 0) > 0, "the jbg reader never read the bits alone"
+        # its third thread's futures on the submission queue: the async path was exercised
+        assert readers["jbg"].get("async_queries", 0) > 0, "the jbg reader made no async query"
 
 
 def migrations_reached_the_workers(o: Outcome) -> None:

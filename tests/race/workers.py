@@ -11,8 +11,11 @@ with defaults for a build in the usual places:
                      scenarios' negative control (tests/race/c/fault.h), not a language of its own
   BG_RACE_GO_WORKER  build/race/race_worker_go            (tests/race/go)
   BG_RACE_JAVA_CP    tests/race/java/target/classes + target/classpath.txt (tests/race/java)
+  BG_RACE_JBG_CP     build/race/jbg (RaceWorkerBg, tests/race/jbg) + the binding's jar
+                     (bindings/java/target/bloomguard-*.jar): "jbg", a reader through bloomguard's
+                     Java binding
   Python             this interpreter, tests/race/workers/race_worker.py (bloomguard installed)
-  BG_RACE_LANGS      the languages to run, default c,python,go,java
+  BG_RACE_LANGS      the languages to run, default c,c1,python,pyaio,go,java,jbg
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ ROOT = HERE.parents[1]
 #: Languages that rotate and add (the Redisson worker only reads: Redisson knows nothing of a
 #: rotation, and its add() would bypass the delta a swap rotation merges).
 WRITERS = ("c", "python", "go")
-ALL = ("c", "c1", "python", "pyaio", "go", "java")
+ALL = ("c", "c1", "python", "pyaio", "go", "java", "jbg")
 
 
 def languages() -> List[str]:
@@ -51,6 +54,20 @@ def _java_command() -> List[str]:
             "io.bloomguard.race.RaceWorker"]
 
 
+def _jbg_command() -> List[str]:
+    cp = os.environ.get("BG_RACE_JBG_CP")
+    if not cp:
+        classes = ROOT / "build" / "race" / "jbg"
+        jars = sorted(p for p in (ROOT / "bindings" / "java" / "target").glob("bloomguard-*.jar")
+                      if not p.name.endswith(("-sources.jar", "-javadoc.jar")))
+        if not (classes / "io" / "bloomguard" / "race" / "RaceWorkerBg.class").is_file() or not jars:
+            raise RuntimeError("the jbg worker is not built: %s or the binding's jar missing "
+                               "(bash tests/race/run.sh builds them)" % classes)
+        cp = "%s:%s" % (classes, jars[-1])
+    return ["java", "-Xmx128m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", cp,
+            "io.bloomguard.race.RaceWorkerBg"]
+
+
 def commands(langs: List[str]) -> Dict[str, List[str]]:
     """language -> the command that starts its worker (arguments follow). Raises RuntimeError
     naming what is missing: a requested language without its worker fails the suite."""
@@ -62,6 +79,8 @@ def commands(langs: List[str]) -> Dict[str, List[str]]:
             out[lang] = [sys.executable, str(HERE / "workers" / "race_worker.py"), "--aio"]
         elif lang == "java":
             out[lang] = _java_command()
+        elif lang == "jbg":
+            out[lang] = _jbg_command()
         else:
             env = {"c": "BG_RACE_C_WORKER", "c1": "BG_RACE_C1_WORKER", "go": "BG_RACE_GO_WORKER"}[lang]
             default = {"c": ROOT / "build" / "race" / "bg_race_worker",

@@ -207,7 +207,7 @@ public final class Client implements AutoCloseable {
 
         // BG_OPT_* values (options.h)
         private static final int CONNECT_TIMEOUT_MS = 1, COMMAND_TIMEOUT_MS = 2, POOL_SIZE = 3,
-            WRITE_LOCK_WAIT_MS = 6, TLS_VERIFY = 11, CONNECT_AT_OPEN = 15, USERNAME = 101, PASSWORD = 102, CLIENT_NAME = 103,
+            CONFIG_RETRIES = 5, WRITE_LOCK_WAIT_MS = 6, TLS_VERIFY = 11, CONNECT_AT_OPEN = 15, USERNAME = 101, PASSWORD = 102, CLIENT_NAME = 103,
             TLS_CA_FILE = 106, TLS_CERT_FILE = 108, TLS_KEY_FILE = 109, TLS_SERVER_NAME = 110;
 
         private final List<Integer> keys = new ArrayList<>();
@@ -323,6 +323,13 @@ public final class Client implements AutoCloseable {
              *  before failing with {@link BloomGuardException.Locked} (default 100 ms). */
             public Builder writeLockWait(Duration d) {
                 return set(WRITE_LOCK_WAIT_MS, millis(d, "writeLockWait"), "writeLockWait (ms)");
+            }
+
+            /** How often a call whose filter's config changed under it (a rotation to other (n, p)
+             *  committed meanwhile) is sent again with the new config before it fails with
+             *  {@link BloomGuardException.ConfigChanged} (default 5). */
+            public Builder configRetries(int retries) {
+                return set(CONFIG_RETRIES, retries, "configRetries");
             }
 
             /** true: {@link Client#open} reaches the server, so a wrong address or password fails there. */

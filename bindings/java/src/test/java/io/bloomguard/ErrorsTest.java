@@ -73,6 +73,13 @@ class ErrorsTest {
         var o = Client.Options.builder().poolSize(0).build();
         var e = assertThrows(IllegalArgumentException.class, () -> Client.open(redis.url(), o));
         assertTrue(e.getMessage().startsWith("poolSize is 0: it must be within 1.."), e.getMessage());
+        var r = Client.Options.builder().configRetries(101).build();
+        e = assertThrows(IllegalArgumentException.class, () -> Client.open(redis.url(), r));
+        assertEquals("configRetries is 101: it must be within 0..100", e.getMessage());
+        // in range: the client opens and works with it
+        try (Client c = Client.open(redis.url(), Client.Options.builder().configRetries(20).build())) {
+            c.ping();
+        }
     }
 
     @Test
