@@ -16,6 +16,7 @@
 #include "bloomguard/errors.h"
 #include "common/clock.h"
 #include "common/cond.h"
+#include "common/sock.h"
 #include "common/wait.h"
 
 struct bgi_resolve {
@@ -77,11 +78,7 @@ static void finish(bgi_resolve *r) {
   atomic_store(&r->done, 1);
   pthread_cond_broadcast(&r->cv);
   pthread_mutex_unlock(&r->mu);
-  if (r->fd >= 0) {
-    uint64_t one = 1;
-    ssize_t ignored = write(r->fd, &one, sizeof one);
-    (void)ignored;
-  }
+  if (r->fd >= 0) bgi_wake_fd_write(r->fd);   /* its reader may have closed its end: no SIGPIPE */
 }
 
 static void *resolve_thread(void *p) {
