@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>   /* FreeBSD: in6_addr */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
