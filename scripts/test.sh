@@ -112,6 +112,9 @@ python3 scripts/notices.py go   # the module's LICENSE and NOTICE, and its C cop
 step "Go on each Linux: linux/arm64 cross-built (its tests under qemu-user), musl static (its tests), amd64 (scripts/go-cross.sh)"
 bash scripts/go-cross.sh
 
+step "macOS (arm64, x86_64) and FreeBSD: the C library, the command and the Go binding cross-built and linked with zig cc, TLS off; not run (scripts/cross-platforms.sh)"
+bash scripts/cross-platforms.sh
+
 step "Newcomer check: pip install, python -m build, a Go module outside the tree - fresh, no caches"
 bash scripts/newcomer-check.sh
 

@@ -15,7 +15,11 @@
 
 #include "common/platform.h"
 
-#if defined(MSG_NOSIGNAL)
+#if defined(__APPLE__) && defined(SO_NOSIGPIPE)
+/* newer SDKs define MSG_NOSIGNAL too, but the kernels of the macOS versions the build targets (11
+ * on) are not known to honour it: SO_NOSIGPIPE, which every macOS has */
+#define BGI_MSG_NOSIGNAL 0
+#elif defined(MSG_NOSIGNAL)
 #define BGI_MSG_NOSIGNAL MSG_NOSIGNAL
 #elif defined(SO_NOSIGPIPE)
 #define BGI_MSG_NOSIGNAL 0   /* SO_NOSIGPIPE on the socket (bgi_sock_nosigpipe) */
