@@ -152,7 +152,7 @@ void bgi_queue_timer_cancel(bg_queue *q, bgi_timer *t);
 /*
  * fork (common/fork.h): a child's first use of a queue opened before the fork (poll, a submit,
  * close) first lets go of what it inherited. The poller's fds (an epoll instance, eventfd and
- * timerfd; a kqueue and a pipe; a pipe) are the parent's too (a socket added to that epoll, or a
+ * timerfd; a kqueue and a socket pair; the poll backend's wake) are the parent's too (a socket added to that epoll, or a
  * count read off that eventfd, would be taken from the parent): fresh ones are made and put on the
  * same numbers (bgi_poller_after_fork), so bg_queue_fd keeps its
  * number (a loop that polls it by number goes on; one that registered it in an epoll of its own
