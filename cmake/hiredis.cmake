@@ -10,6 +10,7 @@
 # A vendored hiredis is compiled with hidden visibility and linked into libbloomguard.so and
 # libbloomguard.a: neither exports any of its symbols, so nothing downstream needs a hiredis package.
 
+option(BG_TLS "Build the vendored hiredis's TLS part (needs OpenSSL); OFF: no TLS, OpenSSL not looked for (cross builds)" ON)
 option(BG_OPENSSL_STATIC "Link OpenSSL statically (libssl.a, libcrypto.a) into the vendored hiredis's TLS part" OFF)
 set(BG_HIREDIS auto CACHE STRING "hiredis: auto (system >= 1.0, else vendored), system, vendored")
 set_property(CACHE BG_HIREDIS PROPERTY STRINGS auto system vendored)
@@ -84,7 +85,9 @@ else()
 
   # BG_OPENSSL_STATIC: libssl.a/libcrypto.a instead of the shared libraries (the Python wheel and its
   # bloomguard command: they must run on systems with another OpenSSL, or none)
-  if(BG_OPENSSL_STATIC)
+  if(NOT BG_TLS)
+    set(OPENSSL_FOUND FALSE)   # BG_TLS=OFF: not even the host's OpenSSL (a cross build would take it)
+  elseif(BG_OPENSSL_STATIC)
     set(OPENSSL_USE_STATIC_LIBS TRUE)
     find_package(OpenSSL 1.1 REQUIRED COMPONENTS SSL Crypto)
   else()
@@ -100,6 +103,8 @@ else()
     add_library(bg_hiredis_ssl STATIC $<TARGET_OBJECTS:bg_hiredis_ssl_objects>)
     target_link_libraries(bg_hiredis_ssl INTERFACE bg_hiredis OpenSSL::SSL OpenSSL::Crypto)
     add_library(PkgConfig::HIREDIS_SSL ALIAS bg_hiredis_ssl)
+  elseif(NOT BG_TLS)
+    message(STATUS "hiredis: BG_TLS=OFF: building the vendored hiredis without its TLS part")
   else()
     message(WARNING "hiredis: OpenSSL development files not found (Debian: apt-get install libssl-dev): "
                     "building the vendored hiredis without its TLS part")

@@ -125,6 +125,9 @@ JOBS=$JOBS bash bindings/java/ci.sh
 step "Java jar's linux-aarch64 native: cross-built with static arm64 OpenSSL, 6 test classes in an arm64 OpenJDK 17 under qemu-user (bindings/java/cross-aarch64.sh)"
 JOBS=$JOBS bash bindings/java/cross-aarch64.sh
 
+step "macOS (arm64, x86_64) and FreeBSD: the C library, the command and the Go binding cross-built and linked with zig cc, TLS off; not run (scripts/cross-platforms.sh)"
+bash scripts/cross-platforms.sh
+
 step "Newcomer check: pip install, python -m build, a Go module outside the tree - fresh, no caches"
 bash scripts/newcomer-check.sh
 

@@ -188,7 +188,7 @@ func (c *testCluster) spawn(i int) error {
 		"--cluster-node-timeout", "2000", "--repl-diskless-sync-delay", "0", "--save", "",
 		"--appendonly", "no", "--dir", d, "--logfile", filepath.Join(d, "log"), "--daemonize", "no")
 	// the node must not outlive the test binary if it dies without running the cleanup
-	n.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	n.cmd.SysProcAttr = diesWithTest()
 	if err := n.cmd.Start(); err != nil {
 		n.cmd = nil
 		return err
@@ -232,7 +232,7 @@ func (c *testCluster) runCLI(limit time.Duration, args ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.cli, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = diesWithTest()
 	out, err := cmd.CombinedOutput() // stdin is /dev/null
 	if err != nil {
 		if len(out) > 1500 {

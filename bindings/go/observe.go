@@ -222,9 +222,30 @@ func detachObserver(p *C.bg_client, id uintptr) {
 	sinks.Delete(id)
 }
 
-func startEvents() {
+// eventsPipe makes a non-blocking, close-on-exec pipe on every platform (pipe2 is not on macOS):
+// under syscall.ForkLock, as the os package does there, so that no fork sees it before it is
+// close-on-exec.
+func eventsPipe() ([2]int, error) {
 	var fds [2]int
-	if err := syscall.Pipe2(fds[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+	syscall.ForkLock.RLock()
+	defer syscall.ForkLock.RUnlock()
+	if err := syscall.Pipe(fds[:]); err != nil {
+		return fds, err
+	}
+	for _, fd := range fds {
+		syscall.CloseOnExec(fd)
+		if err := syscall.SetNonblock(fd, true); err != nil {
+			syscall.Close(fds[0])
+			syscall.Close(fds[1])
+			return fds, err
+		}
+	}
+	return fds, nil
+}
+
+func startEvents() {
+	fds, err := eventsPipe()
+	if err != nil {
 		eventsErr = fmt.Errorf("bloomguard: cannot make the events pipe: %w", err)
 		return
 	}

@@ -97,7 +97,7 @@ func startRedis() (*redisServer, error) {
 			"--save", "", "--appendonly", "no", "--dir", dir, "--logfile", "redis.log",
 			"--enable-debug-command", "local")
 		// the server must not outlive the test binary if it dies without running the cleanup
-		s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		s.cmd.SysProcAttr = diesWithTest()
 		if err := s.cmd.Start(); err != nil {
 			os.RemoveAll(dir)
 			return nil, err

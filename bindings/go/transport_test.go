@@ -40,7 +40,7 @@ func startRedisOn(port int, extra ...string) (*redisServer, error) {
 	args := append([]string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", dir, "--logfile", "redis.log", "--enable-debug-command", "local"}, extra...)
 	s.cmd = exec.Command(path, args...)
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	s.cmd.SysProcAttr = diesWithTest()
 	if err := s.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, err

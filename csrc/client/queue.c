@@ -2,10 +2,12 @@
  * The submission queue's engine (queue.h): the slab of operations, the runner that moves their
  * tasks forward, timers, cancels, completions and the one fd the host watches.
  *
- * The fd is an epoll instance of the queue's own. It holds an eventfd (made readable when
- * completions or writes wait that the host has not polled for yet, and by bg_queue_cancel), a
- * timerfd armed for the earliest timer, and the sockets of the queue's connections; epoll fds
- * are themselves pollable, so the host sees one fd, readable whenever any of them is.
+ * The fd is the poller's (client/poller.h): an epoll instance (Linux) or a kqueue (macOS, the
+ * BSDs) of the queue's own, holding the wake (made to fire when completions or writes wait that the
+ * host has not polled for yet, by bg_queue_cancel, and by a name resolver that is done), a timer
+ * armed for the earliest timer, and the sockets of the queue's connections; both kinds are
+ * pollable, so the host sees one fd, readable whenever any of them is. With the poll backend the fd
+ * is the wake alone, and the host polls the queue with a timeout.
  */
 #include "client/queue.h"
 
@@ -15,16 +17,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <fcntl.h>
-#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/call.h"
 #include "common/clock.h"
 #include "common/fork.h"
+#include "common/sock.h"
 #include "common/wait.h"
 
 #define POLL_EVENTS 64
@@ -33,30 +32,16 @@
 
 /* ---- the fd --------------------------------------------------------------------------------- */
 
-/* Makes the fd readable (until the next poll reads the eventfd): async-signal-safe. */
-static void signal_fd(bg_queue *q) {
-  uint64_t one = 1;
-  ssize_t ignored = write(q->evfd, &one, sizeof one);
-  (void)ignored;
-}
+/* Makes the fd readable (until the next poll drains the wake): async-signal-safe. */
+static void signal_fd(bg_queue *q) { bgi_poller_wake(&q->poller); }
 
-static void drain_fd(int fd) {
-  uint64_t v;
-  ssize_t ignored = read(fd, &v, sizeof v);
-  (void)ignored;
-}
-
-/* Arms the timerfd for the earliest timer when that is earlier than what it is armed for: a later
+/* Arms the timer for the earliest timer when that is earlier than what it is armed for: a later
  * one is re-armed by the poll its early wake causes (one system call per earlier timer, not one
  * per change of the earliest, which moves with nearly every reply). */
 static void sync_timerfd(bg_queue *q) {
   uint64_t next = bgi_timers_next(&q->timers);
-  if (next >= q->tfd_due) return;
-  struct itimerspec its;
-  memset(&its, 0, sizeof its);
-  if (next != UINT64_MAX) its.it_value = bgi_timespec(next ? next : 1);
-  timerfd_settime(q->tfd, TFD_TIMER_ABSTIME, &its, NULL);
-  q->tfd_due = next;
+  if (next >= q->poller.timer_due) return;
+  bgi_poller_arm(&q->poller, next);
 }
 
 /* ---- the slab ------------------------------------------------------------------------------- */
@@ -291,7 +276,7 @@ void bgi_queue_timer_cancel(bg_queue *q, bgi_timer *t) { bgi_timers_cancel(&q->t
 typedef struct bgi_qdisc {
   atomic_int refs;     /* the thread's, and the queue's until it took the outcome or closed */
   bg_client *client;   /* a reference */
-  int fd;              /* a duplicate of the queue's eventfd (the queue's own may be closed first) */
+  int fd;              /* a duplicate of the queue's wake fd (the queue's own may be closed first) */
   atomic_int done;
   int status;
   bgi_err err;
@@ -326,9 +311,7 @@ static void *discover_thread(void *p) {
    * operation's deadline ends its own wait */
   d->status = bgi_client_discover(d->client, 0, &d->err);
   atomic_store(&d->done, 1);
-  uint64_t one = 1;
-  ssize_t ignored = write(d->fd, &one, sizeof one);
-  (void)ignored;
+  bgi_wake_fd_write(d->fd);   /* the queue may be closed: no SIGPIPE */
   disc_unref(d);
   return NULL;
 }
@@ -339,7 +322,7 @@ static int start_discovery(bg_queue *q, bgi_err *err) {
   atomic_fetch_add(&discoveries_live, 1);
   atomic_init(&d->refs, 2);
   atomic_init(&d->done, 0);
-  d->fd = fcntl(q->evfd, F_DUPFD_CLOEXEC, 0);
+  d->fd = fcntl(bgi_poller_wake_fd(&q->poller), F_DUPFD_CLOEXEC, 0);
   bgi_client_ref(q->client);
   d->client = q->client;
   pthread_attr_t attr;
@@ -468,19 +451,9 @@ static void on_timer(bg_queue *q, bgi_timer *t) {
 }
 
 /* One pass: the I/O that is ready, cancels, due timers, then the writes everything queued. */
-static void run_once(bg_queue *q, const struct epoll_event *ev, int nev) {
-  for (int i = 0; i < nev; i++) {
-    void *p = ev[i].data.ptr;
-    if (p == &q->evfd) {
-      drain_fd(q->evfd);
-      q->signalled = 0;
-    } else if (p == &q->tfd) {
-      drain_fd(q->tfd);
-      q->tfd_due = UINT64_MAX;
-    } else {
-      bgi_pipes_event(q->pipes, p, ev[i].events);
-    }
-  }
+static void run_once(bg_queue *q, const bgi_pevent *ev, int nev, unsigned flags) {
+  if (flags & BGI_POLLER_WOKEN) q->signalled = 0;
+  for (int i = 0; i < nev; i++) bgi_pipes_event(q->pipes, ev[i].tag, ev[i].events);
   if (q->disc && atomic_load(&q->disc->done)) discovery_ended(q);
   bgi_pipes_resolved(q->pipes);
   if (atomic_exchange(&q->cancel_asked, 0)) for_each_live(q, cancel_if_asked);
@@ -508,34 +481,13 @@ static void queue_free(bg_queue *q) {
     }
     free(chunk);
   }
-  if (q->epfd >= 0) close(q->epfd);
-  if (q->evfd >= 0) close(q->evfd);
-  if (q->tfd >= 0) close(q->tfd);
+  bgi_poller_close(&q->poller);
   bgi_errslot_destroy(&q->err);
   if (q->client) bgi_client_unref(q->client);
   free(q);
 }
 
-static int watch(bg_queue *q, int fd, void *tag, bgi_err *err) {
-  struct epoll_event ev = {.events = EPOLLIN, .data.ptr = tag};
-  if (epoll_ctl(q->epfd, EPOLL_CTL_ADD, fd, &ev) != 0)
-    return bgi_err_set(err, BG_ENOMEM, "cannot watch the queue's own fds: %s", strerror(errno));
-  return BG_OK;
-}
-
 /* ---- fork (queue.h) ----------------------------------------------------------------------------- */
-
-/* A fresh fd (made just now, or -1) takes the number of an inherited one; without one, the
- * inherited one is closed all the same: the child must not use the parent's instance. */
-static int take_number(int inherited, int fresh) {
-  if (fresh >= 0 && dup3(fresh, inherited, O_CLOEXEC) >= 0) {
-    close(fresh);
-    return inherited;
-  }
-  if (fresh >= 0) close(fresh);
-  close(inherited);
-  return -1;
-}
 
 static void end_forked(bg_queue *q, bgi_qop *op) {
   interrupt(q, op, BG_ECANCELED, "the process forked while it was in flight: it is the parent process's, which "
@@ -544,13 +496,7 @@ static void end_forked(bg_queue *q, bgi_qop *op) {
 
 void bgi_queue_after_fork(bg_queue *q) {
   q->fork_gen = bgi_fork_gen_note();
-  if (q->epfd >= 0) q->epfd = take_number(q->epfd, epoll_create1(EPOLL_CLOEXEC));
-  if (q->evfd >= 0) q->evfd = take_number(q->evfd, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (q->tfd >= 0) q->tfd = take_number(q->tfd, timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
-  bgi_err ignored = {0};
-  if (q->epfd >= 0 && q->evfd >= 0) (void)watch(q, q->evfd, &q->evfd, &ignored);
-  if (q->epfd >= 0 && q->tfd >= 0) (void)watch(q, q->tfd, &q->tfd, &ignored);
-  q->tfd_due = UINT64_MAX;
+  bgi_poller_after_fork(&q->poller);
   q->signalled = 0;
   /* before any operation is resumed: no inherited socket is left to write to or watch */
   bgi_pipes_fork_detach(q->pipes);
@@ -579,16 +525,8 @@ static int open_queue(bg_queue **out, bg_client *c, bgi_err *err) {
   bgi_errslot_init(&q->err);
   bgi_timers_init(&q->timers);
   q->fork_gen = bgi_fork_gen_note();
-  q->tfd_due = UINT64_MAX;
   q->call_scan.kind = BGI_QTIMER_CALL_SCAN;
-  q->epfd = epoll_create1(EPOLL_CLOEXEC);
-  q->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  q->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-  int st = BG_OK;
-  if (q->epfd < 0 || q->evfd < 0 || q->tfd < 0)
-    st = bgi_err_set(err, BG_ENOMEM, "cannot make the queue's fds: %s", strerror(errno));
-  if (st == BG_OK) st = watch(q, q->evfd, &q->evfd, err);
-  if (st == BG_OK) st = watch(q, q->tfd, &q->tfd, err);
+  int st = bgi_poller_open(&q->poller, BGI_POLLER_DEFAULT, err);
   if (st == BG_OK) {
     bgi_client_ref(c);
     q->client = c;
@@ -619,12 +557,12 @@ static void abort_op(bg_queue *q, bgi_qop *op) { interrupt(q, op, BG_ECANCELED, 
 
 BG_API void bg_queue_close(bg_queue *q) {
   if (!q) return;
-  bgi_queue_fork_check(q);   /* a child closes its own fds, not the parent's epoll's entries */
+  bgi_queue_fork_check(q);   /* a child closes its own fds, not the parent's poller's entries */
   for_each_live(q, abort_op);
   queue_free(q);
 }
 
-BG_API int bg_queue_fd(const bg_queue *q) { return q ? q->epfd : -1; }
+BG_API int bg_queue_fd(const bg_queue *q) { return q ? q->poller.fd : -1; }
 
 BG_API const char *bg_queue_errmsg(const bg_queue *q) {
   return q ? bgi_errslot_view((bgi_errslot *)&q->err) : "queue handle is NULL";
@@ -673,7 +611,8 @@ BG_API int bg_queue_running(const bg_queue *q, uint64_t *tag) {
 }
 
 BG_API int bg_queue_poll(bg_queue *q, int64_t timeout_ms, bg_completion **out, size_t max, size_t *n) {
-  struct epoll_event ev[POLL_EVENTS];
+  bgi_pevent ev[POLL_EVENTS];
+  unsigned flags;
   if (!q) return BG_EINVAL;
   if (!n || (max && !out) || timeout_ms < -1)
     return bgi_errslot_set(&q->err, BG_EINVAL, "bg_queue_poll: n must not be NULL, out must not be NULL when max > 0, "
@@ -687,8 +626,8 @@ BG_API int bg_queue_poll(bg_queue *q, int64_t timeout_ms, bg_completion **out, s
     bgi_queue_op_discard(q, op);
   }
   uint64_t until = timeout_ms > 0 ? bgi_deadline_in_ms(timeout_ms) : 0;
-  int nev = epoll_wait(q->epfd, ev, POLL_EVENTS, 0);
-  run_once(q, ev, nev > 0 ? nev : 0);
+  int nev = bgi_poller_wait(&q->poller, ev, POLL_EVENTS, 0, &flags);
+  run_once(q, ev, nev > 0 ? nev : 0, flags);
   while (!q->done_head && timeout_ms != 0) {
     uint64_t now = bgi_now_ns();
     if (until && now >= until) break;
@@ -698,9 +637,9 @@ BG_API int bg_queue_poll(bg_queue *q, int64_t timeout_ms, bg_completion **out, s
       int64_t t = bgi_ms_until(next, now);
       if (wait < 0 || t < wait) wait = t;
     }
-    nev = epoll_wait(q->epfd, ev, POLL_EVENTS, wait > INT32_MAX ? INT32_MAX : (int)wait);
+    nev = bgi_poller_wait(&q->poller, ev, POLL_EVENTS, wait > INT32_MAX ? INT32_MAX : (int)wait, &flags);
     if (nev < 0 && errno != EINTR) break;
-    run_once(q, ev, nev > 0 ? nev : 0);
+    run_once(q, ev, nev > 0 ? nev : 0, flags);
   }
   while (q->done_head && *n < max) {
     bgi_qop *op = q->done_head;

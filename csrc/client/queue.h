@@ -24,6 +24,7 @@
 
 #include "bloomguard/queue.h"
 #include "client/client.h"
+#include "client/poller.h"
 #include "common/timers.h"
 
 /* Room for the submitting layer's record of an operation (checked there at compile time). */
@@ -102,8 +103,7 @@ struct bgi_qop {
 struct bg_queue {
   bg_client *client;
   uint64_t fork_gen;             /* the process's fork generation its fds were made in (bgi_queue_fork_check) */
-  int epfd, evfd, tfd;
-  uint64_t tfd_due;              /* what the timerfd is armed for; UINT64_MAX: not armed */
+  bgi_poller poller;             /* the fd the host watches, the wake, the timer (client/poller.h) */
   _Atomic(bgi_qop *) chunks[BGI_QOP_MAX_CHUNKS];
   atomic_size_t nchunks;
   bgi_qop *free;
@@ -111,7 +111,7 @@ struct bg_queue {
   bgi_qop *handed;                  /* handed out by the last poll: freed by the next */
   size_t nlive, ncalls;             /* operations in flight; of them, with a bg_call */
   atomic_int cancel_asked;          /* a cancel came since the last scan */
-  int signalled;                    /* the eventfd holds a count not yet read */
+  int signalled;                    /* the wake fired and was not drained yet */
   bgi_timers timers;
   bgi_timer call_scan;              /* while operations with a bg_call are in flight: look at their
                                        cancel flags every BGI_WAIT_SLICE_MS */
@@ -150,9 +150,10 @@ void bgi_queue_timer_cancel(bg_queue *q, bgi_timer *t);
 
 /*
  * fork (common/fork.h): a child's first use of a queue opened before the fork (poll, a submit,
- * close) first lets go of what it inherited. The epoll instance, eventfd and timerfd are the
- * parent's too (a socket added to that epoll, or a count read off that eventfd, would be taken
- * from the parent): fresh ones are made and dup3'd onto the same numbers, so bg_queue_fd keeps its
+ * close) first lets go of what it inherited. The poller's fds (an epoll instance, eventfd and
+ * timerfd; a kqueue and a socket pair; the poll backend's wake) are the parent's too (a socket added to that epoll, or a
+ * count read off that eventfd, would be taken from the parent): fresh ones are made and put on the
+ * same numbers (bgi_poller_after_fork), so bg_queue_fd keeps its
  * number (a loop that polls it by number goes on; one that registered it in an epoll of its own
  * before the fork watches the parent's instance still, and must register it again). Every
  * operation in flight is the parent's (it sent the request and reads the answer): in the child it
@@ -173,7 +174,7 @@ bgi_transport *bgi_pipes_transport(bgi_pipes *p);
 /* Gives the transfer's workspace to its connection, which reads and drops the replies still due
  * (a deadline or a cancel ended the wait): x->kept is set. */
 void bgi_pipes_abandon(bgi_pipes *p, bgi_xfer *x);
-/* One epoll event of a connection (its data.ptr and events): the I/O it allows. */
+/* One event of a connection (its tag and BGI_PEV_* events, client/poller.h): the I/O it allows. */
 void bgi_pipes_event(bgi_pipes *p, void *ptr, uint32_t events);
 /* The queue was woken: connections whose host name was being resolved go on if it now is. */
 void bgi_pipes_resolved(bgi_pipes *p);

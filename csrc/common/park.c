@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "common/cond.h"
+#include "common/platform.h"
 
 #ifdef __linux__
 #include <linux/futex.h>

@@ -1,7 +1,8 @@
 /*
- * Internal: random ids - a rotation's lease token, a lock handle's UUID. Drawn from getrandom(2);
- * without an entropy source (an old kernel, a seccomp filter) from the clock, the pid, the
- * address of the buffer and a process-wide counter, which still keeps the ids of live handles
+ * Internal: random ids - a rotation's lease token, a lock handle's UUID. Drawn from getrandom(2) on
+ * Linux, arc4random_buf(3) on macOS and the BSDs (which cannot fail); on Linux without an entropy
+ * source (an old kernel, a seccomp filter) from the clock, the pid, the address of the buffer and a
+ * process-wide counter, which still keeps the ids of live handles
  * apart - what they are for; none of them is a secret.
  */
 #ifndef BG_INTERNAL_RANDOM_H

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/observe.h"
+#include "common/sock.h"
 #include "common/wait.h"
 #include "redis/resolve.h"
 
@@ -58,7 +59,7 @@ ssize_t bgi_conn_send_some(bgi_conn *c, const char *p, size_t n, bgi_err *err) {
     bgi_conn_mark_lost(c, err->status);
     return -1;
   }
-  do k = send(c->ctx->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+  do k = send(c->ctx->fd, p, n, BGI_MSG_NOSIGNAL | MSG_DONTWAIT);
   while (k < 0 && errno == EINTR);
   if (k >= 0) return k;
   if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -269,6 +270,7 @@ static int start_connect(bgi_conn *c, const bgi_endpoint *ep, const char *host, 
   else c->ctx = redisConnectNonBlock(host, ep->url.port);
   if (!c->ctx) return bgi_err_set(err, BG_ENOMEM, "out of memory creating a connection");
   if (c->ctx->err) return bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", label(ep), c->ctx->errstr);
+  bgi_sock_nosigpipe(c->ctx->fd);   /* macOS: before any write (common/sock.h) */
   return BG_OK;
 }
 

@@ -11,9 +11,9 @@
  * every read of a round trip share the round trip's, so a server that trickles its reply (or
  * stalls half-way) costs no more than the deadline, where a socket timeout would restart with each
  * byte. Every byte bloomguard writes goes through bgi_conn_send_some (plain: send(2) with
- * MSG_NOSIGNAL; TLS: the SSL object's own such socket, redis/tls.h): a write to a connection the
- * server has closed is BG_ECONN, never SIGPIPE, and the process's signal dispositions and the
- * threads' masks are left alone. hiredis parses replies (its reader) and makes the connect; it
+ * MSG_NOSIGNAL, or on a socket with SO_NOSIGPIPE on macOS: common/sock.h; TLS: the SSL object's
+ * own such socket, redis/tls.h): a write to a connection the server has closed is BG_ECONN, never
+ * SIGPIPE, and the process's signal dispositions and the threads' masks are left alone. hiredis parses replies (its reader) and makes the connect; it
  * writes nothing.
  */
 #ifndef BG_INTERNAL_CONN_H

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>   /* FreeBSD: in6_addr */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "bloomguard/errors.h"
 #include "common/clock.h"
 #include "common/cond.h"
+#include "common/sock.h"
 #include "common/wait.h"
 
 struct bgi_resolve {
@@ -77,11 +79,7 @@ static void finish(bgi_resolve *r) {
   atomic_store(&r->done, 1);
   pthread_cond_broadcast(&r->cv);
   pthread_mutex_unlock(&r->mu);
-  if (r->fd >= 0) {
-    uint64_t one = 1;
-    ssize_t ignored = write(r->fd, &one, sizeof one);
-    (void)ignored;
-  }
+  if (r->fd >= 0) bgi_wake_fd_write(r->fd);   /* its reader may have closed its end: no SIGPIPE */
 }
 
 static void *resolve_thread(void *p) {

@@ -11,7 +11,9 @@
  *
  * Who waits how: a blocking connect waits with bgi_resolve_wait (cancellable, up to its deadline);
  * the submission queue gives a descriptor the thread writes an 8-byte count to when it is done
- * (the queue's eventfd: its loop wakes, then asks bgi_resolve_done).
+ * (the queue's wake fd, client/poller.h: an eventfd or a socket pair; its loop wakes, then asks
+ * bgi_resolve_done). The thread writes with bgi_wake_fd_write (common/sock.h): no SIGPIPE if the
+ * queue closed its end meanwhile.
  *
  * Messages name the server by its label, never by the host text: a damaged URL may hold its
  * password where the host stands (redis/url.h, bgi_url_host_label).

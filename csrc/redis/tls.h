@@ -8,9 +8,9 @@
  * BIO writes with write(2), and a write to a connection the server has closed raises SIGPIPE,
  * which kills a host process that kept the default action (issue: a pooled connection killed by
  * CLIENT KILL, then written). Here the SSL object writes through a BIO of its own that sends with
- * MSG_NOSIGNAL, and the hiredis context reads through it (its read function is replaced), so no
- * byte of a TLS connection can raise SIGPIPE, whether OpenSSL writes application data, a
- * handshake message or an alert. The handshake runs on the non-blocking socket, every wait bounded
+ * MSG_NOSIGNAL (SO_NOSIGPIPE on macOS: common/sock.h), and the hiredis context reads through it
+ * (its read function is replaced), so no byte of a TLS connection can raise SIGPIPE, whether
+ * OpenSSL writes application data, a handshake message or an alert. The handshake runs on the non-blocking socket, every wait bounded
  * by the caller's absolute deadline.
  */
 #ifndef BG_INTERNAL_TLS_H

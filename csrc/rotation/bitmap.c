@@ -16,11 +16,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "bloomguard/hash.h"
+#include "common/thread.h"
 #include "hash/hash.h"
 #include "rotation/rotation.h"
 
@@ -165,13 +164,10 @@ static void set_phase(worker *w) {
 }
 
 void bgi_build_thread_nice(int nice) {
-  if (nice <= 0) return;
-  /* a thread of its own: on Linux the nice value is per thread, so this one yields the CPU to the
-   * process's serving threads and ends with its work - nothing to restore */
-  id_t tid = (id_t)syscall(SYS_gettid);
-  errno = 0;
-  int cur = getpriority(PRIO_PROCESS, tid);
-  if (errno == 0) setpriority(PRIO_PROCESS, tid, cur + nice);
+  /* a thread of its own: where the nice value is per thread (Linux) this one yields the CPU to the
+   * process's serving threads and ends with its work - nothing to restore; elsewhere it runs at the
+   * process's priority (common/thread.h) */
+  (void)bgi_thread_nice_self(nice);
 }
 
 static void *work(void *arg) {

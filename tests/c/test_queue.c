@@ -528,6 +528,36 @@ static void test_persist_submit(void) {
   env_close(&e);
 }
 
+/* The backend is the one BG_QUEUE_POLLER names (the ctest runs labelled poller force poll), seen
+ * from outside: what kind of descriptor bg_queue_fd is. A name this build lacks fails the open with
+ * a message that names the variable, and makes no queue. */
+static void test_backend_is_the_one_asked(void) {
+  const char *asked = getenv("BG_QUEUE_POLLER");
+  int want_poll = asked && !strcmp(asked, "poll");
+  env e;
+  env_open(&e, "qbackend");
+  char path[64], target[128] = {0};
+  snprintf(path, sizeof path, "/proc/self/fd/%d", bg_queue_fd(e.q));
+  CHECK(readlink(path, target, sizeof target - 1) > 0);
+  /* epoll: the instance; poll: the wake's read end, an eventfd on Linux */
+  CHECK_EQ_STR(target, want_poll ? "anon_inode:[eventfd]" : "anon_inode:[eventpoll]");
+  CHECK_EQ_INT(e.q->poller.kind, want_poll ? BGI_POLLER_POLL : BGI_POLLER_EPOLL);
+  char *saved = asked ? strdup(asked) : NULL;
+  const char *bad[] = {"bogus", "kqueue"};   /* kqueue: not in a Linux build */
+  for (size_t i = 0; i < 2; i++) {
+    setenv("BG_QUEUE_POLLER", bad[i], 1);
+    bg_queue *q = (bg_queue *)&e;   /* not NULL: the failed open must clear it */
+    CHECK_STATUS(bg_queue_open(&q, e.c), BG_EINVAL);
+    CHECK(q == NULL);
+    CHECK_CONTAINS(bg_client_errmsg(e.c), "BG_QUEUE_POLLER=");
+    CHECK_CONTAINS(bg_client_errmsg(e.c), bad[i]);
+  }
+  if (saved) setenv("BG_QUEUE_POLLER", saved, 1);
+  else unsetenv("BG_QUEUE_POLLER");
+  free(saved);
+  env_close(&e);
+}
+
 static void setup(void) {
   bgt_redis_start(&srv, NULL);
   bgt_lateness_start();
@@ -537,7 +567,7 @@ static void teardown(void) {
   bgt_redis_stop(&srv);
 }
 
-BGT_RUN(BGT_CASE(setup), BGT_CASE(test_one_thread_many_in_flight), BGT_CASE(test_bad_input_is_refused_at_submit),
+BGT_RUN(BGT_CASE(setup), BGT_CASE(test_backend_is_the_one_asked), BGT_CASE(test_one_thread_many_in_flight), BGT_CASE(test_bad_input_is_refused_at_submit),
         BGT_CASE(test_not_initialized_goes_through_the_policy), BGT_CASE(test_deadline_drops_late_reply),
         BGT_CASE(test_negative_control_no_discard), BGT_CASE(test_command_timeout_is_a_timeout),
         BGT_CASE(test_cancel_by_tag), BGT_CASE(test_fallback_in_poll_knows_its_operation),

@@ -4,7 +4,7 @@
  * (client/transport.h): per server, a few shared non-blocking connections (BG_OPT_PIPELINE_CONNS)
  * and one for requests that need a connection of their own (big batches, WAIT), each a FIFO of
  * requests in wire order whose replies are matched in order - the multiplexed connection of
- * redis/mux.h, driven by the queue's thread through epoll instead of by waiting callers.
+ * redis/mux.h, driven by the queue's thread through its poller (client/poller.h) instead of by waiting callers.
  *
  * A connection is made when a request first needs it: the non-blocking connect and the TLS
  * handshake run as the queue is polled, then the RESP handshake's commands go first and its
@@ -24,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stddef.h>
-#include <sys/epoll.h>
 
 #include "common_clock.h"
 
@@ -52,7 +51,7 @@ struct pipe_s {
   const bgi_endpoint *ep;
   bgi_conn conn;             /* conn.own_track is the connection's tracking state */
   int state, own;
-  uint32_t watched;          /* the events epoll watches for it (0: not registered) */
+  uint32_t watched;          /* the BGI_PEV_* events the poller watches for it (0: not registered) */
   bgi_buf q;                 /* bytes to write, from q_off on */
   size_t q_off;
   pentry *head, *tail;       /* in wire order */
@@ -132,17 +131,17 @@ static void free_entries(pentry *e) {
   }
 }
 
-/* ---- epoll ---------------------------------------------------------------------------------------- */
+/* ---- readiness (client/poller.h) ---------------------------------------------------------------- */
 
 static void watch(pipe_s *pp, uint32_t events) {
   if (!pp->conn.ctx || events == pp->watched) return;
-  struct epoll_event ev = {.events = events, .data.ptr = pp};
-  epoll_ctl(pp->set->q->epfd, pp->watched ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, pp->conn.ctx->fd, &ev);
+  bgi_poller_watch(&pp->set->q->poller, pp->conn.ctx->fd, pp, pp->watched, events);
   pp->watched = events;
 }
 
+/* before the socket closes: the poll backend's array would keep its number */
 static void unwatch(pipe_s *pp) {
-  if (pp->watched && pp->conn.ctx) epoll_ctl(pp->set->q->epfd, EPOLL_CTL_DEL, pp->conn.ctx->fd, NULL);
+  if (pp->watched && pp->conn.ctx) bgi_poller_watch(&pp->set->q->poller, pp->conn.ctx->fd, pp, pp->watched, 0);
   pp->watched = 0;
 }
 
@@ -204,8 +203,8 @@ static void pipe_fail(pipe_s *pp, int st, const char *why) { pipe_fail_as(pp, st
 static int pipe_connect(pipe_s *pp, bgi_err *err) {
   int flags = 0;
   size_t n = 0;
-  /* a host name is resolved on a thread, which wakes the queue through its eventfd when done */
-  int st = bgi_conn_start(&pp->conn, pp->ep, pp->set->q->evfd, err);
+  /* a host name is resolved on a thread, which wakes the queue through its wake fd when done */
+  int st = bgi_conn_start(&pp->conn, pp->ep, bgi_poller_wake_fd(&pp->set->q->poller), err);
   if (st != BG_OK) return st;
   pp->state = PIPE_CONNECTING;
   pp->calls = 0;
@@ -243,7 +242,7 @@ static int pipe_connect(pipe_s *pp, bgi_err *err) {
     return bgi_err_set(err, BG_ENOMEM, "out of memory (timers)");
   }
   if (bgi_conn_resolving(&pp->conn)) pp->set->any_resolving = 1;   /* no socket yet */
-  else watch(pp, EPOLLOUT);
+  else watch(pp, BGI_PEV_OUT);
   return BG_OK;
 }
 
@@ -253,7 +252,7 @@ static void connect_step(pipe_s *pp) {
   short want = 0;
   int st = bgi_conn_connect_step(&pp->conn, pp->ep, &want, &err);
   if (st == BGI_PENDING) {
-    if (want) watch(pp, want == POLLIN ? EPOLLIN : EPOLLOUT);
+    if (want) watch(pp, want == POLLIN ? BGI_PEV_IN : BGI_PEV_OUT);
     else pp->set->any_resolving = 1;   /* still resolving: the resolver wakes the queue */
     return;
   }
@@ -263,7 +262,7 @@ static void connect_step(pipe_s *pp) {
   }
   pp->state = PIPE_UP;
   pp->progress_ns = bgi_now_ns();
-  watch(pp, EPOLLIN | EPOLLOUT);
+  watch(pp, BGI_PEV_IN | BGI_PEV_OUT);
   mark_dirty(pp);
 }
 
@@ -364,7 +363,7 @@ static void pipe_write(pipe_s *pp) {
       return;
     }
     if (k == 0) {
-      watch(pp, EPOLLIN | EPOLLOUT);   /* the socket is full: go on when it drains */
+      watch(pp, BGI_PEV_IN | BGI_PEV_OUT);   /* the socket is full: go on when it drains */
       return;
     }
     pp->q_off += (size_t)k;
@@ -372,7 +371,7 @@ static void pipe_write(pipe_s *pp) {
   /* the handshake's secret must not linger in the reusable buffer */
   memset(pp->q.data, 0, pp->q.len);
   pp->q.len = pp->q_off = 0;
-  watch(pp, EPOLLIN);
+  watch(pp, BGI_PEV_IN);
 }
 
 void bgi_pipes_resolved(bgi_pipes *p) {
@@ -401,8 +400,8 @@ void bgi_pipes_event(bgi_pipes *p, void *ptr, uint32_t events) {
     connect_step(pp);
     if (pp->state != PIPE_UP) return;
   }
-  if (pp->state == PIPE_UP && (events & EPOLLOUT)) pipe_write(pp);
-  if (pp->state == PIPE_UP && (events & (EPOLLIN | EPOLLERR | EPOLLHUP))) pipe_read(pp);
+  if (pp->state == PIPE_UP && (events & BGI_PEV_OUT)) pipe_write(pp);
+  if (pp->state == PIPE_UP && (events & (BGI_PEV_IN | BGI_PEV_ERR))) pipe_read(pp);
 }
 
 /* ---- waits ------------------------------------------------------------------------------------------- */
@@ -436,7 +435,7 @@ void bgi_pipes_fork_detach(bgi_pipes *p) {
   for (size_t i = 0; i < p->nservers; i++)
     for (size_t j = 0; j <= p->servers[i].n; j++) {
       pipe_s *pp = &p->servers[i].pipes[j];
-      pp->watched = 0;   /* the queue's new epoll instance has none of its sockets */
+      pp->watched = 0;   /* the queue's new poller has none of its sockets */
       /* the entries stay valid for the requests that still point at them, off the pipe: a
        * request that went on after its end would find the pipe down and connect it anew */
       for (pentry *e = pp->head; e;) {

@@ -68,7 +68,7 @@ static inline int64_t bgi_obs_get(const bgi_obs *o, int which) {
 /* At most `per_s` samples a second of something that happens often (degraded answers), each
  * telling how many happened since the previous sample. */
 typedef struct bgi_sampler {
-  atomic_ullong window;    /* second << 32 | samples taken in it */
+  _Atomic uint64_t window; /* second << 32 | samples taken in it (as a uint64_t: clang wants the CAS's types equal) */
   atomic_llong pending;    /* happened since the last sample */
 } bgi_sampler;
 

@@ -6,6 +6,7 @@
 
 #include "common_clock.h"
 #include "common_cond.h"
+#include "common_platform.h"
 
 #ifdef __linux__
 #include <linux/futex.h>

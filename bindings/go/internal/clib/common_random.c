@@ -6,14 +6,23 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common_clock.h"
+#include "common_platform.h"
+
+#if defined(__linux__)
+#include <sys/syscall.h>
+#else
+#include <stdlib.h>   /* arc4random_buf: macOS and the BSDs, from the kernel's generator; never fails */
+#endif
 
 static const char hex[] = "0123456789abcdef";
 
 void bgi_random_bytes(void *buf, size_t n) {
+#if !defined(__linux__)
+  arc4random_buf(buf, n);
+#else
   unsigned char *p = buf;
   size_t got = 0;
   while (got < n) {
@@ -44,6 +53,7 @@ void bgi_random_bytes(void *buf, size_t n) {
     }
     p[i] = (unsigned char)(z >> (8 * (i % 8)));
   }
+#endif
 }
 
 void bgi_random_hex(char *out, size_t nbytes) {

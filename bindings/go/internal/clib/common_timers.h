@@ -2,7 +2,8 @@
 /*
  * Internal: a timer heap - the waits of operations in flight on a submission queue (deadlines,
  * a write lock's naps, the policy's retry backoff, a busy cluster slot's backoff) as entries
- * ordered by when they are due, so one timer of the host (the queue's timerfd) serves them all.
+ * ordered by when they are due, so one timer of the host (the queue's timerfd or EVFILT_TIMER,
+ * client/poller.h) serves them all.
  *
  * A bgi_timer lives inside the object that waits (no allocation per wait); the heap holds
  * pointers to them and keeps each one's index, so a timer is removed in O(log n) when its wait

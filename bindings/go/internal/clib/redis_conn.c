@@ -10,6 +10,7 @@
 
 #include "common_clock.h"
 #include "common_observe.h"
+#include "common_sock.h"
 #include "common_wait.h"
 #include "redis_resolve.h"
 
@@ -59,7 +60,7 @@ ssize_t bgi_conn_send_some(bgi_conn *c, const char *p, size_t n, bgi_err *err) {
     bgi_conn_mark_lost(c, err->status);
     return -1;
   }
-  do k = send(c->ctx->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+  do k = send(c->ctx->fd, p, n, BGI_MSG_NOSIGNAL | MSG_DONTWAIT);
   while (k < 0 && errno == EINTR);
   if (k >= 0) return k;
   if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
@@ -270,6 +271,7 @@ static int start_connect(bgi_conn *c, const bgi_endpoint *ep, const char *host, 
   else c->ctx = redisConnectNonBlock(host, ep->url.port);
   if (!c->ctx) return bgi_err_set(err, BG_ENOMEM, "out of memory creating a connection");
   if (c->ctx->err) return bgi_err_set(err, BG_ECONN, "cannot connect to %s: %s", label(ep), c->ctx->errstr);
+  bgi_sock_nosigpipe(c->ctx->fd);   /* macOS: before any write (common/sock.h) */
   return BG_OK;
 }
 

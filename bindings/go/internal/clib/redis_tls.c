@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 
+#include "common_sock.h"
 #include "common_wait.h"
 #include "redis_tls_ca.h"
 
@@ -115,14 +116,14 @@ static int is_ip(const char *host) {
   return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
 }
 
-/* ---- the socket BIO: recv, and send with MSG_NOSIGNAL ------------------------------------------ */
+/* ---- the socket BIO: recv, and send with MSG_NOSIGNAL (common/sock.h) ------------------------------------------ */
 
 static int bio_fd(BIO *b) { return (int)(intptr_t)BIO_get_data(b); }
 
 static int bio_write(BIO *b, const char *p, int n) {
   ssize_t k;
   BIO_clear_retry_flags(b);
-  do k = send(bio_fd(b), p, (size_t)n, MSG_NOSIGNAL);
+  do k = send(bio_fd(b), p, (size_t)n, BGI_MSG_NOSIGNAL);
   while (k < 0 && errno == EINTR);
   if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) BIO_set_retry_write(b);
   return (int)k;

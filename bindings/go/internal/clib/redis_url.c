@@ -2,10 +2,12 @@
 #include "redis_url.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>   /* FreeBSD: arpa/inet.h leaves out in6_addr and AF_INET* */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "bloomguard_options.h"
 
