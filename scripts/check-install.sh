@@ -21,7 +21,7 @@ die() { echo "check-install: $*" >&2; exit 1; }
 
 # README.md's C line: no sudo, a bounded -j, the install into $HOME/.local (scripts/newcomer-check.sh
 # runs it as written)
-readme_c=$(grep -m1 '^cmake -S bloomguard ' README.md) || die "README.md has no C install line (cmake -S bloomguard ...)"
+readme_c=$(grep -m1 '^cmake -S bloomguard -B build ' README.md) || die "README.md has no C install line (cmake -S bloomguard ...)"
 case $readme_c in *sudo*) die "README.md's C line uses sudo: $readme_c" ;; esac
 grep -Eq -- '--build build -j ?[0-9]+ ' <<< "$readme_c" || die "README.md's C line has no bounded -j N: $readme_c"
 grep -Fq -- 'cmake --install build --prefix "$HOME/.local"' <<< "$readme_c" ||

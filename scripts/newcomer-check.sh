@@ -94,7 +94,7 @@ PARTS=" ${BG_NEWCOMER_PARTS:-python go c} "
 
 # ---- C: README.md's line, as written --------------------------------------------------------
 if [[ $PARTS == *" c "* ]]; then
-  line=$(grep -m1 '^cmake -S bloomguard ' "$SRC/README.md") || die "README.md has no C line (cmake -S bloomguard ...)"
+  line=$(grep -m1 '^cmake -S bloomguard -B build ' "$SRC/README.md") || die "README.md has no C line (cmake -S bloomguard ...)"
   case $line in *sudo*) die "README.md's C line uses sudo: $line" ;; esac
   say "C: README.md's line: $line"
   mkdir -p "$WORK/home"
