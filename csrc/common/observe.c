@@ -66,9 +66,9 @@ int bgi_sampler_hit(bgi_sampler *s, int64_t per_s, uint64_t now_ns, int64_t *cou
   atomic_fetch_add_explicit(&s->pending, 1, memory_order_relaxed);
   if (per_s <= 0) return 0;
   uint64_t sec = (now_ns / 1000000000u) & 0xffffffffu;
-  /* the type of the atomic (atomic_ullong): clang rejects a uint64_t * (unsigned long on LP64) in
-   * the compare-exchange below */
-  unsigned long long w = atomic_load_explicit(&s->window, memory_order_relaxed);
+  /* the atomic's own type (observe.h): clang rejects a pointer to another 64-bit type in the
+   * compare-exchange below */
+  uint64_t w = atomic_load_explicit(&s->window, memory_order_relaxed);
   for (;;) {
     uint64_t taken = (w >> 32) == sec ? (w & 0xffffffffu) : 0;
     if (taken >= (uint64_t)per_s) return 0;
