@@ -208,7 +208,9 @@ def c_api_page() -> str:
             if decls:
                 if pending:
                     out.append("```text\n%s\n```\n\n" % _prose(pending))
-                out.append("```c\n%s\n```\n\n" % "\n".join(decls))
+                # declarations, not a program: the snippet test (tests/docs/run_snippets.py) skips them
+                out.append("<!-- snippet: skip (declarations from the header, not a program) -->\n```c\n%s\n```\n\n"
+                           % "\n".join(decls))
                 decls.clear()
 
         for m in token.finditer(body):
