@@ -88,6 +88,11 @@ class Scenario:
     native: bool = False     # the server's own BF.* filter (RedisBloom loaded); no Redisson reader
 
     @property
+    def kind(self) -> str:
+        """The filter's kind, as Client.filter takes it."""
+        return "native" if self.native else "redisson"
+
+    @property
     def name(self) -> str:
         if self.native:
             return ("cluster-native-%s" if self.cluster else "native-%s") % self.strategy
@@ -219,9 +224,8 @@ class Race:
         self.items.write_bytes(b"".join(i + b"\n" for i in base))
         self.db.write_bytes(self.items.read_bytes())
         self.added.write_bytes(b"")
-        kind = "native" if self.s.native else "redisson"
         with bloomguard.Client(self.server.url, command_timeout=10) as client, \
-                client.filter(self.filter, kind=kind) as f:
+                client.filter(self.filter, kind=self.s.kind) as f:
             f.init(self.s.expected[0], self.s.fpp, partitions=self.s.partitions)
             f.add_many(base)
         migrator = None
@@ -316,9 +320,8 @@ class Race:
         plain filter's bitmap)."""
         db_items = [ln for ln in self.db.read_bytes().split(b"\n") if ln]
         out.db_items = len(db_items)
-        kind = "native" if self.s.native else "redisson"
         with bloomguard.Client(self.server.url, command_timeout=10) as client, \
-                client.filter(self.filter, kind=kind) as f:
+                client.filter(self.filter, kind=self.s.kind) as f:
             if self.s.native:  # the server's bits: every database item queried, and BF.INFO
                 try:
                     out.final_capacity = f.native_info().capacity
