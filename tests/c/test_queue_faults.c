@@ -234,7 +234,8 @@ static tally hammer(const char *name, int restart, int fault, double seconds) {
       expect *e = &ex[tag % IN_FLIGHT];
       int st = bg_completion_status(cs[i]);
       inflight--;
-      if (st == BG_ETIMEOUT && e->deadline) t.timeouts++;
+      /* a deadline that ends while an in-place rebuild holds the write lock says why (BG_ELOCKED) */
+      if ((st == BG_ETIMEOUT || st == BG_ELOCKED) && e->deadline) t.timeouts++;
       else if (st == BG_ECANCELED && e->cancelled) t.cancels++;
       else if (st == BG_EPROTO) t.eproto++;
       /* the config changed on every retry: rotations with other parameters back to back while the
