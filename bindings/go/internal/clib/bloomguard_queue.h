@@ -12,10 +12,14 @@
  * file descriptor that is readable while completions wait to be polled or the queue's
  * connections or timers need attention; when it is readable (or whenever it likes) the host calls
  * bg_queue_poll, which does the I/O that can be done without waiting, runs the operations
- * forward and returns the completions that are ready. Watch the fd with epoll, poll, libuv
- * (uv_poll_t), asyncio (loop.add_reader) or Go's netpoller; or call bg_queue_poll with a
+ * forward and returns the completions that are ready. Watch the fd with epoll, kqueue, poll,
+ * libuv (uv_poll_t), asyncio (loop.add_reader) or Go's netpoller; or call bg_queue_poll with a
  * timeout, which waits on the fd itself. The fd is level-triggered: it stays readable until
- * everything it signals was handled, so a host may poll for a bounded batch at a time.
+ * everything it signals was handled, so a host may poll for a bounded batch at a time. It is an
+ * epoll instance on Linux and a kqueue on macOS and the BSDs; the portable poll backend (chosen
+ * with the environment variable BG_QUEUE_POLLER=poll) gives an fd that signals completions and
+ * cancels only, not sockets or timers: with it, call bg_queue_poll with a timeout, or often
+ * (docs/queue.md, "The fd on each platform").
  *
  * Every guarantee of the blocking calls holds for a submitted operation, by the same code: the
  * atomic config + write-lock check (and the tracked bits-only read), retries after a config
@@ -49,8 +53,9 @@
  * client stay shared with blocking callers on other threads.
  *
  * fork(): in a child, the first poll, submit or close of a queue opened before the fork gives it
- * fresh epoll, eventfd and timerfd instances on the same fd numbers (bg_queue_fd is unchanged; a
- * loop that registered it in an epoll of its own before the fork must register it again) and new
+ * fresh poller instances (epoll, eventfd and timerfd; a kqueue and its wake) on the same fd
+ * numbers (bg_queue_fd is unchanged; a loop that registered it in an epoll or kqueue of its own
+ * before the fork must register it again) and new
  * connections; every operation in flight at the fork is the parent's and completes in the child
  * with BG_ECANCELED, nothing of it sent or read there. docs/operations.md, "Across fork()".
  */
