@@ -1,7 +1,7 @@
 /*
  * Host names are resolved off the calling thread and within the call's deadline (redis/resolve.h),
  * against a resolver that never answers: the process runs in a mount namespace of its own where
- * /etc/resolv.conf names 127.0.0.77, whose port 53 is a UDP socket nobody reads (queries arrive
+ * /etc/resolv.conf names an address of 127.77/16, whose port 53 is a UDP socket nobody reads (queries arrive
  * and are dropped: no ICMP refusal ends them early), with glibc's timeout at 1 s per query.
  *  - a blocking call ends at its deadline with BG_ETIMEOUT saying the resolver did not answer;
  *  - one thread driving two queues keeps serving the queue of a reachable server while the other
@@ -47,20 +47,28 @@ static const char *silent_resolver(void) {
     snprintf(why, sizeof why, "needs a mount namespace of its own (root): %s", strerror(errno));
     return why;
   }
+  /* an address of its own in 127/8: a second copy of the suite (or this test's poll twin) binds
+   * another one beside it */
+  char addr[32] = "";
+  dropper = socket(AF_INET, SOCK_DGRAM, 0);
+  for (int i = 0; dropper >= 0 && i < 250; i++) {
+    snprintf(addr, sizeof addr, "127.77.%d.%d", (int)(getpid() >> 8) & 255, 1 + ((int)getpid() + i) % 250);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
+    inet_pton(AF_INET, addr, &a.sin_addr);
+    if (bind(dropper, (struct sockaddr *)&a, sizeof a) == 0) break;
+    if (errno != EADDRINUSE || i == 249) {
+      snprintf(why, sizeof why, "cannot bind %s:53 for the silent resolver: %s", addr, strerror(errno));
+      return why;
+    }
+  }
+  if (dropper < 0) return "cannot make a UDP socket for the silent resolver";
   snprintf(conf, sizeof conf, "/tmp/bg-resolv-%d.conf", (int)getpid());
   FILE *f = fopen(conf, "w");
   if (!f) return "cannot write a resolv.conf";
-  fprintf(f, "nameserver 127.0.0.77\noptions timeout:%d attempts:1\n", RESOLVER_TIMEOUT_MS / 1000);
+  fprintf(f, "nameserver %s\noptions timeout:%d attempts:1\n", addr, RESOLVER_TIMEOUT_MS / 1000);
   fclose(f);
   if (mount(conf, "/etc/resolv.conf", NULL, MS_BIND, NULL) != 0) {
     snprintf(why, sizeof why, "cannot bind a resolv.conf over /etc/resolv.conf: %s", strerror(errno));
-    return why;
-  }
-  dropper = socket(AF_INET, SOCK_DGRAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(53)};
-  inet_pton(AF_INET, "127.0.0.77", &a.sin_addr);
-  if (dropper < 0 || bind(dropper, (struct sockaddr *)&a, sizeof a) != 0) {
-    snprintf(why, sizeof why, "cannot bind 127.0.0.77:53 for the silent resolver: %s", strerror(errno));
     return why;
   }
   return NULL;
