@@ -354,9 +354,14 @@ static void test_blocking_calls_through_a_pause(void) {
  * in time in a CI run - the trickle half proves its point in the default build, run in the same CI. */
 static void test_negative_control(void) {
   CHECK_MSG(through(&PAUSE, 1) > 0, "the negative control saw every operation end in time (a pause)");
-  int broke = through(&TRICKLE, 1);
+  /* the connection is given up when a request behind the oldest one reaches the end of its wait,
+   * at about the instant the oldest one's own wait ends: on a loaded machine (a second copy of the
+   * suite beside this one) the requests' own timers may all come first, and then nothing is sent
+   * again. A few rounds (bounded) until one shows the old behaviour */
+  int broke = 0;
+  for (int round = 0; round < 4 && !broke; round++) broke = through(&TRICKLE, 1);
   if (bg_features() & BG_FEATURE_TRACKING)
-    CHECK_MSG(broke > 0, "the negative control saw every operation end in time (a trickle)");
+    CHECK_MSG(broke > 0, "the negative control saw every operation end in time (a trickle, 4 rounds)");
 }
 
 static void setup(void) {
