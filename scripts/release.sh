@@ -521,6 +521,11 @@ java_build() {
   printf '#!/bin/sh\nexec qemu-aarch64-static -L "%s" "%s" -Djdk.lang.Process.launchMechanism=VFORK "$@"\n' "$root" "$arm_java" >"$JDIR/arm64-jvm/java"
   chmod +x "$JDIR/arm64-jvm/java"
   java_test_jar "$JDIR/arm64-jvm/java" aarch64 "$JAVA_TESTS_AARCH64"
+  # the os.arch check's control: the x86-64 JVM's report must not pass for aarch64
+  if grep -q 'name="os.arch" value="aarch64"' "$JDIR/reports-x86_64/TEST-junit-jupiter.xml"; then
+    echo "release.sh: java: the os.arch check's control passed: the check is broken" >&2
+    exit 1
+  fi
 }
 
 # ---- main -----------------------------------------------------------------------------------------
