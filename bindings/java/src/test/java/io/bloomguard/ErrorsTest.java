@@ -8,27 +8,12 @@ import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 class ErrorsTest {
-    static RedisServer redis;
-    static Client client;
-
-    @BeforeAll
-    static void up() throws Exception {
-        redis = RedisServer.start();
-        client = Client.open(redis.url());
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (client != null)
-            client.close();
-        if (redis != null)
-            redis.close();
-    }
+    @RegisterExtension
+    static final RedisExtension env = RedisExtension.withClient();
 
     @Test
     void theTableMatchesTheLibrary() {
@@ -71,20 +56,20 @@ class ErrorsTest {
     @Test
     void optionsOutOfRangeNameTheOptionAndTheRange() {
         var o = Client.Options.builder().poolSize(0).build();
-        var e = assertThrows(IllegalArgumentException.class, () -> Client.open(redis.url(), o));
+        var e = assertThrows(IllegalArgumentException.class, () -> Client.open(env.redis().url(), o));
         assertTrue(e.getMessage().startsWith("poolSize is 0: it must be within 1.."), e.getMessage());
         var r = Client.Options.builder().configRetries(101).build();
-        e = assertThrows(IllegalArgumentException.class, () -> Client.open(redis.url(), r));
+        e = assertThrows(IllegalArgumentException.class, () -> Client.open(env.redis().url(), r));
         assertEquals("configRetries is 101: it must be within 0..100", e.getMessage());
         // in range: the client opens and works with it
-        try (Client c = Client.open(redis.url(), Client.Options.builder().configRetries(20).build())) {
+        try (Client c = Client.open(env.redis().url(), Client.Options.builder().configRetries(20).build())) {
             c.ping();
         }
     }
 
     @Test
     void notInitialized() {
-        try (Filter f = client.filter("err:none")) {
+        try (Filter f = env.client().filter("err:none")) {
             var e = assertThrows(BloomGuardException.NotInitialized.class, () -> f.contains("x"));
             assertEquals(-12, e.code());
             assertEquals("BG_ENOTINIT", e.statusName());
@@ -98,15 +83,15 @@ class ErrorsTest {
 
     @Test
     void badParamsAndBadName() {
-        try (Filter f = client.filter("err:params")) {
+        try (Filter f = env.client().filter("err:params")) {
             var e = assertThrows(BloomGuardException.BadParams.class, () -> f.init(100, 1.5));
             assertTrue(e.getMessage().contains("greater than 1"), e.getMessage());
             assertThrows(BloomGuardException.BadParams.class, () -> f.init(0, 0.01));
         }
-        var e = assertThrows(BloomGuardException.BadName.class, () -> client.filter("a{}b"));
+        var e = assertThrows(BloomGuardException.BadName.class, () -> env.client().filter("a{}b"));
         assertEquals(-4, e.code());
         assertThrows(BloomGuardException.InvalidArgument.class, () -> {
-            try (Filter f = client.filter("err:ttl")) {
+            try (Filter f = env.client().filter("err:ttl")) {
                 f.init(100, 0.01);
                 f.expire(Duration.ZERO);
             }
@@ -115,7 +100,7 @@ class ErrorsTest {
 
     @Test
     void nullsAreJavaExceptionsWithAClearMessage() {
-        try (Filter f = client.filter("err:nulls")) {
+        try (Filter f = env.client().filter("err:nulls")) {
             f.init(100, 0.01);
             assertEquals("add: the item is null",
                          assertThrows(NullPointerException.class, () -> f.add((String) null)).getMessage());
@@ -134,14 +119,14 @@ class ErrorsTest {
             assertThrows(NullPointerException.class, () -> f.rotate(10, 0.01, Strategy.SWAP, null));
         }
         assertThrows(NullPointerException.class, () -> Client.open(null));
-        assertThrows(NullPointerException.class, () -> Client.open(redis.url(), null));
-        assertThrows(NullPointerException.class, () -> client.filter(null));
-        assertThrows(IllegalArgumentException.class, () -> client.filter("a\0b"));
+        assertThrows(NullPointerException.class, () -> Client.open(env.redis().url(), null));
+        assertThrows(NullPointerException.class, () -> env.client().filter(null));
+        assertThrows(IllegalArgumentException.class, () -> env.client().filter("a\0b"));
     }
 
     @Test
     void closedHandlesThrowNeverCrash() throws Exception {
-        Client c = Client.open(redis.url());
+        Client c = Client.open(env.redis().url());
         Filter f = c.filter("err:closed");
         f.init(100, 0.01);
         f.close();
@@ -164,7 +149,7 @@ class ErrorsTest {
     void closeRacingBlockingCalls() throws Exception {
         // 8 threads call the filter in a loop while it is closed: every call either answers or
         // throws Closed; nothing else, no crash.
-        Client c = Client.open(redis.url());
+        Client c = Client.open(env.redis().url());
         Filter f = c.filter("err:race");
         f.init(1000, 0.01);
         f.add("x");
@@ -206,7 +191,7 @@ class ErrorsTest {
 
     @Test
     void closeInsideARotationBodyIsRefused() {
-        try (Filter f = client.filter("err:rotclose")) {
+        try (Filter f = env.client().filter("err:rotclose")) {
             f.init(100, 0.01);
             assertThrows(IllegalStateException.class, () -> f.rotate(100, 0.01, Strategy.SWAP, r -> f.close()));
             assertTrue(f.contains("zz") || !f.contains("zz"), "the filter is still usable");

@@ -6,27 +6,13 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 class FilterTest {
-    static RedisServer redis;
-    static Client client;
-
-    @BeforeAll
-    static void up() throws Exception {
-        redis = RedisServer.start();
-        client = Client.open(redis.url(), Client.Options.builder().poolSize(4).build());
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (client != null)
-            client.close();
-        if (redis != null)
-            redis.close();
-    }
+    @RegisterExtension
+    static final RedisExtension env =
+        RedisExtension.withClient(url -> Client.open(url, Client.Options.builder().poolSize(4).build()));
 
     static List<String> items(String prefix, int n) {
         List<String> out = new ArrayList<>(n);
@@ -38,12 +24,12 @@ class FilterTest {
     @Test
     void version() {
         assertTrue(Client.version().matches("\\d+\\.\\d+\\.\\d+.*"), Client.version());
-        client.ping();
+        env.client().ping();
     }
 
     @Test
     void initAddContainsCountInfo() {
-        try (Filter f = client.filter("api:basic")) {
+        try (Filter f = env.client().filter("api:basic")) {
             assertEquals("api:basic", f.name());
             assertTrue(f.init(10_000, 0.01));
             assertFalse(f.init(5, 0.5), "tryInit keeps the config already there");
@@ -66,7 +52,7 @@ class FilterTest {
 
     @Test
     void batches() {
-        try (Filter f = client.filter("api:batch")) {
+        try (Filter f = env.client().filter("api:batch")) {
             f.init(100_000, 0.001);
             List<String> in = items("in-", 5000);
             assertEquals(5000, f.addMany(in));
@@ -89,7 +75,7 @@ class FilterTest {
 
     @Test
     void stringsAreUtf8LikeRedissonStringCodec() throws Exception {
-        try (Filter f = client.filter("api:utf8")) {
+        try (Filter f = env.client().filter("api:utf8")) {
             f.init(100, 0.01);
             f.add("h\u00e9llo \ud83d\ude00");
             assertTrue(f.contains("h\u00e9llo \ud83d\ude00".getBytes(StandardCharsets.UTF_8)));
@@ -98,31 +84,31 @@ class FilterTest {
 
     @Test
     void deleteExpirePersist() throws Exception {
-        try (Filter f = client.filter("api:ttl")) {
+        try (Filter f = env.client().filter("api:ttl")) {
             f.init(100, 0.01);
             f.add("a");
             assertTrue(f.expire(Duration.ofSeconds(100)));
-            long pttl = (Long) redis.call("PTTL", "api:ttl");
+            long pttl = (Long) env.redis().call("PTTL", "api:ttl");
             assertTrue(pttl > 90_000 && pttl <= 100_000, "pttl " + pttl);
             assertTrue(f.persist());
-            assertEquals(-1L, redis.call("PTTL", "api:ttl"));
+            assertEquals(-1L, env.redis().call("PTTL", "api:ttl"));
             assertTrue(f.delete());
             assertFalse(f.delete());
-            assertEquals(0L, redis.call("EXISTS", "api:ttl", "{api:ttl}:config"));
+            assertEquals(0L, env.redis().call("EXISTS", "api:ttl", "{api:ttl}:config"));
         }
     }
 
     @Test
     void hashTagName() throws Exception {
-        try (Filter f = client.filter("a{tag}b")) {
+        try (Filter f = env.client().filter("a{tag}b")) {
             f.init(100, 0.01);
-            assertEquals(1L, redis.call("EXISTS", "a{tag}b:config"));
+            assertEquals(1L, env.redis().call("EXISTS", "a{tag}b:config"));
         }
     }
 
     @Test
     void filtersKeepWorkingAfterTheirClientIsClosed() {
-        Client c = Client.open(redis.url());
+        Client c = Client.open(env.redis().url());
         Filter f = c.filter("api:outlives");
         c.close();
         assertTrue(c.isClosed());

@@ -10,38 +10,34 @@ import java.util.concurrent.atomic.AtomicReference;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.redisson.Redisson;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
 
 class LockTest {
-    static RedisServer redis;
-    static Client client;
+    @RegisterExtension
+    static final RedisExtension env = RedisExtension.withClient();
     static RedissonClient redisson;
 
     @BeforeAll
     static void up() throws Exception {
-        redis = RedisServer.start();
-        client = Client.open(redis.url());
         Config cfg = new Config();
-        cfg.useSingleServer().setAddress(redis.url()).setConnectionMinimumIdleSize(1).setConnectionPoolSize(2);
+        cfg.useSingleServer().setAddress(env.redis().url()).setConnectionMinimumIdleSize(1).setConnectionPoolSize(2);
         redisson = Redisson.create(cfg);
     }
 
+    // before the extension closes the client and the server
     @AfterAll
     static void down() throws Exception {
         if (redisson != null)
             redisson.shutdown();
-        if (client != null)
-            client.close();
-        if (redis != null)
-            redis.close();
     }
 
     @Test
     void exclusiveReentrantWithIncreasingTokens() {
-        try (Lock l = client.lock("lk:basic")) {
+        try (Lock l = env.client().lock("lk:basic")) {
             assertEquals("lk:basic:lock", l.key());
             long t1 = l.acquire(Mode.EXCLUSIVE, Duration.ZERO);
             assertEquals(t1, l.acquire(Mode.EXCLUSIVE, Duration.ZERO), "re-entering keeps the hold's token");
@@ -59,14 +55,14 @@ class LockTest {
 
     @Test
     void twoHandlesExcludeEachOther() throws Exception {
-        try (Lock a = client.lock("lk:two"); Lock b = client.lock("lk:two")) {
+        try (Lock a = env.client().lock("lk:two"); Lock b = env.client().lock("lk:two")) {
             a.acquire(Mode.EXCLUSIVE, Duration.ZERO);
             var e = assertThrows(BloomGuardException.Locked.class, () -> b.acquire(Mode.EXCLUSIVE, Duration.ZERO));
             assertEquals(-16, e.code());
             a.release();
             b.acquire(Mode.EXCLUSIVE, Duration.ZERO);
             b.release();
-            try (Lock r1 = client.lock("lk:two"); Lock r2 = client.lock("lk:two")) {
+            try (Lock r1 = env.client().lock("lk:two"); Lock r2 = env.client().lock("lk:two")) {
                 r1.acquire(Mode.READ, Duration.ZERO);
                 r2.acquire(Mode.READ, Duration.ZERO); // readers share
                 assertThrows(BloomGuardException.Locked.class, () -> a.acquire(Mode.WRITE, Duration.ZERO));
@@ -79,7 +75,7 @@ class LockTest {
     @Test
     void aRedissonRLockAndABloomguardLockExcludeEachOther() throws Exception {
         RLock r = redisson.getLock("lk:interop:lock");
-        try (Lock l = client.lock("lk:interop")) {
+        try (Lock l = env.client().lock("lk:interop")) {
             r.lock();
             try {
                 var e = assertThrows(BloomGuardException.Locked.class,
@@ -117,7 +113,7 @@ class LockTest {
 
     @Test
     void aFilterWriteLockMakesItsQueriesWait() {
-        try (Filter f = client.filter("lk:filter"); Lock w = f.lock()) {
+        try (Filter f = env.client().filter("lk:filter"); Lock w = f.lock()) {
             f.init(100, 0.01);
             f.add("x");
             assertEquals("{lk:filter}:lock", w.key());
@@ -139,7 +135,7 @@ class LockTest {
     @Test
     void anUnreachableHandleIsClosedByTheCleaner() throws Exception {
         holdAndDrop("lk:dropped");
-        try (Lock l = client.lock("lk:dropped")) {
+        try (Lock l = env.client().lock("lk:dropped")) {
             boolean got = false;
             for (int i = 0; i < 3000 && !got; i++) { // a hang guard: the collector finds it within a few gc()
                 System.gc();
@@ -158,9 +154,9 @@ class LockTest {
     /** Control: a handle still reachable keeps its hold through the same gc() calls. */
     @Test
     void aReachableHandleKeepsItsHold() throws Exception {
-        Lock kept = client.lock("lk:kept");
+        Lock kept = env.client().lock("lk:kept");
         kept.acquire(Mode.EXCLUSIVE, Duration.ZERO);
-        try (Lock l = client.lock("lk:kept")) {
+        try (Lock l = env.client().lock("lk:kept")) {
             for (int i = 0; i < 20; i++) {
                 System.gc();
                 assertThrows(BloomGuardException.Locked.class, () -> l.acquire(Mode.EXCLUSIVE, Duration.ZERO));
@@ -172,24 +168,24 @@ class LockTest {
     }
 
     private static void holdAndDrop(String name) {
-        Lock l = client.lock(name);
+        Lock l = env.client().lock(name);
         l.acquire(Mode.EXCLUSIVE, Duration.ZERO);
         // l becomes unreachable on return, still holding the lock (its lease renewed meanwhile)
     }
 
     @Test
     void closedAndNulls() {
-        Lock l = client.lock("lk:closed");
+        Lock l = env.client().lock("lk:closed");
         l.acquire(Mode.EXCLUSIVE, Duration.ZERO);
         l.close(); // releases the hold
         assertThrows(BloomGuardException.Closed.class, () -> l.acquire(Mode.EXCLUSIVE, Duration.ZERO));
-        try (Lock m = client.lock("lk:closed")) {
+        try (Lock m = env.client().lock("lk:closed")) {
             m.acquire(Mode.EXCLUSIVE, Duration.ZERO); // free again
             m.release();
             assertTrue(m.retire());
             assertThrows(NullPointerException.class, () -> m.acquire(null, Duration.ZERO));
             assertThrows(NullPointerException.class, () -> m.acquire(Mode.READ, null));
         }
-        assertThrows(NullPointerException.class, () -> client.lock(null));
+        assertThrows(NullPointerException.class, () -> env.client().lock(null));
     }
 }

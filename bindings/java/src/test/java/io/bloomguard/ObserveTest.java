@@ -5,24 +5,13 @@ import static org.junit.jupiter.api.Assertions.*;
 import java.time.Duration;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /** The client's events reach a Java listener, from the calling thread's events and others'. */
 class ObserveTest {
-    static RedisServer redis;
-
-    @BeforeAll
-    static void up() throws Exception {
-        redis = RedisServer.start();
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (redis != null)
-            redis.close();
-    }
+    @RegisterExtension
+    static final RedisExtension env = RedisExtension.server();
 
     /** The next event of that kind (others skipped), or null after a hang guard. */
     static Event next(LinkedBlockingQueue<Event> q, Event.Kind kind) throws InterruptedException {
@@ -36,7 +25,7 @@ class ObserveTest {
     @Test
     void rotationsAndDegradedAnswers() throws Exception {
         LinkedBlockingQueue<Event> events = new LinkedBlockingQueue<>();
-        try (Client c = Client.open(redis.url()); Filter f = c.filter("obs:rot")) {
+        try (Client c = Client.open(env.redis().url()); Filter f = c.filter("obs:rot")) {
             c.setObserver(events::add);
             f.init(1000, 0.01);
             f.rotate(2000, 0.01, Strategy.SWAP, r -> r.add("x"));
@@ -71,7 +60,7 @@ class ObserveTest {
     @Test
     void aRemovedObserverHearsNothing() throws Exception {
         LinkedBlockingQueue<Event> removed = new LinkedBlockingQueue<>(), current = new LinkedBlockingQueue<>();
-        try (Client c = Client.open(redis.url()); Filter a = c.filter("obs:a"); Filter b = c.filter("obs:b")) {
+        try (Client c = Client.open(env.redis().url()); Filter a = c.filter("obs:a"); Filter b = c.filter("obs:b")) {
             c.setObserver(removed::add);
             c.setObserver(null);
             a.init(1000, 0.01);
@@ -111,7 +100,7 @@ class ObserveTest {
 
     @Test
     void histogramsCountEachOperationAndOutcome() throws Exception {
-        try (Client c = Client.open(redis.url()); Filter f = c.filter("obs:hist"); Filter none = c.filter("obs:nohist")) {
+        try (Client c = Client.open(env.redis().url()); Filter f = c.filter("obs:hist"); Filter none = c.filter("obs:nohist")) {
             assertEquals(java.util.List.of(), f.histograms(), "nothing recorded yet");
             f.init(1000, 0.01);
             for (int i = 0; i < 5; i++)
@@ -136,7 +125,7 @@ class ObserveTest {
     @Test
     void aThrowingListenerMissesNothingElse() throws Exception {
         LinkedBlockingQueue<Event> events = new LinkedBlockingQueue<>();
-        try (Client c = Client.open(redis.url()); Filter f = c.filter("obs:throws")) {
+        try (Client c = Client.open(env.redis().url()); Filter f = c.filter("obs:throws")) {
             c.setObserver(e -> {
                 events.add(e);
                 throw new IllegalStateException("a listener's bug");

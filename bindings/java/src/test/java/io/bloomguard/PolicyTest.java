@@ -12,27 +12,12 @@ import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 class PolicyTest {
-    static RedisServer redis;
-    static Client client;
-
-    @BeforeAll
-    static void up() throws Exception {
-        redis = RedisServer.start();
-        client = Client.open(redis.url());
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (client != null)
-            client.close();
-        if (redis != null)
-            redis.close();
-    }
+    @RegisterExtension
+    static final RedisExtension env = RedisExtension.withClient();
 
     static Fallback knows(Set<String> truth, AtomicInteger calls) {
         return items -> {
@@ -46,7 +31,7 @@ class PolicyTest {
 
     @Test
     void redisAnswersCarryTheirSource() {
-        try (Filter f = client.filter("pol:redis")) {
+        try (Filter f = env.client().filter("pol:redis")) {
             f.init(100, 0.01);
             f.add("x");
             Answer a = f.query("x");
@@ -59,7 +44,7 @@ class PolicyTest {
     /** Every counter of stats.h is in Stat: the next number past each range is not a counter. */
     @Test
     void theStatTableIsComplete() {
-        try (Filter f = client.filter("pol:stats")) {
+        try (Filter f = env.client().filter("pol:stats")) {
             f.stats(); // every value of the table is known to the library
             long fp = f.guardForTests();
             for (int past : new int[] {29, 109}) {
@@ -71,7 +56,7 @@ class PolicyTest {
 
     @Test
     void assumePresentWhenNotInitialized() {
-        try (Filter f = client.filter("pol:assume")) {
+        try (Filter f = env.client().filter("pol:assume")) {
             assertThrows(BloomGuardException.NotInitialized.class, () -> f.contains("x"), "no policy: the failure");
             f.setPolicy(Policy.builder().chain(Failure.NOT_INITIALIZED, Action.ASSUME_PRESENT).build());
             assertTrue(f.contains("x"));
@@ -90,7 +75,7 @@ class PolicyTest {
     @Test
     void theJavaFallbackAnswersBlockingAndAsync() throws Exception {
         AtomicInteger calls = new AtomicInteger();
-        try (Filter f = client.filter("pol:fallback")) {
+        try (Filter f = env.client().filter("pol:fallback")) {
             f.setPolicy(Policy.builder()
                             .chain(Failure.NOT_INITIALIZED, Action.CALLBACK, Action.ERROR)
                             .fallback(knows(Set.of("known"), calls))
@@ -117,7 +102,7 @@ class PolicyTest {
     @Test
     void anAsyncCallFromAFallbackOnTheQueueThreadIsRefused() throws Exception {
         AtomicInteger refused = new AtomicInteger();
-        try (Filter f = client.filter("pol:reenter"); Filter other = client.filter("pol:other")) {
+        try (Filter f = env.client().filter("pol:reenter"); Filter other = env.client().filter("pol:other")) {
             other.init(100, 0.01);
             f.setPolicy(Policy.builder().chain(Failure.NOT_INITIALIZED, Action.CALLBACK, Action.ASSUME_ABSENT)
                             .fallback(items -> {
@@ -137,7 +122,7 @@ class PolicyTest {
 
     @Test
     void aFallbackThatThrowsOrAnswersBadlyDeclines() throws Exception {
-        try (Filter f = client.filter("pol:declines")) {
+        try (Filter f = env.client().filter("pol:declines")) {
             f.setPolicy(Policy.builder().chain(Failure.NOT_INITIALIZED, Action.CALLBACK, Action.ASSUME_ABSENT)
                             .fallback(items -> { throw new IllegalStateException("database down"); }).build());
             Answer a = f.query("x");
@@ -180,7 +165,7 @@ class PolicyTest {
 
     @Test
     void settingsOutOfRangeNameTheSettingAndTheRange() {
-        try (Filter f = client.filter("pol:bad")) {
+        try (Filter f = env.client().filter("pol:bad")) {
             var e = assertThrows(IllegalArgumentException.class,
                                  () -> f.setPolicy(Policy.builder().retries(-1).build()));
             assertTrue(e.getMessage().startsWith("policy retries is -1: it must be within 0..100"), e.getMessage());
@@ -194,7 +179,7 @@ class PolicyTest {
         // Async queries answered by the fallback, the filter closed while they are in flight:
         // they complete (the queue keeps the filter, and the fallback stays until the queue closes).
         AtomicInteger calls = new AtomicInteger();
-        Client c = Client.open(redis.url());
+        Client c = Client.open(env.redis().url());
         Filter f = c.filter("pol:outlive");
         f.setPolicy(Policy.builder().chain(Failure.NOT_INITIALIZED, Action.CALLBACK, Action.ERROR)
                         .callbackRate(0, 1).fallback(knows(Set.of("k"), calls)).build());

@@ -8,6 +8,7 @@ import java.util.List;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.redisson.Redisson;
 import org.redisson.api.RBloomFilter;
 import org.redisson.api.RedissonClient;
@@ -17,27 +18,22 @@ import org.redisson.config.Config;
 
 /** Redisson's RBloomFilter and the binding on the same filters, in one JVM, both ways. */
 class RedissonInteropTest {
-    static RedisServer redis;
-    static Client client;
+    @RegisterExtension
+    static final RedisExtension env = RedisExtension.withClient();
     static RedissonClient redisson;
 
     @BeforeAll
     static void up() throws Exception {
-        redis = RedisServer.start();
-        client = Client.open(redis.url());
         Config cfg = new Config();
-        cfg.useSingleServer().setAddress(redis.url()).setConnectionMinimumIdleSize(1).setConnectionPoolSize(4);
+        cfg.useSingleServer().setAddress(env.redis().url()).setConnectionMinimumIdleSize(1).setConnectionPoolSize(4);
         redisson = Redisson.create(cfg);
     }
 
+    // before the extension closes the client and the server
     @AfterAll
     static void down() throws Exception {
         if (redisson != null)
             redisson.shutdown();
-        if (client != null)
-            client.close();
-        if (redis != null)
-            redis.close();
     }
 
     @Test
@@ -46,7 +42,7 @@ class RedissonInteropTest {
         assertTrue(rb.tryInit(10_000, 0.01));
         List<String> present = FilterTest.items("item-", 10_000), absent = FilterTest.items("none-", 10_000);
         rb.add(present);
-        try (Filter f = client.filter("interop:r2j")) {
+        try (Filter f = env.client().filter("interop:r2j")) {
             boolean[] got = f.containsMany(present);
             for (int i = 0; i < got.length; i++)
                 assertTrue(got[i], present.get(i));
@@ -63,7 +59,7 @@ class RedissonInteropTest {
     @Test
     void theBindingWritesRedissonReadsAndTheBitmapsAreTheSame() throws Exception {
         List<String> items = FilterTest.items("x-", 5_000);
-        try (Filter f = client.filter("interop:j2r")) {
+        try (Filter f = env.client().filter("interop:j2r")) {
             f.init(5_000, 0.001);
             f.addMany(items);
         }
@@ -75,7 +71,7 @@ class RedissonInteropTest {
         RBloomFilter<String> twin = redisson.getBloomFilter("interop:j2r-twin", StringCodec.INSTANCE);
         twin.tryInit(5_000, 0.001);
         twin.add(items);
-        assertArrayEquals((byte[]) redis.call("GET", "interop:j2r"), (byte[]) redis.call("GET", "interop:j2r-twin"));
+        assertArrayEquals((byte[]) env.redis().call("GET", "interop:j2r"), (byte[]) env.redis().call("GET", "interop:j2r-twin"));
     }
 
     @Test
@@ -84,7 +80,7 @@ class RedissonInteropTest {
         rb.tryInit(1000, 0.01);
         byte[] a = {0, (byte) 0xff, 0x10}, b = "\u00e9".getBytes(StandardCharsets.UTF_8);
         rb.add(a);
-        try (Filter f = client.filter("interop:bytes")) {
+        try (Filter f = env.client().filter("interop:bytes")) {
             assertTrue(f.contains(a));
             assertTrue(f.add(b));
             assertTrue(f.contains("\u00e9"));
@@ -101,7 +97,7 @@ class RedissonInteropTest {
         String name = "interop:rot";
         List<String> present = FilterTest.items("p-", 2_000);
         List<String> batch = present.subList(0, 100);
-        try (Filter f = client.filter(name)) {
+        try (Filter f = env.client().filter(name)) {
             f.init(10_000, 0.01);
             f.addMany(present);
             RBloomFilter<String> rb = redisson.getBloomFilter(name, StringCodec.INSTANCE);

@@ -8,34 +8,20 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.Consumer;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 class RotationTest {
-    static RedisServer redis;
-    static Client client;
+    // a deadline far beyond the load of a shared CI machine: a reader's error must mean the rebuild
+    @RegisterExtension
+    static final RedisExtension env = RedisExtension.withClient(
+        url -> Client.open(url, Client.Options.builder().poolSize(8)
+                                    .commandTimeout(java.time.Duration.ofSeconds(60))
+                                    .writeLockWait(java.time.Duration.ofSeconds(30)).build()));
 
     // (n, p) pairs the rotations cycle through: each changes size and k
     static final long[] N = {20_000, 5_000, 40_000, 10_000};
     static final double[] P = {0.001, 0.05, 0.0001, 0.01};
-
-    @BeforeAll
-    static void up() throws Exception {
-        redis = RedisServer.start();
-        // a deadline far beyond the load of a shared CI machine: a reader's error must mean the rebuild
-        client = Client.open(redis.url(), Client.Options.builder().poolSize(8)
-                                 .commandTimeout(java.time.Duration.ofSeconds(60))
-                                 .writeLockWait(java.time.Duration.ofSeconds(30)).build());
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (client != null)
-            client.close();
-        if (redis != null)
-            redis.close();
-    }
 
     /**
      * Reader threads (blocking containsMany, and async containsManyAsync) asking for items that
@@ -93,7 +79,7 @@ class RotationTest {
 
     /** Rotations of `name`, each by `rebuild`, with readers running throughout. */
     static Readers run(String name, int rotations, RebuildStep rebuild) throws Exception {
-        try (Filter f = client.filter(name)) {
+        try (Filter f = env.client().filter(name)) {
             List<String> present = FilterTest.items("r-", 5_000);
             f.init(10_000, 0.01);
             f.addMany(present);
@@ -130,7 +116,7 @@ class RotationTest {
         assertTrue(r.checks.get() > 0);
         assertEquals(0, r.falses.get(), r.summary());
         assertEquals(0, r.errors.get(), r.summary());
-        try (Filter f = client.filter("rot:swap")) {
+        try (Filter f = env.client().filter("rot:swap")) {
             assertEquals(N[7 % N.length], f.info().expectedInsertions());
         }
     }
@@ -161,7 +147,7 @@ class RotationTest {
 
     @Test
     void addsDuringTheRotationAreCarriedOver() {
-        try (Filter f = client.filter("rot:late")) {
+        try (Filter f = env.client().filter("rot:late")) {
             f.init(1000, 0.01);
             f.add("old");
             f.rotate(2000, 0.001, Strategy.SWAP, r -> {
@@ -176,7 +162,7 @@ class RotationTest {
 
     @Test
     void aThrowingBodyAbortsAndTheLiveFilterStays() {
-        try (Filter f = client.filter("rot:abort")) {
+        try (Filter f = env.client().filter("rot:abort")) {
             f.init(1000, 0.01);
             f.add("kept");
             AtomicReference<Rotation> leaked = new AtomicReference<>();
@@ -198,7 +184,7 @@ class RotationTest {
 
     @Test
     void aSecondRotationGetsRotationInProgress() {
-        try (Filter f = client.filter("rot:busy"); Filter g = client.filter("rot:busy")) {
+        try (Filter f = env.client().filter("rot:busy"); Filter g = env.client().filter("rot:busy")) {
             f.init(1000, 0.01);
             f.rotate(1000, 0.01, Strategy.SWAP, r -> {
                 var e = assertThrows(BloomGuardException.RotationInProgress.class,
@@ -215,7 +201,7 @@ class RotationTest {
      */
     @Test
     void anInterruptEndsTheWaitForAnotherRotation() throws Exception {
-        try (Filter f = client.filter("rot:interrupt"); Filter g = client.filter("rot:interrupt")) {
+        try (Filter f = env.client().filter("rot:interrupt"); Filter g = env.client().filter("rot:interrupt")) {
             f.init(1000, 0.01);
             java.util.concurrent.CountDownLatch holding = new java.util.concurrent.CountDownLatch(1),
                 release = new java.util.concurrent.CountDownLatch(1);
@@ -261,7 +247,7 @@ class RotationTest {
 
     @Test
     void rotationNullItems() {
-        try (Filter f = client.filter("rot:nulls")) {
+        try (Filter f = env.client().filter("rot:nulls")) {
             f.init(1000, 0.01);
             Consumer<Rotation> body = r -> r.addMany(java.util.Arrays.asList("a", null));
             assertThrows(NullPointerException.class, () -> f.rotate(1000, 0.01, Strategy.SWAP, body));

@@ -5,8 +5,8 @@ import static org.junit.jupiter.api.Assertions.*;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * TLS through the jar's native (OpenSSL linked in): a TLS-only redis-server with the test CA of
@@ -14,21 +14,21 @@ import org.junit.jupiter.api.Test;
  */
 class TlsTest {
     static Path certs;
-    static RedisServer redis;
 
-    @BeforeAll
-    static void up() throws Exception {
+    @RegisterExtension
+    static final RedisExtension env = RedisExtension.server(TlsTest::start);
+
+    static RedisServer start() throws Exception {
         certs = Files.createTempDirectory("bg-java-tls-");
         Path script = Path.of(System.getProperty("bloomguard.repo", "../.."), "scripts", "tls-certs.sh");
         Process p = new ProcessBuilder("bash", script.toString(), certs.toString()).inheritIO().start();
         assertEquals(0, p.waitFor(), "scripts/tls-certs.sh failed");
-        redis = RedisServer.startTls(certs);
+        return RedisServer.startTls(certs);
     }
 
+    // (the extension stops the server after this: it has read its certificates at start)
     @AfterAll
     static void down() throws Exception {
-        if (redis != null)
-            redis.close();
         if (certs != null) {
             try (var s = Files.walk(certs)) {
                 s.sorted((a, b) -> b.compareTo(a)).forEach(f -> f.toFile().delete());
@@ -37,7 +37,7 @@ class TlsTest {
     }
 
     String url() {
-        return "rediss://127.0.0.1:" + redis.port;
+        return "rediss://127.0.0.1:" + env.redis().port;
     }
 
     @Test

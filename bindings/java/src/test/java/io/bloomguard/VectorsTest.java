@@ -11,9 +11,8 @@ import java.util.List;
 import java.util.TreeSet;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
-import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 
 /**
  * The Redisson compatibility vectors (tests/vectors, computed by Redisson's own code) through the
@@ -21,23 +20,9 @@ import org.junit.jupiter.api.Test;
  * The JSON is read with patterns over its one-row-per-line layout (no JSON library at test time).
  */
 class VectorsTest {
-    static RedisServer redis;
-    static Client client;
+    @RegisterExtension
+    static final RedisExtension env = RedisExtension.withClient();
     static final HexFormat HEX = HexFormat.of();
-
-    @BeforeAll
-    static void up() throws Exception {
-        redis = RedisServer.start();
-        client = Client.open(redis.url());
-    }
-
-    @AfterAll
-    static void down() throws Exception {
-        if (client != null)
-            client.close();
-        if (redis != null)
-            redis.close();
-    }
 
     static String vectors(String file) throws Exception {
         Path p = Path.of(System.getProperty("bloomguard.repo", "../.."), "tests", "vectors", file);
@@ -56,21 +41,21 @@ class VectorsTest {
             for (String s : m.group(3).split(",\\s*"))
                 idx.add(Long.parseLong(s.trim()));
             String name = "vec:" + cases;
-            try (Filter f = client.filter(name)) {
+            try (Filter f = env.client().filter(name)) {
                 f.init(1_000_000, 0.01);
                 assertEquals(new Info(9585058, 7, 1_000_000, 0.01), f.info());
                 f.add(item);
                 for (long i : idx)
-                    assertEquals(1L, redis.call("GETBIT", name, i), "case " + cases + " index " + i);
-                assertEquals((long) idx.size(), redis.call("BITCOUNT", name), "case " + cases);
+                    assertEquals(1L, env.redis().call("GETBIT", name, i), "case " + cases + " index " + i);
+                assertEquals((long) idx.size(), env.redis().call("BITCOUNT", name), "case " + cases);
                 assertTrue(f.contains(item));
                 if (!m.group(1).equals("null")) {
                     // the same item given as a String: UTF-8, the same bits
                     String text = new String(item, StandardCharsets.UTF_8);
-                    try (Filter g = client.filter(name + ":s")) {
+                    try (Filter g = env.client().filter(name + ":s")) {
                         g.init(1_000_000, 0.01);
                         g.add(text);
-                        assertArrayEquals((byte[]) redis.call("GET", name), (byte[]) redis.call("GET", name + ":s"),
+                        assertArrayEquals((byte[]) env.redis().call("GET", name), (byte[]) env.redis().call("GET", name + ":s"),
                                           "case " + cases);
                         g.delete();
                     }
@@ -91,7 +76,7 @@ class VectorsTest {
         while (m.find()) {
             long n = Long.parseLong(m.group(1));
             double p = Double.parseDouble(m.group(2));
-            try (Filter f = client.filter("params:" + rows)) {
+            try (Filter f = env.client().filter("params:" + rows)) {
                 if (m.group(5).equals("ok")) {
                     assertTrue(f.init(n, p));
                     Info i = f.info();
@@ -119,14 +104,14 @@ class VectorsTest {
         assertEquals(5, texts.size(), texts.toString());
         Matcher hex = Pattern.compile("\"bitmap_redis_hex\": \"([0-9a-f]+)\"").matcher(json);
         assertTrue(hex.find());
-        try (Filter f = client.filter("myfilter")) {
+        try (Filter f = env.client().filter("myfilter")) {
             f.init(100, 0.01);
             for (String s : texts)
                 f.add(s);
-            assertEquals(hex.group(1), HEX.formatHex((byte[]) redis.call("GET", "myfilter")));
+            assertEquals(hex.group(1), HEX.formatHex((byte[]) env.redis().call("GET", "myfilter")));
         }
         @SuppressWarnings("unchecked")
-        List<Object> h = (List<Object>) redis.call("HGETALL", "{myfilter}:config");
+        List<Object> h = (List<Object>) env.redis().call("HGETALL", "{myfilter}:config");
         java.util.Map<String, String> cfg = new java.util.HashMap<>();
         for (int i = 0; i < h.size(); i += 2)
             cfg.put(new String((byte[]) h.get(i), StandardCharsets.UTF_8), new String((byte[]) h.get(i + 1),
