@@ -15,8 +15,8 @@ ratios; sides take turns within a round, the first rotating):
 
 Run by hand (see bench/README.md), not a test:
 
-    python -m venv build-nbench/pyvenv && build-nbench/pyvenv/bin/pip install <bloomguard wheel> redis hiredis
-    build-nbench/pyvenv/bin/python bench/bench_native.py [--url URL] [--rounds N (5)] [--seconds S (1.0)]
+    bash bindings/python/ci.sh --co -q >/dev/null && build-python/venv/bin/pip install redis hiredis
+    build-python/venv/bin/python bench/bench_native.py [--url URL] [--rounds N (5)] [--seconds S (1.0)]
         [--items N (100000)] [--tasks T (256)] [--redis-conns C (64)] [--groups blocking,aio]
 
 Without --url it starts its own redis-server with RedisBloom (tests/python/redis_helpers.BloomServer:
