@@ -56,6 +56,35 @@ void bgb_server_start(bgb_server *s) {
   if (bgt_server_start(s, err, sizeof err) != 0) bgb_die("could not start redis-server: %s%s", err, "");
 }
 
+const char *bgb_redisbloom_path(void) {
+  static char path[4096];
+  if (path[0]) return path;
+  const char *env = getenv("BG_REDISBLOOM");
+  if (env && *env) {
+    snprintf(path, sizeof path, "%s", env);
+    return path;
+  }
+  FILE *p = popen("bash '" BG_SOURCE_DIR "/scripts/redisbloom.sh'", "r");
+  if (!p || !fgets(path, sizeof path, p)) path[0] = 0;
+  int rc = p ? pclose(p) : -1;
+  path[strcspn(path, "\n")] = 0;
+  if (rc != 0 || !path[0])
+    bgb_die("scripts/redisbloom.sh gave no redisbloom.so%s%s (set BG_REDISBLOOM to the module's path)", NULL, NULL);
+  return path;
+}
+
+const char *bgb_server_or_bloom(const char *url, bgb_server *s) {
+  static const char *args[3];
+  char err[512];
+  if (url) return url;
+  memset(s, 0, sizeof *s);
+  args[0] = "--loadmodule", args[1] = bgb_redisbloom_path(), args[2] = NULL;
+  s->extra_args = args;
+  if (bgt_server_find(s) != 0) bgb_die("%s not found%s (install redis-server or set BG_REDIS_SERVER)", bgt_server_bin(), "");
+  if (bgt_server_start(s, err, sizeof err) != 0) bgb_die("could not start redis-server with RedisBloom: %s%s", err, "");
+  return s->url;
+}
+
 void bgb_server_stop(bgb_server *s) { bgt_server_cleanup(s); }
 
 redisContext *bgb_raw_connect(const char *url) {

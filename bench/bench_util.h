@@ -34,6 +34,11 @@ void bgb_server_start(bgb_server *s);
 const char *bgb_server_or(const char *url, bgb_server *s);
 /* Stops the server we started (by pid) and removes its directory; no-op otherwise. */
 void bgb_server_stop(bgb_server *s);
+/* The path of redisbloom.so: $BG_REDISBLOOM, else what scripts/redisbloom.sh prints (it installs
+ * the pinned wheel once, as for the native tests); exits when there is none. */
+const char *bgb_redisbloom_path(void);
+/* bgb_server_or with RedisBloom loaded (--loadmodule) into the server we start. */
+const char *bgb_server_or_bloom(const char *url, bgb_server *s);
 /* A raw hiredis connection for redis://host[:port] or unix:///path (no auth, db 0); exits on failure. */
 redisContext *bgb_raw_connect(const char *url);
 /* The server's CPU seconds (used_cpu_user + used_cpu_sys of INFO cpu). */

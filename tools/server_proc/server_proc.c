@@ -300,8 +300,11 @@ int bgt_server_find(bgt_server *s) {
 static int launch(bgt_server *s, char *err, size_t errlen) {
   char port[16];
   snprintf(port, sizeof port, "%d", s->port);
-  const char *argv[] = {s->bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                        "--dir", s->dir, "--logfile", "redis.log", "--daemonize", "no", NULL};
+  const char *argv[48] = {s->bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                          "--dir", s->dir, "--logfile", "redis.log", "--daemonize", "no", NULL};
+  size_t n = 15;
+  for (size_t i = 0; s->extra_args && s->extra_args[i] && n < 47; i++) argv[n++] = s->extra_args[i];
+  argv[n] = NULL;
   if (bgt_spawn((char *const *)argv, NULL, &s->pid) != 0) {
     snprintf(err, errlen, "fork: %s", strerror(errno));
     return -1;

@@ -80,6 +80,7 @@ typedef struct bgt_server {
   char url[64];       /* redis://127.0.0.1:PORT */
   char bin[4096];     /* the binary: bgt_server_find's answer */
   char dir[256];      /* scratch directory holding its log (removed by bgt_server_cleanup) */
+  const char *const *extra_args;  /* NULL, or NULL-ended arguments appended (e.g. --loadmodule PATH) */
 } bgt_server;
 
 /* Resolves bgt_server_bin() to an executable file (a PATH search for a bare name) into s->bin.

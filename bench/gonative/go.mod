@@ -1,0 +1,16 @@
+module github.com/bloomguard/bloomguard/bench/gonative
+
+go 1.26.0
+
+require (
+	github.com/bloomguard/bloomguard/bindings/go v0.0.0
+	github.com/redis/go-redis/v9 v9.24.0
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
+
+replace github.com/bloomguard/bloomguard/bindings/go => ../../bindings/go
