@@ -12,9 +12,11 @@ set -euo pipefail
 # Go binding built for linux/arm64 (its tests under qemu-user) and against musl (scripts/go-cross.sh);
 # g++-aarch64-linux-gnu: the C library (HighwayHash's C++ units) for the Java jar's linux-aarch64
 # native (bindings/java/cross-aarch64.sh)
+# gdb: a test whose forked child hangs prints the child's threads' stacks before killing it
 pkgs=(cmake ninja-build gcc g++ pkg-config libhiredis-dev libssl-dev openssl libcjson-dev
       redis-server python3 python3-dev python3-venv python3-pip maven default-jdk-headless curl ca-certificates
-      gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static musl-tools linux-libc-dev file)
+      gcc-aarch64-linux-gnu g++-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static musl-tools linux-libc-dev file
+      gdb)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

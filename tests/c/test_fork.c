@@ -182,7 +182,16 @@ static void blocking_child(fixture *fx, int wfd) {
 static int child_result(pid_t pid, int rfd, tally *t) {
   struct pollfd p = {.fd = rfd, .events = POLLIN};
   int ok = poll(&p, 1, 30000) == 1 && read(rfd, t, sizeof *t) == (ssize_t)sizeof *t;
-  if (!ok) kill(pid, SIGKILL);
+  if (!ok) {
+    /* a hung child: where each of its threads waits, for the log (gdb, when the machine has it) */
+    char cmd[160];
+    snprintf(cmd, sizeof cmd, "command -v gdb >/dev/null && gdb -p %d -batch -ex 'thread apply all bt' 2>&1 | "
+             "grep -E '^(Thread|#)' | head -120", (int)pid);
+    printf("  the child (pid %d) did not report within 30 s; its threads:\n", (int)pid);
+    fflush(stdout);
+    if (system(cmd) == -1) printf("  (no shell to run gdb)\n");
+    kill(pid, SIGKILL);
+  }
   int ws = 0;
   waitpid(pid, &ws, 0);
   close(rfd);
