@@ -200,6 +200,10 @@ int bgi_poller_renumber(int inherited, int fresh) {
     if (fresh >= 0) close(fresh);
     return -1;
   }
+  /* the fresh one got the number itself: free in a child where the inherited one was not copied
+   * (a kqueue on macOS and the BSDs, or under libkqueue). dup2 onto itself would succeed and the
+   * close below then close it (dup3 refuses it: EINVAL). Its maker set close-on-exec. */
+  if (fresh == inherited) return inherited;
 #if defined(__linux__)
   int ok = fresh >= 0 && dup3(fresh, inherited, O_CLOEXEC) >= 0;
 #else

@@ -3,6 +3,7 @@
  * BG_QUEUE_POLLER picks (the platform's default, poll in the runs labelled poller, kqueue on
  * libkqueue in the runs labelled kqueue with -DBG_TEST_LIBKQUEUE=ON). No server. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -18,9 +19,8 @@
 #include "lateness.h"
 
 /* On Linux a kqueue backend runs on libkqueue, whose kqueue descriptor is the write end of a pipe
- * (it notices the close with it) and whose kqueues are found by descriptor number: that fd is not
- * readable while events wait, and a kqueue moved to another number (after a fork) is not found.
- * docs/queue.md says what this leaves untested. */
+ * (it notices the close with it): that fd is not readable while events wait. docs/building.md says
+ * what this leaves untested. */
 #if defined(__linux__)
 #define LIBKQUEUE(p) ((p)->kind == BGI_POLLER_KQUEUE)
 #else
@@ -99,8 +99,8 @@ static void test_fd_readable_when_woken(void) {
   CHECK(!readable(p.fd));
   bgi_poller_wake(&p);
   if (LIBKQUEUE(&p)) {
-    CHECK_MSG(!readable(p.fd), "libkqueue's kqueue fd became readable: docs/queue.md says it does not");
-    printf("  libkqueue: the kqueue fd is not readable with an event pending (as docs/queue.md says)\n");
+    CHECK_MSG(!readable(p.fd), "libkqueue's kqueue fd became readable: docs/building.md says it does not");
+    printf("  libkqueue: the kqueue fd is not readable with an event pending (as docs/building.md says)\n");
   } else {
     CHECK(readable(p.fd));
   }
@@ -143,6 +143,16 @@ static void test_timer(void) {
   CHECK_MSG(el >= 29.0, "the 30 ms timer fired after %.1f ms", el);
   s = wait_once(&p, NULL, 0);
   CHECK(!(s.flags & BGI_POLLER_TIMED));
+
+  /* a timer already due when armed (the queue arms its earliest timer after a round, which may be
+   * due by then) fires at once: a kqueue timer of 0 is disarmed by libkqueue, refused by some BSDs */
+  for (int past = 0; past < 2; past++) {
+    t0 = bgi_now_ns();
+    bgi_poller_arm(&p, past ? t0 - 1000000ull : t0);
+    s = wait_once(&p, NULL, 2000);
+    el = ms_since(t0);
+    CHECK_MSG(s.flags & BGI_POLLER_TIMED, "a timer due %s did not fire within 2 s (%.0f ms)", past ? "1 ms ago" : "now", el);
+  }
 
   /* disarmed: a 300 ms wait ends by its timeout, without the timer (the control: a timer that
    * stays armed is seen by this same wait) */
@@ -204,6 +214,27 @@ static void test_socket_readiness(void) {
   bgi_poller_close(&p);
 }
 
+/* The move onto an inherited number (bgi_poller_renumber): the fresh fd's file under the old
+ * number, the fresh number closed; and a fresh fd that got the old number itself (a kqueue is not
+ * copied into a child, so its number is free there) stays open under it. */
+static void test_renumber(void) {
+  int a[2], b[2];
+  CHECK(pipe(a) == 0 && pipe(b) == 0);
+  CHECK_EQ_INT(bgi_poller_renumber(a[0], b[0]), a[0]);
+  CHECK(fcntl(b[0], F_GETFD) < 0 && errno == EBADF);   /* the fresh number is closed */
+  CHECK(write(b[1], "z", 1) == 1);
+  char c = 0;
+  CHECK(read(a[0], &c, 1) == 1 && c == 'z');           /* a[0] is b's pipe now */
+  CHECK(fcntl(a[0], F_GETFD) & FD_CLOEXEC);
+  int fd = a[1];
+  CHECK(fcntl(fd, F_SETFD, FD_CLOEXEC) == 0);
+  CHECK_EQ_INT(bgi_poller_renumber(fd, fd), fd);
+  CHECK_MSG(fcntl(fd, F_GETFD) >= 0, "the fd that had the number already was closed");
+  close(a[0]);
+  close(fd);
+  close(b[1]);
+}
+
 /* After a fork the child's poller is fresh and on the same fd numbers (bgi_poller_after_fork): its
  * wake and timer work there, and the parent's go on. */
 static void test_after_fork(void) {
@@ -232,10 +263,13 @@ static void test_after_fork(void) {
   CHECK(WIFEXITED(status));
   int code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   if (LIBKQUEUE(&p)) {
-    /* libkqueue closes the child's kqueues at the fork, like a kernel; the fresh one dup'ed onto
-     * the old number is then not found by that number: documented, not hidden */
-    printf("  libkqueue: the child's renumbered kqueue %s (exit code %d; docs/queue.md)\n",
-           code == 0 ? "worked" : "did not work", code);
+    /* libkqueue, like a kernel, closes the child's kqueues at the fork, but finds a kqueue by its
+     * descriptor's number: the child's works only when the fresh one got the old number itself
+     * (bgi_poller_renumber keeps it), which depends on what libkqueue remade first. Reported, not
+     * checked (docs/building.md); the fd keeps its number either way. */
+    CHECK_MSG(!(code & 1), "child: the fd moved (exit code %d)", code);
+    printf("  libkqueue: the child's kqueue %s (exit code %d; docs/building.md)\n",
+           code == 0 ? "worked" : "was not found under its number", code);
   } else {
     CHECK_MSG(code == 0, "child: %s%s%s", code & 1 ? "fd moved; " : "", code & 2 ? "no wake; " : "",
               code & 4 ? "no timer" : "");
@@ -247,4 +281,5 @@ static void test_after_fork(void) {
 }
 
 BGT_RUN(BGT_CASE(test_backend_is_the_one_asked), BGT_CASE(test_wake), BGT_CASE(test_fd_readable_when_woken),
-        BGT_CASE(test_timer), BGT_CASE(test_socket_readiness), BGT_CASE(test_after_fork))
+        BGT_CASE(test_timer), BGT_CASE(test_socket_readiness), BGT_CASE(test_renumber),
+        BGT_CASE(test_after_fork))
