@@ -37,6 +37,13 @@ THIRD_PARTY = {
     "HighwayHash": "third_party/highwayhash/LICENSE",
     "OpenSSL": "third_party/openssl/LICENSE.txt",
 }
+# vendored for the tests only, in no artifact (so neither in NOTICE nor in pyproject.toml's
+# license-files): libkqueue runs the queue's kqueue backend on Linux in a -DBG_TEST_LIBKQUEUE=ON
+# build's tests (cmake/libkqueue.cmake); the sdist excludes it, and every artifact checked here
+# must hold no file of it (leaks below)
+TEST_ONLY = {
+    "libkqueue": "third_party/libkqueue/LICENSE",
+}
 LICENSE_EXPRESSION = "Apache-2.0 AND BSD-3-Clause"
 # the Go module: the C copies in internal/clib are flattened (scripts/go-amalgamate.py), and so are
 # their notices beside them; each Go module (its zip is all pkg.go.dev and a user get) has its own
@@ -62,15 +69,21 @@ def repo_problems() -> list[str]:
     """The tables above against the repository: every folder of third_party/ has a notice here,
     NOTICE names every notice, pyproject.toml's license-files lists them all."""
     bad = []
-    listed = {Path(p).parts[1] for p in THIRD_PARTY.values()}
+    listed = {Path(p).parts[1] for p in list(THIRD_PARTY.values()) + list(TEST_ONLY.values())}
     for d in sorted(p.name for p in (ROOT / "third_party").iterdir() if p.is_dir()):
         if d not in listed:
             bad.append("third_party/%s has no notice in scripts/notices.py's THIRD_PARTY (nor, then, in the "
-                       "artifacts): add its license file there, to NOTICE and to pyproject.toml" % d)
+                       "artifacts): add its license file there, to NOTICE and to pyproject.toml (or to "
+                       "TEST_ONLY, if no artifact holds it)" % d)
     notice = (ROOT / "NOTICE").read_text()
     pyproject = (ROOT / "pyproject.toml").read_text()
     files = re.search(r"^license-files\s*=\s*\[(.*?)\]", pyproject, re.S | re.M)
     files = re.findall(r'"([^"]+)"', files.group(1)) if files else []
+    for rel in TEST_ONLY.values():
+        if not (ROOT / rel).is_file():
+            bad.append("%s does not exist" % rel)
+        if rel in files:
+            bad.append("pyproject.toml's license-files lists %s, which is test-only (TEST_ONLY)" % rel)
     for rel in OWN + list(THIRD_PARTY.values()):
         if not (ROOT / rel).is_file():
             bad.append("%s does not exist" % rel)
@@ -169,10 +182,17 @@ def check_wheel(view: dict[str, bytes], metadata: str) -> list[str]:
     return bad
 
 
+def leaks(view: dict[str, bytes], kind: str) -> list[str]:
+    """Files of a test-only component (TEST_ONLY) in an artifact."""
+    folders = {str(Path(p).parent) for p in TEST_ONLY.values()}
+    return ["%s: holds %s, test-only code (scripts/notices.py TEST_ONLY) that no artifact may hold" % (kind, p)
+            for p in sorted(view) if any(p.startswith(f + "/") or ("/" + f + "/") in p for f in folders)]
+
+
 def run(kind: str, view: dict[str, bytes], want: dict[str, str], extra=None) -> list[str]:
     if kind == "wheel":
-        return check_wheel(view, extra)
-    return compare(view, want, kind)
+        return check_wheel(view, extra) + leaks(view, kind)
+    return compare(view, want, kind) + leaks(view, kind)
 
 
 def main() -> int:

@@ -3,6 +3,8 @@
 #   bash third_party/update.sh check          every vendored file matches SHA256SUMS (no network)
 #   bash third_party/update.sh hiredis        hiredis from the hiredis-py sdist (PyPI, SHA-256 checked)
 #   bash third_party/update.sh highwayhash    Google's HighwayHash at a pinned commit (git)
+#   bash third_party/update.sh libkqueue      libkqueue at a pinned commit (git; LIBKQUEUE_GIT=DIR
+#                                             clones a local copy instead); test builds only
 # To move to another release, change the pin below, run the fetch, review `git diff third_party/`,
 # and update third_party/README.md. The files are copied unmodified; SHA256SUMS is rewritten.
 set -euo pipefail
@@ -22,8 +24,23 @@ HIGHWAYHASH_FILES="LICENSE c/highwayhash.c c/highwayhash.h highwayhash/arch_spec
   highwayhash/hh_portable.h highwayhash/hh_sse41.h highwayhash/hh_types.h highwayhash/highwayhash.h
   highwayhash/iaca.h highwayhash/load3.h highwayhash/vector128.h highwayhash/vector256.h"
 
+# libkqueue: the userspace kqueue on epoll that runs the queue's kqueue backend on Linux in the
+# tests (cmake/libkqueue.cmake, -DBG_TEST_LIBKQUEUE=ON); never in a shipped artifact. What its Linux
+# build compiles (src/common, src/linux, the one posix header and proc.c they use), the templates
+# its CMake configures (config.h, version.h, sys/event.h) and its licence.
+LIBKQUEUE_REPO=${LIBKQUEUE_GIT:-https://github.com/mheily/libkqueue.git}
+LIBKQUEUE_COMMIT=f96608964f7da711e686e09c39b79abdb4cc358e
+LIBKQUEUE_FILES="LICENSE config.h.in version.h.in include/sys/event.h.in
+  src/common/alloc.h src/common/debug.c src/common/debug.h src/common/evfilt_signal.h
+  src/common/evfilt_signalfd.c src/common/filter.c src/common/kevent.c src/common/knote.c
+  src/common/kqueue.c src/common/libkqueue.c src/common/map.c src/common/private.h src/common/queue.h
+  src/common/tree.h src/linux/platform.c src/linux/platform.h src/linux/proc.c src/linux/read.c
+  src/linux/timer.c src/linux/user.c src/linux/vnode.c src/linux/write.c src/posix/platform_ext.h
+  src/posix/proc.c"
+VENDORED="hiredis highwayhash libkqueue"
+
 sums() {  # rewrites SHA256SUMS from the files on disk
-  (cd "$HERE" && find hiredis highwayhash -type f | LC_ALL=C sort | xargs sha256sum) > "$HERE/SHA256SUMS"
+  (cd "$HERE" && find $VENDORED -type f | LC_ALL=C sort | xargs sha256sum) > "$HERE/SHA256SUMS"
 }
 
 copy_files() {  # copy_files FROM TO FILES...
@@ -42,7 +59,7 @@ case ${1:-} in
   check)
     (cd "$HERE" && sha256sum --quiet -c SHA256SUMS) || { echo "update.sh: vendored files differ from SHA256SUMS" >&2; exit 1; }
     listed=$(awk '{print $2}' "$HERE/SHA256SUMS" | LC_ALL=C sort)
-    present=$(cd "$HERE" && find hiredis highwayhash -type f | LC_ALL=C sort)
+    present=$(cd "$HERE" && find $VENDORED -type f | LC_ALL=C sort)
     [ "$listed" = "$present" ] || { echo "update.sh: files not in SHA256SUMS:" >&2; diff <(echo "$listed") <(echo "$present") >&2; exit 1; }
     echo "third_party: $(echo "$present" | wc -l) vendored files match SHA256SUMS"
     ;;
@@ -63,5 +80,12 @@ case ${1:-} in
     copy_files "$tmp/hh" "$HERE/highwayhash" $HIGHWAYHASH_FILES
     sums
     ;;
-  *) echo "usage: bash third_party/update.sh check|hiredis|highwayhash" >&2; exit 2 ;;
+  libkqueue)
+    git clone -q "$LIBKQUEUE_REPO" "$tmp/kq"
+    git -C "$tmp/kq" -c advice.detachedHead=false checkout -q "$LIBKQUEUE_COMMIT"
+    # shellcheck disable=SC2086
+    copy_files "$tmp/kq" "$HERE/libkqueue" $LIBKQUEUE_FILES
+    sums
+    ;;
+  *) echo "usage: bash third_party/update.sh check|hiredis|highwayhash|libkqueue" >&2; exit 2 ;;
 esac

@@ -6,6 +6,12 @@
  *
  * A kqueue is not inherited by fork (the child's descriptor is closed, or unusable): after a fork
  * a fresh one takes its number.
+ *
+ * The inherited number is free in the child then, so the fresh one (or the wake's socket pair,
+ * made first) may get it itself: bgi_poller_renumber keeps it.
+ *
+ * Linux test builds (-DBG_TEST_LIBKQUEUE=ON) run this file on libkqueue, whose kqueue fd is a
+ * pipe's write end (not pollable): docs/building.md, the kqueue backend on Linux.
  */
 #include "client/poller.h"
 
@@ -71,7 +77,10 @@ void bgi_poller_kqueue_watch(bgi_poller *p, int fd, void *tag, uint32_t old, uin
 }
 
 /* A one-shot relative timer: kqueue's timers count from now (the absolute form is not on every
- * BSD). Armed only when earlier than what it is armed for, as with epoll's timerfd. */
+ * BSD). Armed only when earlier than what it is armed for, as with epoll's timerfd. A timer due
+ * already (the earliest can be due by the end of a round) gets the smallest period, never 0: what
+ * a period of 0 does differs (at once on FreeBSD, never with libkqueue, which disarms its timerfd
+ * then; test_poller), as epoll's timerfd is armed for 1 ns rather than 0, which disarms it. */
 void bgi_poller_kqueue_arm(bgi_poller *p, uint64_t due_ns) {
   struct kevent kev;
   if (due_ns == UINT64_MAX) {
@@ -79,9 +88,11 @@ void bgi_poller_kqueue_arm(bgi_poller *p, uint64_t due_ns) {
   } else {
     uint64_t now = bgi_now_ns(), in_ns = due_ns > now ? due_ns - now : 0;
 #if defined(NOTE_USECONDS)
-    EV_SET(&kev, TIMER_IDENT, EVFILT_TIMER, EV_ADD | EV_ONESHOT, NOTE_USECONDS, (intptr_t)((in_ns + 999) / 1000), NULL);
+    uint64_t n = (in_ns + 999) / 1000;
+    EV_SET(&kev, TIMER_IDENT, EVFILT_TIMER, EV_ADD | EV_ONESHOT, NOTE_USECONDS, (intptr_t)(n ? n : 1), NULL);
 #else
-    EV_SET(&kev, TIMER_IDENT, EVFILT_TIMER, EV_ADD | EV_ONESHOT, 0, (intptr_t)((in_ns + 999999) / 1000000), NULL);
+    uint64_t n = (in_ns + 999999) / 1000000;
+    EV_SET(&kev, TIMER_IDENT, EVFILT_TIMER, EV_ADD | EV_ONESHOT, 0, (intptr_t)(n ? n : 1), NULL);
 #endif
   }
   (void)kevent(p->fd, &kev, 1, NULL, 0, NULL);

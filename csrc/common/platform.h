@@ -12,6 +12,11 @@
 
 #if defined(__linux__)
 #define BGI_HAVE_EPOLL 1
+/* test builds only (-DBG_TEST_LIBKQUEUE=ON: the tests' internal library, never a shipped one): the
+ * kqueue backend too, on libkqueue's userspace kqueue, selected with BG_QUEUE_POLLER=kqueue */
+#if defined(BGI_TEST_LIBKQUEUE)
+#define BGI_HAVE_KQUEUE 1
+#endif
 #elif defined(__APPLE__) || defined(__FreeBSD__) || defined(__OpenBSD__) || defined(__NetBSD__) || \
     defined(__DragonFly__)
 #define BGI_HAVE_KQUEUE 1

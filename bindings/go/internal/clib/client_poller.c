@@ -33,11 +33,22 @@ const char *bgi_poller_name(int kind) {
 static int built_in(int kind) {
   if (kind == BGI_POLLER_POLL) return 1;
 #if defined(BGI_HAVE_EPOLL)
-  return kind == BGI_POLLER_EPOLL;
-#else
-  return kind == BGI_POLLER_KQUEUE;
+  if (kind == BGI_POLLER_EPOLL) return 1;
 #endif
+#if defined(BGI_HAVE_KQUEUE)
+  if (kind == BGI_POLLER_KQUEUE) return 1;
+#endif
+  return 0;
 }
+
+/* what BG_QUEUE_POLLER may name in this build */
+#if defined(BGI_HAVE_EPOLL) && defined(BGI_HAVE_KQUEUE)
+#define BUILT_IN_NAMES "epoll, kqueue"
+#elif defined(BGI_HAVE_EPOLL)
+#define BUILT_IN_NAMES "epoll"
+#else
+#define BUILT_IN_NAMES "kqueue"
+#endif
 
 int bgi_poller_open(bgi_poller *p, int kind, bgi_err *err) {
   memset(p, 0, sizeof *p);
@@ -50,8 +61,8 @@ int bgi_poller_open(bgi_poller *p, int kind, bgi_err *err) {
       kind = !strcmp(env, "epoll") ? BGI_POLLER_EPOLL : !strcmp(env, "kqueue") ? BGI_POLLER_KQUEUE
            : !strcmp(env, "poll") ? BGI_POLLER_POLL : -1;
       if (kind < 0 || !built_in(kind))
-        return bgi_err_set(err, BG_EINVAL, "BG_QUEUE_POLLER=%s: this build's queue backends are %s and poll; "
-                           "unset it or name one of them", env, bgi_poller_name(DEFAULT_KIND));
+        return bgi_err_set(err, BG_EINVAL, "BG_QUEUE_POLLER=%s: this build's queue backends are "
+                           BUILT_IN_NAMES " and poll; unset it or name one of them", env);
     }
   }
   if (!built_in(kind))
@@ -61,7 +72,8 @@ int bgi_poller_open(bgi_poller *p, int kind, bgi_err *err) {
   switch (kind) {
 #if defined(BGI_HAVE_EPOLL)
     case BGI_POLLER_EPOLL: r = bgi_poller_epoll_open(p); break;
-#else
+#endif
+#if defined(BGI_HAVE_KQUEUE)
     case BGI_POLLER_KQUEUE: r = bgi_poller_kqueue_open(p); break;
 #endif
     default: r = bgi_poller_poll_open(p); break;
@@ -89,7 +101,8 @@ void bgi_poller_after_fork(bgi_poller *p) {
   switch (p->kind) {
 #if defined(BGI_HAVE_EPOLL)
     case BGI_POLLER_EPOLL: bgi_poller_epoll_after_fork(p); break;
-#else
+#endif
+#if defined(BGI_HAVE_KQUEUE)
     case BGI_POLLER_KQUEUE: bgi_poller_kqueue_after_fork(p); break;
 #endif
     default: bgi_poller_poll_after_fork(p); break;
@@ -101,7 +114,8 @@ void bgi_poller_watch(bgi_poller *p, int fd, void *tag, uint32_t old, uint32_t e
   switch (p->kind) {
 #if defined(BGI_HAVE_EPOLL)
     case BGI_POLLER_EPOLL: bgi_poller_epoll_watch(p, fd, tag, old, events); break;
-#else
+#endif
+#if defined(BGI_HAVE_KQUEUE)
     case BGI_POLLER_KQUEUE: bgi_poller_kqueue_watch(p, fd, tag, old, events); break;
 #endif
     default: bgi_poller_poll_watch(p, fd, tag, old, events); break;
@@ -116,7 +130,8 @@ void bgi_poller_arm(bgi_poller *p, uint64_t due_ns) {
   switch (p->kind) {
 #if defined(BGI_HAVE_EPOLL)
     case BGI_POLLER_EPOLL: bgi_poller_epoll_arm(p, due_ns); break;
-#else
+#endif
+#if defined(BGI_HAVE_KQUEUE)
     case BGI_POLLER_KQUEUE: bgi_poller_kqueue_arm(p, due_ns); break;
 #endif
     default: p->timer_due = due_ns; break;   /* bg_queue_poll bounds its own waits by the timers */
@@ -128,7 +143,8 @@ int bgi_poller_wait(bgi_poller *p, bgi_pevent *ev, int max, int timeout_ms, unsi
   switch (p->kind) {
 #if defined(BGI_HAVE_EPOLL)
     case BGI_POLLER_EPOLL: return bgi_poller_epoll_wait(p, ev, max, timeout_ms, flags);
-#else
+#endif
+#if defined(BGI_HAVE_KQUEUE)
     case BGI_POLLER_KQUEUE: return bgi_poller_kqueue_wait(p, ev, max, timeout_ms, flags);
 #endif
     default: return bgi_poller_poll_wait(p, ev, max, timeout_ms, flags);
@@ -185,6 +201,10 @@ int bgi_poller_renumber(int inherited, int fresh) {
     if (fresh >= 0) close(fresh);
     return -1;
   }
+  /* the fresh one got the number itself: free in a child where the inherited one was not copied
+   * (a kqueue on macOS and the BSDs, or under libkqueue). dup2 onto itself would succeed and the
+   * close below then close it (dup3 refuses it: EINVAL). Its maker set close-on-exec. */
+  if (fresh == inherited) return inherited;
 #if defined(__linux__)
   int ok = fresh >= 0 && dup3(fresh, inherited, O_CLOEXEC) >= 0;
 #else

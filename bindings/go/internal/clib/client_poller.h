@@ -15,7 +15,8 @@
  *          bg_queue_poll with a timeout (docs/queue.md).
  *
  * The backend is chosen at bg_queue_open: the environment variable BG_QUEUE_POLLER (epoll, kqueue
- * or poll; the tests force poll with it), else the platform's default.
+ * or poll; the tests force poll with it), else the platform's default. A Linux test build with
+ * -DBG_TEST_LIBKQUEUE=ON has kqueue too, on libkqueue (docs/building.md says what that leaves out).
  *
  * The wake is an eventfd (Linux) or a socket pair (elsewhere: a writer whose reader closed gets no
  * SIGPIPE, common/sock.h), whose write end another thread may write 8 bytes to (the name resolver,
