@@ -57,19 +57,9 @@ void bgb_server_start(bgb_server *s) {
 }
 
 const char *bgb_redisbloom_path(void) {
-  static char path[4096];
-  if (path[0]) return path;
-  const char *env = getenv("BG_REDISBLOOM");
-  if (env && *env) {
-    snprintf(path, sizeof path, "%s", env);
-    return path;
-  }
-  FILE *p = popen("bash '" BG_SOURCE_DIR "/scripts/redisbloom.sh'", "r");
-  if (!p || !fgets(path, sizeof path, p)) path[0] = 0;
-  int rc = p ? pclose(p) : -1;
-  path[strcspn(path, "\n")] = 0;
-  if (rc != 0 || !path[0])
-    bgb_die("scripts/redisbloom.sh gave no redisbloom.so%s%s (set BG_REDISBLOOM to the module's path)", NULL, NULL);
+  int rc = 0;
+  const char *path = bgt_redisbloom_module(&rc);
+  if (!path) bgb_die("scripts/redisbloom.sh gave no redisbloom.so%s%s (set BG_REDISBLOOM to the module's path)", NULL, NULL);
   return path;
 }
 

@@ -1,22 +1,15 @@
 #include "native_fixture.h"
 
+#include "server_proc.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 const char *bgt_redisbloom_path(void) {
-  static char path[4096];
-  if (path[0]) return path;
-  const char *env = getenv("BG_REDISBLOOM");
-  if (env && *env) {
-    snprintf(path, sizeof path, "%s", env);
-    return path;
-  }
-  FILE *p = popen("bash '" BG_SOURCE_DIR "/scripts/redisbloom.sh'", "r");
-  if (!p || !fgets(path, sizeof path, p)) path[0] = 0;
-  int rc = p ? pclose(p) : -1;
-  path[strcspn(path, "\n")] = 0;
-  if (rc != 0 || !path[0]) {
+  int rc = 0;
+  const char *path = bgt_redisbloom_module(&rc);
+  if (!path) {
     fprintf(stderr, "native fixture: scripts/redisbloom.sh gave no redisbloom.so (exit %d): the native tests need "
                     "it (set BG_REDISBLOOM to a module's path, or let the script install it from PyPI)\n", rc);
     exit(2);

