@@ -65,7 +65,8 @@ typedef struct result {
 
 /* the next batch's first index: batches never wrap (n_query is a multiple of every batch) */
 static size_t take(size_t *cursor, size_t batch) {
-  size_t from = *cursor;
+  /* a cursor left by the other batch size may leave no whole batch before the end */
+  size_t from = *cursor + batch > n_query ? 0 : *cursor;
   *cursor = from + batch >= n_query ? 0 : from + batch;
   return from;
 }
