@@ -40,7 +40,11 @@ c_asan() {
 c_tsan() {
   TSAN_OPTIONS=halt_on_error=1:die_after_fork=0 ctest --test-dir build-tsan --output-on-failure -j "$JOBS" -LE 'cli|fixture'
 }
-py_suite() { "$VENV/bin/python" -m pytest -p no:cacheprovider -q tests/python; }
+# as bindings/python/ci.sh runs it: BG_WHEEL names the wheel it built and installed
+py_suite() {
+  BG_WHEEL=$(ls "$VENV"-wheelhouse/bloomguard-*.whl 2>/dev/null | head -1) \
+    "$VENV/bin/python" -m pytest -p no:cacheprovider -q tests/python
+}
 go_suite() { (cd bindings/go && go test -race -count=1 ./...); }
 
 pair() {  # pair NAME FIRST SECOND
@@ -69,8 +73,8 @@ for p in "${pairs[@]}"; do
           build build-asan -DCMAKE_BUILD_TYPE=Debug -DBG_SANITIZE=address,undefined -DBG_BUILD_BENCH=OFF ;;
     tsan) build build -DCMAKE_BUILD_TYPE=RelWithDebInfo
           build build-tsan -DCMAKE_BUILD_TYPE=Debug -DBG_SANITIZE=thread -DBG_BUILD_BENCH=OFF ;;
-    python) "$VENV/bin/python" -c 'import bloomguard, pytest' ||
-              { echo "side-by-side.sh: no binding in $VENV (bash bindings/python/ci.sh makes it)" >&2; exit 1; } ;;
+    python) "$VENV/bin/python" -c 'import bloomguard, pytest' && ls "$VENV"-wheelhouse/bloomguard-*.whl >/dev/null ||
+              { echo "side-by-side.sh: no binding in $VENV or no wheel in $VENV-wheelhouse (bash bindings/python/ci.sh makes both)" >&2; exit 1; } ;;
     go) ;;
     *) echo "side-by-side.sh: unknown pair $p (plain, asan, tsan, python, go)" >&2; exit 2 ;;
   esac

