@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -41,14 +42,20 @@ static int built_in(int kind) {
   return 0;
 }
 
-/* what BG_QUEUE_POLLER may name in this build */
-#if defined(BGI_HAVE_EPOLL) && defined(BGI_HAVE_KQUEUE)
-#define BUILT_IN_NAMES "epoll, kqueue"
-#elif defined(BGI_HAVE_EPOLL)
-#define BUILT_IN_NAMES "epoll"
-#else
-#define BUILT_IN_NAMES "kqueue"
-#endif
+/* BG_QUEUE_POLLER's value as a kind (the names of bgi_poller_name), or -1 */
+static int kind_named(const char *name) {
+  for (int k = BGI_POLLER_EPOLL; k <= BGI_POLLER_POLL; k++)
+    if (!strcmp(name, bgi_poller_name(k))) return k;
+  return -1;
+}
+
+/* the backends of this build other than poll, for a message: "epoll" or "epoll, kqueue" */
+static const char *built_in_names(char *buf, size_t cap) {
+  buf[0] = 0;
+  for (int k = BGI_POLLER_EPOLL; k < BGI_POLLER_POLL; k++)
+    if (built_in(k)) snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", buf[0] ? ", " : "", bgi_poller_name(k));
+  return buf;
+}
 
 int bgi_poller_open(bgi_poller *p, int kind, bgi_err *err) {
   memset(p, 0, sizeof *p);
@@ -58,11 +65,12 @@ int bgi_poller_open(bgi_poller *p, int kind, bgi_err *err) {
     const char *env = getenv("BG_QUEUE_POLLER");
     kind = DEFAULT_KIND;
     if (env && *env) {
-      kind = !strcmp(env, "epoll") ? BGI_POLLER_EPOLL : !strcmp(env, "kqueue") ? BGI_POLLER_KQUEUE
-           : !strcmp(env, "poll") ? BGI_POLLER_POLL : -1;
-      if (kind < 0 || !built_in(kind))
-        return bgi_err_set(err, BG_EINVAL, "BG_QUEUE_POLLER=%s: this build's queue backends are "
-                           BUILT_IN_NAMES " and poll; unset it or name one of them", env);
+      kind = kind_named(env);
+      if (kind < 0 || !built_in(kind)) {
+        char names[32];
+        return bgi_err_set(err, BG_EINVAL, "BG_QUEUE_POLLER=%s: this build's queue backends are %s and poll; "
+                           "unset it or name one of them", env, built_in_names(names, sizeof names));
+      }
     }
   }
   if (!built_in(kind))
