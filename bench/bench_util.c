@@ -49,12 +49,16 @@ char *bgb_put_u64(char *p, uint64_t v) {
   return p;
 }
 
-void bgb_server_start(bgb_server *s) {
+/* what: " with RedisBloom" or "", for the message */
+static void start_with(bgb_server *s, const char *const *extra_args, const char *what) {
   char err[512];
   memset(s, 0, sizeof *s);
+  s->extra_args = extra_args;
   if (bgt_server_find(s) != 0) bgb_die("%s not found%s (install redis-server or set BG_REDIS_SERVER)", bgt_server_bin(), "");
-  if (bgt_server_start(s, err, sizeof err) != 0) bgb_die("could not start redis-server: %s%s", err, "");
+  if (bgt_server_start(s, err, sizeof err) != 0) bgb_die("could not start redis-server%s: %s", what, err);
 }
+
+void bgb_server_start(bgb_server *s) { start_with(s, NULL, ""); }
 
 const char *bgb_redisbloom_path(void) {
   int rc = 0;
@@ -65,13 +69,9 @@ const char *bgb_redisbloom_path(void) {
 
 const char *bgb_server_or_bloom(const char *url, bgb_server *s) {
   static const char *args[3];
-  char err[512];
   if (url) return url;
-  memset(s, 0, sizeof *s);
   args[0] = "--loadmodule", args[1] = bgb_redisbloom_path(), args[2] = NULL;
-  s->extra_args = args;
-  if (bgt_server_find(s) != 0) bgb_die("%s not found%s (install redis-server or set BG_REDIS_SERVER)", bgt_server_bin(), "");
-  if (bgt_server_start(s, err, sizeof err) != 0) bgb_die("could not start redis-server with RedisBloom: %s%s", err, "");
+  start_with(s, args, " with RedisBloom");
   return s->url;
 }
 

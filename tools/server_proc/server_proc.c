@@ -302,7 +302,8 @@ static int launch(bgt_server *s, char *err, size_t errlen) {
   snprintf(port, sizeof port, "%d", s->port);
   const char *argv[48] = {s->bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                           "--dir", s->dir, "--logfile", "redis.log", "--daemonize", "no", NULL};
-  size_t n = 15;
+  size_t n = 0;
+  while (argv[n]) n++;
   for (size_t i = 0; s->extra_args && s->extra_args[i] && n < 47; i++) argv[n++] = s->extra_args[i];
   argv[n] = NULL;
   if (bgt_spawn((char *const *)argv, NULL, &s->pid) != 0) {
