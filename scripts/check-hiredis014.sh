@@ -22,4 +22,4 @@ grep -q '^BG_HIREDIS_VERSION:INTERNAL=0\.' "$BUILD/CMakeCache.txt" || {
 }
 cmake --build "$BUILD" -j "$(nproc)"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir "$BUILD" --output-on-failure -j "$(nproc)" "${CTEST_ARGS[@]}"
+  ctest --test-dir "$BUILD" --output-on-failure -j "${BG_CTEST_JOBS:-$(nproc)}" "${CTEST_ARGS[@]}"
