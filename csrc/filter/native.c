@@ -1,6 +1,9 @@
 /*
- * Native filters: every operation is one EVALSHA of one script that reads the key's TYPE and then
- * runs its BF command, so what the key is and what it answers come from the same instant.
+ * Native filters: adds and whole-filter operations are one EVALSHA of one script that reads the
+ * key's TYPE and then runs its BF command, so what the key is and what it answers come from the
+ * same instant. A query makes that check without Lua - MULTI, TYPE, BF.MEXISTS, EXEC, the script
+ * only when TYPE names no native filter - and with tracking sends BF.MEXISTS alone while the
+ * server tracks the key for the connection (build_read, below, says why that holds).
  */
 #include "filter/native.h"
 
