@@ -176,7 +176,7 @@ static int build_script(bgi_conn *c, bgi_nwin *w, size_t *nreplies, bgi_err *err
  *
  * With tracking (redis/tracking.h) the block says CLIENT CACHING YES before TYPE and ends with
  * PTTL NAME, so the server tracks NAME for the connection; a block that finds a native filter with
- * no TTL leaves a verdict (the filter's id, BGI_NATIVE_TRACKED), and while it holds the next
+ * no TTL leaves a verdict (the filter's id, NATIVE_TRACKED), and while it holds the next
  * queries send BF.MEXISTS NAME items... alone. Whatever changes NAME after the verdict (DEL, a
  * rotation's RENAME onto it, FLUSHALL, an expiry the server carries out, an add, a PEXPIRE) makes
  * the server push an invalidation to the connection ahead of the reply to any later command, so an
