@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -121,5 +122,75 @@ func TestNativeFilter(t *testing.T) {
 	defer h.Close()
 	if _, err := h.InitNative(ctx, 100000000000, 1e-6, ExpansionDefault); !errors.Is(err, ErrBadParams) {
 		t.Fatalf("a 450 GB reservation: %v, want ErrBadParams", err)
+	}
+}
+
+// A native filter's repeated queries send BF.MEXISTS alone once the server tracks its key (the
+// server counts one BF.MEXISTS per query and no EVALSHA), and a DEL between two of them is never
+// answered false: the invalidation arrives ahead of the reply, and the query asks again with the
+// full check (ErrNotInitialized). With tracking off: MULTI, TYPE, BF.MEXISTS, EXEC every time.
+func TestNativeQueriesTrackedRead(t *testing.T) {
+	s := startBloom(t)
+	ctx := context.Background()
+	for _, on := range []bool{true, false} {
+		t.Run(strconv.FormatBool(on), func(t *testing.T) {
+			c, err := Open(s.url, WithTracking(on), WithPoolSize(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			name := "gonread-" + strconv.FormatBool(on)
+			f, err := c.Filter(name, WithNative())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.InitNative(ctx, 1000, 0.01, ExpansionDefault); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.AddString(ctx, "a"); err != nil {
+				t.Fatal(err)
+			}
+			r, err := dialRESP(s.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.close()
+			r.must(t, "CONFIG", "RESETSTAT")
+			const n = 40
+			for i := 0; i < n; i++ {
+				if ok, err := f.ContainsString(ctx, "a"); err != nil || !ok {
+					t.Fatalf("ContainsString: %v %v", ok, err)
+				}
+			}
+			info, _ := r.must(t, "INFO", "commandstats").(string)
+			calls := func(cmd string) int {
+				i := strings.Index(info, "cmdstat_"+cmd+":calls=")
+				if i < 0 {
+					return 0
+				}
+				var v int
+				fmt.Sscanf(info[i+len("cmdstat_"+cmd+":calls="):], "%d", &v)
+				return v
+			}
+			st := stats(t, f)
+			if calls("evalsha") != 0 || calls("bf.mexists") != n {
+				t.Errorf("%d queries: %d EVALSHA, %d BF.MEXISTS", n, calls("evalsha"), calls("bf.mexists"))
+			}
+			if on && (st.TrackedReads < n-2 || calls("type") != n-int(st.TrackedReads)) {
+				t.Errorf("tracking on: %d tracked reads, %d TYPE of %d queries", st.TrackedReads, calls("type"), n)
+			}
+			if !on && (st.TrackedReads != 0 || calls("type") != n) {
+				t.Errorf("tracking off: %d tracked reads, %d TYPE of %d queries", st.TrackedReads, calls("type"), n)
+			}
+			r.must(t, "DEL", name)
+			if ok, err := f.ContainsString(ctx, "a"); !errors.Is(err, ErrNotInitialized) {
+				t.Fatalf("after a DEL: %v %v, want ErrNotInitialized", ok, err)
+			}
+			if after := stats(t, f); on && after.TrackedStale != st.TrackedStale+1 {
+				t.Errorf("the query after the DEL was not a dropped tracked read: stale %d -> %d", st.TrackedStale,
+					after.TrackedStale)
+			}
+		})
 	}
 }

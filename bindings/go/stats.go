@@ -76,7 +76,7 @@ type Stats struct {
 	SnapshotFailures      int64
 	SnapshotAge           time.Duration // age of the snapshot held now; -1 when there is none
 	SnapshotBytes         int64         // its bitmap's size; 0 when none
-	TrackedReads          int64         // query round trips that sent only BITFIELD_RO (WithTracking)
+	TrackedReads          int64         // query round trips that sent only BITFIELD_RO (native: BF.MEXISTS) (WithTracking)
 	TrackedStale          int64         // of those, answers dropped for an invalidation and asked again
 	// Redis Cluster: the client's counters (the same for every filter of one Client; 0 standalone).
 	ClusterMoved       int64 // MOVED redirects followed

@@ -1,10 +1,14 @@
 /*
- * Native filters: every operation is one EVALSHA of one script that reads the key's TYPE and then
- * runs its BF command, so what the key is and what it answers come from the same instant.
+ * Native filters: adds and whole-filter operations are one EVALSHA of one script that reads the
+ * key's TYPE and then runs its BF command, so what the key is and what it answers come from the
+ * same instant. A query makes that check without Lua - MULTI, TYPE, BF.MEXISTS, EXEC, the script
+ * only when TYPE names no native filter - and with tracking sends BF.MEXISTS alone while the
+ * server tracks the key for the connection (build_read, below, says why that holds).
  */
 #include "filter/native.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -143,8 +147,8 @@ static void append_keys(bgi_buf *b, const bg_filter *f) {
 
 /* ---- add and contains ---------------------------------------------------------------------- */
 
-static int build_win(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
-  bgi_nwin *w = ctx;
+/* The script's calls: one per chunk of the window. */
+static int build_script(bgi_conn *c, bgi_nwin *w, size_t *nreplies, bgi_err *err) {
   const bg_filter *f = w->f;
   size_t n = w->to - w->from, chunks = (n + BGI_CHUNK_ITEMS - 1) / BGI_CHUNK_ITEMS;
   for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
@@ -162,11 +166,159 @@ static int build_win(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   return BG_OK;
 }
 
+/* ---- the query: the check without Lua, and the tracked read ------------------------------------ */
+
+/*
+ * A query's check is, per chunk, MULTI TYPE NAME; BF.MEXISTS NAME items...; EXEC - what the script
+ * does for a native filter, as native commands (a third of the script's server time). Anything but
+ * TYPE naming a native filter (missing, another type, a server without the module: BF.MEXISTS
+ * refused when queued) sends the window again through the script, whose verdict says which.
+ *
+ * With tracking (redis/tracking.h) the block says CLIENT CACHING YES before TYPE and ends with
+ * PTTL NAME, so the server tracks NAME for the connection; a block that finds a native filter with
+ * no TTL leaves a verdict (the filter's id, NATIVE_TRACKED), and while it holds the next
+ * queries send BF.MEXISTS NAME items... alone. Whatever changes NAME after the verdict (DEL, a
+ * rotation's RENAME onto it, FLUSHALL, an expiry the server carries out, an add, a PEXPIRE) makes
+ * the server push an invalidation to the connection ahead of the reply to any later command, so an
+ * answer that arrives with the epoch unchanged was read from the native filter the check saw; one
+ * after a push is dropped and the window asked again with the block. A key with a TTL gets no
+ * verdict: BF.MEXISTS of a key past its TTL deletes it and answers 0s, and the server defers the
+ * invalidation of a key the current command deleted until after that command's reply - the push
+ * would come too late to stop a 0.
+ */
+#define NATIVE_TRACKED UINT64_MAX   /* the "config" of a native filter's verdict (bgi_tracking_remember) */
+/* replies per chunk: MULTI's +OK, a QUEUED per command, EXEC's array */
+#define BLOCK_REPLIES 4
+#define TRACKED_BLOCK_REPLIES 6
+
+static atomic_int fault;
+void bgi_native_fault(int mask) { atomic_store(&fault, mask); }
+
+static void append_cmd(bgi_buf *b, const char *cmd, const bg_filter *f) {
+  bgi_resp_array(b, f ? 2 : 1);
+  bgi_resp_cstr(b, cmd);
+  if (f) bgi_resp_key(b, &f->name);
+}
+
+static int build_read(bgi_conn *c, bgi_nwin *w, size_t *nreplies, bgi_err *err) {
+  const bg_filter *f = w->f;
+  size_t n = w->to - w->from, chunks = (n + BGI_CHUNK_ITEMS - 1) / BGI_CHUNK_ITEMS, bytes = 0;
+  /* the epoch first: a push between the two reads then marks this answer stale, never the reverse */
+  w->epoch = bgi_tracking_epoch(c->track);
+  if (w->want_script) w->how = BGI_NREAD_SCRIPT;
+  else if (!w->no_fast && !c->no_verdict && bgi_tracking_fresh(c->track, f->id, NATIVE_TRACKED)) w->how = BGI_NREAD_FAST;
+  else w->how = bgi_tracking_on(c->track) ? BGI_NREAD_TRACKED_BLOCK : BGI_NREAD_BLOCK;
+  if (w->how == BGI_NREAD_SCRIPT) return build_script(c, w, nreplies, err);
+  for (size_t i = w->from; i < w->to; i++) bytes += w->lens[i];
+  /* per chunk: BF.MEXISTS's m + 2 arguments, and up to six more commands of up to 3 arguments */
+  if (bgi_buf_reserve(&c->out, bgi_resp_bound(n + chunks * 22, bytes + chunks * (3 * f->name.len + 96))) != BG_OK)
+    return NOMEM(err);
+  for (size_t done = 0; done < n; done += BGI_CHUNK_ITEMS) {
+    size_t m = n - done < BGI_CHUNK_ITEMS ? n - done : BGI_CHUNK_ITEMS;
+    if (w->how != BGI_NREAD_FAST) {
+      append_cmd(&c->out, "MULTI", NULL);
+      if (w->how == BGI_NREAD_TRACKED_BLOCK) {
+        /* OPTIN: CLIENT CACHING YES inside the transaction tracks the keys read after it */
+        bgi_resp_array(&c->out, 3);
+        bgi_resp_cstr(&c->out, "CLIENT");
+        bgi_resp_cstr(&c->out, "CACHING");
+        bgi_resp_cstr(&c->out, "YES");
+      }
+      append_cmd(&c->out, "TYPE", f);
+    }
+    bgi_resp_array(&c->out, 2 + m);
+    bgi_resp_cstr(&c->out, "BF.MEXISTS");
+    bgi_resp_key(&c->out, &f->name);
+    for (size_t i = 0; i < m; i++) bgi_resp_bulk(&c->out, w->items[w->from + done + i], w->lens[w->from + done + i]);
+    if (w->how == BGI_NREAD_TRACKED_BLOCK) append_cmd(&c->out, "PTTL", f);
+    if (w->how != BGI_NREAD_FAST) append_cmd(&c->out, "EXEC", NULL);
+  }
+  c->durable = 0;
+  *nreplies = chunks * (w->how == BGI_NREAD_FAST ? 1 : w->how == BGI_NREAD_TRACKED_BLOCK ? TRACKED_BLOCK_REPLIES
+                                                                                        : BLOCK_REPLIES);
+  return BG_OK;
+}
+
+static int build_win(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
+  bgi_nwin *w = ctx;
+  return w->is_add ? build_script(c, w, nreplies, err) : build_read(c, w, nreplies, err);
+}
+
+static int is_native_type(const bgi_reply *t) {
+  return (t->type == REDIS_REPLY_STATUS || t->type == REDIS_REPLY_STRING) && t->str &&
+         (!strcmp(t->str, "MBbloom--") || !strcmp(t->str, "bloomfltr"));
+}
+
+/* present[first..first+m) from BF.MEXISTS's reply. */
+static int take_answers(bgi_nwin *w, const bgi_reply *a, size_t first, size_t m, bgi_err *err) {
+  if (a->type == REDIS_REPLY_ERROR) return script_error(a, w->f, "contains", err);
+  if (a->type != REDIS_REPLY_ARRAY) return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to BF.MEXISTS");
+  if (a->elements != m)
+    return bgi_err_set(err, BG_EPROTO, "contains: the server answered %zu of %zu items", a->elements, m);
+  for (size_t i = 0; i < m; i++) {
+    const bgi_reply *e = a->element[i];
+    if (e->type == REDIS_REPLY_ERROR) return script_error(e, w->f, "contains", err);
+    if (e->type != REDIS_REPLY_INTEGER) return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply element");
+    w->present[first + i] = e->integer == 1;
+  }
+  return BG_OK;
+}
+
+/* Ask the window again: through the script (the block found no native filter), or with the block. */
+static int again(bgi_nwin *w, int script) {
+  w->again = 1;
+  w->no_fast = 1;
+  w->want_script |= script;
+  return BG_OK;
+}
+
+static int parse_read(bgi_conn *c, bgi_reply **rep, size_t nreplies, bgi_nwin *w, bgi_err *err) {
+  int tracked = w->how == BGI_NREAD_TRACKED_BLOCK, fast = w->how == BGI_NREAD_FAST, has_ttl = 0;
+  size_t per = fast ? 1 : tracked ? TRACKED_BLOCK_REPLIES : BLOCK_REPLIES;
+  if (fast) {
+    /* a push came first: NAME may have changed before (some of) these answers were read */
+    int stale = bgi_tracking_epoch(c->track) != w->epoch;
+    bgi_filter_count_tracked(w->f, stale);
+    if (stale && !(atomic_load(&fault) & BGI_NFAULT_IGNORE_PUSH)) return again(w, 0);
+  }
+  for (size_t r = 0; r < nreplies; r += per) {
+    size_t first = w->from + r / per * BGI_CHUNK_ITEMS, m = w->to - first < BGI_CHUNK_ITEMS ? w->to - first : BGI_CHUNK_ITEMS;
+    const bgi_reply *answers = rep[r];
+    if (!fast) {
+      /* CLIENT CACHING refused when queued (an ACL changed since the handshake): EXEC aborted;
+       * stop tracking on this connection and ask again with the plain block */
+      if (tracked && rep[r + 1]->type == REDIS_REPLY_ERROR) {
+        bgi_tracking_off(c->track);
+        return again(w, 0);
+      }
+      /* a command refused when queued (BF.MEXISTS unknown: no module): the script says what */
+      for (size_t i = 0; i + 1 < per; i++)
+        if (rep[r + i]->type == REDIS_REPLY_ERROR) return again(w, 1);
+      const bgi_reply *ex = rep[r + per - 1];
+      if (ex->type == REDIS_REPLY_ERROR) return bgi_reply_error(ex, "contains", err);
+      if (ex->type != REDIS_REPLY_ARRAY || ex->elements != per - 2)
+        return bgi_err_set(err, BG_EPROTO, "contains: unexpected reply to EXEC");
+      const bgi_reply *const *el = (const bgi_reply *const *)ex->element + tracked;
+      /* CLIENT CACHING failed when run: answer, stop asking */
+      if (tracked && ex->element[0]->type == REDIS_REPLY_ERROR) bgi_tracking_off(c->track);
+      if (!is_native_type(el[0])) return again(w, 1);
+      answers = el[1];
+      if (tracked) has_ttl |= el[2]->type != REDIS_REPLY_INTEGER || el[2]->integer != -1;
+    }
+    int st = take_answers(w, answers, first, m, err);
+    if (st != BG_OK) return st;
+  }
+  /* no verdict from a round trip a push crossed (tracking.h), nor after a redirect */
+  if (atomic_load(&fault) & BGI_NFAULT_IGNORE_TTL) has_ttl = 0;
+  if (tracked && !has_ttl && !c->no_verdict) bgi_tracking_remember(c->track, w->f->id, NATIVE_TRACKED, w->epoch);
+  return BG_OK;
+}
+
 static int parse_win(bgi_conn *c, bgi_reply **rep, size_t nreplies, void *ctx, bgi_err *err) {
   bgi_nwin *w = ctx;
   const char *what = w->is_add ? "add" : "contains";
-  (void)c;
   w->added = 0;
+  if (!w->is_add && w->how != BGI_NREAD_SCRIPT) return parse_read(c, rep, nreplies, w, err);
   w->full_at = SIZE_MAX;
   for (size_t r = 0; r < nreplies; r++) {
     if (bgi_reply_is_error(rep[r], "NOSCRIPT")) {
@@ -240,6 +392,7 @@ static int next_window(bgi_native_task *nt) {
   nt->req = (bgi_req){.client = w->f->client, .slot = w->f->slot, .flags = bgi_call_flags_for_min_size(bytes),
                       .deadline_ns = nt->deadline_ns, .build = build_win, .parse = parse_win, .ctx = w,
                       .run = &w->run, .what = w->is_add ? "add" : "contains"};
+  w->want_script = w->no_fast = w->again = 0;
   nt->state = N_SENT;
   return bgi_task_call(&nt->t, &nt->req);
 }
@@ -250,6 +403,12 @@ static int resume_native(bgi_task *t, int st, bgi_err *err) {
   if (nt->state == N_START) return next_window(nt);
   if (nt->w.is_add && (st == BG_OK || st == BG_EFULL)) *nt->added += nt->w.added;
   if (st != BG_OK) return bgi_task_done(t, st);
+  if (nt->w.again) {
+    /* bounded: each time moves down the tracked read, the tracked block, the block, the script
+     * (parse_read), and the script always answers */
+    nt->w.again = 0;
+    return bgi_task_call(t, &nt->req);
+  }
   return next_window(nt);
 }
 

@@ -1,8 +1,11 @@
 /*
  * Internal: native filters (include/bloomguard/filter.h, "Native filters"): the server's own BF.*
- * key at NAME. Every step is one call of one Lua script (native.c) that looks at the key's TYPE
- * before it runs its BF command, so a missing key, a key of another kind and a server without the
- * module are each told apart from an answer in the same atomic step.
+ * key at NAME. Adds and whole-filter operations are one call of one Lua script (native.c) that
+ * looks at the key's TYPE before it runs its BF command, so a missing key, a key of another kind
+ * and a server without the module are each told apart from an answer in the same atomic step.
+ * Queries make the same check without Lua (MULTI, TYPE, BF.MEXISTS, EXEC; the script only when
+ * TYPE does not name a native filter), and on a connection with tracking, once that check has
+ * seen NAME be a native filter with no TTL, send BF.MEXISTS alone (native.c says why that holds).
  */
 #ifndef BG_INTERNAL_NATIVE_H
 #define BG_INTERNAL_NATIVE_H
@@ -26,7 +29,22 @@ typedef struct bgi_nwin {
   size_t added;
   size_t full_at;      /* add: the first item a full NONSCALING filter refused (SIZE_MAX: none) */
   bgi_script_run run;
+  /* a query: how this attempt asks (BGI_NREAD_*), chosen when it is built */
+  int how;
+  int want_script;     /* the block did not find a native filter: the next attempt runs the script */
+  int no_fast;         /* an answer was dropped: the next attempt makes the full check */
+  int again;           /* the answer was not used: ask the window again (the mode says how) */
+  uint64_t epoch;      /* the connection's tracking epoch when this attempt was built */
 } bgi_nwin;
+
+enum { BGI_NREAD_SCRIPT, BGI_NREAD_BLOCK, BGI_NREAD_TRACKED_BLOCK, BGI_NREAD_FAST };
+
+/* Tests only, the negative controls of the tracked read (a mask): IGNORE_PUSH uses a BF.MEXISTS-
+ * alone answer even when an invalidation arrived before it (a key deleted meanwhile answers 0);
+ * IGNORE_TTL takes a verdict from a key with a TTL (one past its TTL then answers 0). */
+#define BGI_NFAULT_IGNORE_PUSH 1
+#define BGI_NFAULT_IGNORE_TTL 2
+void bgi_native_fault(int mask);
 
 /* A native add or query of items[0..n), as a task (common/task.h): window by window, each window's
  * chunks in one round trip. *added (adds) and *done as bgi_add_task's. */

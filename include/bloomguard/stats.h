@@ -46,9 +46,11 @@ BG_BEGIN_DECLS
 #define BG_STAT_SNAPSHOT_AGE_MS         21  /* age of the snapshot held now; -1 if none */
 #define BG_STAT_SNAPSHOT_BYTES          22  /* its bitmap size in bytes; 0 if none */
 #define BG_STAT_TRACKED_READS           23  /* query round trips that sent only BITFIELD_RO, their config and write
-                                               lock tracked by the server (BG_OPT_TRACKING) */
+                                               lock tracked by the server (BG_OPT_TRACKING); a native filter's:
+                                               BF.MEXISTS alone, its key tracked */
 #define BG_STAT_TRACKED_STALE           24  /* of those, answers dropped because an invalidation of the config or
-                                               the lock arrived before them (asked again with the full check) */
+                                               the lock (native: of the key) arrived before them (asked again
+                                               with the full check) */
 /* Redis Cluster: counters of the filter's client (every filter of one client reads the same values;
  * 0 when it talks to a standalone server). Redirects followed, busy answers waited out, map reloads. */
 #define BG_STAT_CLUSTER_MOVED           25  /* MOVED redirects followed (the slot map was patched) */

@@ -123,3 +123,44 @@ def test_native_aio(bloom, name):
             with pytest.raises(bloomguard.NotInitialized):
                 await g.contains("a")
     asyncio.run(run())
+
+
+def _calls(r, cmd):
+    """calls=N of one command in INFO commandstats (0 when never called)."""
+    info = r("INFO", "commandstats")
+    info = info.decode() if isinstance(info, bytes) else info
+    key = "cmdstat_%s:calls=" % cmd
+    at = info.find(key)
+    return int(info[at + len(key):].split(",", 1)[0]) if at >= 0 else 0
+
+
+def test_native_tracked_read(bloom, name):
+    """Once the server tracks the key, a query sends BF.MEXISTS alone (no EVALSHA, one BF.MEXISTS
+    each, blocking and asyncio); a DEL between two queries is NotInitialized, never False."""
+    n = 40
+    with bloomguard.Client(bloom.url, command_timeout=5) as c, bloom.resp() as r:
+        f = c.filter(name, kind="native", policy=strict())
+        f.init(1000, 0.01)
+        f.add("a")
+        r("CONFIG", "RESETSTAT")
+        assert all(f.contains("a") for _ in range(n))
+        s = f.stats()
+        assert _calls(r, "evalsha") == 0 and _calls(r, "bf.mexists") == n
+        assert s["tracked_reads"] >= n - 2 and _calls(r, "type") == n - s["tracked_reads"]
+        r("DEL", name)
+        with pytest.raises(bloomguard.NotInitialized):
+            f.contains("a")
+        assert f.stats()["tracked_stale"] == s["tracked_stale"] + 1
+
+    async def run():
+        async with aio.connect(bloom.url, command_timeout=5) as c:
+            g = c.filter(name + "-aio", kind="native")
+            await g.init(1000, 0.01)
+            await g.add("a")
+            with bloom.resp() as r:
+                r("CONFIG", "RESETSTAT")
+                for _ in range(n):
+                    assert await g.contains("a") is True
+                assert _calls(r, "evalsha") == 0 and _calls(r, "bf.mexists") == n
+                assert g.stats()["tracked_reads"] >= n - 2
+    asyncio.run(run())

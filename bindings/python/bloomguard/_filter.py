@@ -320,7 +320,7 @@ class Filter:
         ``breaker_probes``, ``callback_calls``, ``callback_refused``, ``callback_declined``,
         ``rotations``, ``snapshot_refreshes``, ``snapshot_failures``, ``snapshot_age_ms`` (-1:
         none), ``snapshot_bytes``, ``tracked_reads`` (query round trips that sent only
-        BITFIELD_RO, the client's ``tracking``), ``tracked_stale`` (of those, answers dropped for
+        BITFIELD_RO - a native filter's: BF.MEXISTS - the client's ``tracking``), ``tracked_stale`` (of those, answers dropped for
         an invalidation and asked again with the full check), ``cluster_moved``, ``cluster_ask``,
         ``cluster_busy_retries``, ``cluster_map_reloads`` (the client's Redis Cluster redirects
         followed, TRYAGAIN / CLUSTERDOWN / LOADING answers waited out, slot map reloads; 0

@@ -167,8 +167,10 @@ BG_API size_t bg_filter_errmsg_copy(const bg_filter *f, char *buf, size_t buf_si
  *   init        BF.RESERVE NAME error_rate capacity (the server's default expansion); *created 0 when
  *               a native filter is already there (kept, as tryInit keeps a config)
  *   add         BF.INSERT NAME NOCREATE ITEMS ... (a missing filter is not created: BG_ENOTINIT)
- *   contains    BF.MEXISTS, in one Lua step with the key's TYPE: a missing key is BG_ENOTINIT (to
- *               the degrade policy), never an answer of 0
+ *   contains    BF.MEXISTS, in one MULTI/EXEC with the key's TYPE (the script when TYPE names no
+ *               native filter); with tracking, BF.MEXISTS alone while the server tracks the key for
+ *               the connection and no invalidation came (docs/native.md): a missing key is
+ *               BG_ENOTINIT (to the degrade policy), never an answer of 0
  *   count       BF.CARD;  info  BF.INFO (size: the bits of all links; hash_iterations 0;
  *               expected_insertions: the capacity; fpp 0 - the server does not say)
  *   delete, expire, persist  the one key
