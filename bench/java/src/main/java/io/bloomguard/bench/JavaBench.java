@@ -40,7 +40,7 @@ import org.redisson.config.Config;
  *
  *   bash bench/java/run.sh --url redis://127.0.0.1:6399 [--rounds R (5)] [--seconds S (1)]
  *     [--warmup S (= --seconds)] [--threads 1,16] [--inflight 1000] [--batch 100] [--items 10000]
- *     [--pool 16] [--cases single,batch,async] [--control]
+ *     [--pool 16] [--cases single,batch,async] [--only SIDE] [--control]
  */
 public final class JavaBench {
     static final double TARGET_SINGLE = 1.5, TARGET_MANY = 2.5, TARGET_ASYNC = 5.0;
@@ -53,6 +53,7 @@ public final class JavaBench {
     static int[] threads = {1, 16}, inflight = {1000};
     static List<String> cases = List.of("single", "batch", "async");
     static boolean control;
+    static String only;             // --only: the sides whose name contains this, alone
 
     static String[] item;          // [0, items) added, [items, 2 items) never added
     static boolean[] present;       // what each index must answer (true: must answer true)
@@ -200,6 +201,8 @@ public final class JavaBench {
                 System.out.println("target met:    " + m);
             for (String m : missed)
                 System.out.println("target MISSED: " + m);
+            if (only != null)
+                System.out.println("--only " + only + ": a target is judged only where its Redisson base ran too");
             status = missed.isEmpty() ? 0 : 3;
         } finally {
             try {
@@ -274,6 +277,7 @@ public final class JavaBench {
     static void caseBlocking(String title, int nthreads, int per, List<Blocking> sides, Side base, Side ours,
                              double target, List<String> met, List<String> missed) throws Exception {
         System.out.printf("%n%s%n", title);
+        sides = pick(sides);
         for (Blocking s : sides)
             runBlocking(s, nthreads, per, warmup);
         Map<String, List<Run>> res = new TreeMap<>();
@@ -288,6 +292,7 @@ public final class JavaBench {
     static void caseAsync(String title, int f, List<Async> sides, Side base, Side ours, double target,
                           List<String> met, List<String> missed) throws Exception {
         System.out.printf("%n%s%n", title);
+        sides = pick(sides);
         for (Async s : sides)
             runAsync(s, f, warmup);
         Map<String, List<Run>> res = new TreeMap<>();
@@ -297,6 +302,13 @@ public final class JavaBench {
                 res.computeIfAbsent(s.name(), x -> new ArrayList<>()).add(runAsync(s, f, seconds));
             }
         report(title, sides, res, base, ours, target, met, missed);
+    }
+
+    /** --only: the sides named so (the ratios and the target then need the base among them). */
+    static <S extends Side> List<S> pick(List<S> sides) {
+        if (only == null)
+            return sides;
+        return sides.stream().filter(s -> s.name().contains(only)).toList();
     }
 
     /** nthreads workers call the side until the time is up; worker t starts at its own cursor. */
@@ -391,22 +403,24 @@ public final class JavaBench {
         List<Run> b = res.get(base.name());
         for (Side s : sides) {
             List<Run> rs = res.get(s.name());
+            if (rs == null)
+                continue; // left out by --only
             double[] ips = new double[rs.size()], ratio = new double[rs.size()], cli = new double[rs.size()],
                 srvI = new double[rs.size()], srvC = new double[rs.size()];
             StringBuilder per = new StringBuilder();
             for (int i = 0; i < rs.size(); i++) {
                 Run x = rs.get(i);
                 ips[i] = x.items() / x.seconds();
-                ratio[i] = ips[i] / (b.get(i).items() / b.get(i).seconds());
+                ratio[i] = b == null ? Double.NaN : ips[i] / (b.get(i).items() / b.get(i).seconds());
                 cli[i] = 1e6 * x.clientCpu() / x.items();
                 srvI[i] = 1e6 * x.serverCpu() / x.items();
                 srvC[i] = 1e6 * x.serverCpu() / x.calls();
                 per.append(i == 0 ? "" : "/").append(String.format("%.2f", ratio[i]));
             }
-            String r = s == base ? "1 (base)" : String.format("%.2fx", median(ratio));
+            String r = s == base ? "1 (base)" : b == null ? "-" : String.format("%.2fx", median(ratio));
             System.out.printf("  %-30s %12.0f %10s %-28s %12.2f %12.2f %12.2f%n", s.name(), median(ips), r,
-                              s == base ? "" : per.toString(), median(cli), median(srvI), median(srvC));
-            if (s == ours) {
+                              s == base || b == null ? "" : per.toString(), median(cli), median(srvI), median(srvC));
+            if (s == ours && b != null) {
                 double m = median(ratio);
                 String line = String.format("%s: %s %.2fx %s %s (target >= %.1fx)", title, ours.name(), m,
                                             "vs", base.name(), target);
@@ -494,6 +508,9 @@ public final class JavaBench {
                 control = true;
                 continue;
             }
+            if (!List.of("--url", "--rounds", "--seconds", "--warmup", "--threads", "--inflight", "--batch",
+                         "--items", "--pool", "--cases", "--only").contains(k))
+                usage("unknown option " + k);
             if (i + 1 == a.length)
                 usage(k + " needs a value");
             String v = a[++i];
@@ -507,6 +524,7 @@ public final class JavaBench {
             case "--batch" -> batch = ints(v, "--batch", 1, 10_000)[0];
             case "--items" -> items = ints(v, "--items", 1000, 1_000_000)[0];
             case "--pool" -> pool = ints(v, "--pool", 1, 1024)[0];
+            case "--only" -> only = v;
             case "--cases" -> {
                 cases = List.of(v.split(","));
                 for (String c : cases)
@@ -533,7 +551,7 @@ public final class JavaBench {
         System.err.println("java bench: " + why);
         System.err.println("usage: run.sh --url redis://host:port [--rounds R (1..51, 5)] [--seconds S (1)] "
                            + "[--warmup S (= --seconds)] [--threads 1,16] [--inflight 1000] [--batch 100] "
-                           + "[--items 10000] [--pool 16] [--cases single,batch,async] [--control]");
+                           + "[--items 10000] [--pool 16] [--cases single,batch,async] [--only SIDE] [--control]");
         System.exit(2);
     }
 }
