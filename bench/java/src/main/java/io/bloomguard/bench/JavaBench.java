@@ -40,7 +40,7 @@ import org.redisson.config.Config;
  *
  *   bash bench/java/run.sh --url redis://127.0.0.1:6399 [--rounds R (5)] [--seconds S (1)]
  *     [--warmup S (= --seconds)] [--threads 1,16] [--inflight 1000] [--batch 100] [--items 10000]
- *     [--pool 16] [--cases single,batch,async] [--only SIDE] [--control]
+ *     [--pool N (0: each library's default)] [--cases single,batch,async] [--only SIDE] [--control]
  */
 public final class JavaBench {
     static final double TARGET_SINGLE = 1.5, TARGET_MANY = 2.5, TARGET_ASYNC = 5.0;
@@ -48,7 +48,7 @@ public final class JavaBench {
 
     // options
     static String url;
-    static int rounds = 5, batch = 100, items = 10_000, pool = 16;
+    static int rounds = 5, batch = 100, items = 10_000, pool = 0; // pool 0: each library's default
     static double seconds = 1, warmup = -1;
     static int[] threads = {1, 16}, inflight = {1000};
     static List<String> cases = List.of("single", "batch", "async");
@@ -110,10 +110,17 @@ public final class JavaBench {
         }
 
         Config cfg = new Config();
-        cfg.useSingleServer().setAddress(url).setConnectionPoolSize(pool)
-            .setConnectionMinimumIdleSize(Math.min(pool, 24));
+        var single = cfg.useSingleServer().setAddress(url);
+        Client.Options.Builder opts = Client.Options.builder();
+        if (pool > 0) {
+            single.setConnectionPoolSize(pool).setConnectionMinimumIdleSize(Math.min(pool, 24));
+            opts.poolSize(pool);
+        }
+        String pools = String.format("connections: Redisson %d (%d idle at least), bloomguard %s",
+                                     single.getConnectionPoolSize(), single.getConnectionMinimumIdleSize(),
+                                     pool > 0 ? Integer.toString(pool) : "its default (4)");
         RedissonClient redisson = Redisson.create(cfg);
-        Client client = Client.open(url, Client.Options.builder().poolSize(pool).build());
+        Client client = Client.open(url, opts.build());
         Filter bg = client.filter(name);
         RBloomFilter<String> rb = redisson.getBloomFilter(name, StringCodec.INSTANCE);
         int status = 0;
@@ -134,9 +141,9 @@ public final class JavaBench {
                     batchPresent[j] += present[i] ? 1 : 0;
             }
             System.out.printf("server %s (%s), filter n=1000000 p=0.01 (Redisson's tryInit): size %d, k %d; "
-                              + "%d items present, %d absent; bloomguard %s, Redisson 3.45.1, pools %d; "
+                              + "%d items present, %d absent; bloomguard %s, Redisson 3.45.1, %s; "
                               + "Java %s, %d CPUs; %s%n", hostPort, serverVersion(), rb.getSize(),
-                              rb.getHashIterations(), items, items, Client.version(), pool,
+                              rb.getHashIterations(), items, items, Client.version(), pools,
                               System.getProperty("java.version"), Runtime.getRuntime().availableProcessors(),
                               loadavg());
             System.out.printf("%d rounds x %.2f s per side (warm-up %.2f s per side)%n", rounds, seconds, warmup);
@@ -523,7 +530,7 @@ public final class JavaBench {
             case "--inflight" -> inflight = ints(v, "--inflight", 1, 100_000);
             case "--batch" -> batch = ints(v, "--batch", 1, 10_000)[0];
             case "--items" -> items = ints(v, "--items", 1000, 1_000_000)[0];
-            case "--pool" -> pool = ints(v, "--pool", 1, 1024)[0];
+            case "--pool" -> pool = ints(v, "--pool", 0, 1024)[0];
             case "--only" -> only = v;
             case "--cases" -> {
                 cases = List.of(v.split(","));
@@ -551,7 +558,7 @@ public final class JavaBench {
         System.err.println("java bench: " + why);
         System.err.println("usage: run.sh --url redis://host:port [--rounds R (1..51, 5)] [--seconds S (1)] "
                            + "[--warmup S (= --seconds)] [--threads 1,16] [--inflight 1000] [--batch 100] "
-                           + "[--items 10000] [--pool 16] [--cases single,batch,async] [--only SIDE] [--control]");
+                           + "[--items 10000] [--pool N (0: each library's default)] [--cases single,batch,async] [--only SIDE] [--control]");
         System.exit(2);
     }
 }
