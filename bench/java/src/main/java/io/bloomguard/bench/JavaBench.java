@@ -498,8 +498,13 @@ public final class JavaBench {
     }
 
     static int[] ints(String s, String what, int lo, int hi) {
-        int[] v = Arrays.stream(s.split(",")).map(String::trim).filter(x -> !x.isEmpty())
-                      .mapToInt(Integer::parseInt).toArray();
+        int[] v = {};
+        try {
+            v = Arrays.stream(s.split(",")).map(String::trim).filter(x -> !x.isEmpty())
+                    .mapToInt(Integer::parseInt).toArray();
+        } catch (NumberFormatException e) {
+            usage(what + " " + s + ": not a list of integers");
+        }
         if (v.length == 0)
             usage(what + " is empty");
         for (int x : v)
@@ -548,7 +553,12 @@ public final class JavaBench {
     }
 
     static double dbl(String v, String what, double lo, double hi) {
-        double d = Double.parseDouble(v);
+        double d = Double.NaN;
+        try {
+            d = Double.parseDouble(v);
+        } catch (NumberFormatException e) {
+            usage(what + " " + v + ": not a number");
+        }
         if (!(d >= lo && d <= hi))
             usage(what + " " + v + " is out of " + lo + ".." + hi);
         return d;
