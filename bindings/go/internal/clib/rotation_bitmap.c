@@ -45,8 +45,7 @@
 
 /* Below this many items per thread, starting threads costs more than it saves. */
 #define BGI_ITEMS_PER_THREAD_MIN 8192
-/* Hashing alone (a link's call, its set step later): below this many items per thread it runs on
- * the caller's thread. */
+/* Hashing alone (a link's call, its set step later): below this many items per thread, fewer threads. */
 #define BGI_HASH_PER_THREAD_MIN 2048
 /* Below this many items the batches' bookkeeping costs more than the misses it saves. */
 #define BGI_BUCKETED_MIN 4096
@@ -430,16 +429,20 @@ static size_t add_bucketed(bgi_bitmap *b, build *B, const void *const *items, co
   for (size_t done = 0; done < n;) {
     /* a batch that cannot reach the capacity even if every item counts */
     uint64_t slack = b->rbloom ? capacity - b->added - B->items : UINT64_MAX;
+    /* threads for this call's shares: a small call hashes on fewer (one: on this thread if not nicer) */
+    size_t th = (n - done) / BGI_HASH_PER_THREAD_MIN;
+    if (th > t) th = t;
+    if (th < 1) th = 1;
     size_t room = SIZE_MAX;
-    for (size_t i = 0; i < t; i++) {
+    for (size_t i = 0; i < th; i++) {
       size_t r = (B->cap - B->th[i].fill) / k;
       if (r < room) room = r;
     }
     uint64_t chunk = n - done;
-    if (chunk > (uint64_t)room * t) chunk = (uint64_t)room * t;
+    if (chunk > (uint64_t)room * th) chunk = (uint64_t)room * th;
     if (chunk > B->max_items - B->items) chunk = B->max_items - B->items;
     if (chunk > slack) chunk = slack;
-    if (B->nseg + t > B->maxseg) chunk = 0;
+    if (B->nseg + th > B->maxseg) chunk = 0;
     if (chunk == 0 || (slack < n - done && slack < b->bucketed_min)) {
       if (B->items) {
         flush(b, threads, nice);
@@ -448,12 +451,9 @@ static size_t add_bucketed(bgi_bitmap *b, build *B, const void *const *items, co
       /* nothing pending, and only the capacity stops a batch: one by one up to it */
       return done + add_direct(b, items + done, lens + done, n - done, capacity);
     }
-    size_t th = (size_t)(chunk / BGI_HASH_PER_THREAD_MIN);
-    if (th > t) th = t;
-    if (th < 1) th = 1;
     size_t nw = 0;
-    for (size_t i = 0; i < t; i++) {
-      size_t from = done + (size_t)(chunk * i / t), to = done + (size_t)(chunk * (i + 1) / t);
+    for (size_t i = 0; i < th; i++) {
+      size_t from = done + (size_t)(chunk * i / th), to = done + (size_t)(chunk * (i + 1) / th);
       if (from == to) continue;
       segment *g = &B->seg[B->nseg++];
       g->thread = i;
@@ -461,12 +461,7 @@ static size_t add_bucketed(bgi_bitmap *b, build *B, const void *const *items, co
       w[nw++] = (worker){.b = b, .B = B, .step = STEP_HASH, .nice = nice, .index = i, .items = items,
                          .lens = lens, .from = from, .to = to, .seg = g};
     }
-    if (th == 1) {
-      /* too few items to pay for threads: every share hashed here */
-      for (size_t i = 0; i < nw; i++) hash_step(&w[i]);
-    } else {
-      run_all(w, nw);
-    }
+    run_all(w, nw);
     B->items += chunk;
     done += (size_t)chunk;
   }
