@@ -145,7 +145,8 @@ typedef struct build {
   segment seg[BGI_MAX_SEGMENTS];
   size_t nseg, maxseg;
   uint32_t *counts;                 /* maxseg x (nregions + 1) */
-  atomic_uchar *fresh;              /* a link's: per pending item, 1 once it found one of its bits 0 */
+  atomic_uchar *fresh;              /* a link's: per pending item, 1 once it found one of its bits 0;
+                                     * then the set threads' sinks (set_step) */
   uint64_t items, max_items;        /* pending items, and the most a batch holds */
 } build;
 
@@ -187,7 +188,8 @@ static build *build_get(bgi_bitmap *b, size_t t, size_t cap) {
   B->max_items = (uint64_t)t * (cap / b->k);
   if (B->max_items > BGI_WIDE_MAX_ITEMS) B->max_items = BGI_WIDE_MAX_ITEMS;
   int ok = (B->th = calloc(t, sizeof *B->th)) && (B->counts = calloc(maxseg * (nregions + 1), sizeof *B->counts));
-  if (ok && b->rbloom) ok = (B->fresh = calloc((size_t)B->max_items, sizeof *B->fresh)) != NULL;
+  /* one mark per pending item, then a sink per set thread (set_step), a cache line apart */
+  if (ok && b->rbloom) ok = (B->fresh = calloc((size_t)B->max_items + 64 * BGI_MAX_THREADS, sizeof *B->fresh)) != NULL;
   for (size_t i = 0; ok && i < t; i++)
     ok = (B->th[i].raw = malloc(cap * B->esize)) && (B->th[i].sorted = malloc(cap * B->esize));
   if (!ok) {
@@ -291,8 +293,10 @@ static void set_step(worker *w) {
   const build *B = w->B;
   uint8_t *bytes = b->bytes;
   const size_t region_bytes = (size_t)1 << (b->region_shift - 3);
-  /* where a bit that was already set records its item: nowhere that is read (no branch per bit) */
-  atomic_uchar sink = 0;
+  /* where a bit that was already set records its item: a slot of this worker's past the pending
+   * items', never counted (an index select, no branch per bit: half the bits of a filling link
+   * are set already, a branch on it mispredicts) */
+  const uint64_t sink = B->max_items + 64 * w->index;
   for (size_t r = w->rfrom; r < w->rto; r++) {
     size_t off = r * region_bytes;
     warm(bytes + off, b->len - off < region_bytes ? b->len - off : region_bytes);
@@ -307,7 +311,9 @@ static void set_step(worker *w) {
           uint64_t bit = *x & BGI_WIDE_BIT_MASK;
           uint8_t mask = (uint8_t)(1u << (bit & 7)), old = bytes[bit >> 3];
           bytes[bit >> 3] = old | mask;
-          atomic_store_explicit((old & mask) ? &sink : &fresh[*x >> BGI_WIDE_SHIFT], 1, memory_order_relaxed);
+          uint64_t was_set = (uint64_t)0 - (uint64_t)((old & mask) != 0);   /* all ones or 0 */
+          uint64_t slot = ((*x >> BGI_WIDE_SHIFT) & ~was_set) | (sink & was_set);
+          atomic_store_explicit(&fresh[slot], 1, memory_order_relaxed);
         }
       } else {
         /* SETBIT order (bit o: mask 0x80 >> o % 8) */
