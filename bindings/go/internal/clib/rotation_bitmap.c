@@ -8,15 +8,15 @@
  * A large bitmap (12 MB for 10M items at p = 0.01) is far bigger than the caches, so setting k
  * random bits per item is bound by cache misses, not by hashing (measured: bench/README.md, bench_rotate, "Why the rotation is built this way").
  * The build therefore works in batches:
- *   1. hash:   each thread hashes its share of a call's items into a scratch array of bit
- *              indexes (a segment: the share's entries), counting them per region (a cache-sized
- *              byte range of the bitmap);
- *   2. sort:   each thread scatters its segments' entries so that each region's are contiguous
- *              (a counting sort, stable: within a region they stay in item order);
- *   3. set:    each thread owns a contiguous run of regions (so no two threads write the same
+ *   1. hash:   each thread hashes its share of a call's items, a block at a time, into a small
+ *              scratch array of bit indexes that stays in cache, counting them per region (a
+ *              cache-sized byte range of the bitmap), then scatters them into its batch buffer so
+ *              that the block's indexes for each region are contiguous (a counting sort, stable:
+ *              within a region they stay in item order); a block's indexes are a segment;
+ *   2. set:    each thread owns a contiguous run of regions (so no two threads write the same
  *              byte: no atomics) and sets, region by region, the bits of every segment for it, the
  *              segments in item order: one region is in cache while its bits are set.
- * A Redisson bitmap sorts and sets at the end of every call. A link keeps its items pending across
+ * A Redisson bitmap sets at the end of every call. A link keeps its items pending across
  * calls until its scratch is full (a rotation adds in chunks too small to fill it) or it is
  * flushed (bgi_bitmap_flush, before the upload).
  *
@@ -60,8 +60,10 @@
 #define BGI_ROUND_INDEXES (1u << 20)
 #endif
 #define BGI_MAX_THREADS 256
-/* Segments per batch (a link's calls times threads), and the memory their region counts may take. */
-#define BGI_MAX_SEGMENTS 256
+/* Indexes a thread hashes before scattering them (8 bytes each for a link: 256 KB, within L2). */
+#define BGI_BLOCK_INDEXES (1u << 15)
+/* Segments per batch (blocks; a link's calls times threads), and the memory their region counts may take. */
+#define BGI_MAX_SEGMENTS 512
 #define BGI_SEGMENT_COUNTS_BYTES (16u << 20)
 /* A link's entry: the bit index (below 2^40) and, above it, the item's number in the batch. */
 #define BGI_WIDE_SHIFT 40
@@ -133,13 +135,14 @@ typedef struct segment {
 } segment;
 
 typedef struct scratch {
-  void *raw;          /* entries in item order: uint32_t bits (Redisson), uint64_t bit | item << 40 (link) */
-  void *sorted;       /* the same, grouped by region within each segment */
-  size_t fill;        /* entries held */
+  void *raw;          /* a block's entries in item order: uint32_t bits (Redisson), uint64_t bit | item << 40 (link) */
+  void *sorted;       /* the batch's, grouped by region within each segment */
+  size_t fill;        /* entries sorted holds */
 } scratch;
 
 typedef struct build {
   size_t nthreads, nregions, cap;   /* cap: entries per thread */
+  size_t block;                     /* items per block */
   size_t esize;                     /* bytes per entry */
   scratch *th;
   segment seg[BGI_MAX_SEGMENTS];
@@ -185,13 +188,14 @@ static build *build_get(bgi_bitmap *b, size_t t, size_t cap) {
   if (!(B = calloc(1, sizeof *B))) return NULL;
   B->nthreads = t, B->nregions = nregions, B->cap = cap, B->maxseg = maxseg;
   B->esize = b->rbloom ? sizeof(uint64_t) : sizeof(uint32_t);
+  B->block = BGI_BLOCK_INDEXES / b->k ? BGI_BLOCK_INDEXES / b->k : 1;
   B->max_items = (uint64_t)t * (cap / b->k);
   if (B->max_items > BGI_WIDE_MAX_ITEMS) B->max_items = BGI_WIDE_MAX_ITEMS;
   int ok = (B->th = calloc(t, sizeof *B->th)) && (B->counts = calloc(maxseg * (nregions + 1), sizeof *B->counts));
   /* one mark per pending item, then a sink per set thread (set_step), a cache line apart */
   if (ok && b->rbloom) ok = (B->fresh = calloc((size_t)B->max_items + 64 * BGI_MAX_THREADS, sizeof *B->fresh)) != NULL;
   for (size_t i = 0; ok && i < t; i++)
-    ok = (B->th[i].raw = malloc(cap * B->esize)) && (B->th[i].sorted = malloc(cap * B->esize));
+    ok = (B->th[i].raw = malloc(B->block * b->k * B->esize)) && (B->th[i].sorted = malloc(cap * B->esize));
   if (!ok) {
     build_free(B);
     return NULL;
@@ -203,7 +207,7 @@ static build *build_get(bgi_bitmap *b, size_t t, size_t cap) {
 
 /* ---- the three steps, on worker threads -------------------------------------------------------- */
 
-enum { STEP_HASH, STEP_SORT, STEP_SET };
+enum { STEP_HASH, STEP_SET };
 
 typedef struct worker {
   bgi_bitmap *b;
@@ -211,72 +215,73 @@ typedef struct worker {
   int step;
   int nice;           /* added to the thread's nice value (BG_OPT_ROTATE_NICE) */
   size_t index;       /* this worker's thread number: its scratch */
-  /* hash: items [from, to) into segment seg */
+  /* hash: items [from, to), the first one the batch's item number first, into segments seg[0..),
+   * at most nseg of them; used: how many it filled */
   const void *const *items;
   const size_t *lens;
   size_t from, to;
+  uint64_t first;
   segment *seg;
+  size_t nseg, used;
   /* set: the regions this worker owns */
   size_t rfrom, rto;
 } worker;
 
+/* Counting sort of a block's entries raw[0..m) by region into sorted, counts in start (region r's
+ * at start[r + 1]); afterwards region r's entries are sorted[start[r] .. start[r + 1]). */
+#define SCATTER(T, REGION)                                                              \
+  do {                                                                                  \
+    const T *raw_ = (const T *)s->raw;                                                  \
+    T *sorted_ = (T *)s->sorted + s->fill;                                              \
+    for (size_t r = 0; r < nregions; r++) start[r + 1] += start[r];                     \
+    /* start[r] ends up where region r + 1 begins, so shift back afterwards */          \
+    for (size_t e = 0; e < m; e++) sorted_[start[REGION(raw_[e])]++] = raw_[e];         \
+    memmove(start + 1, start, nregions * sizeof *start);                                \
+    start[0] = 0;                                                                       \
+  } while (0)
+
 static void hash_step(worker *w) {
   const bgi_bitmap *b = w->b;
   const uint32_t k = b->k, shift = b->region_shift;
+  const size_t nregions = w->B->nregions, block = w->B->block;
   scratch *s = &w->B->th[w->index];
-  segment *g = w->seg;
-  uint32_t *start = g->start;
   uint64_t idx[BG_MAX_HASH_ITERATIONS];
-  memset(start, 0, (w->B->nregions + 1) * sizeof *start);
-  size_t o = s->fill;
-  g->e0 = o;
-  if (b->rbloom) {
-    uint64_t *raw = s->raw;
-    for (size_t i = w->from; i < w->to; i++) {
-      uint64_t item = g->first + (i - w->from);
-      b->index(b, w->items[i], w->lens[i], idx);
-      for (uint32_t j = 0; j < k; j++) {
-        raw[o + j] = idx[j] | item << BGI_WIDE_SHIFT;
-        start[(idx[j] >> shift) + 1]++;
-      }
-      o += k;
-    }
-  } else {
-    uint32_t *raw = s->raw;
-    for (size_t i = w->from; i < w->to; i++) {
-      b->index(b, w->items[i], w->lens[i], idx);
-      for (uint32_t j = 0; j < k; j++) {
-        raw[o + j] = (uint32_t)idx[j];   /* size <= BG_MAX_SIZE < 2^32 */
-        start[(idx[j] >> shift) + 1]++;
-      }
-      o += k;
-    }
-  }
-  g->e1 = s->fill = o;
-}
-
-static void sort_step(worker *w) {
-  build *B = w->B;
-  const uint32_t shift = w->b->region_shift;
-  const scratch *s = &B->th[w->index];
-  for (size_t n = 0; n < B->nseg; n++) {
-    segment *g = &B->seg[n];
-    if (g->thread != w->index) continue;
+  w->used = 0;
+  for (size_t i0 = w->from; i0 < w->to; i0 += block) {
+    size_t i1 = w->to - i0 < block ? w->to : i0 + block, m = 0;
+    segment *g = &w->seg[w->used++];
     uint32_t *start = g->start;
-    for (size_t r = 0; r < B->nregions; r++) start[r + 1] += start[r];
-    /* scatter; start[r] ends up where region r + 1 begins, so shift back afterwards */
-    if (B->esize == sizeof(uint64_t)) {
-      const uint64_t *raw = (const uint64_t *)s->raw + g->e0;
-      uint64_t *sorted = (uint64_t *)s->sorted + g->e0;
-      for (size_t i = 0, m = g->e1 - g->e0; i < m; i++)
-        sorted[start[(raw[i] & BGI_WIDE_BIT_MASK) >> shift]++] = raw[i];
+    memset(start, 0, (nregions + 1) * sizeof *start);
+    g->thread = w->index;
+    g->first = w->first + (i0 - w->from);
+    if (b->rbloom) {
+      uint64_t *raw = s->raw;
+      for (size_t i = i0; i < i1; i++) {
+        uint64_t item = g->first + (i - i0);
+        b->index(b, w->items[i], w->lens[i], idx);
+        for (uint32_t j = 0; j < k; j++) {
+          raw[m + j] = idx[j] | item << BGI_WIDE_SHIFT;
+          start[(idx[j] >> shift) + 1]++;
+        }
+        m += k;
+      }
+#define WIDE_REGION(e) (((e) & BGI_WIDE_BIT_MASK) >> shift)
+      SCATTER(uint64_t, WIDE_REGION);
     } else {
-      const uint32_t *raw = (const uint32_t *)s->raw + g->e0;
-      uint32_t *sorted = (uint32_t *)s->sorted + g->e0;
-      for (size_t i = 0, m = g->e1 - g->e0; i < m; i++) sorted[start[raw[i] >> shift]++] = raw[i];
+      uint32_t *raw = s->raw;
+      for (size_t i = i0; i < i1; i++) {
+        b->index(b, w->items[i], w->lens[i], idx);
+        for (uint32_t j = 0; j < k; j++) {
+          raw[m + j] = (uint32_t)idx[j];   /* size <= BG_MAX_SIZE < 2^32 */
+          start[(idx[j] >> shift) + 1]++;
+        }
+        m += k;
+      }
+#define NARROW_REGION(e) ((e) >> shift)
+      SCATTER(uint32_t, NARROW_REGION);
     }
-    memmove(start + 1, start, B->nregions * sizeof *start);
-    start[0] = 0;
+    g->e0 = s->fill;
+    g->e1 = s->fill += m;
   }
 }
 
@@ -336,7 +341,6 @@ static void *work(void *arg) {
   worker *w = arg;
   bgi_build_thread_nice(w->nice);
   if (w->step == STEP_HASH) hash_step(w);
-  else if (w->step == STEP_SORT) sort_step(w);
   else set_step(w);
   return NULL;
 }
@@ -362,17 +366,12 @@ static void run_all(worker *w, size_t t) {
   }
 }
 
-/* Sorts and sets the pending items on up to `threads` threads; counts a link's. */
+/* Sets the pending items on up to `threads` threads; counts a link's. */
 static void flush(bgi_bitmap *b, int threads, int nice) {
   build *B = b->scratch;
   if (!B || !B->items) return;
   worker w[BGI_MAX_THREADS];
-  size_t t = 0;   /* the threads whose scratch holds segments */
-  for (size_t n = 0; n < B->nseg; n++)
-    if (B->seg[n].thread + 1 > t) t = B->seg[n].thread + 1;
-  for (size_t i = 0; i < t; i++) w[i] = (worker){.b = b, .B = B, .step = STEP_SORT, .nice = nice, .index = i};
-  run_all(w, t);
-  t = (size_t)threads < B->nregions ? (size_t)threads : B->nregions;
+  size_t t = (size_t)threads < B->nregions ? (size_t)threads : B->nregions;
   if (t > BGI_MAX_THREADS) t = BGI_MAX_THREADS;
   if (t < 1) t = 1;
   for (size_t i = 0; i < t; i++)
@@ -448,7 +447,9 @@ static size_t add_bucketed(bgi_bitmap *b, build *B, const void *const *items, co
     if (chunk > (uint64_t)room * th) chunk = (uint64_t)room * th;
     if (chunk > B->max_items - B->items) chunk = B->max_items - B->items;
     if (chunk > slack) chunk = slack;
-    if (B->nseg + th > B->maxseg) chunk = 0;
+    /* segments: each share may use segs of them (one per block) */
+    size_t segs = (B->maxseg - B->nseg) / th;
+    if (chunk > (uint64_t)segs * B->block * th) chunk = (uint64_t)segs * B->block * th;
     if (chunk == 0 || (slack < n - done && slack < b->bucketed_min)) {
       if (B->items) {
         flush(b, threads, nice);
@@ -461,13 +462,20 @@ static size_t add_bucketed(bgi_bitmap *b, build *B, const void *const *items, co
     for (size_t i = 0; i < th; i++) {
       size_t from = done + (size_t)(chunk * i / th), to = done + (size_t)(chunk * (i + 1) / th);
       if (from == to) continue;
-      segment *g = &B->seg[B->nseg++];
-      g->thread = i;
-      g->first = B->items + (from - done);
       w[nw++] = (worker){.b = b, .B = B, .step = STEP_HASH, .nice = nice, .index = i, .items = items,
-                         .lens = lens, .from = from, .to = to, .seg = g};
+                         .lens = lens, .from = from, .to = to, .first = B->items + (from - done),
+                         .seg = &B->seg[B->nseg + i * segs], .nseg = segs};
     }
     run_all(w, nw);
+    /* the used segments together, in item order (swapped, so each keeps a counts array of its own) */
+    for (size_t i = 0; i < nw; i++) {
+      for (size_t j = 0; j < w[i].used; j++) {
+        segment tmp = B->seg[B->nseg];
+        B->seg[B->nseg] = w[i].seg[j];
+        w[i].seg[j] = tmp;
+        B->nseg++;
+      }
+    }
     B->items += chunk;
     done += (size_t)chunk;
   }
