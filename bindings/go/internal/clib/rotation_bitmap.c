@@ -53,8 +53,8 @@
 #ifndef BGI_REGION_BITS_SHIFT
 #define BGI_REGION_BITS_SHIFT 19
 #endif
-/* Indexes per thread and batch (4 bytes each for a Redisson bitmap, 8 for a link; twice: ~8 or
- * ~16 MB): enough that each cache line of a 12 MB bitmap gets several bits per batch, so a line is
+/* Indexes per thread and batch (4 bytes each for a Redisson bitmap, 8 for a link: 4 or 8 MB):
+ * enough that each cache line of a 12 MB bitmap gets several bits per batch, so a line is
  * fetched once for several ORs. */
 #ifndef BGI_ROUND_INDEXES
 #define BGI_ROUND_INDEXES (1u << 20)
