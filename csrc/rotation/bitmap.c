@@ -52,22 +52,22 @@
 #ifndef BGI_REGION_BITS_SHIFT
 #define BGI_REGION_BITS_SHIFT 19
 #endif
-/* Indexes per thread and batch (4 bytes each for a Redisson bitmap, 8 for a link: 4 or 8 MB):
+/* Indexes per thread and batch (4 bytes each: 4 MB):
  * enough that each cache line of a 12 MB bitmap gets several bits per batch, so a line is
  * fetched once for several ORs. */
 #ifndef BGI_ROUND_INDEXES
 #define BGI_ROUND_INDEXES (1u << 20)
 #endif
 #define BGI_MAX_THREADS 256
-/* Indexes a thread hashes before scattering them (8 bytes each for a link: 256 KB, within L2). */
+/* Indexes a thread hashes before scattering them (8 bytes each for a link: 256 KB, within L2). A
+ * link's block has at most 2^(32 - region_shift) items (8,192 for 64 KB regions): a sorted entry
+ * holds the bit's offset in its region and the item's number in the block in 32 bits. */
 #define BGI_BLOCK_INDEXES (1u << 15)
 /* Segments per batch (blocks; a link's calls times threads), and the memory their region counts may take. */
 #define BGI_MAX_SEGMENTS 512
 #define BGI_SEGMENT_COUNTS_BYTES (16u << 20)
-/* A link's entry: the bit index (below 2^40) and, above it, the item's number in the batch. */
-#define BGI_WIDE_SHIFT 40
-#define BGI_WIDE_BIT_MASK ((UINT64_C(1) << BGI_WIDE_SHIFT) - 1)
-#define BGI_WIDE_MAX_ITEMS (UINT64_C(1) << (64 - BGI_WIDE_SHIFT))
+/* Pending items of a link at most (one mark byte each). */
+#define BGI_MAX_BATCH_ITEMS (UINT64_C(1) << 24)
 
 /* ---- the two layouts' index functions ---------------------------------------------------------- */
 
@@ -134,15 +134,16 @@ typedef struct segment {
 } segment;
 
 typedef struct scratch {
-  void *raw;          /* a block's entries in item order: uint32_t bits (Redisson), uint64_t bit | item << 40 (link) */
-  void *sorted;       /* the batch's, grouped by region within each segment */
+  void *raw;          /* a block's bit indexes in item order: uint32_t (Redisson), uint64_t (link) */
+  uint32_t *sorted;   /* the batch's, grouped by region within each segment: the bit (Redisson), or
+                       * its offset in the region | the item's number in the block << region_shift (link) */
   size_t fill;        /* entries sorted holds */
 } scratch;
 
 typedef struct build {
   size_t nthreads, nregions, cap;   /* cap: entries per thread */
   size_t block;                     /* items per block */
-  size_t esize;                     /* bytes per entry */
+  size_t esize;                     /* bytes per raw entry */
   scratch *th;
   segment seg[BGI_MAX_SEGMENTS];
   size_t nseg, maxseg;
@@ -178,7 +179,7 @@ static build *build_get(bgi_bitmap *b, size_t t, size_t cap) {
   build *B = b->scratch;
   if (B && (B->items || (B->nthreads >= t && B->cap >= cap))) return B;
   const size_t nregions = nregions_of(b);
-  if (nregions < 2 || (b->rbloom && b->size > BGI_WIDE_BIT_MASK)) return NULL;
+  if (nregions < 2) return NULL;
   size_t maxseg = BGI_SEGMENT_COUNTS_BYTES / ((nregions + 1) * sizeof(uint32_t));
   if (maxseg > BGI_MAX_SEGMENTS) maxseg = BGI_MAX_SEGMENTS;
   if (maxseg < t) return NULL;   /* a bitmap of millions of regions: the direct loop */
@@ -188,13 +189,14 @@ static build *build_get(bgi_bitmap *b, size_t t, size_t cap) {
   B->nthreads = t, B->nregions = nregions, B->cap = cap, B->maxseg = maxseg;
   B->esize = b->rbloom ? sizeof(uint64_t) : sizeof(uint32_t);
   B->block = BGI_BLOCK_INDEXES / b->k ? BGI_BLOCK_INDEXES / b->k : 1;
+  if (b->rbloom && B->block > ((size_t)1 << (32 - b->region_shift))) B->block = (size_t)1 << (32 - b->region_shift);
   B->max_items = (uint64_t)t * (cap / b->k);
-  if (B->max_items > BGI_WIDE_MAX_ITEMS) B->max_items = BGI_WIDE_MAX_ITEMS;
+  if (B->max_items > BGI_MAX_BATCH_ITEMS) B->max_items = BGI_MAX_BATCH_ITEMS;
   int ok = (B->th = calloc(t, sizeof *B->th)) && (B->counts = calloc(maxseg * (nregions + 1), sizeof *B->counts));
   /* one mark per pending item, then a sink per set thread (set_step), a cache line apart */
   if (ok && b->rbloom) ok = (B->fresh = calloc((size_t)B->max_items + 64 * BGI_MAX_THREADS, sizeof *B->fresh)) != NULL;
   for (size_t i = 0; ok && i < t; i++)
-    ok = (B->th[i].raw = malloc(B->block * b->k * B->esize)) && (B->th[i].sorted = malloc(cap * B->esize));
+    ok = (B->th[i].raw = malloc(B->block * b->k * B->esize)) && (B->th[i].sorted = malloc(cap * sizeof(uint32_t)));
   if (!ok) {
     build_free(B);
     return NULL;
@@ -226,18 +228,16 @@ typedef struct worker {
   size_t rfrom, rto;
 } worker;
 
-/* Counting sort of a block's entries raw[0..m) by region into sorted, counts in start (region r's
- * at start[r + 1]); afterwards region r's entries are sorted[start[r] .. start[r + 1]). */
-#define SCATTER(T, REGION)                                                              \
-  do {                                                                                  \
-    const T *raw_ = (const T *)s->raw;                                                  \
-    T *sorted_ = (T *)s->sorted + s->fill;                                              \
-    for (size_t r = 0; r < nregions; r++) start[r + 1] += start[r];                     \
-    /* start[r] ends up where region r + 1 begins, so shift back afterwards */          \
-    for (size_t e = 0; e < m; e++) sorted_[start[REGION(raw_[e])]++] = raw_[e];         \
-    memmove(start + 1, start, nregions * sizeof *start);                                \
-    start[0] = 0;                                                                       \
-  } while (0)
+/* Prefix sums of a block's region counts (region r's at start[r + 1]): start[r] becomes where region
+ * r's entries go; each scatter advances it to where region r + 1 begins, and unshift puts it back. */
+static void prefix(uint32_t *start, size_t nregions) {
+  for (size_t r = 0; r < nregions; r++) start[r + 1] += start[r];
+}
+
+static void unshift(uint32_t *start, size_t nregions) {
+  memmove(start + 1, start, nregions * sizeof *start);
+  start[0] = 0;
+}
 
 static void hash_step(worker *w) {
   const bgi_bitmap *b = w->b;
@@ -253,19 +253,21 @@ static void hash_step(worker *w) {
     memset(start, 0, (nregions + 1) * sizeof *start);
     g->thread = w->index;
     g->first = w->first + (i0 - w->from);
+    uint32_t *sorted = s->sorted + s->fill;
     if (b->rbloom) {
       uint64_t *raw = s->raw;
+      const uint64_t offmask = ((uint64_t)1 << shift) - 1;
       for (size_t i = i0; i < i1; i++) {
-        uint64_t item = g->first + (i - i0);
-        b->index(b, w->items[i], w->lens[i], idx);
-        for (uint32_t j = 0; j < k; j++) {
-          raw[m + j] = idx[j] | item << BGI_WIDE_SHIFT;
-          start[(idx[j] >> shift) + 1]++;
-        }
+        b->index(b, w->items[i], w->lens[i], raw + m);
+        for (uint32_t j = 0; j < k; j++) start[(raw[m + j] >> shift) + 1]++;
         m += k;
       }
-#define WIDE_REGION(e) (((e) & BGI_WIDE_BIT_MASK) >> shift)
-      SCATTER(uint64_t, WIDE_REGION);
+      /* a counting sort, stable: within a region the entries stay in item order */
+      prefix(start, nregions);
+      for (size_t i = 0, e = 0; i < i1 - i0; i++)
+        for (uint32_t j = 0; j < k; j++, e++)
+          sorted[start[raw[e] >> shift]++] = (uint32_t)((raw[e] & offmask) | (uint64_t)i << shift);
+      unshift(start, nregions);
     } else {
       uint32_t *raw = s->raw;
       for (size_t i = i0; i < i1; i++) {
@@ -276,8 +278,9 @@ static void hash_step(worker *w) {
         }
         m += k;
       }
-#define NARROW_REGION(e) ((e) >> shift)
-      SCATTER(uint32_t, NARROW_REGION);
+      prefix(start, nregions);
+      for (size_t e = 0; e < m; e++) sorted[start[raw[e] >> shift]++] = raw[e];
+      unshift(start, nregions);
     }
     g->e0 = s->fill;
     g->e1 = s->fill += m;
@@ -306,24 +309,24 @@ static void set_step(worker *w) {
     warm(bytes + off, b->len - off < region_bytes ? b->len - off : region_bytes);
     for (size_t n = 0; n < B->nseg; n++) {
       const segment *g = &B->seg[n];
-      const void *sorted = B->th[g->thread].sorted;
+      const uint32_t *x = B->th[g->thread].sorted + g->e0 + g->start[r];
+      const uint32_t *end = B->th[g->thread].sorted + g->e0 + g->start[r + 1];
       if (b->rbloom) {
         /* RedisBloom's order (bit o: mask 1 << o % 8); an item that finds a bit 0 counts */
         atomic_uchar *fresh = B->fresh;
-        for (const uint64_t *x = (const uint64_t *)sorted + g->e0 + g->start[r],
-                            *end = (const uint64_t *)sorted + g->e0 + g->start[r + 1]; x < end; x++) {
-          uint64_t bit = *x & BGI_WIDE_BIT_MASK;
-          uint8_t mask = (uint8_t)(1u << (bit & 7)), old = bytes[bit >> 3];
-          bytes[bit >> 3] = old | mask;
+        const uint32_t shift = b->region_shift, offmask = ((uint32_t)1 << shift) - 1;
+        uint8_t *rbytes = bytes + off;   /* the region's: offsets are within it */
+        for (; x < end; x++) {
+          uint32_t bit = *x & offmask;
+          uint8_t mask = (uint8_t)(1u << (bit & 7)), old = rbytes[bit >> 3];
+          rbytes[bit >> 3] = old | mask;
           uint64_t was_set = (uint64_t)0 - (uint64_t)((old & mask) != 0);   /* all ones or 0 */
-          uint64_t slot = ((*x >> BGI_WIDE_SHIFT) & ~was_set) | (sink & was_set);
+          uint64_t slot = ((g->first + (*x >> shift)) & ~was_set) | (sink & was_set);
           atomic_store_explicit(&fresh[slot], 1, memory_order_relaxed);
         }
       } else {
         /* SETBIT order (bit o: mask 0x80 >> o % 8) */
-        for (const uint32_t *x = (const uint32_t *)sorted + g->e0 + g->start[r],
-                            *end = (const uint32_t *)sorted + g->e0 + g->start[r + 1]; x < end; x++)
-          bytes[*x >> 3] |= (uint8_t)(0x80u >> (*x & 7));
+        for (; x < end; x++) bytes[*x >> 3] |= (uint8_t)(0x80u >> (*x & 7));
       }
     }
   }
