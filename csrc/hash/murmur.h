@@ -30,7 +30,7 @@ void bgi_rbloom_indexes(const void *item, size_t len, const bgi_fastmod *bits, u
 /* Sets k bits (indexes from bgi_rbloom_indexes) in bytes; 1 if one of them was 0 (the server
  * counts such an item as added). */
 int bgi_rbloom_set(uint8_t *bytes, const uint64_t *idx, uint32_t k);
-/* Both, for one item (the divisor's reciprocal computed per call: tests and small adds). */
+/* Both, for one item, k <= BGI_RBLOOM_MAX_K (the divisor's reciprocal computed per call: tests). */
 int bgi_rbloom_add(uint8_t *bytes, uint64_t bits, uint32_t k, const void *item, size_t len);
 
 #endif
