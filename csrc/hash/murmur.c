@@ -50,16 +50,28 @@ void bgi_rbloom_geometry(uint64_t capacity, double error_rate, uint64_t *bits, u
   *k = (uint32_t)ceil(RB_LN2 * bpe);
 }
 
-int bgi_rbloom_add(uint8_t *bytes, uint64_t bits, uint32_t k, const void *item, size_t len) {
+void bgi_rbloom_indexes(const void *item, size_t len, const bgi_fastmod *bits, uint32_t k, uint64_t *out) {
   static const unsigned char none;
   if (!item) item = &none;
   uint64_t a = bgi_murmur64a(item, len, MURMUR_M), b = bgi_murmur64a(item, len, a);
+  /* a + i * b wraps at 2^64 before the remainder, as the server's does: no incremental mod */
+  for (uint32_t i = 0; i < k; i++) out[i] = bgi_fastmod_rem(bits, a + i * b);
+}
+
+int bgi_rbloom_set(uint8_t *bytes, const uint64_t *idx, uint32_t k) {
   int added = 0;
   for (uint32_t i = 0; i < k; i++) {
-    uint64_t x = (a + i * b) % bits;
-    uint8_t mask = (uint8_t)(1u << (x % 8));
-    added |= !(bytes[x / 8] & mask);
-    bytes[x / 8] |= mask;
+    uint8_t mask = (uint8_t)(1u << (idx[i] % 8));
+    added |= !(bytes[idx[i] / 8] & mask);
+    bytes[idx[i] / 8] |= mask;
   }
   return added;
+}
+
+int bgi_rbloom_add(uint8_t *bytes, uint64_t bits, uint32_t k, const void *item, size_t len) {
+  bgi_fastmod mod;
+  uint64_t idx[BGI_RBLOOM_MAX_K];
+  bgi_fastmod_init(&mod, bits);
+  bgi_rbloom_indexes(item, len, &mod, k, idx);
+  return bgi_rbloom_set(bytes, idx, k);
 }

@@ -11,23 +11,42 @@
 #include "common/worker.h"
 #include "filter/filter.h"
 #include "filter/partitioned.h"
+#include "hash/fastmod.h"
 
-/* The next generation, built in memory: bits in SETBIT order (bit o: byte o/8, mask 0x80 >> o%8). */
+/* The next generation, built in memory (bitmap.c): a Redisson bitmap, bits in SETBIT order (bit o:
+ * byte o/8, mask 0x80 >> o%8), or a RedisBloom filter's first link (a native rotation: bit o: byte
+ * o/8, mask 1 << o%8, items counted as the server counts them). */
 typedef struct bgi_bitmap {
   uint8_t *bytes;
   size_t len;           /* ceil(size / 8) */
   uint64_t size;
   uint32_t k;
-  void *scratch;        /* the build's per-thread index buffers, kept across add_many calls */
-  size_t nscratch;
+  int rbloom;           /* a RedisBloom link */
+  /* the item's k bit indexes, in [0, size) */
+  void (*index)(const struct bgi_bitmap *b, const void *item, size_t len, uint64_t *out);
+  uint64_t recip;       /* Redisson: floor((2^64 - 1) / size) */
+  bgi_fastmod mod;      /* RedisBloom: size's reciprocal */
+  uint64_t added;       /* RedisBloom: items that found one of their bits 0 (pending ones not yet) */
+  uint32_t region_shift;   /* log2 of a region's bits (tests make regions small) */
+  size_t bucketed_min;     /* fewer items than this go by the direct loop (tests lower it) */
+  void *scratch;        /* the build's per-thread buffers and pending items, kept across add calls */
 } bgi_bitmap;
 
 int bgi_bitmap_init(bgi_bitmap *b, uint64_t size, uint32_t k);
+/* A RedisBloom link of bits bits (hash/murmur.h: bgi_rbloom_geometry), k <= BGI_RBLOOM_MAX_K. */
+int bgi_bitmap_init_rbloom(bgi_bitmap *b, uint64_t bits, uint32_t k);
 void bgi_bitmap_free(bgi_bitmap *b);
 /* Hashes the items into the bitmap on up to `threads` threads, their nice value raised by `nice`
  * (0: the caller's thread takes part, at its priority); no allocation per item (scratch buffers
- * sized by a round, not by n, are kept with the bitmap). */
+ * sized by a batch, not by n, are kept with the bitmap). All bits are set on return. */
 void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens, size_t n, int threads, int nice);
+/* A link's add: the items in order until the link's count would pass capacity (the item where the
+ * server would open a new link); returns how many it took. Their bits may stay pending until
+ * bgi_bitmap_flush (or a later add that fills the scratch); b->added counts the set ones. */
+size_t bgi_bitmap_add_upto(bgi_bitmap *b, const void *const *items, const size_t *lens, size_t n, int threads,
+                           int nice, uint64_t capacity);
+/* Sets the pending items' bits (on up to `threads` threads) and counts them into b->added. */
+void bgi_bitmap_flush(bgi_bitmap *b, int threads, int nice);
 /* Raises the calling thread's nice value by nice (> 0; a build thread of its own, BG_OPT_ROTATE_NICE). */
 void bgi_build_thread_nice(int nice);
 /* Length Redis would give the string after SETBITs of the same bits: last non-zero byte + 1. */
@@ -104,9 +123,8 @@ extern const bgi_rot_ops bgi_rot_swap, bgi_rot_locked, bgi_rot_naive, bgi_rot_ps
 /* A native rotation's client-side build of the next generation's first link (nload.c). */
 typedef struct bgi_nload {
   int on;               /* the server dumps and loads chunks, and the link is not full yet */
-  uint8_t *bytes;
-  uint64_t bits, capacity, added;
-  uint32_t k;
+  bgi_bitmap link;      /* the first link (bits in link.bytes, its count in link.added once flushed) */
+  uint64_t capacity;
 } bgi_nload;
 
 struct bg_rotation {

@@ -1,5 +1,6 @@
 /* Native filters (BF.*) against a real redis-server 7.0 with RedisBloom 2.8.2 loaded (native_fixture.c). */
 #include <bloomguard.h>
+#include <hiredis/hiredis.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -468,6 +469,86 @@ static void test_rotation_bulk_load(void) {
   CHECK_MSG(nitems >= 1480 && nitems <= 1501, "the server counts %lld items", (long long)nitems);
 }
 
+/* A rotation big enough for the bucketed build (several regions, calls of 10,000 items pending
+ * between them, two hashing threads) and past the first link's capacity, with repeated items: the
+ * rotated filter dumps (BF.SCANDUMP: every link's bits and the header's counts) exactly as one the
+ * server built from the same items with BF.INSERT. The control: a reference with one item less
+ * differs. */
+static int same_dump(redisContext *c, const char *a, const char *b) {
+  long long ia = 0, ib = 0;
+  int same = 1;
+  for (int round = 0; round < 4096; round++) {
+    redisReply *ra = redisCommand(c, "BF.SCANDUMP %s %lld", a, ia), *rb = redisCommand(c, "BF.SCANDUMP %s %lld", b, ib);
+    CHECK(ra && rb && ra->type == REDIS_REPLY_ARRAY && rb->type == REDIS_REPLY_ARRAY);
+    if (!ra || !rb || ra->type != REDIS_REPLY_ARRAY || rb->type != REDIS_REPLY_ARRAY) return 0;
+    ia = ra->element[0]->integer, ib = rb->element[0]->integer;
+    same &= ia == ib && ra->element[1]->len == rb->element[1]->len &&
+            memcmp(ra->element[1]->str, rb->element[1]->str, ra->element[1]->len) == 0;
+    freeReplyObject(ra);
+    freeReplyObject(rb);
+    if (ia == 0 || ib == 0) return same && ia == ib;
+  }
+  return 0;
+}
+
+static void insert_all(redisContext *c, const char *key, const void **items, const size_t *lens, int n) {
+  enum { B = 1000 };
+  const char *argv[3 + B];
+  size_t alen[3 + B];
+  for (int i = 0; i < n; i += B) {
+    int m = n - i < B ? n - i : B;
+    argv[0] = "BF.INSERT", alen[0] = 9;
+    argv[1] = key, alen[1] = strlen(key);
+    argv[2] = "ITEMS", alen[2] = 5;
+    for (int j = 0; j < m; j++) argv[3 + j] = items[i + j], alen[3 + j] = lens[i + j];
+    redisReply *r = redisCommandArgv(c, 3 + m, argv, alen);
+    CHECK(r && r->type == REDIS_REPLY_ARRAY);
+    freeReplyObject(r);
+  }
+}
+
+static void test_rotation_bulk_bucketed(void) {
+  enum { CAP = 100000, N = 130000, CHUNK = 10000 };
+  static char buf[N][24];
+  static const void *items[N];
+  static size_t lens[N];
+  for (int i = 0; i < N; i++) {
+    lens[i] = (size_t)snprintf(buf[i], sizeof buf[i], "k-%d", i % 5 == 4 ? i / 5 : i);   /* a fifth repeat */
+    items[i] = buf[i];
+  }
+  redisContext *c = redisConnect("127.0.0.1", srv.port);
+  CHECK(c && !c->err);
+  bg_filter *f = open_native("bucketed");
+  strict(f);
+  CHECK_OK(bg_filter_init_native(f, 100, 0.01, -1, NULL));
+  bg_options *o = NULL;
+  CHECK_OK(bg_options_new(&o));
+  CHECK_OK(bg_options_set_int(o, BG_OPT_ROTATE_THREADS, 2));
+  bg_rotation *r = NULL;
+  CHECK_OK(bg_rotation_begin(&r, f, CAP, 0.01, BG_ROTATE_SWAP, o));
+  for (int i = 0; i < N; i += CHUNK) CHECK_OK(bg_rotation_add_many(r, items + i, lens + i, CHUNK));
+  CHECK_OK(bg_rotation_commit(r));
+  uint64_t up = 0;
+  CHECK_OK(bg_rotation_stats(r, NULL, &up, NULL));
+  CHECK_MSG(up > 0, "nothing uploaded: the rotation did not load chunks");
+  bg_rotation_free(r);
+  bg_options_free(o);
+  int64_t links = 0;
+  CHECK_OK(bg_filter_info_native(f, NULL, NULL, &links, NULL, NULL));
+  CHECK_MSG(links >= 2, "%lld links: the items did not pass the first link's capacity", (long long)links);
+  redisReply *x = redisCommand(c, "BF.RESERVE bucketed-ref 0.01 %d", CAP);
+  freeReplyObject(x);
+  insert_all(c, "bucketed-ref", items, lens, N);
+  CHECK_MSG(same_dump(c, "bucketed", "bucketed-ref"), "the rotated filter dumps otherwise than the server-built one");
+  /* the control */
+  x = redisCommand(c, "BF.RESERVE bucketed-ctl 0.01 %d", CAP);
+  freeReplyObject(x);
+  insert_all(c, "bucketed-ctl", items, lens, N - 1);
+  CHECK_MSG(!same_dump(c, "bucketed", "bucketed-ctl"), "the control: a filter short of an item dumps alike");
+  bg_filter_close(f);
+  redisFree(c);
+}
+
 /* A rotator that died (its lease gone) leaves its staging key: the next begin deletes it, and the
  * dead one can write nothing more. */
 static void test_rotation_leftovers_cleaned(void) {
@@ -591,5 +672,6 @@ static void teardown(void) {
 BGT_RUN(BGT_CASE(setup), BGT_CASE(test_init_add_contains_count_info), BGT_CASE(test_missing_key_goes_to_policy),
         BGT_CASE(test_other_kind_refused), BGT_CASE(test_nonscaling_full_reported),
         BGT_CASE(test_sizes_refused_before_sending), BGT_CASE(test_queue), BGT_CASE(test_server_without_module),
-        BGT_CASE(test_rotation_swap), BGT_CASE(test_rotation_bulk_load), BGT_CASE(test_rotation_leftovers_cleaned), BGT_CASE(test_readers_through_rotations),
+        BGT_CASE(test_rotation_swap), BGT_CASE(test_rotation_bulk_load), BGT_CASE(test_rotation_bulk_bucketed),
+        BGT_CASE(test_rotation_leftovers_cleaned), BGT_CASE(test_readers_through_rotations),
         BGT_CASE(teardown))

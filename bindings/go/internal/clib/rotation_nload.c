@@ -4,6 +4,9 @@
  * (RedisBloom), the rotation's items are hashed here into the next generation's first link with
  * the server's own hashing (hash/murmur.h, checked against BF.SCANDUMP by test_native_vectors) and
  * uploaded in chunks, instead of being sent one by one: the bits are what BF.INSERT would have set.
+ * The link is built by the rotation's build (bitmap.c, bgi_bitmap_init_rbloom): region-bucketed on
+ * the rotation's hashing threads (BG_OPT_ROTATE_THREADS, BG_OPT_ROTATE_NICE), items pending across
+ * add calls until its scratch is full or the upload flushes them, counted as the server counts.
  * The chunks follow the server's own dump of the reserved (empty) staging filter: its header, with
  * the item count patched in, then the bit array in the same chunk sizes and iterators. Only the
  * first link is built here: an item that would take it past its capacity (where the server starts
@@ -84,8 +87,7 @@ static atomic_int fault_no_dump;
 void bgi_nload_fault_no_dump(int on) { atomic_store(&fault_no_dump, on); }
 
 void bgi_nload_free(bg_rotation *r) {
-  free(r->nload.bytes);
-  r->nload.bytes = NULL;
+  bgi_bitmap_free(&r->nload.link);
   r->nload.on = 0;
 }
 
@@ -100,9 +102,14 @@ int bgi_nload_begin(bg_rotation *r, bgi_err *err) {
   int has = !x.is_err && x.data && x.iter != 0;
   free(x.data);
   if (!has) return BG_OK;   /* BF.INSERT it is */
-  bgi_rbloom_geometry((uint64_t)r->n, r->fpp_value, &l->bits, &l->k);
-  if (!(l->bytes = calloc(l->bits / 8, 1))) return bgi_err_set(err, BG_ENOMEM, "out of memory for a %llu-bit link",
-                                                               (unsigned long long)l->bits);
+  uint64_t bits;
+  uint32_t k;
+  bgi_rbloom_geometry((uint64_t)r->n, r->fpp_value, &bits, &k);
+  if (k > BGI_RBLOOM_MAX_K) return BG_OK;   /* no error rate a double holds comes here: BF.INSERT */
+  if (bgi_bitmap_init_rbloom(&l->link, bits, k) != BG_OK) {
+    bgi_bitmap_free(&l->link);
+    return bgi_err_set(err, BG_ENOMEM, "out of memory for a %llu-bit link", (unsigned long long)bits);
+  }
   l->capacity = (uint64_t)r->n;
   l->on = 1;
   return BG_OK;
@@ -110,13 +117,9 @@ int bgi_nload_begin(bg_rotation *r, bgi_err *err) {
 
 size_t bgi_nload_add(bg_rotation *r, const void *const *items, const size_t *lens, size_t n) {
   bgi_nload *l = &r->nload;
-  size_t i = 0;
-  for (; i < n; i++) {
-    /* the server counts an item new when it sets a bit; at capacity it would open a new link */
-    if (l->added >= l->capacity) break;
-    l->added += (uint64_t)bgi_rbloom_add(l->bytes, l->bits, l->k, items[i], lens[i]);
-  }
-  return i;
+  /* the server counts an item new when it sets a bit; at capacity it would open a new link */
+  return bgi_bitmap_add_upto(&l->link, items, lens, n, (int)r->opts.rotate_threads, (int)r->opts.rotate_nice,
+                             l->capacity);
 }
 
 /* The dumped header's item counts (RedisBloom's packed chain header: the chain's size at byte 0,
@@ -139,6 +142,8 @@ int bgi_nload_upload(bg_rotation *r, bgi_err *err) {
   long long header_iter = 0, iter = 0;
   int st = BG_OK;
   if (!l->on) return BG_OK;
+  bgi_bitmap_flush(&l->link, (int)r->opts.rotate_threads, (int)r->opts.rotate_nice);
+  const uint64_t bits = l->link.size;
   if (!(iters = malloc(MAX_CHUNKS * sizeof *iters)) || !(clens = malloc(MAX_CHUNKS * sizeof *clens))) {
     st = bgi_err_set(err, BG_ENOMEM, "out of memory");
     goto cleanup;
@@ -171,14 +176,14 @@ int bgi_nload_upload(bg_rotation *r, bgi_err *err) {
     }
     iter = x.iter;
   }
-  if (!header || header_len < HDR_MIN_LEN || total != l->bits / 8) {
+  if (!header || header_len < HDR_MIN_LEN || total != bits / 8) {
     st = bgi_err_set(err, BG_ESERVER, "rotation upload: the staging filter %s dumps %zu bytes of bits, %llu expected "
                      "(a module whose layout this library does not know)", r->staging_key.s, total,
-                     (unsigned long long)(l->bits / 8));
+                     (unsigned long long)(bits / 8));
     goto cleanup;
   }
-  put_u64le(header + HDR_CHAIN_SIZE, l->added);
-  put_u64le(header + HDR_LINK_SIZE, l->added);
+  put_u64le(header + HDR_CHAIN_SIZE, l->link.added);
+  put_u64le(header + HDR_LINK_SIZE, l->link.added);
   /* LOADCHUNK needs a fresh key: the reserved one goes, the loaded one takes its place and TTL */
   {
     const char *argv[] = {"DEL", r->staging_key.s};
@@ -190,7 +195,7 @@ int bgi_nload_upload(bg_rotation *r, bgi_err *err) {
   for (size_t c = 0; c <= nchunks; c++) {
     char it[24];
     snprintf(it, sizeof it, "%lld", c == 0 ? header_iter : iters[c - 1]);
-    const unsigned char *data = c == 0 ? header : l->bytes + off;
+    const unsigned char *data = c == 0 ? header : l->link.bytes + off;
     size_t len = c == 0 ? header_len : clens[c - 1];
     const char *argv[] = {"BF.LOADCHUNK", r->staging_key.s, it, (const char *)data};
     size_t lens[] = {12, r->staging_key.len, strlen(it), len};
