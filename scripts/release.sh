@@ -13,9 +13,12 @@
 #   bloomguard-V.pom                                       its Maven pom (bindings/java/pom.xml)
 #   SHA256SUMS                                             of every file above
 #
-#   bash scripts/release.sh [--only ITEMS] [--jobs N]
+#   bash scripts/release.sh [--only ITEMS] [--jobs N] [--toolchain-only]
 # ITEMS, comma-separated (default: all): sdist, src, go, x86_64-gnu, aarch64-gnu, x86_64-musl,
 # aarch64-musl, wheels (the four), java. dist/SHA256SUMS is rewritten each time over what dist/ holds.
+# --toolchain-only: for each target of ITEMS only its compilers and its OpenSSL (cached as below),
+# no wheel and nothing in dist/; build-release/TARGET/cmake-args then holds the CMake arguments
+# (one a line) that build the project with them (scripts/test-musl-c.sh: the C suite on musl).
 #
 # Every wheel is cross-built on this machine (any Linux x86-64 with python3, cmake, ninja, cargo and
 # binutils): the C and C++ compiler is zig's clang (PyPI ziglang, pinned below), which links against
@@ -62,8 +65,10 @@ JAVA_TESTS_AARCH64=${BG_RELEASE_JAVA_TESTS_AARCH64:-VectorsTest,FilterTest}
 JUNIT_CONSOLE_VERSION=1.10.2   # the JUnit Platform of the pom's junit.version 5.10.2
 ONLY=sdist,src,go,wheels,java
 JOBS=2
+TOOLCHAIN_ONLY=0
 while [ $# -gt 0 ]; do
   case $1 in
+    --toolchain-only) TOOLCHAIN_ONLY=1; shift ;;
     --only) ONLY=$2; shift 2 ;;
     --only=*) ONLY=${1#--only=}; shift ;;
     --jobs) JOBS=$2; shift 2 ;;
@@ -530,6 +535,19 @@ java_build() {
 
 # ---- main -----------------------------------------------------------------------------------------
 tools
+if [ "$TOOLCHAIN_ONLY" = 1 ]; then
+  for T in "${ALL_TARGETS[@]}"; do
+    wanted "$T" || continue
+    target_info "$T"
+    openssl_source
+    toolchain
+    openssl_build
+    zig_cmake_args
+    printf '%s\n' "${ZIG_CMAKE_ARGS[@]}" >"$TDIR/cmake-args"
+    echo "$T: zig cc for $ZTARGET, OpenSSL in $OSSL_PREFIX: CMake arguments in $TDIR/cmake-args"
+  done
+  exit 0
+fi
 wanted sdist && sdist_build
 wanted src && src_archive
 wanted go && go_archive

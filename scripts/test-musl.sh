@@ -6,7 +6,7 @@
 # CLI test suite (tests/cli/run.sh) against a real redis-server: natively for x86_64 (a dynamic
 # command runs through Debian's musl loader, package musl), under qemu-user for aarch64.
 #   bash scripts/test-musl.sh [WHEEL...]      default: dist/*musllinux*.whl (scripts/release.sh)
-# Not called by scripts/test.sh (CI builds only the x86_64 manylinux wheel).
+# scripts/test.sh runs it on the x86_64 musllinux wheel (CI builds no aarch64 wheel).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOP=$PWD

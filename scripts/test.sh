@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: C tests (plain, ASan+UBSan, TSan: all with hiredis >= 1.0, the vendored one
 # on Debian 12), the CLI, the C tests against Debian's hiredis 0.14, the release's x86_64 manylinux
-# wheel (scripts/release.sh) with the Python suite on it (and in a fresh virtualenv), the Go binding
+# wheel (scripts/release.sh) with the Python suite on it (and in a fresh virtualenv), the x86_64
+# musllinux wheel with its command's CLI suite and the C tests linked statically against musl
+# (scripts/test-musl.sh, scripts/test-musl-c.sh), the Go binding
 # (and its cross builds), the Java binding (bindings/java/ci.sh; its aarch64 native under qemu-user:
 # bindings/java/cross-aarch64.sh), a newcomer's installs from scratch (scripts/newcomer-check.sh),
 # the examples (examples/run.sh), the documentation (every code block run: tests/docs/run_snippets.py;
@@ -98,6 +100,16 @@ bash scripts/check-hiredis014.sh build-hiredis014
 
 step "Release wheel cp39-abi3-manylinux2014_x86_64 (scripts/release.sh: zig cc for glibc 2.17, OpenSSL from its pinned source; auditwheel, needed libraries, notices)"
 bash scripts/release.sh --only x86_64-gnu
+
+step "musl x86_64: the musllinux wheel built (scripts/release.sh) and its command's CLI suite (scripts/test-musl.sh); the C suite statically linked against musl (scripts/test-musl-c.sh)"
+# in one step, so that its cost shows on one line of build/test-times.txt. Measured on the 2-core
+# machine: OpenSSL for musl 317 s once per machine (then cached), the wheel 43 s (6 s with its CMake
+# tree kept), its CLI suite 34-38 s, the static musl tree 28-31 s, the whole C suite 158-184 s at -j4
+# (what CI's time could spare instead: `test-musl-c.sh -LE 'poller|cluster|sentinel'`, 59 of the 78
+# tests in 68 s)
+bash scripts/release.sh --only x86_64-musl
+bash scripts/test-musl.sh "$TOP"/dist/bloomguard-*-musllinux_1_2_x86_64.whl
+bash scripts/test-musl-c.sh
 
 step "Python binding (cffi) and its pytest suite, on the release wheel"
 # the wheel users get; a wheel compiled by the host's gcc is built and tested in the hiredis 0.14
