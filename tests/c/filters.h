@@ -30,4 +30,14 @@ static inline size_t bgt_count_present(bg_filter *f, const items *it) {
   return c;
 }
 
+/* A policy that fails every class with an error, so a call returns what the step itself said. */
+static inline void bgt_policy_errors_only(bg_filter *f) {
+  bg_policy *p = NULL;
+  CHECK_OK(bg_policy_new(&p));
+  int err_only[] = {BG_ACT_ERROR};
+  for (int c = BG_FAIL_NOTINIT; c <= BG_FAIL_OTHER; c++) CHECK_OK(bg_policy_set_chain(p, c, err_only, 1));
+  CHECK_OK(bg_filter_set_policy(f, p));
+  bg_policy_free(p);
+}
+
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "filters.h"
 #include "native_fixture.h"
 #include "rotation/rotation.h"
 
@@ -20,16 +21,6 @@ static bg_filter *open_native(const char *name) {
   CHECK_OK(bg_filter_open_native(&f, cl, name));
   CHECK_EQ_INT(bg_filter_is_native(f), 1);
   return f;
-}
-
-/* A policy that fails every class with an error: what the step itself said. */
-static void strict(bg_filter *f) {
-  bg_policy *p = NULL;
-  CHECK_OK(bg_policy_new(&p));
-  int err_only[] = {BG_ACT_ERROR};
-  for (int c = BG_FAIL_NOTINIT; c <= BG_FAIL_OTHER; c++) CHECK_OK(bg_policy_set_chain(p, c, err_only, 1));
-  CHECK_OK(bg_filter_set_policy(f, p));
-  bg_policy_free(p);
 }
 
 static void test_init_add_contains_count_info(void) {
@@ -129,7 +120,7 @@ static void test_missing_key_goes_to_policy(void) {
   CHECK_EQ_INT(present, 1);
   CHECK_EQ_INT(bg_call_source(call), BG_SOURCE_ASSUMED_PRESENT);
   CHECK_CONTAINS(bg_call_errmsg(call), "not initialized");
-  strict(f);
+  bgt_policy_errors_only(f);
   CHECK_STATUS(bg_filter_contains(f, "x", 1, &present), BG_ENOTINIT);
   CHECK_CONTAINS(bg_filter_errmsg(f), "nat-missing");
   /* an add does not create it (BF.ADD would, with the server's default capacity) */
@@ -149,7 +140,7 @@ static void test_other_kind_refused(void) {
   bg_filter *r = NULL, *f = open_native("both");
   CHECK_OK(bg_filter_open(&r, cl, "both"));
   CHECK_OK(bg_filter_init(r, 1000, 0.01, NULL));
-  strict(f);
+  bgt_policy_errors_only(f);
   int present = -1;
   /* a Redisson config without a bitmap yet */
   CHECK_STATUS(bg_filter_contains(f, "a", 1, &present), BG_EWRONGTYPE);
@@ -166,7 +157,7 @@ static void test_other_kind_refused(void) {
   /* a string under a name without a config */
   free(bgt_redis_cmd(&srv, "SET plainstr hello"));
   bg_filter *s = open_native("plainstr");
-  strict(s);
+  bgt_policy_errors_only(s);
   CHECK_STATUS(bg_filter_contains(s, "a", 1, &present), BG_EWRONGTYPE);
   CHECK_CONTAINS(bg_filter_errmsg(s), "holds a Redis string");
   bg_filter_close(s);
@@ -177,14 +168,14 @@ static void test_other_kind_refused(void) {
   CHECK_OK(bg_filter_init_native(n, 100, 0.01, -1, NULL));
   CHECK_OK(bg_filter_add(n, "a", 1, NULL));
   CHECK_OK(bg_filter_open(&r, cl, "nat-only"));
-  strict(r);
+  bgt_policy_errors_only(r);
   CHECK_STATUS(bg_filter_contains(r, "a", 1, &present), BG_EWRONGTYPE);
   CHECK_CONTAINS(bg_filter_errmsg(r), "\"nat-only\" is a native Bloom filter (TYPE MBbloom--)");
   CHECK_STATUS(bg_filter_add(r, "b", 1, NULL), BG_EWRONGTYPE);
   /* and a name holding nothing is still just not initialized */
   bg_filter *none = NULL;
   CHECK_OK(bg_filter_open(&none, cl, "nothing-here"));
-  strict(none);
+  bgt_policy_errors_only(none);
   CHECK_STATUS(bg_filter_contains(none, "a", 1, &present), BG_ENOTINIT);
   CHECK_CONTAINS(bg_filter_errmsg(none), "not initialized");
   bg_filter_close(none);
@@ -194,7 +185,7 @@ static void test_other_kind_refused(void) {
 
 static void test_nonscaling_full_reported(void) {
   bg_filter *f = open_native("full");
-  strict(f);
+  bgt_policy_errors_only(f);
   CHECK_OK(bg_filter_init_native(f, 10, 0.01, 0, NULL));
   const void *items[15];
   size_t lens[15];
@@ -276,7 +267,7 @@ static void test_queue(void) {
   bg_queue *q = NULL;
   CHECK_OK(bg_queue_open(&q, cl));
   bg_filter *f = open_native("natq");
-  strict(f);
+  bgt_policy_errors_only(f);
   int64_t v = -1;
   CHECK_OK(bg_filter_contains_submit(f, q, 1, "a", 1));
   CHECK_STATUS(one(q, NULL, NULL), BG_ENOTINIT);
@@ -300,7 +291,7 @@ static void test_queue(void) {
   CHECK_EQ_INT(v, 1);
   /* init with an expansion: NONSCALING, so the 11th item is refused per item (BG_EFULL) */
   bg_filter *g = open_native("natq-full");
-  strict(g);
+  bgt_policy_errors_only(g);
   CHECK_OK(bg_filter_init_native_submit(g, q, 7, 10, 0.01, 0));
   CHECK_OK(one(q, &v, NULL));
   CHECK_EQ_INT(v, 1);
@@ -331,7 +322,7 @@ static void test_server_without_module(void) {
   bgt_redis_start(&plain, NULL);
   CHECK_OK(bg_client_open(&c, plain.url, NULL));
   CHECK_OK(bg_filter_open_native(&f, c, "nomod"));
-  strict(f);
+  bgt_policy_errors_only(f);
   CHECK_STATUS(bg_filter_init_native(f, 100, 0.01, -1, NULL), BG_ENOTSUP);
   CHECK_CONTAINS(bg_filter_errmsg(f), "no Bloom filter module");
   CHECK_CONTAINS(bg_filter_errmsg(f), "RedisBloom");
@@ -369,7 +360,7 @@ static void test_rotation_swap(void) {
   fill(oldb, olds, oldl, N, "old-");
   fill(newb, news, newl, N, "new-");
   bg_filter *f = open_native("rot");
-  strict(f);
+  bgt_policy_errors_only(f);
   CHECK_OK(bg_filter_init_native(f, 5000, 0.001, 3, NULL));
   CHECK_OK(bg_filter_add_many(f, olds, oldl, N, NULL));
   CHECK_OK(bg_filter_expire(f, 600000, NULL));
@@ -429,7 +420,7 @@ static void rotate_bulk(const char *name, int no_dump, int n, uint64_t *uploaded
   static uint8_t pres[6000];
   fill(buf, items, lens, n, "b-");
   bg_filter *f = open_native(name);
-  strict(f);
+  bgt_policy_errors_only(f);
   CHECK_OK(bg_filter_init_native(f, 100, 0.01, -1, NULL));
   bgi_nload_fault_no_dump(no_dump);
   bg_rotation *r = NULL;
@@ -519,7 +510,7 @@ static void test_rotation_bulk_bucketed(void) {
   redisContext *c = redisConnect("127.0.0.1", srv.port);
   CHECK(c && !c->err);
   bg_filter *f = open_native("bucketed");
-  strict(f);
+  bgt_policy_errors_only(f);
   CHECK_OK(bg_filter_init_native(f, 100, 0.01, -1, NULL));
   bg_options *o = NULL;
   CHECK_OK(bg_options_new(&o));
@@ -623,7 +614,7 @@ static void *read_loop(void *arg) {
  * at most rounds): the readers' failures. */
 static long rotate_under_readers(const char *name, int strategy, int rounds, int until_bad, long *queries) {
   bg_filter *f = open_native(name), *rf = open_native(name);
-  strict(rf);
+  bgt_policy_errors_only(rf);
   CHECK_OK(bg_filter_init_native(f, 20000, 0.01, -1, NULL));
   CHECK_OK(bg_filter_add_many(f, ritems, rlens, RN, NULL));
   reader rd = {.f = rf};

@@ -12,6 +12,7 @@
 
 #include "filter/native.h"
 #include "harness.h"
+#include "filters.h"
 #include "native_fixture.h"
 
 static bgt_redis srv;
@@ -40,20 +41,10 @@ static int64_t stat(const bg_filter *f, int which) {
   return v;
 }
 
-/* A policy that fails every class with an error: what the step itself said. */
-static void strict(bg_filter *f) {
-  bg_policy *p = NULL;
-  CHECK_OK(bg_policy_new(&p));
-  int err_only[] = {BG_ACT_ERROR};
-  for (int c = BG_FAIL_NOTINIT; c <= BG_FAIL_OTHER; c++) CHECK_OK(bg_policy_set_chain(p, c, err_only, 1));
-  CHECK_OK(bg_filter_set_policy(f, p));
-  bg_policy_free(p);
-}
-
 static bg_filter *native(bg_client *c, const char *name, int init) {
   bg_filter *f = NULL;
   CHECK_OK(bg_filter_open_native(&f, c, name));
-  strict(f);
+  bgt_policy_errors_only(f);
   if (init) {
     CHECK_OK(bg_filter_init_native(f, 1000, 0.01, -1, NULL));
     CHECK_OK(bg_filter_add(f, "in", 2, NULL));
