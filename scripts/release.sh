@@ -535,13 +535,17 @@ java_build() {
 
 # ---- main -----------------------------------------------------------------------------------------
 tools
+# a target's compiler wrappers and its OpenSSL (built once, then cached)
+prepare_target() {
+  target_info "$1"
+  openssl_source
+  toolchain
+  openssl_build
+}
 if [ "$TOOLCHAIN_ONLY" = 1 ]; then
   for T in "${ALL_TARGETS[@]}"; do
     wanted "$T" || continue
-    target_info "$T"
-    openssl_source
-    toolchain
-    openssl_build
+    prepare_target "$T"
     zig_cmake_args
     printf '%s\n' "${ZIG_CMAKE_ARGS[@]}" >"$TDIR/cmake-args"
     echo "$T: zig cc for $ZTARGET, OpenSSL in $OSSL_PREFIX: CMake arguments in $TDIR/cmake-args"
@@ -553,18 +557,12 @@ wanted src && src_archive
 wanted go && go_archive
 for T in "${ALL_TARGETS[@]}"; do
   wanted "$T" || continue
-  target_info "$T"
-  openssl_source
-  toolchain
-  openssl_build
+  prepare_target "$T"
   wheel_build
 done
 if wanted java; then
   for T in "${JAVA_TARGETS[@]}"; do
-    target_info "$T"
-    openssl_source
-    toolchain
-    openssl_build
+    prepare_target "$T"
     java_clib
   done
   java_build
