@@ -59,6 +59,10 @@ static int contains(bg_filter *f, const char *item, int *present) {
 
 enum { N = 40 };
 
+/* a build with hiredis 0.14 (no RESP3) has no tracking: every read is the check there, and what
+ * the cases assert of the tracked read they assert of the check instead */
+static int tracking;
+
 /* With tracking, the first read checks (MULTI TYPE BF.MEXISTS PTTL EXEC) and the next ones send
  * BF.MEXISTS alone: no EVALSHA, one BF.MEXISTS per read. */
 static void test_fast_read_taken(void) {
@@ -74,7 +78,8 @@ static void test_fast_read_taken(void) {
   CHECK_EQ_INT(calls("bf.mexists"), N);
   CHECK_EQ_INT(calls("type") + tracked, N);
   /* a connection or two checks once each */
-  CHECK_MSG(tracked >= N - 2, "only %ld of %d reads sent BF.MEXISTS alone", tracked, N);
+  if (tracking) CHECK_MSG(tracked >= N - 2, "only %ld of %d reads sent BF.MEXISTS alone", tracked, N);
+  else CHECK_EQ_INT(tracked, 0);
   CHECK_EQ_INT(stat(f, BG_STAT_TRACKED_STALE), 0);
   /* a batch: one BF.MEXISTS per chunk, the answers in order */
   enum { M = 2500 };
@@ -95,7 +100,7 @@ static void test_fast_read_taken(void) {
   for (int i = 0; i < M / 2; i++) in += pres[i];
   CHECK_EQ_INT(in, M / 2);
   CHECK_EQ_INT(calls("evalsha"), 0);
-  CHECK_EQ_INT(calls("type"), 0);
+  CHECK_EQ_INT(calls("type"), tracking ? 0 : 3);
   CHECK_EQ_INT(calls("bf.mexists"), 3);   /* 1,024 items a chunk */
   bg_filter_close(f);
 }
@@ -119,7 +124,8 @@ static void test_fast_read_queue(void) {
   CHECK_EQ_INT(calls("evalsha"), 0);
   CHECK_EQ_INT(calls("bf.mexists"), N);
   CHECK_EQ_INT(calls("type") + tracked, N);
-  CHECK_MSG(tracked >= N - 2, "only %ld of %d queued reads sent BF.MEXISTS alone", tracked, N);
+  if (tracking) CHECK_MSG(tracked >= N - 2, "only %ld of %d queued reads sent BF.MEXISTS alone", tracked, N);
+  else CHECK_EQ_INT(tracked, 0);
   bg_filter_close(f);
   bg_queue_close(q);
 }
@@ -159,6 +165,13 @@ static int read_after(bg_filter *f, const char *change, const char *arg, int *pr
   CHECK_OK(contains(f, "in", present));
   CHECK_OK(contains(f, "in", present));
   CHECK_EQ_INT(*present, 1);
+  if (!tracking) {
+    /* the check itself sees the change */
+    cmd(change, arg);
+    int st = contains(f, "in", present);
+    CHECK_EQ_INT(stat(f, BG_STAT_TRACKED_READS), 0);
+    return st;
+  }
   CHECK_MSG(stat(f, BG_STAT_TRACKED_READS) > tracked, "no fast read before the change");
   tracked = stat(f, BG_STAT_TRACKED_READS);
   cmd(change, arg);
@@ -198,6 +211,10 @@ static void invalidation_before_reply(bg_client *c) {
   CHECK_STATUS(read_after(f, "DEL %s", "nr-inv", &present), BG_EWRONGTYPE);
   CHECK_CONTAINS(bg_filter_errmsg(f), "Redisson-layout");
   cmd("DEL {nr-inv}:config", NULL);
+  if (!tracking) {   /* no push to ignore: the control is the tracked read's */
+    bg_filter_close(f);
+    return;
+  }
   /* negative control: the answer used in spite of the push is the 0 the rule prevents */
   CHECK_OK(bg_filter_init_native(f, 1000, 0.01, -1, NULL));
   CHECK_OK(bg_filter_add(f, "in", 2, NULL));
@@ -243,6 +260,11 @@ static void test_ttl_no_verdict(void) {
   for (int i = 0; i < 5; i++) CHECK_OK(contains(f, "in", &present));
   CHECK_EQ_INT(stat(f, BG_STAT_TRACKED_READS), tracked);
   CHECK_STATUS(read_past_ttl(f, &present), BG_ENOTINIT);
+  if (!tracking) {   /* no verdict to take: the control is the tracked read's */
+    cmd("DEBUG SET-ACTIVE-EXPIRE %s", "1");
+    bg_filter_close(f);
+    return;
+  }
   /* negative control: a verdict from a key with a TTL answers 0 once it is past it */
   CHECK_OK(bg_filter_init_native(f, 1000, 0.01, -1, NULL));
   CHECK_OK(bg_filter_add(f, "in", 2, NULL));
@@ -256,6 +278,8 @@ static void test_ttl_no_verdict(void) {
 }
 
 static void setup(void) {
+  tracking = (bg_features() & BG_FEATURE_TRACKING) != 0;
+  printf("    tracking %s\n", tracking ? "available: the tracked read" : "not in this build: the check on every read");
   const char *args[] = {"--enable-debug-command", "yes", NULL};
   bgt_redis_start_bloom(&srv, args);
   CHECK_OK(bg_client_open(&cl, srv.url, NULL));
