@@ -187,9 +187,12 @@ func TestNativeQueriesTrackedRead(t *testing.T) {
 			if ok, err := f.ContainsString(ctx, "a"); !errors.Is(err, ErrNotInitialized) {
 				t.Fatalf("after a DEL: %v %v, want ErrNotInitialized", ok, err)
 			}
-			if after := stats(t, f); on && after.TrackedStale != st.TrackedStale+1 {
-				t.Errorf("the query after the DEL was not a dropped tracked read: stale %d -> %d", st.TrackedStale,
-					after.TrackedStale)
+			// the invalidation may be read before that query is built (the queue's reader takes
+			// pushes as they come: then no verdict, the check) or after its reply (a tracked read,
+			// dropped): either way no tracked answer may stand
+			if after := stats(t, f); on && after.TrackedReads-st.TrackedReads != after.TrackedStale-st.TrackedStale {
+				t.Errorf("a tracked read after the DEL was not dropped: tracked %d -> %d, stale %d -> %d",
+					st.TrackedReads, after.TrackedReads, st.TrackedStale, after.TrackedStale)
 			}
 		})
 	}
