@@ -218,11 +218,7 @@ static int build_read(bgi_conn *c, bgi_nwin *w, size_t *nreplies, bgi_err *err) 
     if (w->how != BGI_NREAD_FAST) {
       append_cmd(&c->out, "MULTI", NULL);
       if (w->how == BGI_NREAD_TRACKED_BLOCK) {
-        /* OPTIN: CLIENT CACHING YES inside the transaction tracks the keys read after it */
-        bgi_resp_array(&c->out, 3);
-        bgi_resp_cstr(&c->out, "CLIENT");
-        bgi_resp_cstr(&c->out, "CACHING");
-        bgi_resp_cstr(&c->out, "YES");
+        bgi_tracking_append_caching(&c->out);   /* NAME, read next, is tracked */
       }
       append_cmd(&c->out, "TYPE", f);
     }
@@ -574,9 +570,7 @@ int bgi_nadmin_prepare(bgi_nadmin *na, bgi_req *req, bg_filter *f, int kind, int
 static int build_type(bgi_conn *c, void *ctx, size_t *nreplies, bgi_err *err) {
   const bg_filter *f = ctx;
   if (bgi_buf_reserve(&c->out, bgi_resp_bound(2, f->name.len + 8)) != BG_OK) return NOMEM(err);
-  bgi_resp_array(&c->out, 2);
-  bgi_resp_cstr(&c->out, "TYPE");
-  bgi_resp_key(&c->out, &f->name);
+  append_cmd(&c->out, "TYPE", f);
   *nreplies = 1;
   return BG_OK;
 }

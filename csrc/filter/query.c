@@ -68,11 +68,7 @@ static void append_block(bgi_buf *out, const bg_filter *f, const uint64_t *idx, 
   bgi_resp_bulk(out, "MULTI", 5);
   if (tracked) {
     append_bits(out, f, idx, n);
-    /* OPTIN: CLIENT CACHING YES inside the transaction tracks the keys read after it, until EXEC ends */
-    bgi_resp_array(out, 3);
-    bgi_resp_bulk(out, "CLIENT", 6);
-    bgi_resp_bulk(out, "CACHING", 7);
-    bgi_resp_bulk(out, "YES", 3);
+    bgi_tracking_append_caching(out);   /* the config and lock read next are tracked */
     append_config_and_lock(out, f);
     bgi_resp_array(out, 2);
     bgi_resp_bulk(out, "PTTL", 4);

@@ -74,6 +74,15 @@ void bgi_tracking_take_handshake(bgi_tracking *t, bgi_reply *const *rep, uint64_
 /* Forgets every verdict and turns tracking off (a new connection). */
 void bgi_tracking_reset(bgi_tracking *t);
 /* A push arrived (an invalidation): every verdict is forgotten at once. */
+/* CLIENT CACHING YES: with OPTIN, inside a MULTI, the server tracks for this connection the keys
+ * the transaction reads after it. */
+static inline void bgi_tracking_append_caching(bgi_buf *out) {
+  bgi_resp_array(out, 3);
+  bgi_resp_bulk(out, "CLIENT", 6);
+  bgi_resp_bulk(out, "CACHING", 7);
+  bgi_resp_bulk(out, "YES", 3);
+}
+
 static inline void bgi_tracking_pushed(bgi_tracking *t) { atomic_fetch_add(&t->epoch, 1); }
 /* Forgets every verdict but keeps tracking on (the connection answered a redirect). */
 static inline void bgi_tracking_forget(bgi_tracking *t) { atomic_fetch_add(&t->epoch, 1); }
