@@ -369,7 +369,7 @@ static void run_all(worker *w, size_t t) {
 }
 
 /* Sets the pending items on up to `threads` threads; counts a link's. */
-static void flush(bgi_bitmap *b, int threads, int nice) {
+void bgi_bitmap_flush(bgi_bitmap *b, int threads, int nice) {
   build *B = b->scratch;
   if (!B || !B->items) return;
   worker w[BGI_MAX_THREADS];
@@ -392,8 +392,6 @@ static void flush(bgi_bitmap *b, int threads, int nice) {
   B->nseg = 0;
   B->items = 0;
 }
-
-void bgi_bitmap_flush(bgi_bitmap *b, int threads, int nice) { flush(b, threads, nice); }
 
 /* ---- adding ------------------------------------------------------------------------------------ */
 
@@ -454,7 +452,7 @@ static size_t add_bucketed(bgi_bitmap *b, build *B, const void *const *items, co
     if (chunk > (uint64_t)segs * B->block * th) chunk = (uint64_t)segs * B->block * th;
     if (chunk == 0 || (slack < n - done && slack < b->bucketed_min)) {
       if (B->items) {
-        flush(b, threads, nice);
+        bgi_bitmap_flush(b, threads, nice);
         continue;
       }
       /* nothing pending, and only the capacity stops a batch: one by one up to it */
@@ -502,7 +500,7 @@ void bgi_bitmap_add(bgi_bitmap *b, const void *const *items, const size_t *lens,
     return;
   }
   add_bucketed(b, B, items, lens, n, t, threads, nice, UINT64_MAX);
-  flush(b, (int)t, nice);
+  bgi_bitmap_flush(b, (int)t, nice);
 }
 
 size_t bgi_bitmap_add_upto(bgi_bitmap *b, const void *const *items, const size_t *lens, size_t n, int threads,

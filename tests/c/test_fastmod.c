@@ -27,6 +27,15 @@ typedef uint64_t (*rem_fn)(const bgi_fastmod *f, uint64_t x);
 static uint64_t rem_real(const bgi_fastmod *f, uint64_t x) { return bgi_fastmod_rem(f, x); }
 
 /* Numerators of every kind for divisor d; the count of wrong remainders. */
+/* 1 if rem gets x mod d wrong (the first five reported when report is set). */
+static int wrong_at(const bgi_fastmod *f, rem_fn rem, uint64_t x, uint64_t d, int report, uint64_t wrong) {
+  uint64_t got = rem(f, x), want = x % d;
+  if (got != want && report && wrong < 5)
+    CHECK_MSG(0, "%llu mod %llu: %llu, want %llu", (unsigned long long)x, (unsigned long long)d,
+              (unsigned long long)got, (unsigned long long)want);
+  return got != want;
+}
+
 static uint64_t sweep(uint64_t d, rem_fn rem, int report) {
   bgi_fastmod f;
   bgi_fastmod_init(&f, d);
@@ -35,25 +44,13 @@ static uint64_t sweep(uint64_t d, rem_fn rem, int report) {
   uint64_t xs[] = {0, 1, 2, d - 1, d, d + 1, 2 * d - 1, 2 * d, 2 * d + 1, top, top - 1, top + (UINT64_MAX - top),
                    top - d, top - d + 1, top - 1 - (d > 1 ? d - 1 : 0), UINT64_C(1) << 63, (UINT64_C(1) << 63) - 1,
                    (UINT64_C(1) << 63) + 1, UINT64_MAX, UINT64_MAX - 1, UINT64_C(1) << 32, (UINT64_C(1) << 32) - 1};
-  for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
-    uint64_t got = rem(&f, xs[i]), want = xs[i] % d;
-    if (got != want && report && wrong < 5)
-      CHECK_MSG(0, "%llu mod %llu: %llu, want %llu", (unsigned long long)xs[i], (unsigned long long)d,
-                (unsigned long long)got, (unsigned long long)want);
-    wrong += got != want;
-  }
+  for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) wrong += wrong_at(&f, rem, xs[i], d, report, wrong);
   for (int i = 0; i < 2000; i++) {
     uint64_t x = next();
     /* random multiples of d and their neighbours too */
     uint64_t m = d == 1 ? x : (x % (UINT64_MAX / d + 1)) * d;
     uint64_t cases[] = {x, x >> (x & 63), m, m - 1, m + 1};
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-      uint64_t got = rem(&f, cases[c]), want = cases[c] % d;
-      if (got != want && report && wrong < 5)
-        CHECK_MSG(0, "%llu mod %llu: %llu, want %llu", (unsigned long long)cases[c], (unsigned long long)d,
-                  (unsigned long long)got, (unsigned long long)want);
-      wrong += got != want;
-    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) wrong += wrong_at(&f, rem, cases[c], d, report, wrong);
   }
   return wrong;
 }
